@@ -1,0 +1,5 @@
+"""``python -m squall``: the squall command line."""
+
+from squall.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,321 @@
+"""The ``squall`` command line.
+
+Exit codes follow HISTORY.md: 0 success, 1 anomalies found, 2 invalid input or usage,
+3 infrastructure failure (a broker, ZooKeeper or a node could not be reached or run).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from system_under_test.config import BrokerConfig, ConfigError, parse_assignments
+from system_under_test.errors import BrokerError
+
+EXIT_USAGE = 2
+EXIT_INFRASTRUCTURE = 3
+
+app = typer.Typer(
+    name="squall",
+    help="Jepsen-style fault injection for a Kafka-style replicated log.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+topic_app = typer.Typer(help="Create and describe topics.", no_args_is_help=True)
+perf_app = typer.Typer(help="Measure the broker, as Kafka's perf-test tools do.", no_args_is_help=True)
+app.add_typer(topic_app, name="topic")
+app.add_typer(perf_app, name="perf")
+
+stderr = Console(stderr=True)
+
+BootstrapOption = typer.Option(
+    "127.0.0.1:9092", "--bootstrap", "--bootstrap-server", help="HOST:PORT[,HOST:PORT] of brokers."
+)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    stderr.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def _client_errors() -> Iterator[None]:
+    """Turn client-side failures into clear messages and HISTORY.md exit codes."""
+    try:
+        yield
+    except ConfigError as err:
+        _fail(str(err), EXIT_USAGE)
+    except BrokerError as err:
+        _fail(str(err), EXIT_INFRASTRUCTURE if err.retriable else EXIT_USAGE)
+    except (ConnectionError, TimeoutError, OSError) as err:
+        _fail(str(err), EXIT_INFRASTRUCTURE)
+
+
+def _acks(value: str) -> int:
+    if value.lower() == "all":
+        return -1
+    try:
+        acks = int(value)
+    except ValueError:
+        _fail(f"--acks {value!r}: expected 0, 1, -1 or all", EXIT_USAGE)
+    if acks not in (0, 1, -1):
+        _fail(f"--acks {value!r}: expected 0, 1, -1 or all", EXIT_USAGE)
+    return acks
+
+
+def _mode(value: str) -> Literal["sync", "async"]:
+    if value == "sync":
+        return "sync"
+    if value == "async":
+        return "async"
+    _fail(f"--mode {value!r}: expected sync or async", EXIT_USAGE)
+
+
+@app.command()
+def broker(
+    config_file: Path | None = typer.Option(None, "--config", help="A server.properties-style file."),
+    settings: list[str] = typer.Option([], "--set", help="key=value, Kafka's names; repeatable."),
+    standalone: bool = typer.Option(False, "--standalone", help="Run without ZooKeeper."),
+) -> None:
+    """Run one broker of the replicated log in the foreground (SIGTERM shuts it down cleanly)."""
+    from system_under_test.server import run_broker
+
+    try:
+        config = BrokerConfig.load(config_file, settings)
+    except ConfigError as err:
+        _fail(str(err), EXIT_USAGE)
+    raise typer.Exit(run_broker(config, standalone=standalone))
+
+
+@topic_app.command("create")
+def topic_create(
+    topic: str = typer.Option(..., "--topic", help="Topic name: letters, digits, '.', '_', '-'."),
+    partitions: int = typer.Option(1, "--partitions", min=1),
+    replication_factor: int = typer.Option(1, "--replication-factor", min=1),
+    min_insync_replicas: int | None = typer.Option(None, "--min-insync-replicas", min=1),
+    unclean_leader_election: bool = typer.Option(
+        False, "--unclean-leader-election", help="Allow out-of-sync replicas to become leader."
+    ),
+    topic_config: list[str] = typer.Option([], "--config", help="Topic key=value, e.g. segment.bytes=1048576."),
+    bootstrap: str = BootstrapOption,
+) -> None:
+    """Create a topic; prints one JSON line."""
+    from system_under_test.client import AdminClient
+
+    try:
+        configs = parse_assignments(topic_config, "--config")
+    except ConfigError as err:
+        _fail(str(err), EXIT_USAGE)
+    if min_insync_replicas is not None:
+        configs["min.insync.replicas"] = str(min_insync_replicas)
+    if unclean_leader_election:
+        configs["unclean.leader.election.enable"] = "true"
+    with _client_errors():
+        admin = AdminClient(bootstrap)
+        try:
+            admin.create_topic(
+                topic, partitions, replication_factor=replication_factor, config=configs
+            )
+        finally:
+            admin.close()
+    print(json.dumps({"created": topic, "partitions": partitions, "replication_factor": replication_factor}))
+
+
+@topic_app.command("describe")
+def topic_describe(
+    topic: list[str] = typer.Option([], "--topic", help="Topics to describe; all when omitted."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON line per partition."),
+    bootstrap: str = BootstrapOption,
+) -> None:
+    """Leader, leader epoch, replicas and ISR of every partition."""
+    from system_under_test.client import AdminClient
+
+    with _client_errors():
+        admin = AdminClient(bootstrap)
+        try:
+            topics = admin.describe_topics(topic or None)
+        finally:
+            admin.close()
+    if as_json:
+        for description in topics:
+            for p in description.partitions:
+                line = {
+                    "topic": description.name,
+                    "partition": p.partition,
+                    "leader": p.leader,
+                    "leader_epoch": p.leader_epoch,
+                    "replicas": list(p.replicas),
+                    "isr": list(p.isr),
+                }
+                print(json.dumps(line, separators=(",", ":")))
+        return
+    table = Table(title="Topics")
+    for column in ("topic", "partition", "leader", "epoch", "replicas", "isr"):
+        table.add_column(column)
+    for description in topics:
+        for p in description.partitions:
+            table.add_row(
+                description.name,
+                str(p.partition),
+                str(p.leader),
+                str(p.leader_epoch),
+                ",".join(map(str, p.replicas)),
+                ",".join(map(str, p.isr)),
+            )
+    Console().print(table)
+
+
+@app.command()
+def produce(
+    topic: str = typer.Option(..., "--topic"),
+    partition: int | None = typer.Option(None, "--partition", min=0, help="Default: by key, else round robin."),
+    acks: str = typer.Option("1", "--acks", help="0, 1, -1 (all)."),
+    mode: str = typer.Option("sync", "--mode", help="sync: one request at a time; async: batched."),
+    key: str | None = typer.Option(None, "--key", help="The key of every record."),
+    key_separator: str | None = typer.Option(
+        None, "--key-separator", help="Split each line into KEY<sep>VALUE."
+    ),
+    bootstrap: str = BootstrapOption,
+) -> None:
+    """Send one record per stdin line; print {"partition":P,"offset":O} or {"error":..} per line."""
+    from squall.console_tools import produce_lines
+
+    if key is not None and key_separator is not None:
+        _fail("--key and --key-separator exclude each other", EXIT_USAGE)
+    with _client_errors():
+        _ok, failed = produce_lines(
+            sys.stdin,
+            sys.stdout,
+            bootstrap=bootstrap,
+            topic=topic,
+            partition=partition,
+            acks=_acks(acks),
+            mode=_mode(mode),
+            key=key,
+            key_separator=key_separator,
+        )
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def consume(
+    topic: str = typer.Option(..., "--topic"),
+    partition: int = typer.Option(0, "--partition", min=0),
+    from_offset: str = typer.Option("earliest", "--from-offset", help="An offset, earliest or latest."),
+    max_records: int | None = typer.Option(None, "--max-records", min=1),
+    timeout_ms: int | None = typer.Option(
+        None, "--timeout-ms", min=0, help="Stop after this long without a record."
+    ),
+    print_key: bool = typer.Option(False, "--print-key"),
+    print_timestamp: bool = typer.Option(False, "--print-timestamp"),
+    bootstrap: str = BootstrapOption,
+) -> None:
+    """Print {"offset":O,"value":"..."} per record of one partition."""
+    from squall.console_tools import OffsetSpec, consume_records
+
+    start: OffsetSpec
+    if from_offset in ("earliest", "latest"):
+        start = "earliest" if from_offset == "earliest" else "latest"
+    else:
+        try:
+            start = int(from_offset)
+        except ValueError:
+            _fail(f"--from-offset {from_offset!r}: expected a number, earliest or latest", EXIT_USAGE)
+        if start < 0:
+            _fail(f"--from-offset {start}: offsets start at 0", EXIT_USAGE)
+    with _client_errors():
+        consume_records(
+            sys.stdout,
+            bootstrap=bootstrap,
+            topic=topic,
+            partition=partition,
+            from_offset=start,
+            max_records=max_records,
+            timeout_ms=timeout_ms,
+            print_key=print_key,
+            print_timestamp=print_timestamp,
+        )
+
+
+@perf_app.command("produce")
+def perf_produce(
+    topic: str = typer.Option(..., "--topic"),
+    records: int = typer.Option(100_000, "--records", min=1),
+    record_size: int = typer.Option(1024, "--record-size", min=0),
+    acks: str = typer.Option("1", "--acks"),
+    mode: str = typer.Option("async", "--mode", help="sync or async."),
+    partition: int = typer.Option(0, "--partition", min=0),
+    producer_config: list[str] = typer.Option(
+        [], "--producer-config", help="Producer key=value, e.g. batch.num.messages=500."
+    ),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="A progress bar on stderr."),
+    bootstrap: str = BootstrapOption,
+) -> None:
+    """Send records as fast as the producer can; print rate and latency percentiles as JSON."""
+    from rich.progress import Progress
+
+    from squall.perf import run_producer_perf
+
+    try:
+        config: dict[str, object] = dict(parse_assignments(producer_config, "--producer-config"))
+    except ConfigError as err:
+        _fail(str(err), EXIT_USAGE)
+    with _client_errors():
+        if progress and stderr.is_terminal:
+            with Progress(console=stderr, transient=True) as bar:
+                task = bar.add_task(f"producing to {topic}", total=records)
+                result = run_producer_perf(
+                    bootstrap, topic, records=records, record_size=record_size,
+                    acks=_acks(acks), mode=_mode(mode), partition=partition,
+                    producer_config=config,
+                    on_progress=lambda n: bar.update(task, completed=n),
+                )
+        else:
+            result = run_producer_perf(
+                bootstrap, topic, records=records, record_size=record_size,
+                acks=_acks(acks), mode=_mode(mode), partition=partition, producer_config=config,
+            )
+    print(json.dumps(result.as_dict()))
+    if result.errors:
+        raise typer.Exit(1)
+
+
+@app.command()
+def demo(
+    records: int = typer.Option(20_000, "--records", min=1),
+    record_size: int = typer.Option(1024, "--record-size", min=1),
+    workdir: Path | None = typer.Option(None, "--workdir", help="Default: a temporary directory."),
+) -> None:
+    """A real round trip on a standalone broker: produce, consume back, verify, summarise."""
+    from squall.demo import run_demo
+
+    raise typer.Exit(run_demo(records=records, record_size=record_size, workdir=workdir))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``squall`` script."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except typer.Exit as done:
+        return int(done.exit_code)
+    except typer.Abort:
+        stderr.print("aborted")
+        return 130
+    except Exception as err:  # click usage errors carry their own exit code
+        import click
+
+        if isinstance(err, click.ClickException):
+            err.show(file=sys.stderr)
+            return EXIT_USAGE
+        raise
+    return 0

@@ -1,0 +1,128 @@
+"""The console producer and consumer: JSON lines on stdout, as scripts expect."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from collections.abc import Iterable
+from typing import Literal, TextIO
+
+from system_under_test.client import Consumer, Producer, SendFuture
+
+OffsetSpec = Literal["earliest", "latest"] | int
+
+
+def _emit(out: TextIO, obj: dict[str, object]) -> None:
+    out.write(json.dumps(obj, separators=(",", ":")) + "\n")
+
+
+def _result_line(future: SendFuture) -> dict[str, object]:
+    try:
+        metadata = future.result()
+    except Exception as err:
+        return {"error": str(err)}
+    return {"partition": metadata.partition, "offset": metadata.offset}
+
+
+def produce_lines(
+    lines: Iterable[str],
+    out: TextIO,
+    *,
+    bootstrap: str,
+    topic: str,
+    partition: int | None,
+    acks: int,
+    mode: Literal["sync", "async"],
+    key: str | None = None,
+    key_separator: str | None = None,
+    window: int = 10_000,
+) -> tuple[int, int]:
+    """Send one value per line; print one result line per input line, in input order.
+
+    Returns (acknowledged, failed).
+    """
+    ok = failed = 0
+    pending: deque[SendFuture] = deque()
+
+    def drain(keep: int) -> None:
+        nonlocal ok, failed
+        while len(pending) > keep:
+            line = _result_line(pending.popleft())
+            if "error" in line:
+                failed += 1
+            else:
+                ok += 1
+            _emit(out, line)
+
+    with Producer(bootstrap, acks=acks, mode=mode) as producer:
+        for raw in lines:
+            text = raw.rstrip("\n").rstrip("\r")
+            record_key = key
+            if key_separator is not None:
+                if key_separator not in text:
+                    _emit(out, {"error": f"no key separator {key_separator!r} in line {text!r}"})
+                    failed += 1
+                    continue
+                record_key, text = text.split(key_separator, 1)
+            pending.append(
+                producer.send(
+                    topic,
+                    text.encode(),
+                    key=record_key.encode() if record_key is not None else None,
+                    partition=partition,
+                )
+            )
+            drain(window)
+        producer.flush()
+        drain(0)
+    out.flush()
+    return ok, failed
+
+
+def consume_records(
+    out: TextIO,
+    *,
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    from_offset: OffsetSpec,
+    max_records: int | None,
+    timeout_ms: int | None,
+    print_key: bool = False,
+    print_timestamp: bool = False,
+) -> int:
+    """Print ``{"offset":O,"value":"..."}`` per record until max_records or an idle timeout."""
+    printed = 0
+    consumer = Consumer(bootstrap)
+    try:
+        consumer.assign([(topic, partition)])
+        if from_offset == "earliest":
+            consumer.seek_to_beginning(topic, partition)
+        elif from_offset == "latest":
+            consumer.seek_to_end(topic, partition)
+        else:
+            consumer.seek(topic, partition, int(from_offset))
+        last_record = time.monotonic()
+        while max_records is None or printed < max_records:
+            batch = consumer.poll(200 if timeout_ms is None else min(200, max(timeout_ms, 1)))
+            if not batch:
+                if timeout_ms is not None and (time.monotonic() - last_record) * 1000 >= timeout_ms:
+                    break
+                continue
+            last_record = time.monotonic()
+            for record in batch:
+                line: dict[str, object] = {"offset": record.offset}
+                if print_key:
+                    line["key"] = None if record.key is None else record.key.decode(errors="replace")
+                if print_timestamp:
+                    line["timestamp"] = record.timestamp
+                line["value"] = None if record.value is None else record.value.decode(errors="replace")
+                _emit(out, line)
+                printed += 1
+                if max_records is not None and printed >= max_records:
+                    break
+            out.flush()
+    finally:
+        consumer.close()
+    return printed

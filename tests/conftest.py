@@ -1,0 +1,54 @@
+"""Test-wide set-up: Hypothesis profiles, and loud skipping of tests that need Docker."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("dev", deadline=None, max_examples=60)
+settings.register_profile(
+    "ci", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+_docker_skip_reason: str | None = None
+
+
+def _docker_engine_answers() -> str | None:
+    """None when a Docker engine answers, else why not."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=5)
+        client.ping()
+        client.close()
+    except Exception as err:
+        return f"no Docker engine answers ({type(err).__name__}: {err})"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    global _docker_skip_reason
+    docker_items = [item for item in items if item.get_closest_marker("docker")]
+    if not docker_items:
+        return
+    _docker_skip_reason = _docker_engine_answers()
+    if _docker_skip_reason is None:
+        return
+    skip = pytest.mark.skip(reason=_docker_skip_reason)
+    for item in docker_items:
+        item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _docker_skip_reason is None:
+        return
+    skipped = len(terminalreporter.stats.get("skipped", []))
+    terminalreporter.write_sep("!", "DOCKER TESTS SKIPPED", red=True, bold=True)
+    terminalreporter.write_line(
+        f"{_docker_skip_reason}; {skipped} test(s) skipped. Start a Docker engine and rerun "
+        "`make test` to exercise the container runtime.",
+        red=True,
+    )
