@@ -31,7 +31,9 @@ app = typer.Typer(
     add_completion=False,
 )
 topic_app = typer.Typer(help="Create and describe topics.", no_args_is_help=True)
-perf_app = typer.Typer(help="Measure the broker, as Kafka's perf-test tools do.", no_args_is_help=True)
+perf_app = typer.Typer(
+    help="Measure the broker, as Kafka's perf-test tools do.", no_args_is_help=True
+)
 app.add_typer(topic_app, name="topic")
 app.add_typer(perf_app, name="perf")
 
@@ -82,7 +84,9 @@ def _mode(value: str) -> Literal["sync", "async"]:
 
 @app.command()
 def broker(
-    config_file: Path | None = typer.Option(None, "--config", help="A server.properties-style file."),
+    config_file: Path | None = typer.Option(
+        None, "--config", help="A server.properties-style file."
+    ),
     settings: list[str] = typer.Option([], "--set", help="key=value, Kafka's names; repeatable."),
     standalone: bool = typer.Option(False, "--standalone", help="Run without ZooKeeper."),
 ) -> None:
@@ -105,7 +109,9 @@ def topic_create(
     unclean_leader_election: bool = typer.Option(
         False, "--unclean-leader-election", help="Allow out-of-sync replicas to become leader."
     ),
-    topic_config: list[str] = typer.Option([], "--config", help="Topic key=value, e.g. segment.bytes=1048576."),
+    topic_config: list[str] = typer.Option(
+        [], "--config", help="Topic key=value, e.g. segment.bytes=1048576."
+    ),
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Create a topic; prints one JSON line."""
@@ -127,7 +133,11 @@ def topic_create(
             )
         finally:
             admin.close()
-    print(json.dumps({"created": topic, "partitions": partitions, "replication_factor": replication_factor}))
+    print(
+        json.dumps(
+            {"created": topic, "partitions": partitions, "replication_factor": replication_factor}
+        )
+    )
 
 
 @topic_app.command("describe")
@@ -177,7 +187,9 @@ def topic_describe(
 @app.command()
 def produce(
     topic: str = typer.Option(..., "--topic"),
-    partition: int | None = typer.Option(None, "--partition", min=0, help="Default: by key, else round robin."),
+    partition: int | None = typer.Option(
+        None, "--partition", min=0, help="Default: by key, else round robin."
+    ),
     acks: str = typer.Option("1", "--acks", help="0, 1, -1 (all)."),
     mode: str = typer.Option("sync", "--mode", help="sync: one request at a time; async: batched."),
     key: str | None = typer.Option(None, "--key", help="The key of every record."),
@@ -211,7 +223,9 @@ def produce(
 def consume(
     topic: str = typer.Option(..., "--topic"),
     partition: int = typer.Option(0, "--partition", min=0),
-    from_offset: str = typer.Option("earliest", "--from-offset", help="An offset, earliest or latest."),
+    from_offset: str = typer.Option(
+        "earliest", "--from-offset", help="An offset, earliest or latest."
+    ),
     max_records: int | None = typer.Option(None, "--max-records", min=1),
     timeout_ms: int | None = typer.Option(
         None, "--timeout-ms", min=0, help="Stop after this long without a record."
@@ -230,7 +244,9 @@ def consume(
         try:
             start = int(from_offset)
         except ValueError:
-            _fail(f"--from-offset {from_offset!r}: expected a number, earliest or latest", EXIT_USAGE)
+            _fail(
+                f"--from-offset {from_offset!r}: expected a number, earliest or latest", EXIT_USAGE
+            )
         if start < 0:
             _fail(f"--from-offset {start}: offsets start at 0", EXIT_USAGE)
     with _client_errors():
@@ -258,7 +274,9 @@ def perf_produce(
     producer_config: list[str] = typer.Option(
         [], "--producer-config", help="Producer key=value, e.g. batch.num.messages=500."
     ),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="A progress bar on stderr."),
+    progress: bool = typer.Option(
+        True, "--progress/--no-progress", help="A progress bar on stderr."
+    ),
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Send records as fast as the producer can; print rate and latency percentiles as JSON."""
@@ -275,15 +293,26 @@ def perf_produce(
             with Progress(console=stderr, transient=True) as bar:
                 task = bar.add_task(f"producing to {topic}", total=records)
                 result = run_producer_perf(
-                    bootstrap, topic, records=records, record_size=record_size,
-                    acks=_acks(acks), mode=_mode(mode), partition=partition,
+                    bootstrap,
+                    topic,
+                    records=records,
+                    record_size=record_size,
+                    acks=_acks(acks),
+                    mode=_mode(mode),
+                    partition=partition,
                     producer_config=config,
                     on_progress=lambda n: bar.update(task, completed=n),
                 )
         else:
             result = run_producer_perf(
-                bootstrap, topic, records=records, record_size=record_size,
-                acks=_acks(acks), mode=_mode(mode), partition=partition, producer_config=config,
+                bootstrap,
+                topic,
+                records=records,
+                record_size=record_size,
+                acks=_acks(acks),
+                mode=_mode(mode),
+                partition=partition,
+                producer_config=config,
             )
     print(json.dumps(result.as_dict()))
     if result.errors:

@@ -114,10 +114,14 @@ def consume_records(
             for record in batch:
                 line: dict[str, object] = {"offset": record.offset}
                 if print_key:
-                    line["key"] = None if record.key is None else record.key.decode(errors="replace")
+                    line["key"] = (
+                        None if record.key is None else record.key.decode(errors="replace")
+                    )
                 if print_timestamp:
                     line["timestamp"] = record.timestamp
-                line["value"] = None if record.value is None else record.value.decode(errors="replace")
+                line["value"] = (
+                    None if record.value is None else record.value.decode(errors="replace")
+                )
                 _emit(out, line)
                 printed += 1
                 if max_records is not None and printed >= max_records:

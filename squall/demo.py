@@ -11,10 +11,10 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from system_under_test.client import AdminClient, Consumer, Producer
 
 from squall.cluster.broker_process import BrokerProcess
 from squall.perf import LatencyRecorder, percentile
-from system_under_test.client import AdminClient, Consumer, Producer
 
 TOPIC = "demo"
 PARTITIONS = 3
@@ -37,7 +37,9 @@ class DemoOutcome:
     @property
     def changed(self) -> list[tuple[int, int]]:
         return sorted(
-            k for k, v in self.acknowledged.items() if k in self.read_back and self.read_back[k] != v
+            k
+            for k, v in self.acknowledged.items()
+            if k in self.read_back and self.read_back[k] != v
         )
 
 
@@ -57,11 +59,13 @@ def run_demo(*, records: int, record_size: int, workdir: Path | None = None) -> 
     with tempfile.TemporaryDirectory(prefix="squall-demo-") as tmp:
         root = workdir or Path(tmp)
         broker = BrokerProcess(root / "broker", settings={"log.segment.bytes": 4 * 1024 * 1024})
-        console.print(Panel.fit(
-            "A standalone broker of squall's replicated log, a producer with acks=1, a SIGKILL "
-            "of the broker, a restart with log recovery, and a full read back.",
-            title="squall demo",
-        ))
+        console.print(
+            Panel.fit(
+                "A standalone broker of squall's replicated log, a producer with acks=1, a SIGKILL "
+                "of the broker, a restart with log recovery, and a full read back.",
+                title="squall demo",
+            )
+        )
         console.print(f"starting broker on {broker.bootstrap} (data in {broker.data_dir})")
         broker.start()
         try:
@@ -86,8 +90,12 @@ def _produce_crash_consume(
     with _progress(console) as bar:
         task = bar.add_task("producing (acks=1, async)", total=records)
         start = time.perf_counter()
-        with Producer(broker.bootstrap, acks=1, mode="async",
-                      config={"batch.num.messages": 500, "queue.buffering.max.ms": 5}) as producer:
+        with Producer(
+            broker.bootstrap,
+            acks=1,
+            mode="async",
+            config={"batch.num.messages": 500, "queue.buffering.max.ms": 5},
+        ) as producer:
             for i in range(records):
                 value = f"{i:015d}:".encode() + pad
                 future = producer.send(TOPIC, value)

@@ -97,35 +97,214 @@ BROKER_KEYS: dict[str, ConfigKey] = {
     k.name: k
     for k in [
         _key("broker.id", _parse_int, 0, "this broker's unique id", minimum=0),
-        _key("listeners", _parse_str, "127.0.0.1:9092", "HOST:PORT (or PLAINTEXT://HOST:PORT) to listen on"),
-        _key("advertised.listeners", _parse_str, None, "HOST:PORT clients are told to use; defaults to listeners"),
-        _key("log.dirs", _parse_str, "/tmp/squall-logs", "comma-separated directories holding partition logs"),
-        _key("num.partitions", _parse_int, 1, "partitions of a topic created without a count", minimum=1),
-        _key("default.replication.factor", _parse_int, 1, "replicas of a topic created without a factor", minimum=1),
-        _key("min.insync.replicas", _parse_int, 1, "ISR size an acks=-1 produce needs", minimum=1, topic_level="min.insync.replicas"),
-        _key("unclean.leader.election.enable", _parse_bool, False, "elect an out-of-sync replica when no ISR member is alive", topic_level="unclean.leader.election.enable"),
-        _key("replica.lag.time.max.ms", _parse_int, 10000, "a follower not caught up for this long leaves the ISR", minimum=1),
-        _key("replica.lag.max.messages", _parse_int, 0, "legacy: a follower this many messages behind leaves the ISR (0 = off)", minimum=0),
-        _key("replica.truncation", _parse_str, "leader-epoch", "how a new follower truncates: leader-epoch (KIP-101) or high-watermark (pre-0.11, unsafe)", choices=("leader-epoch", "high-watermark")),
-        _key("replica.fetch.wait.max.ms", _parse_int, 500, "longest a follower fetch waits for data", minimum=0),
-        _key("replica.fetch.max.bytes", _parse_int, 1048576, "bytes a follower asks for per partition", minimum=1),
-        _key("log.segment.bytes", _parse_int, 1073741824, "roll a segment at this size", minimum=1024, topic_level="segment.bytes"),
-        _key("log.roll.ms", _parse_int, 604800000, "roll a segment at this age", minimum=1, topic_level="segment.ms"),
-        _key("log.index.interval.bytes", _parse_int, 4096, "bytes appended between two index entries", minimum=0, topic_level="index.interval.bytes"),
-        _key("log.index.size.max.bytes", _parse_int, 10485760, "largest offset or time index file", minimum=64, topic_level="segment.index.bytes"),
-        _key("log.retention.ms", _parse_int, 604800000, "delete segments older than this (-1 = keep)", minimum=-1, topic_level="retention.ms"),
-        _key("log.retention.bytes", _parse_int, -1, "delete old segments beyond this size per partition (-1 = keep)", minimum=-1, topic_level="retention.bytes"),
-        _key("log.retention.check.interval.ms", _parse_int, 300000, "how often retention runs", minimum=1),
-        _key("log.flush.interval.messages", _parse_int, NEVER, "fsync after this many appended messages", minimum=1, topic_level="flush.messages"),
-        _key("log.flush.interval.ms", _parse_int, NEVER, "fsync data older than this", minimum=0, topic_level="flush.ms"),
-        _key("log.flush.scheduler.interval.ms", _parse_int, 1000, "how often the time-based flush runs", minimum=1),
-        _key("message.max.bytes", _parse_int, 1048588, "largest record accepted", minimum=64, topic_level="max.message.bytes"),
-        _key("socket.request.max.bytes", _parse_int, 104857600, "largest request accepted", minimum=1024),
-        _key("zookeeper.connect", _parse_str, None, "HOST:PORT[,HOST:PORT][/chroot] of ZooKeeper; unset = standalone"),
-        _key("zookeeper.session.timeout.ms", _parse_int, 18000, "ZooKeeper session timeout", minimum=1),
-        _key("zookeeper.connection.timeout.ms", _parse_int, 18000, "wait this long to connect to ZooKeeper", minimum=1),
-        _key("request.timeout.ms", _parse_int, 30000, "longest an acks=-1 produce waits for replication", minimum=1),
-        _key("event.log", _parse_str, None, "file for election and ISR-change events, one JSON line each; default <first log dir>/events.jsonl"),
+        _key(
+            "listeners",
+            _parse_str,
+            "127.0.0.1:9092",
+            "HOST:PORT (or PLAINTEXT://HOST:PORT) to listen on",
+        ),
+        _key(
+            "advertised.listeners",
+            _parse_str,
+            None,
+            "HOST:PORT clients are told to use; defaults to listeners",
+        ),
+        _key(
+            "log.dirs",
+            _parse_str,
+            "/tmp/squall-logs",
+            "comma-separated directories holding partition logs",
+        ),
+        _key(
+            "num.partitions",
+            _parse_int,
+            1,
+            "partitions of a topic created without a count",
+            minimum=1,
+        ),
+        _key(
+            "default.replication.factor",
+            _parse_int,
+            1,
+            "replicas of a topic created without a factor",
+            minimum=1,
+        ),
+        _key(
+            "min.insync.replicas",
+            _parse_int,
+            1,
+            "ISR size an acks=-1 produce needs",
+            minimum=1,
+            topic_level="min.insync.replicas",
+        ),
+        _key(
+            "unclean.leader.election.enable",
+            _parse_bool,
+            False,
+            "elect an out-of-sync replica when no ISR member is alive",
+            topic_level="unclean.leader.election.enable",
+        ),
+        _key(
+            "replica.lag.time.max.ms",
+            _parse_int,
+            10000,
+            "a follower not caught up for this long leaves the ISR",
+            minimum=1,
+        ),
+        _key(
+            "replica.lag.max.messages",
+            _parse_int,
+            0,
+            "legacy: a follower this many messages behind leaves the ISR (0 = off)",
+            minimum=0,
+        ),
+        _key(
+            "replica.truncation",
+            _parse_str,
+            "leader-epoch",
+            "how a new follower truncates: leader-epoch (KIP-101) or high-watermark (pre-0.11, unsafe)",
+            choices=("leader-epoch", "high-watermark"),
+        ),
+        _key(
+            "replica.fetch.wait.max.ms",
+            _parse_int,
+            500,
+            "longest a follower fetch waits for data",
+            minimum=0,
+        ),
+        _key(
+            "replica.fetch.max.bytes",
+            _parse_int,
+            1048576,
+            "bytes a follower asks for per partition",
+            minimum=1,
+        ),
+        _key(
+            "log.segment.bytes",
+            _parse_int,
+            1073741824,
+            "roll a segment at this size",
+            minimum=1024,
+            topic_level="segment.bytes",
+        ),
+        _key(
+            "log.roll.ms",
+            _parse_int,
+            604800000,
+            "roll a segment at this age",
+            minimum=1,
+            topic_level="segment.ms",
+        ),
+        _key(
+            "log.index.interval.bytes",
+            _parse_int,
+            4096,
+            "bytes appended between two index entries",
+            minimum=0,
+            topic_level="index.interval.bytes",
+        ),
+        _key(
+            "log.index.size.max.bytes",
+            _parse_int,
+            10485760,
+            "largest offset or time index file",
+            minimum=64,
+            topic_level="segment.index.bytes",
+        ),
+        _key(
+            "log.retention.ms",
+            _parse_int,
+            604800000,
+            "delete segments older than this (-1 = keep)",
+            minimum=-1,
+            topic_level="retention.ms",
+        ),
+        _key(
+            "log.retention.bytes",
+            _parse_int,
+            -1,
+            "delete old segments beyond this size per partition (-1 = keep)",
+            minimum=-1,
+            topic_level="retention.bytes",
+        ),
+        _key(
+            "log.retention.check.interval.ms",
+            _parse_int,
+            300000,
+            "how often retention runs",
+            minimum=1,
+        ),
+        _key(
+            "log.flush.interval.messages",
+            _parse_int,
+            NEVER,
+            "fsync after this many appended messages",
+            minimum=1,
+            topic_level="flush.messages",
+        ),
+        _key(
+            "log.flush.interval.ms",
+            _parse_int,
+            NEVER,
+            "fsync data older than this",
+            minimum=0,
+            topic_level="flush.ms",
+        ),
+        _key(
+            "log.flush.scheduler.interval.ms",
+            _parse_int,
+            1000,
+            "how often the time-based flush runs",
+            minimum=1,
+        ),
+        _key(
+            "message.max.bytes",
+            _parse_int,
+            1048588,
+            "largest record accepted",
+            minimum=64,
+            topic_level="max.message.bytes",
+        ),
+        _key(
+            "socket.request.max.bytes",
+            _parse_int,
+            104857600,
+            "largest request accepted",
+            minimum=1024,
+        ),
+        _key(
+            "zookeeper.connect",
+            _parse_str,
+            None,
+            "HOST:PORT[,HOST:PORT][/chroot] of ZooKeeper; unset = standalone",
+        ),
+        _key(
+            "zookeeper.session.timeout.ms",
+            _parse_int,
+            18000,
+            "ZooKeeper session timeout",
+            minimum=1,
+        ),
+        _key(
+            "zookeeper.connection.timeout.ms",
+            _parse_int,
+            18000,
+            "wait this long to connect to ZooKeeper",
+            minimum=1,
+        ),
+        _key(
+            "request.timeout.ms",
+            _parse_int,
+            30000,
+            "longest an acks=-1 produce waits for replication",
+            minimum=1,
+        ),
+        _key(
+            "event.log",
+            _parse_str,
+            None,
+            "file for election and ISR-change events, one JSON line each; default <first log dir>/events.jsonl",
+        ),
     ]
 }
 
@@ -157,18 +336,24 @@ def parse_assignments(items: Iterable[str], source: str = "--set") -> dict[str, 
     return out
 
 
-def _resolve(keys: Mapping[str, ConfigKey], raw: Mapping[str, object], source: str, what: str) -> dict[str, Any]:
+def _resolve(
+    keys: Mapping[str, ConfigKey], raw: Mapping[str, object], source: str, what: str
+) -> dict[str, Any]:
     unknown = sorted(set(raw) - set(keys))
     if unknown:
         known = ", ".join(sorted(keys))
-        raise ConfigError(f"{source}: unknown {what} key(s) {', '.join(unknown)}; known keys: {known}")
+        raise ConfigError(
+            f"{source}: unknown {what} key(s) {', '.join(unknown)}; known keys: {known}"
+        )
     return {name: key.convert(raw[name], source) for name, key in keys.items() if name in raw}
 
 
 class BrokerConfig:
     """A broker's validated configuration; read values with ``config["log.dirs"]``."""
 
-    def __init__(self, values: Mapping[str, object] | None = None, *, source: str = "config") -> None:
+    def __init__(
+        self, values: Mapping[str, object] | None = None, *, source: str = "config"
+    ) -> None:
         given = _resolve(BROKER_KEYS, values or {}, source, "broker")
         self._values = {name: key.default for name, key in BROKER_KEYS.items()}
         self._values.update(given)

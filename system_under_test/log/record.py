@@ -125,10 +125,14 @@ def encode_records(
     return b"".join(parts)
 
 
-def _check_record(buf: bytes | bytearray | memoryview, position: int, end: int, check_crc: bool) -> tuple[int, int, int]:
+def _check_record(
+    buf: bytes | bytearray | memoryview, position: int, end: int, check_crc: bool
+) -> tuple[int, int, int]:
     """Validate the record at position; return (offset, timestamp, total size)."""
     if end - position < LOG_OVERHEAD:
-        raise CorruptRecordError(position, f"{end - position} bytes left, header needs {LOG_OVERHEAD}")
+        raise CorruptRecordError(
+            position, f"{end - position} bytes left, header needs {LOG_OVERHEAD}"
+        )
     offset, size, crc = _HEAD.unpack_from(buf, position)
     if size < BODY_OVERHEAD:
         raise CorruptRecordError(position, f"size {size} is below the minimum {BODY_OVERHEAD}")
@@ -152,7 +156,9 @@ def _check_record(buf: bytes | bytearray | memoryview, position: int, end: int, 
         view = buf if isinstance(buf, memoryview) else memoryview(buf)
         actual = zlib.crc32(view[body:record_end])
         if actual != crc:
-            raise CorruptRecordError(position, f"crc {actual:#010x} does not match stored {crc:#010x}")
+            raise CorruptRecordError(
+                position, f"crc {actual:#010x} does not match stored {crc:#010x}"
+            )
     return offset, timestamp, LOG_OVERHEAD + size
 
 
@@ -189,7 +195,9 @@ def assign_offsets(buf: bytearray, base_offset: int) -> BatchInfo:
     return _walk(buf, base_offset, True)
 
 
-def _walk(buf: bytes | bytearray | memoryview, base_offset: int | None, check_crc: bool) -> BatchInfo:
+def _walk(
+    buf: bytes | bytearray | memoryview, base_offset: int | None, check_crc: bool
+) -> BatchInfo:
     end = len(buf)
     if end == 0:
         raise CorruptRecordError(0, "the batch holds no records")

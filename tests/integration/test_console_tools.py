@@ -15,7 +15,9 @@ from squall.cluster.broker_process import BrokerProcess, free_port
 pytestmark = pytest.mark.integration
 
 
-def squall(*args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def squall(
+    *args: str, stdin: str | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "squall", *args],
         input=stdin,
@@ -37,39 +39,89 @@ def json_lines(text: str) -> list[dict[str, object]]:
 
 
 def test_round_trip_of_10000_records(broker: BrokerProcess) -> None:
-    created = squall("topic", "create", "--bootstrap", broker.bootstrap, "--topic", "rt", "--partitions", "2")
+    created = squall(
+        "topic", "create", "--bootstrap", broker.bootstrap, "--topic", "rt", "--partitions", "2"
+    )
     assert created.returncode == 0, created.stderr
-    assert json_lines(created.stdout) == [{"created": "rt", "partitions": 2, "replication_factor": 1}]
+    assert json_lines(created.stdout) == [
+        {"created": "rt", "partitions": 2, "replication_factor": 1}
+    ]
 
     values = [f"value-{i}" for i in range(10_000)]
     produced = squall(
-        "produce", "--bootstrap", broker.bootstrap, "--topic", "rt", "--partition", "1",
-        "--acks", "1", "--mode", "async", stdin="\n".join(values) + "\n",
+        "produce",
+        "--bootstrap",
+        broker.bootstrap,
+        "--topic",
+        "rt",
+        "--partition",
+        "1",
+        "--acks",
+        "1",
+        "--mode",
+        "async",
+        stdin="\n".join(values) + "\n",
     )
     assert produced.returncode == 0, produced.stderr
     results = json_lines(produced.stdout)
     assert results == [{"partition": 1, "offset": i} for i in range(10_000)]
 
     consumed = squall(
-        "consume", "--bootstrap", broker.bootstrap, "--topic", "rt", "--partition", "1",
-        "--from-offset", "0", "--max-records", "10000", "--timeout-ms", "5000",
+        "consume",
+        "--bootstrap",
+        broker.bootstrap,
+        "--topic",
+        "rt",
+        "--partition",
+        "1",
+        "--from-offset",
+        "0",
+        "--max-records",
+        "10000",
+        "--timeout-ms",
+        "5000",
     )
     assert consumed.returncode == 0, consumed.stderr
     assert json_lines(consumed.stdout) == [{"offset": i, "value": v} for i, v in enumerate(values)]
 
     middle = squall(
-        "consume", "--bootstrap", broker.bootstrap, "--topic", "rt", "--partition", "1",
-        "--from-offset", "9998", "--timeout-ms", "500",
+        "consume",
+        "--bootstrap",
+        broker.bootstrap,
+        "--topic",
+        "rt",
+        "--partition",
+        "1",
+        "--from-offset",
+        "9998",
+        "--timeout-ms",
+        "500",
     )
-    assert json_lines(middle.stdout) == [{"offset": 9998, "value": values[9998]},
-                                         {"offset": 9999, "value": values[9999]}]
+    assert json_lines(middle.stdout) == [
+        {"offset": 9998, "value": values[9998]},
+        {"offset": 9999, "value": values[9999]},
+    ]
 
 
 def test_sync_produce_with_keys_and_describe(broker: BrokerProcess) -> None:
-    assert squall("topic", "create", "--bootstrap", broker.bootstrap, "--topic", "k",
-                  "--partitions", "3").returncode == 0
-    produced = squall("produce", "--bootstrap", broker.bootstrap, "--topic", "k", "--acks", "-1",
-                      "--key-separator", ":", stdin="a:1\nb:2\nno-separator\na:3\n")
+    assert (
+        squall(
+            "topic", "create", "--bootstrap", broker.bootstrap, "--topic", "k", "--partitions", "3"
+        ).returncode
+        == 0
+    )
+    produced = squall(
+        "produce",
+        "--bootstrap",
+        broker.bootstrap,
+        "--topic",
+        "k",
+        "--acks",
+        "-1",
+        "--key-separator",
+        ":",
+        stdin="a:1\nb:2\nno-separator\na:3\n",
+    )
     assert produced.returncode == 1  # one line had no separator
     lines = json_lines(produced.stdout)
     assert len(lines) == 4
@@ -84,9 +136,24 @@ def test_sync_produce_with_keys_and_describe(broker: BrokerProcess) -> None:
 
 
 def test_perf_produce_prints_rate_and_percentiles(broker: BrokerProcess) -> None:
-    assert squall("topic", "create", "--bootstrap", broker.bootstrap, "--topic", "p").returncode == 0
-    out = squall("perf", "produce", "--bootstrap", broker.bootstrap, "--topic", "p",
-                 "--records", "3000", "--record-size", "100", "--acks", "1", "--no-progress")
+    assert (
+        squall("topic", "create", "--bootstrap", broker.bootstrap, "--topic", "p").returncode == 0
+    )
+    out = squall(
+        "perf",
+        "produce",
+        "--bootstrap",
+        broker.bootstrap,
+        "--topic",
+        "p",
+        "--records",
+        "3000",
+        "--record-size",
+        "100",
+        "--acks",
+        "1",
+        "--no-progress",
+    )
     assert out.returncode == 0, out.stderr
     result = json_lines(out.stdout)[-1]
     assert result["acknowledged"] == 3000
@@ -102,7 +169,9 @@ def test_clear_errors_and_exit_codes(broker: BrokerProcess) -> None:
     assert unreachable.returncode == 3
     assert nobody in unreachable.stderr
 
-    bad_acks = squall("produce", "--bootstrap", broker.bootstrap, "--topic", "x", "--acks", "2", stdin="v\n")
+    bad_acks = squall(
+        "produce", "--bootstrap", broker.bootstrap, "--topic", "x", "--acks", "2", stdin="v\n"
+    )
     assert bad_acks.returncode == 2
     assert "--acks" in bad_acks.stderr
 
@@ -115,8 +184,16 @@ def test_clear_errors_and_exit_codes(broker: BrokerProcess) -> None:
     bad_name = squall("topic", "create", "--bootstrap", broker.bootstrap, "--topic", "no/slash")
     assert bad_name.returncode == 2
 
-    bad_config = squall("topic", "create", "--bootstrap", broker.bootstrap, "--topic", "c",
-                        "--config", "segment.bytes=lots")
+    bad_config = squall(
+        "topic",
+        "create",
+        "--bootstrap",
+        broker.bootstrap,
+        "--topic",
+        "c",
+        "--config",
+        "segment.bytes=lots",
+    )
     assert bad_config.returncode == 2
     assert "segment.bytes" in bad_config.stderr
 

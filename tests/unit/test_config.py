@@ -23,7 +23,9 @@ def test_defaults_use_kafka_names() -> None:
 
 def test_properties_file_with_overrides(tmp_path: Path) -> None:
     path = tmp_path / "server.properties"
-    path.write_text("# a comment\nbroker.id=3\n\nlog.dirs=/a,/b\nlisteners=PLAINTEXT://10.0.0.1:9093\n")
+    path.write_text(
+        "# a comment\nbroker.id=3\n\nlog.dirs=/a,/b\nlisteners=PLAINTEXT://10.0.0.1:9093\n"
+    )
     config = BrokerConfig.load(path, ["broker.id=4", "unclean.leader.election.enable=true"])
     assert config.broker_id == 4
     assert config.log_dirs == [Path("/a"), Path("/b")]

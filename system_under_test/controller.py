@@ -1,0 +1,468 @@
+"""The controller: leader election and ISR bookkeeping, all through ZooKeeper.
+
+One broker at a time is controller: the one whose ephemeral ``/controller`` znode exists,
+created together with a bump of ``/controller_epoch``. It watches the live brokers, the
+topics and the leaders' ISR-change notifications; it elects leaders (clean: the first live
+ISR member in assignment order; unclean, only where the topic allows it: the first live
+replica), writes every partition state fenced by the controller epoch, and tells the brokers
+with LeaderAndIsr and UpdateMetadata requests through a ``ControllerChannel``.
+
+Events are processed one at a time on the controller's own thread, as Kafka's
+ControllerEventManager does, so no two decisions interleave. A controller that loses its
+ZooKeeper session stops acting at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from system_under_test.event_log import EventLog
+from system_under_test.zookeeper import (
+    NO_LEADER,
+    BrokerEndpoint,
+    ClusterMetadataStore,
+    ControllerMovedError,
+    LeaderAndIsr,
+)
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class PartitionLeaderState:
+    """What a broker is told about one partition: its state, replicas and znode version."""
+
+    topic: str
+    partition: int
+    state: LeaderAndIsr
+    replicas: tuple[int, ...]
+    zk_version: int
+
+
+class ControllerChannel(Protocol):
+    """How the controller reaches brokers (the broker protocol in production)."""
+
+    def send_leader_and_isr(
+        self,
+        broker: BrokerEndpoint,
+        controller_id: int,
+        controller_epoch: int,
+        partitions: list[PartitionLeaderState],
+        live_brokers: list[BrokerEndpoint],
+    ) -> None: ...
+
+    def send_update_metadata(
+        self,
+        broker: BrokerEndpoint,
+        controller_id: int,
+        controller_epoch: int,
+        partitions: list[PartitionLeaderState],
+        live_brokers: list[BrokerEndpoint],
+    ) -> None: ...
+
+
+@dataclass
+class ControllerContext:
+    """The controller's view of the cluster, loaded from ZooKeeper when it takes over."""
+
+    epoch: int = 0
+    epoch_zk_version: int = 0
+    live_brokers: dict[int, BrokerEndpoint] = field(default_factory=dict)
+    assignments: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+    states: dict[TopicPartition, tuple[LeaderAndIsr, int]] = field(default_factory=dict)
+    unclean_allowed: dict[str, bool] = field(default_factory=dict)
+
+    def leader_states(self, keys: Iterable[TopicPartition]) -> list[PartitionLeaderState]:
+        out = []
+        for key in sorted(set(keys)):
+            if key in self.states:
+                state, version = self.states[key]
+                out.append(
+                    PartitionLeaderState(key[0], key[1], state, self.assignments[key], version)
+                )
+        return out
+
+
+@dataclass(frozen=True)
+class Election:
+    """The outcome of electing a leader for one partition."""
+
+    leader: int
+    isr: tuple[int, ...]
+    unclean: bool
+
+
+def elect_leader(
+    replicas: tuple[int, ...], isr: tuple[int, ...], live: set[int], *, unclean_allowed: bool
+) -> Election | None:
+    """Kafka's offline-partition election; None when the partition must go offline."""
+    for replica in replicas:
+        if replica in live and replica in isr:
+            return Election(replica, tuple(r for r in isr if r in live), unclean=False)
+    if unclean_allowed:
+        for replica in replicas:
+            if replica in live:
+                return Election(replica, (replica,), unclean=True)
+    return None
+
+
+class Controller:
+    """Runs on every broker; acts only while this broker holds ``/controller``."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        store: ClusterMetadataStore,
+        channel: ControllerChannel,
+        events: EventLog,
+        *,
+        default_unclean: bool = False,
+    ) -> None:
+        self.broker_id = broker_id
+        self.store = store
+        self.channel = channel
+        self.events = events
+        self.default_unclean = default_unclean
+        self.context = ControllerContext()
+        self.active = False
+        self._queue: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._thread = threading.Thread(
+            target=self._run, name=f"controller-{broker_id}", daemon=True
+        )
+        self._stopped = threading.Event()
+
+    # lifecycle
+
+    def startup(self) -> None:
+        """Start the event thread and take part in the controller election."""
+        self._thread.start()
+        self._enqueue("elect")
+
+    def shutdown(self) -> None:
+        """Stop acting and resign ``/controller`` if held."""
+        self._enqueue("shutdown")
+        self._thread.join(timeout=10)
+
+    def session_lost(self) -> None:
+        """Called from ZooKeeper's thread: stop acting immediately, then re-elect later."""
+        if self.active:
+            log.warning("controller %d lost its ZooKeeper session: resigning", self.broker_id)
+        self.active = False
+        self._enqueue("session-lost")
+
+    def reconnected(self) -> None:
+        self._enqueue("elect")
+
+    def request_preferred_election(self, partitions: list[TopicPartition] | None) -> None:
+        """Admin action: move leadership back to each partition's first assigned replica."""
+        self._enqueue("preferred", partitions)
+
+    def _enqueue(self, kind: str, payload: Any = None) -> None:
+        self._queue.put((kind, payload))
+
+    def _watch(self, kind: str) -> Callable[[Any], None]:
+        def fire(_event: Any) -> None:
+            self._enqueue(kind)
+
+        return fire
+
+    def _run(self) -> None:
+        handlers: dict[str, Callable[[Any], None]] = {
+            "elect": lambda _p: self._elect(),
+            "controller-change": lambda _p: self._elect(),
+            "broker-change": lambda _p: self._on_broker_change(),
+            "topic-change": lambda _p: self._on_topic_change(),
+            "isr-change": lambda _p: self._on_isr_change(),
+            "preferred": self._on_preferred_election,
+            "preferred-znode": lambda _p: self._on_preferred_znode(),
+            "session-lost": lambda _p: None,
+        }
+        while True:
+            kind, payload = self._queue.get()
+            if kind == "shutdown":
+                if self.active:
+                    self.active = False
+                    try:
+                        self.store.resign_controller(self.broker_id)
+                    except Exception as err:
+                        log.warning("controller %d could not resign: %s", self.broker_id, err)
+                return
+            try:
+                handlers[kind](payload)
+            except ControllerMovedError:
+                log.warning("controller %d was deposed; stepping down", self.broker_id)
+                self.active = False
+            except Exception:
+                log.exception("controller %d failed handling %s", self.broker_id, kind)
+                if not self.store.connected:
+                    self.active = False
+
+    # election of the controller
+
+    def _elect(self) -> None:
+        if self.active or not self.store.connected:
+            return
+        current = self.store.controller_id(watch=self._watch("controller-change"))
+        if current is not None:
+            if current == self.broker_id:
+                # Our own znode survived from a previous session; it is not ours to trust.
+                self.store.resign_controller(self.broker_id)
+                self._enqueue("elect")
+            return
+        won = self.store.try_become_controller(self.broker_id)
+        if won is None:
+            self.store.controller_id(watch=self._watch("controller-change"))
+            return
+        self.context = ControllerContext(epoch=won[0], epoch_zk_version=won[1])
+        self.active = True
+        log.info("broker %d is controller, epoch %d", self.broker_id, won[0])
+        self.events.write("controller-elected", controller=self.broker_id, controller_epoch=won[0])
+        self._on_failover()
+
+    def _on_failover(self) -> None:
+        ctx = self.context
+        ctx.live_brokers = {
+            b: e
+            for b in self.store.broker_ids(watch=self._watch("broker-change"))
+            if (e := self.store.broker(b)) is not None
+        }
+        for topic in self.store.topics(watch=self._watch("topic-change")):
+            self._load_topic(topic)
+        self.store.take_isr_change_notifications(watch=self._watch("isr-change"))
+        self._initialize_new_partitions(list(ctx.assignments))
+        self._elect_offline(list(ctx.assignments), reason="controller failover")
+        self._send_leader_and_isr(list(ctx.assignments), set(ctx.live_brokers))
+        self._on_preferred_znode()
+
+    def _load_topic(self, topic: str) -> None:
+        ctx = self.context
+        assignment = self.store.topic_assignment(topic) or {}
+        config = self.store.topic_config(topic)
+        ctx.unclean_allowed[topic] = (
+            config.get("unclean.leader.election.enable", str(self.default_unclean)).lower()
+            == "true"
+        )
+        for partition, replicas in assignment.items():
+            key = (topic, partition)
+            ctx.assignments[key] = tuple(replicas)
+            found = self.store.partition_state(topic, partition)
+            if found is not None:
+                ctx.states[key] = found
+
+    # partition state changes
+
+    def _initialize_new_partitions(self, keys: list[TopicPartition]) -> None:
+        ctx = self.context
+        writes: dict[TopicPartition, tuple[LeaderAndIsr, int | None]] = {}
+        for key in keys:
+            if key in ctx.states:
+                continue
+            live_replicas = tuple(r for r in ctx.assignments[key] if r in ctx.live_brokers)
+            if not live_replicas:
+                log.warning("partition %s-%d has no live replica to lead it", *key)
+                continue
+            writes[key] = (LeaderAndIsr(live_replicas[0], 0, live_replicas, ctx.epoch), None)
+        versions = self.store.write_partition_states(
+            writes, controller_epoch_version=ctx.epoch_zk_version
+        )
+        for key, (state, _v) in writes.items():
+            ctx.states[key] = (state, versions[key])
+            self.events.leader_election(
+                key=f"{key[0]}-{key[1]}",
+                leader=state.leader,
+                leader_epoch=state.leader_epoch,
+                isr=state.isr,
+                previous_leader=NO_LEADER,
+                unclean=False,
+                controller_epoch=ctx.epoch,
+                reason="new partition",
+            )
+
+    def _elect_offline(self, keys: list[TopicPartition], *, reason: str) -> set[TopicPartition]:
+        """Elect leaders where the leader is not live; shrink dead brokers out of the ISR."""
+        ctx = self.context
+        live = set(ctx.live_brokers)
+        writes: dict[TopicPartition, tuple[LeaderAndIsr, int | None]] = {}
+        elections: dict[TopicPartition, Election | None] = {}
+        for key in keys:
+            if key not in ctx.states:
+                continue
+            state, version = ctx.states[key]
+            replicas = ctx.assignments[key]
+            if state.leader in live:
+                dead_in_isr = [r for r in state.isr if r not in live]
+                if dead_in_isr:
+                    isr = tuple(r for r in state.isr if r in live)
+                    writes[key] = (
+                        LeaderAndIsr(state.leader, state.leader_epoch + 1, isr, ctx.epoch),
+                        version,
+                    )
+                continue
+            election = elect_leader(
+                replicas, state.isr, live, unclean_allowed=ctx.unclean_allowed.get(key[0], False)
+            )
+            elections[key] = election
+            if election is None:
+                if state.leader == NO_LEADER:
+                    continue
+                # Offline: keep the last ISR member so that it can lead again when it returns.
+                isr = tuple(r for r in state.isr if r in live) or (state.leader,)
+                writes[key] = (
+                    LeaderAndIsr(NO_LEADER, state.leader_epoch + 1, isr, ctx.epoch),
+                    version,
+                )
+            else:
+                writes[key] = (
+                    LeaderAndIsr(election.leader, state.leader_epoch + 1, election.isr, ctx.epoch),
+                    version,
+                )
+        versions = self.store.write_partition_states(
+            writes, controller_epoch_version=ctx.epoch_zk_version
+        )
+        for key, (new_state, _v) in writes.items():
+            previous = ctx.states[key][0]
+            ctx.states[key] = (new_state, versions[key])
+            name = f"{key[0]}-{key[1]}"
+            if key in elections:
+                election = elections[key]
+                self.events.leader_election(
+                    key=name,
+                    leader=new_state.leader,
+                    leader_epoch=new_state.leader_epoch,
+                    isr=new_state.isr,
+                    previous_leader=previous.leader,
+                    unclean=bool(election and election.unclean),
+                    controller_epoch=ctx.epoch,
+                    reason=reason if election else f"{reason}: no live in-sync replica, offline",
+                )
+            else:
+                self.events.isr_change(
+                    key=name,
+                    isr=new_state.isr,
+                    leader=new_state.leader,
+                    leader_epoch=new_state.leader_epoch,
+                    reason=f"{reason}: dead replica removed",
+                )
+        return set(writes)
+
+    def _send_leader_and_isr(self, keys: Iterable[TopicPartition], brokers: set[int]) -> None:
+        ctx = self.context
+        live = sorted(ctx.live_brokers.values(), key=lambda e: e.broker_id)
+        keys = list(keys)
+        for broker_id in sorted(brokers):
+            endpoint = ctx.live_brokers.get(broker_id)
+            if endpoint is None:
+                continue
+            own = [k for k in keys if broker_id in ctx.assignments.get(k, ())]
+            if own:
+                self.channel.send_leader_and_isr(
+                    endpoint, self.broker_id, ctx.epoch, ctx.leader_states(own), live
+                )
+        everything = ctx.leader_states(ctx.assignments)
+        for endpoint in live:
+            self.channel.send_update_metadata(endpoint, self.broker_id, ctx.epoch, everything, live)
+
+    # event handlers
+
+    def _on_broker_change(self) -> None:
+        if not self.active:
+            return
+        ctx = self.context
+        current = set(self.store.broker_ids(watch=self._watch("broker-change")))
+        before = set(ctx.live_brokers)
+        ctx.live_brokers = {b: e for b in current if (e := self.store.broker(b)) is not None}
+        dead, born = before - current, current - before
+        if not dead and not born:
+            return
+        log.info(
+            "controller %d: brokers died %s, started %s", self.broker_id, sorted(dead), sorted(born)
+        )
+        affected = [k for k, (s, _v) in ctx.states.items() if s.leader in dead or set(s.isr) & dead]
+        offline = [k for k, (s, _v) in ctx.states.items() if s.leader == NO_LEADER]
+        self._initialize_new_partitions([k for k in ctx.assignments if k not in ctx.states])
+        changed = self._elect_offline(affected + offline, reason="broker change")
+        targets = {r for k in changed for r in ctx.assignments[k]} | born
+        keys = changed | {k for k, r in ctx.assignments.items() if set(r) & born}
+        self._send_leader_and_isr(keys, targets)
+
+    def _on_topic_change(self) -> None:
+        if not self.active:
+            return
+        ctx = self.context
+        known = {t for t, _p in ctx.assignments}
+        new_topics = [
+            t for t in self.store.topics(watch=self._watch("topic-change")) if t not in known
+        ]
+        new_keys: list[TopicPartition] = []
+        for topic in new_topics:
+            self._load_topic(topic)
+            new_keys += [k for k in ctx.assignments if k[0] == topic]
+        if new_keys:
+            self._initialize_new_partitions(new_keys)
+            self._send_leader_and_isr(new_keys, {r for k in new_keys for r in ctx.assignments[k]})
+
+    def _on_isr_change(self) -> None:
+        if not self.active:
+            return
+        ctx = self.context
+        changed = self.store.take_isr_change_notifications(watch=self._watch("isr-change"))
+        for key in set(changed):
+            found = self.store.partition_state(*key)
+            if found is not None and key in ctx.assignments:
+                ctx.states[key] = found
+        if changed:
+            live = sorted(ctx.live_brokers.values(), key=lambda e: e.broker_id)
+            everything = ctx.leader_states(ctx.assignments)
+            for endpoint in live:
+                self.channel.send_update_metadata(
+                    endpoint, self.broker_id, ctx.epoch, everything, live
+                )
+
+    def _on_preferred_znode(self) -> None:
+        if not self.active:
+            return
+        requested = self.store.take_preferred_election(watch=self._watch("preferred-znode"))
+        if requested is not None:
+            self._on_preferred_election(requested or None)
+
+    def _on_preferred_election(self, partitions: list[TopicPartition] | None) -> None:
+        if not self.active:
+            return
+        ctx = self.context
+        live = set(ctx.live_brokers)
+        writes: dict[TopicPartition, tuple[LeaderAndIsr, int | None]] = {}
+        for key in partitions or list(ctx.assignments):
+            if key not in ctx.states:
+                continue
+            state, version = ctx.states[key]
+            preferred = ctx.assignments[key][0]
+            if state.leader != preferred and preferred in live and preferred in state.isr:
+                writes[key] = (
+                    LeaderAndIsr(preferred, state.leader_epoch + 1, state.isr, ctx.epoch),
+                    version,
+                )
+        versions = self.store.write_partition_states(
+            writes, controller_epoch_version=ctx.epoch_zk_version
+        )
+        for key, (new_state, _v) in writes.items():
+            previous = ctx.states[key][0]
+            ctx.states[key] = (new_state, versions[key])
+            self.events.leader_election(
+                key=f"{key[0]}-{key[1]}",
+                leader=new_state.leader,
+                leader_epoch=new_state.leader_epoch,
+                isr=new_state.isr,
+                previous_leader=previous.leader,
+                unclean=False,
+                controller_epoch=ctx.epoch,
+                reason="preferred leader election",
+            )
+        if writes:
+            self._send_leader_and_isr(writes, {r for k in writes for r in ctx.assignments[k]})

@@ -1,0 +1,87 @@
+"""The broker's and controller's event log: one JSON line per election or ISR change.
+
+squall's runner fetches these files from the nodes after a run and merges the events into
+the history by time (HISTORY.md: SUT events). ``wall_time_ns`` is the node's wall clock, so
+events from different nodes can be placed on one time line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+class EventLog:
+    """Appends events as JSON lines; each line reaches the OS before ``write`` returns."""
+
+    def __init__(self, path: Path | None, *, broker_id: int) -> None:
+        self.path = path
+        self.broker_id = broker_id
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def write(self, event_type: str, **fields: Any) -> dict[str, Any]:
+        """Record one event; returns it as written."""
+        event: dict[str, Any] = {
+            "wall_time_ns": time.time_ns(),
+            "type": event_type,
+            "broker": self.broker_id,
+            **fields,
+        }
+        line = (json.dumps(event, separators=(",", ":")) + "\n").encode()
+        with self._lock:
+            if self._fd is not None:
+                os.write(self._fd, line)
+        return event
+
+    def leader_election(
+        self,
+        *,
+        key: str,
+        leader: int,
+        leader_epoch: int,
+        isr: Sequence[int],
+        previous_leader: int,
+        unclean: bool,
+        controller_epoch: int,
+        reason: str,
+    ) -> dict[str, Any]:
+        """A controller's election (leader -1 records a partition going offline)."""
+        return self.write(
+            "leader-election",
+            key=key,
+            leader=leader,
+            leader_epoch=leader_epoch,
+            isr=list(isr),
+            previous_leader=previous_leader,
+            unclean=unclean,
+            controller_epoch=controller_epoch,
+            reason=reason,
+        )
+
+    def isr_change(
+        self, *, key: str, isr: Sequence[int], leader: int, leader_epoch: int, reason: str
+    ) -> dict[str, Any]:
+        """An ISR shrink or expand, by a leader or by the controller."""
+        return self.write(
+            "isr-change",
+            key=key,
+            isr=list(isr),
+            leader=leader,
+            leader_epoch=leader_epoch,
+            reason=reason,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None

@@ -1,0 +1,449 @@
+"""Cluster metadata in ZooKeeper, in Kafka's znode layout, through kazoo.
+
+::
+
+    /brokers/ids/<id>                              ephemeral, the broker's endpoint
+    /controller                                    ephemeral, {"brokerid": id}
+    /controller_epoch                              the controller epoch, bumped on election
+    /brokers/topics/<topic>                        {"partitions": {"0": [1, 2, 3]}}
+    /brokers/topics/<t>/partitions/<p>/state       leader, leader_epoch, controller_epoch, isr
+    /config/topics/<topic>                         topic-level configuration overrides
+    /admin/preferred_replica_election              a request for preferred-leader election
+    /isr_change_notification/isr_change_<seq>      leaders tell the controller of ISR changes
+    /consumers/<group>/offsets/<topic>/<partition> committed consumer offsets
+
+Every controller write is fenced: it runs in a transaction that checks the znode version of
+``/controller_epoch`` the controller saw when it was elected, so a deposed controller's write
+fails instead of landing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.retry import KazooRetry
+
+log = logging.getLogger(__name__)
+
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+TOPIC_CONFIGS = "/config/topics"
+PREFERRED_ELECTION = "/admin/preferred_replica_election"
+ISR_CHANGES = "/isr_change_notification"
+CONSUMERS = "/consumers"
+NO_LEADER = -1
+
+
+class MetadataError(RuntimeError):
+    """ZooKeeper holds something this code cannot use, or refused a write."""
+
+
+class ControllerMovedError(MetadataError):
+    """A fenced controller write failed: another controller was elected since."""
+
+
+class BrokerIdInUseError(MetadataError):
+    """Another live broker registered the same broker.id."""
+
+
+@dataclass(frozen=True)
+class BrokerEndpoint:
+    """A registered broker: its id and where clients reach it."""
+
+    broker_id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
+class LeaderAndIsr:
+    """The state znode of one partition."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "version": 1,
+                "leader": self.leader,
+                "leader_epoch": self.leader_epoch,
+                "controller_epoch": self.controller_epoch,
+                "isr": list(self.isr),
+            }
+        ).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, path: str) -> LeaderAndIsr:
+        doc = _load(data, path)
+        try:
+            return cls(
+                int(doc["leader"]),
+                int(doc["leader_epoch"]),
+                tuple(int(b) for b in doc["isr"]),
+                int(doc["controller_epoch"]),
+            )
+        except (KeyError, TypeError, ValueError) as err:
+            raise MetadataError(f"{path}: not a partition state ({err})") from None
+
+
+def _load(data: bytes, path: str) -> Any:
+    try:
+        return json.loads(data.decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise MetadataError(f"{path}: not valid JSON ({err})") from None
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def consumer_offset_path(group: str, topic: str, partition: int) -> str:
+    return f"{CONSUMERS}/{group}/offsets/{topic}/{partition}"
+
+
+class ClusterMetadataStore:
+    """A small facade over kazoo for everything the brokers and the controller keep in ZooKeeper.
+
+    ``on_session_lost`` runs (on kazoo's thread) when the session expires: whoever acted as
+    leader or controller must stop at once.
+    """
+
+    def __init__(
+        self,
+        connect: str,
+        *,
+        session_timeout_ms: int = 18000,
+        connection_timeout_ms: int = 18000,
+        on_session_lost: Callable[[], None] | None = None,
+        on_reconnected: Callable[[], None] | None = None,
+    ) -> None:
+        self.connect = connect
+        self.session_timeout_ms = session_timeout_ms
+        self.connection_timeout_ms = connection_timeout_ms
+        retry = KazooRetry(max_tries=3, delay=0.1, backoff=2, max_delay=1.0, ignore_expire=False)
+        self.client = KazooClient(
+            hosts=connect,
+            timeout=session_timeout_ms / 1000.0,
+            connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
+            command_retry=retry,
+        )
+        self._on_session_lost = on_session_lost
+        self._on_reconnected = on_reconnected
+        self._was_lost = False
+        self.client.add_listener(self._state_changed)
+
+    def _state_changed(self, state: str) -> None:
+        if state == KazooState.LOST:
+            log.warning("ZooKeeper session lost (%s)", self.connect)
+            self._was_lost = True
+            if self._on_session_lost is not None:
+                self._on_session_lost()
+        elif state == KazooState.SUSPENDED:
+            log.warning("ZooKeeper connection suspended (%s)", self.connect)
+        elif state == KazooState.CONNECTED and self._was_lost:
+            self._was_lost = False
+            if self._on_reconnected is not None:
+                self._on_reconnected()
+
+    def start(self) -> None:
+        """Connect, or raise MetadataError naming the connect string."""
+        try:
+            self.client.start(timeout=self.connection_timeout_ms / 1000.0)
+        except Exception as err:
+            self.client.stop()
+            raise MetadataError(
+                f"cannot reach ZooKeeper at {self.connect} within "
+                f"{self.connection_timeout_ms} ms ({err}); is it running? "
+                "(zookeeper.connect, zookeeper.connection.timeout.ms)"
+            ) from None
+        for path in (BROKER_IDS, TOPICS, TOPIC_CONFIGS, ISR_CHANGES, CONSUMERS, "/admin"):
+            self.client.ensure_path(path)
+
+    def close(self) -> None:
+        self.client.stop()
+        self.client.close()
+
+    @property
+    def connected(self) -> bool:
+        return bool(self.client.connected)
+
+    # brokers
+
+    def register_broker(self, endpoint: BrokerEndpoint) -> None:
+        """Create the ephemeral /brokers/ids/<id>; a live duplicate id is an error."""
+        body = json.dumps(
+            {
+                "version": 4,
+                "host": endpoint.host,
+                "port": endpoint.port,
+                "endpoints": [f"PLAINTEXT://{endpoint.host}:{endpoint.port}"],
+                "timestamp": str(int(time.time() * 1000)),
+            }
+        ).encode()
+        path = f"{BROKER_IDS}/{endpoint.broker_id}"
+        # A broker restarted after a crash may find its previous session's znode until that
+        # session expires: wait for it, as long as one session timeout and a margin.
+        deadline = time.monotonic() + self.session_timeout_ms / 1000.0 * 1.5 + 2.0
+        while True:
+            try:
+                self.client.create(path, body, ephemeral=True)
+                return
+            except NodeExistsError:
+                try:
+                    _data, stat = self.client.get(path)
+                except NoNodeError:
+                    continue
+                if stat.ephemeralOwner == self.client.client_id[0]:
+                    self.client.set(path, body)
+                    return
+                if time.monotonic() > deadline:
+                    raise BrokerIdInUseError(
+                        f"broker.id {endpoint.broker_id} is registered by another live broker "
+                        f"({path}); give every broker a unique broker.id"
+                    ) from None
+                time.sleep(0.2)
+
+    def broker_ids(self, watch: Callable[[Any], None] | None = None) -> list[int]:
+        return sorted(int(c) for c in self.client.get_children(BROKER_IDS, watch=watch))
+
+    def broker(self, broker_id: int) -> BrokerEndpoint | None:
+        path = f"{BROKER_IDS}/{broker_id}"
+        try:
+            data, _stat = self.client.get(path)
+        except NoNodeError:
+            return None
+        doc = _load(data, path)
+        return BrokerEndpoint(broker_id, str(doc["host"]), int(doc["port"]))
+
+    def live_brokers(self) -> dict[int, BrokerEndpoint]:
+        out: dict[int, BrokerEndpoint] = {}
+        for broker_id in self.broker_ids():
+            endpoint = self.broker(broker_id)
+            if endpoint is not None:
+                out[broker_id] = endpoint
+        return out
+
+    # controller
+
+    def controller_id(self, watch: Callable[[Any], None] | None = None) -> int | None:
+        try:
+            data, _stat = self.client.get(CONTROLLER, watch=watch)
+        except NoNodeError:
+            if watch is not None:
+                self.client.exists(CONTROLLER, watch=watch)
+            return None
+        return int(_load(data, CONTROLLER)["brokerid"])
+
+    def try_become_controller(self, broker_id: int) -> tuple[int, int] | None:
+        """Create /controller and bump /controller_epoch in one transaction.
+
+        Returns (controller epoch, znode version of /controller_epoch) on success, None when
+        another broker is controller.
+        """
+        try:
+            data, stat = self.client.get(CONTROLLER_EPOCH)
+            epoch, version = int(data.decode() or "0"), stat.version
+        except NoNodeError:
+            with contextlib.suppress(NodeExistsError):
+                self.client.create(CONTROLLER_EPOCH, b"0")
+            return self.try_become_controller(broker_id)
+        body = json.dumps(
+            {"version": 1, "brokerid": broker_id, "timestamp": str(int(time.time() * 1000))}
+        ).encode()
+        transaction = self.client.transaction()
+        transaction.create(CONTROLLER, body, ephemeral=True)
+        transaction.set_data(CONTROLLER_EPOCH, str(epoch + 1).encode(), version=version)
+        results = transaction.commit()
+        if any(isinstance(r, Exception) for r in results):
+            return None
+        return epoch + 1, version + 1
+
+    def resign_controller(self, broker_id: int) -> None:
+        """Delete /controller if it is ours."""
+        if self.controller_id() == broker_id:
+            with contextlib.suppress(NoNodeError):
+                self.client.delete(CONTROLLER)
+
+    # topics
+
+    def topics(self, watch: Callable[[Any], None] | None = None) -> list[str]:
+        return sorted(self.client.get_children(TOPICS, watch=watch))
+
+    def create_topic(
+        self, topic: str, assignment: Mapping[int, Sequence[int]], config: Mapping[str, object]
+    ) -> None:
+        """Write the assignment and the config; NodeExistsError if the topic exists."""
+        transaction = self.client.transaction()
+        transaction.create(
+            f"{TOPIC_CONFIGS}/{topic}",
+            json.dumps({"version": 1, "config": {k: str(v) for k, v in config.items()}}).encode(),
+        )
+        transaction.create(
+            f"{TOPICS}/{topic}",
+            json.dumps(
+                {"version": 1, "partitions": {str(p): list(r) for p, r in assignment.items()}}
+            ).encode(),
+        )
+        results = transaction.commit()
+        for result in results:
+            if isinstance(result, NodeExistsError):
+                raise result
+            if isinstance(result, Exception):
+                raise MetadataError(f"creating topic {topic} failed: {result!r}")
+
+    def topic_assignment(self, topic: str) -> dict[int, list[int]] | None:
+        path = f"{TOPICS}/{topic}"
+        try:
+            data, _stat = self.client.get(path)
+        except NoNodeError:
+            return None
+        doc = _load(data, path)
+        return {int(p): [int(b) for b in r] for p, r in doc["partitions"].items()}
+
+    def topic_config(self, topic: str) -> dict[str, str]:
+        path = f"{TOPIC_CONFIGS}/{topic}"
+        try:
+            data, _stat = self.client.get(path)
+        except NoNodeError:
+            return {}
+        return {str(k): str(v) for k, v in _load(data, path).get("config", {}).items()}
+
+    # partition state
+
+    def partition_state(self, topic: str, partition: int) -> tuple[LeaderAndIsr, int] | None:
+        """The state and its znode version, or None if not yet created."""
+        path = partition_state_path(topic, partition)
+        try:
+            data, stat = self.client.get(path)
+        except NoNodeError:
+            return None
+        return LeaderAndIsr.from_json(data, path), int(stat.version)
+
+    def write_partition_states(
+        self,
+        states: Mapping[tuple[str, int], tuple[LeaderAndIsr, int | None]],
+        *,
+        controller_epoch_version: int,
+    ) -> dict[tuple[str, int], int]:
+        """Controller write of many states, fenced by the /controller_epoch znode version.
+
+        Each value is (state, expected znode version, or None to create). Returns the new
+        versions. Raises ControllerMovedError if the controller epoch moved on.
+        """
+        if not states:
+            return {}
+        transaction = self.client.transaction()
+        transaction.check(CONTROLLER_EPOCH, controller_epoch_version)
+        for (topic, partition), (state, version) in states.items():
+            path = partition_state_path(topic, partition)
+            if version is None:
+                self.client.ensure_path(f"{TOPICS}/{topic}/partitions/{partition}")
+                transaction.create(path, state.to_json())
+            else:
+                transaction.set_data(path, state.to_json(), version=version)
+        results = transaction.commit()
+        if isinstance(results[0], BadVersionError):
+            raise ControllerMovedError("the controller epoch moved on: this controller was deposed")
+        out: dict[tuple[str, int], int] = {}
+        for (key, (_state, version)), result in zip(states.items(), results[1:], strict=True):
+            if isinstance(result, Exception):
+                raise MetadataError(
+                    f"writing the state of {key[0]}-{key[1]} failed: {type(result).__name__}"
+                )
+            out[key] = 0 if version is None else version + 1
+        return out
+
+    def update_isr(
+        self, topic: str, partition: int, state: LeaderAndIsr, expected_version: int
+    ) -> int | None:
+        """A leader's conditional ISR write; the new version, or None if the znode moved on."""
+        try:
+            stat = self.client.set(
+                partition_state_path(topic, partition), state.to_json(), version=expected_version
+            )
+        except (BadVersionError, NoNodeError):
+            return None
+        self.client.create(
+            f"{ISR_CHANGES}/isr_change_",
+            json.dumps(
+                {"version": 1, "partitions": [{"topic": topic, "partition": partition}]}
+            ).encode(),
+            sequence=True,
+        )
+        return int(stat.version)
+
+    def take_isr_change_notifications(
+        self, watch: Callable[[Any], None] | None = None
+    ) -> list[tuple[str, int]]:
+        """The partitions named by pending ISR-change notifications, which are deleted."""
+        changed: list[tuple[str, int]] = []
+        for child in sorted(self.client.get_children(ISR_CHANGES, watch=watch)):
+            path = f"{ISR_CHANGES}/{child}"
+            try:
+                data, _stat = self.client.get(path)
+                self.client.delete(path)
+            except NoNodeError:
+                continue
+            for entry in _load(data, path).get("partitions", []):
+                changed.append((str(entry["topic"]), int(entry["partition"])))
+        return changed
+
+    # preferred leader election
+
+    def request_preferred_election(self, partitions: Sequence[tuple[str, int]]) -> None:
+        body = json.dumps(
+            {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]}
+        ).encode()
+        try:
+            self.client.create(PREFERRED_ELECTION, body)
+        except NodeExistsError:
+            raise MetadataError(
+                "a preferred leader election is already in progress; retry when it finishes"
+            ) from None
+
+    def take_preferred_election(
+        self, watch: Callable[[Any], None] | None = None
+    ) -> list[tuple[str, int]] | None:
+        try:
+            data, _stat = self.client.get(PREFERRED_ELECTION, watch=watch)
+        except NoNodeError:
+            if watch is not None:
+                self.client.exists(PREFERRED_ELECTION, watch=watch)
+            return None
+        self.client.delete(PREFERRED_ELECTION)
+        doc = _load(data, PREFERRED_ELECTION)
+        return [(str(e["topic"]), int(e["partition"])) for e in doc.get("partitions", [])]
+
+    # consumer groups
+
+    def commit_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
+        path = consumer_offset_path(group, topic, partition)
+        body = str(offset).encode()
+        try:
+            self.client.set(path, body)
+        except NoNodeError:
+            self.client.create(path, body, makepath=True)
+
+    def committed_offset(self, group: str, topic: str, partition: int) -> int | None:
+        path = consumer_offset_path(group, topic, partition)
+        try:
+            data, _stat = self.client.get(path)
+        except NoNodeError:
+            return None
+        try:
+            return int(data.decode())
+        except (UnicodeDecodeError, ValueError):
+            raise MetadataError(f"{path}: committed offset {data!r} is not a number") from None
