@@ -12,16 +12,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
+from squall.cluster.zookeeper_server import free_port
+
 
 class BrokerStartError(RuntimeError):
     """The broker process exited or did not listen in time."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 class BrokerProcess:
