@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from squall.cluster.broker_process import BrokerProcess, free_port
+from squall.cluster.broker_process import BrokerProcess
+from squall.cluster.zookeeper_server import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -1,0 +1,193 @@
+"""The controller against a real ZooKeeper; brokers are sessions that register and vanish."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from system_under_test.controller import Controller, PartitionLeaderState
+from system_under_test.event_log import EventLog
+from system_under_test.zookeeper import (
+    NO_LEADER,
+    BrokerEndpoint,
+    ClusterMetadataStore,
+    ControllerMovedError,
+    LeaderAndIsr,
+)
+
+pytestmark = pytest.mark.integration
+
+
+class RecordingChannel:
+    """Stands in for the brokers' network endpoints: records what the controller sends."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.leader_and_isr: list[tuple[int, int, list[PartitionLeaderState]]] = []
+        self.update_metadata: list[tuple[int, int]] = []
+
+    def send_leader_and_isr(
+        self, broker, controller_id, controller_epoch, partitions, live_brokers
+    ) -> None:
+        with self.lock:
+            self.leader_and_isr.append((broker.broker_id, controller_epoch, partitions))
+
+    def send_update_metadata(
+        self, broker, controller_id, controller_epoch, partitions, live_brokers
+    ) -> None:
+        with self.lock:
+            self.update_metadata.append((broker.broker_id, controller_epoch))
+
+
+class FakeBroker:
+    """A broker's ZooKeeper presence: a session, a registration and a controller."""
+
+    def __init__(
+        self, broker_id: int, connect: str, channel: RecordingChannel, events: Path
+    ) -> None:
+        self.store = ClusterMetadataStore(connect, session_timeout_ms=4000)
+        self.store.start()
+        self.events = EventLog(events, broker_id=broker_id)
+        self.controller = Controller(broker_id, self.store, channel, self.events)
+        self.store.register_broker(BrokerEndpoint(broker_id, "127.0.0.1", 9000 + broker_id))
+        self.controller.startup()
+        self.alive = True
+
+    def crash(self) -> None:
+        """The session closes: ephemeral znodes vanish at once, as after a kill detected by ZK."""
+        self.controller.session_lost()
+        self.store.close()
+        self.alive = False
+
+
+def wait_for(
+    condition: Callable[[], object], timeout: float = 15.0, what: str = "condition"
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def cluster(
+    zookeeper: str, tmp_path: Path
+) -> Iterator[tuple[dict[int, FakeBroker], RecordingChannel, ClusterMetadataStore, Path]]:
+    channel = RecordingChannel()
+    events = tmp_path / "events.jsonl"
+    brokers = {i: FakeBroker(i, zookeeper, channel, events) for i in (1, 2, 3)}
+    admin = ClusterMetadataStore(zookeeper)
+    admin.start()
+    yield brokers, channel, admin, events
+    for broker in brokers.values():
+        if broker.alive:
+            broker.controller.shutdown()
+            broker.store.close()
+    admin.close()
+
+
+def active(brokers: dict[int, FakeBroker]) -> list[int]:
+    return [i for i, b in brokers.items() if b.alive and b.controller.active]
+
+
+def state(admin: ClusterMetadataStore, partition: int = 0) -> LeaderAndIsr | None:
+    found = admin.partition_state("t", partition)
+    return found[0] if found else None
+
+
+def read_events(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_one_controller_and_topic_initialisation(cluster) -> None:
+    brokers, channel, admin, events = cluster
+    wait_for(lambda: len(active(brokers)) == 1, what="a controller")
+    assert admin.controller_id() == active(brokers)[0]
+    admin.create_topic("t", {0: [1, 2, 3], 1: [2, 3, 1]}, {})
+    wait_for(lambda: state(admin, 0) is not None and state(admin, 1) is not None, what="states")
+    assert state(admin, 0) == LeaderAndIsr(1, 0, (1, 2, 3), 1)
+    assert state(admin, 1) == LeaderAndIsr(2, 0, (2, 3, 1), 1)
+    wait_for(lambda: {b for b, _e, _p in channel.leader_and_isr} == {1, 2, 3}, what="LeaderAndIsr")
+    elections = [e for e in read_events(events) if e["type"] == "leader-election"]
+    assert {(e["key"], e["leader"]) for e in elections} == {("t-0", 1), ("t-1", 2)}
+
+
+def test_leader_loss_elects_from_the_isr_and_bumps_the_epoch(cluster) -> None:
+    brokers, _channel, admin, events = cluster
+    wait_for(lambda: len(active(brokers)) == 1, what="a controller")
+    admin.create_topic("t", {0: [1, 2, 3]}, {})
+    wait_for(lambda: state(admin) is not None, what="state")
+    brokers[1].crash()
+    wait_for(lambda: state(admin).leader == 2, what="broker 2 to lead")
+    assert state(admin).leader_epoch == 1
+    assert state(admin).isr == (2, 3)
+    last = [e for e in read_events(events) if e["type"] == "leader-election"][-1]
+    assert last["previous_leader"] == 1 and last["leader"] == 2 and last["unclean"] is False
+
+
+def test_no_live_isr_goes_offline_until_an_isr_member_returns(
+    cluster, zookeeper: str, tmp_path: Path
+) -> None:
+    brokers, channel, admin, _events = cluster
+    wait_for(lambda: len(active(brokers)) == 1, what="a controller")
+    admin.create_topic("t", {0: [3, 1, 2]}, {})
+    wait_for(lambda: state(admin) is not None, what="state")
+    # Shrink the ISR to the leader alone, as the leader would after its followers lagged.
+    current, version = admin.partition_state("t", 0)
+    admin.update_isr(
+        "t", 0, LeaderAndIsr(3, current.leader_epoch, (3,), current.controller_epoch), version
+    )
+    wait_for(lambda: state(admin).isr == (3,), what="ISR shrink")
+    controller_id = active(brokers)[0]
+    brokers[3].crash()
+    if controller_id == 3:
+        wait_for(lambda: len(active(brokers)) == 1, what="controller failover")
+    wait_for(lambda: state(admin).leader == NO_LEADER, what="offline")
+    assert state(admin).isr == (3,)  # the last ISR member is kept so that it can lead again
+    brokers[3] = FakeBroker(3, zookeeper, channel, tmp_path / "events.jsonl")
+    wait_for(lambda: state(admin).leader == 3, what="the ISR member to lead again")
+
+
+def test_unclean_election_picks_an_out_of_sync_replica(cluster) -> None:
+    brokers, _channel, admin, events = cluster
+    wait_for(lambda: len(active(brokers)) == 1, what="a controller")
+    admin.create_topic("t", {0: [3, 1, 2]}, {"unclean.leader.election.enable": "true"})
+    wait_for(lambda: state(admin) is not None, what="state")
+    current, version = admin.partition_state("t", 0)
+    admin.update_isr(
+        "t", 0, LeaderAndIsr(3, current.leader_epoch, (3,), current.controller_epoch), version
+    )
+    wait_for(lambda: state(admin).isr == (3,), what="ISR shrink")
+    brokers[3].crash()
+    wait_for(lambda: state(admin).leader == 1, what="unclean election of broker 1")
+    assert state(admin).isr == (1,)
+    last = [e for e in read_events(events) if e["type"] == "leader-election"][-1]
+    assert last["unclean"] is True and last["previous_leader"] == 3
+
+
+def test_controller_failover_and_fencing(cluster) -> None:
+    brokers, _channel, admin, _events = cluster
+    wait_for(lambda: len(active(brokers)) == 1, what="a controller")
+    first = active(brokers)[0]
+    old_store = brokers[first].store
+    old_epoch_version = brokers[first].controller.context.epoch_zk_version
+    # The old controller's session ends; a new controller takes over with a higher epoch.
+    brokers[first].crash()
+    wait_for(lambda: len(active(brokers)) == 1, what="a new controller")
+    second = active(brokers)[0]
+    assert second != first
+    assert brokers[second].controller.context.epoch == 2
+    # A write fenced by the old epoch's version fails, even through a live session.
+    with pytest.raises(ControllerMovedError):
+        admin.write_partition_states(
+            {("t", 0): (LeaderAndIsr(1, 0, (1,), 1), None)},
+            controller_epoch_version=old_epoch_version,
+        )
+    assert old_store is not None
