@@ -129,9 +129,9 @@ def _check_record(
     buf: bytes | bytearray | memoryview, position: int, end: int, check_crc: bool
 ) -> tuple[int, int, int]:
     """Validate the record at position; return (offset, timestamp, total size)."""
-    if end - position < LOG_OVERHEAD:
+    if end - position < _HEAD.size:
         raise CorruptRecordError(
-            position, f"{end - position} bytes left, header needs {LOG_OVERHEAD}"
+            position, f"{end - position} bytes left, header needs {_HEAD.size}"
         )
     offset, size, crc = _HEAD.unpack_from(buf, position)
     if size < BODY_OVERHEAD:
@@ -211,7 +211,7 @@ def _walk(
         offset, timestamp, size = _check_record(buf, position, end, check_crc)
         if base_offset is not None:
             offset = base_offset + count
-            pack_into(buf, position, offset)  # type: ignore[arg-type]
+            pack_into(buf, position, offset)
         if count == 0:
             first_offset = offset
         elif base_offset is None and offset <= last_offset:
@@ -258,9 +258,9 @@ def decode_records(
 
 
 def _is_partial_tail(view: memoryview, position: int, end: int) -> bool:
-    if end - position < LOG_OVERHEAD:
+    if end - position < _HEAD.size:
         return True
-    _offset, size, _crc = _HEAD.unpack_from(view, position)
+    size = int(_HEAD.unpack_from(view, position)[1])
     return size >= BODY_OVERHEAD and position + LOG_OVERHEAD + size > end
 
 
