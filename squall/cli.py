@@ -17,6 +17,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from system_under_test.client.exceptions import (
+    ClientConfigError,
+    ClientError,
+    NoOffsetForPartitionError,
+)
 from system_under_test.config import BrokerConfig, ConfigError, parse_assignments
 from system_under_test.errors import BrokerError
 
@@ -37,7 +42,7 @@ perf_app = typer.Typer(
 app.add_typer(topic_app, name="topic")
 app.add_typer(perf_app, name="perf")
 
-stderr = Console(stderr=True)
+stderr = Console(stderr=True, soft_wrap=True)
 
 BootstrapOption = typer.Option(
     "127.0.0.1:9092", "--bootstrap", "--bootstrap-server", help="HOST:PORT[,HOST:PORT] of brokers."
@@ -54,8 +59,10 @@ def _client_errors() -> Iterator[None]:
     """Turn client-side failures into clear messages and HISTORY.md exit codes."""
     try:
         yield
-    except ConfigError as err:
+    except (ConfigError, ClientConfigError, NoOffsetForPartitionError) as err:
         _fail(str(err), EXIT_USAGE)
+    except ClientError as err:
+        _fail(str(err), EXIT_INFRASTRUCTURE)
     except BrokerError as err:
         _fail(str(err), EXIT_INFRASTRUCTURE if err.retriable else EXIT_USAGE)
     except (ConnectionError, TimeoutError, OSError) as err:
@@ -334,17 +341,13 @@ def demo(
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``squall`` script."""
     try:
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)
     except typer.Exit as done:
         return int(done.exit_code)
     except typer.Abort:
         stderr.print("aborted")
         return 130
-    except Exception as err:  # click usage errors carry their own exit code
-        import click
-
-        if isinstance(err, click.ClickException):
-            err.show(file=sys.stderr)
-            return EXIT_USAGE
-        raise
-    return 0
+    except typer.TyperException as err:  # usage errors: unknown option, missing value...
+        err.show(file=sys.stderr)
+        return EXIT_USAGE
+    return code if isinstance(code, int) else 0

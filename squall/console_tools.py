@@ -43,12 +43,13 @@ def produce_lines(
     Returns (acknowledged, failed).
     """
     ok = failed = 0
-    pending: deque[SendFuture] = deque()
+    pending: deque[SendFuture | dict[str, object]] = deque()
 
     def drain(keep: int) -> None:
         nonlocal ok, failed
         while len(pending) > keep:
-            line = _result_line(pending.popleft())
+            head = pending.popleft()
+            line = head if isinstance(head, dict) else _result_line(head)
             if "error" in line:
                 failed += 1
             else:
@@ -61,8 +62,9 @@ def produce_lines(
             record_key = key
             if key_separator is not None:
                 if key_separator not in text:
-                    _emit(out, {"error": f"no key separator {key_separator!r} in line {text!r}"})
-                    failed += 1
+                    pending.append(
+                        {"error": f"no key separator {key_separator!r} in line {text!r}"}
+                    )
                     continue
                 record_key, text = text.split(key_separator, 1)
             pending.append(

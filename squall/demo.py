@@ -11,10 +11,10 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from system_under_test.client import AdminClient, Consumer, Producer
 
 from squall.cluster.broker_process import BrokerProcess
 from squall.perf import LatencyRecorder, percentile
+from system_under_test.client import AdminClient, Consumer, Producer
 
 TOPIC = "demo"
 PARTITIONS = 3
