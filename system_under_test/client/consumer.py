@@ -1,0 +1,334 @@
+"""The consumer: reads assigned partitions from their leaders, below the high watermark.
+
+Positions are kept in memory (consumer groups with offsets in ZooKeeper come later). Every
+record served is CRC-checked. Not thread-safe: use one Consumer per thread, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+
+from system_under_test import protocol
+from system_under_test.client.config import ConsumerConfig
+from system_under_test.client.exceptions import (
+    ClientError,
+    CorruptResponseError,
+    NoOffsetForPartitionError,
+)
+from system_under_test.client.metadata import ClusterMetadata
+from system_under_test.errors import BrokerError, ErrorCode, OffsetOutOfRangeError
+from system_under_test.log.record import CorruptRecordError, decode_records
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+_RETRY_WITH_NEW_METADATA = frozenset(
+    {
+        ErrorCode.NOT_LEADER_FOR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumedRecord:
+    """One record read from a partition."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    """What one low-level fetch of one partition returned."""
+
+    records: list[ConsumedRecord]
+    high_watermark: int
+    log_start_offset: int
+    error: ErrorCode
+
+
+class Consumer:
+    """Reads records from explicitly assigned partitions."""
+
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str],
+        *,
+        config: Mapping[str, object] | None = None,
+        client_id: str = "squall-consumer",
+    ) -> None:
+        self.config = ConsumerConfig.from_mapping(config)
+        self.client_id = client_id
+        self._metadata = ClusterMetadata(
+            bootstrap,
+            client_id=client_id,
+            request_timeout_s=self.config.request_timeout_ms / 1000,
+        )
+        self._assignment: list[TopicPartition] = []
+        self._positions: dict[TopicPartition, int] = {}
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- assignment and positions --------------------------------------------------------
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Consume exactly these partitions; positions of partitions kept are kept."""
+        self._assignment = list(dict.fromkeys((t, int(p)) for t, p in partitions))
+        kept = set(self._assignment)
+        self._positions = {tp: o for tp, o in self._positions.items() if tp in kept}
+
+    def assignment(self) -> list[TopicPartition]:
+        return list(self._assignment)
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        """Read topic-partition from offset on."""
+        self._require_assigned(topic, partition)
+        self._positions[(topic, partition)] = offset
+
+    def seek_to_beginning(self, topic: str | None = None, partition: int | None = None) -> None:
+        """Move to the log start offset: of one partition, of a topic's assigned partitions,
+        or (no arguments) of every assigned partition."""
+        for t, p in self._selected(topic, partition):
+            self.seek(t, p, self._list_offset(t, p, protocol.EARLIEST_TIMESTAMP))
+
+    def seek_to_end(self, topic: str | None = None, partition: int | None = None) -> None:
+        """Move to the high watermark, selecting partitions as seek_to_beginning does."""
+        for t, p in self._selected(topic, partition):
+            self.seek(t, p, self._list_offset(t, p, protocol.LATEST_TIMESTAMP))
+
+    def _selected(self, topic: str | None, partition: int | None) -> list[TopicPartition]:
+        if topic is None:
+            return list(self._assignment)
+        if partition is None:
+            return [tp for tp in self._assignment if tp[0] == topic]
+        self._require_assigned(topic, partition)
+        return [(topic, partition)]
+
+    def position(self, topic: str, partition: int) -> int:
+        """The offset of the next record poll() returns for this partition."""
+        self._require_assigned(topic, partition)
+        position = self._positions.get((topic, partition))
+        if position is None:
+            position = self._reset_position(topic, partition, None)
+        return position
+
+    # --- reading -------------------------------------------------------------------------
+
+    def poll(self, timeout_ms: int) -> list[ConsumedRecord]:
+        """Records from the assigned partitions, waiting up to timeout_ms for some to arrive."""
+        deadline = time.monotonic() + max(0, timeout_ms) / 1000
+        for topic, partition in self._assignment:
+            self.position(topic, partition)
+        while True:
+            remaining_ms = int((deadline - time.monotonic()) * 1000)
+            records = self._poll_once(max(0, min(self.config.fetch_max_wait_ms, remaining_ms)))
+            if records or time.monotonic() >= deadline:
+                return records
+
+    def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_bytes: int = 1048576,
+        max_wait_ms: int = 500,
+    ) -> FetchResult:
+        """One fetch of one partition from its leader; partition errors are returned, not raised."""
+        conn = self._metadata.leader_connection(topic, partition)
+        request = protocol.FetchRequest(
+            protocol.CONSUMER_REPLICA_ID,
+            max_wait_ms,
+            self.config.fetch_min_bytes,
+            max_bytes,
+            [protocol.FetchTopic(topic, [protocol.FetchPartition(partition, offset, max_bytes)])],
+        )
+        response = conn.request(
+            request, protocol.FetchResponse, timeout_s=self._timeout_s(max_wait_ms)
+        )
+        for t in response.topics:
+            for p in t.partitions:
+                if t.name == topic and p.partition == partition:
+                    return self._result(topic, p, offset)
+        raise CorruptResponseError(f"fetch response does not mention {topic}-{partition}")
+
+    def close(self) -> None:
+        self._metadata.close()
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _poll_once(self, max_wait_ms: int) -> list[ConsumedRecord]:
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for topic, partition in self._assignment:
+            leader = self._metadata.leader(topic, partition)
+            if leader is None:
+                self._refresh_quietly()
+                leader = self._metadata.leader(topic, partition)
+            if leader is not None:
+                by_leader.setdefault(leader, []).append((topic, partition))
+        if not by_leader:
+            time.sleep(max_wait_ms / 1000)
+            return []
+        out: list[ConsumedRecord] = []
+        for leader, partitions in by_leader.items():
+            out.extend(self._fetch_from(leader, partitions, 0 if out else max_wait_ms))
+        return out
+
+    def _fetch_from(
+        self, leader: int, partitions: list[TopicPartition], max_wait_ms: int
+    ) -> list[ConsumedRecord]:
+        topics: dict[str, list[protocol.FetchPartition]] = {}
+        for topic, partition in partitions:
+            topics.setdefault(topic, []).append(
+                protocol.FetchPartition(
+                    partition,
+                    self._positions[(topic, partition)],
+                    self.config.max_partition_fetch_bytes,
+                )
+            )
+        request = protocol.FetchRequest(
+            protocol.CONSUMER_REPLICA_ID,
+            max_wait_ms,
+            self.config.fetch_min_bytes,
+            self.config.fetch_max_bytes,
+            [protocol.FetchTopic(name, parts) for name, parts in topics.items()],
+        )
+        try:
+            conn = self._metadata.connection(leader)
+            response = conn.request(
+                request, protocol.FetchResponse, timeout_s=self._timeout_s(max_wait_ms)
+            )
+        except ClientError:
+            self._refresh_quietly()
+            raise
+        out: list[ConsumedRecord] = []
+        for t in response.topics:
+            for p in t.partitions:
+                key = (t.name, p.partition)
+                position = self._positions.get(key)
+                if position is None:
+                    continue
+                result = self._result(t.name, p, position)
+                if result.error is ErrorCode.NONE:
+                    if result.records:
+                        self._positions[key] = result.records[-1].offset + 1
+                        out.extend(result.records)
+                elif result.error is ErrorCode.OFFSET_OUT_OF_RANGE:
+                    self._reset_position(t.name, p.partition, result)
+                elif result.error in _RETRY_WITH_NEW_METADATA:
+                    self._refresh_quietly()
+                else:
+                    raise BrokerError.for_code(
+                        result.error, f"fetch of {t.name}-{p.partition} at offset {position} failed"
+                    )
+        return out
+
+    def _result(
+        self, topic: str, part: protocol.FetchPartitionResponse, offset: int
+    ) -> FetchResult:
+        error = ErrorCode.from_wire(part.error_code)
+        try:
+            decoded = decode_records(part.records, check_crc=True, allow_partial_tail=True)
+        except CorruptRecordError as err:
+            raise CorruptResponseError(
+                f"the broker served a corrupt record for {topic}-{part.partition} "
+                f"(fetch offset {offset}): {err}"
+            ) from None
+        records = [
+            ConsumedRecord(topic, part.partition, r.offset, r.timestamp, r.key, r.value)
+            for r in decoded
+            if r.offset >= offset
+        ]
+        return FetchResult(records, part.high_watermark, part.log_start_offset, error)
+
+    def _reset_position(self, topic: str, partition: int, result: FetchResult | None) -> int:
+        reset = self.config.auto_offset_reset
+        current = self._positions.get((topic, partition))
+        if reset == "none":
+            if result is None:
+                raise NoOffsetForPartitionError(
+                    f"no position for {topic}-{partition}: call seek(), seek_to_beginning() or "
+                    "seek_to_end(), or set auto.offset.reset to earliest or latest"
+                )
+            raise OffsetOutOfRangeError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"offset {current} of {topic}-{partition} is outside the log "
+                f"[{result.log_start_offset}, {result.high_watermark}]; seek to a valid offset "
+                "or set auto.offset.reset to earliest or latest",
+            )
+        spec = protocol.EARLIEST_TIMESTAMP if reset == "earliest" else protocol.LATEST_TIMESTAMP
+        position = self._list_offset(topic, partition, spec)
+        if current is not None:
+            log.warning(
+                "%s-%d: offset %d out of range; reset to %s offset %d",
+                topic,
+                partition,
+                current,
+                reset,
+                position,
+            )
+        self._positions[(topic, partition)] = position
+        return position
+
+    def _list_offset(self, topic: str, partition: int, timestamp: int) -> int:
+        conn = self._metadata.leader_connection(topic, partition)
+        request = protocol.ListOffsetsRequest(
+            protocol.CONSUMER_REPLICA_ID,
+            [
+                protocol.ListOffsetsTopic(
+                    topic, [protocol.ListOffsetsPartition(partition, timestamp)]
+                )
+            ],
+        )
+        response = conn.request(request, protocol.ListOffsetsResponse, timeout_s=self._timeout_s(0))
+        return offset_from_response(response, topic, partition)
+
+    def _require_assigned(self, topic: str, partition: int) -> None:
+        if (topic, partition) not in self._assignment:
+            raise ClientError(
+                f"{topic}-{partition} is not assigned to this consumer; call assign() first"
+            )
+
+    def _refresh_quietly(self) -> None:
+        try:
+            self._metadata.refresh()
+        except ClientError as err:
+            log.warning("consumer metadata refresh failed: %s", err)
+
+    def _timeout_s(self, max_wait_ms: int) -> float:
+        return (self.config.request_timeout_ms + max_wait_ms) / 1000
+
+
+def offset_from_response(response: protocol.ListOffsetsResponse, topic: str, partition: int) -> int:
+    """The offset a ListOffsets response gives for one partition; BrokerError on an error."""
+    for t in response.topics:
+        for p in t.partitions:
+            if t.name == topic and p.partition == partition:
+                if p.error_code != ErrorCode.NONE:
+                    raise BrokerError.for_code(
+                        p.error_code, f"listing offsets of {topic}-{partition} failed"
+                    )
+                return p.offset
+    raise CorruptResponseError(f"list offsets response does not mention {topic}-{partition}")

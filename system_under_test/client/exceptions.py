@@ -1,0 +1,80 @@
+"""Exceptions raised by the client library (broker error codes are in errors.py)."""
+
+from __future__ import annotations
+
+from system_under_test.errors import ErrorCode
+
+
+class ClientError(Exception):
+    """Base of the client's own errors."""
+
+
+class ClientConfigError(ClientError, ValueError):
+    """An unknown client configuration key or a bad value."""
+
+
+class BrokerUnavailableError(ClientError):
+    """No connection could be made; nothing was sent."""
+
+
+class ConnectionLostError(ClientError):
+    """The connection broke; ``request_sent`` says whether the whole request had gone out."""
+
+    def __init__(self, message: str, *, request_sent: bool) -> None:
+        super().__init__(message)
+        self.request_sent = request_sent
+
+
+class RequestTimeoutError(ClientError):
+    """A request was sent but no response came in time; it may or may not have taken effect."""
+
+
+class CorruptResponseError(ClientError):
+    """A broker answered with bytes that are not a valid response or hold corrupt records."""
+
+
+class NoOffsetForPartitionError(ClientError):
+    """A consumer has no position for a partition and auto.offset.reset is none."""
+
+
+class ProduceError(ClientError):
+    """A record was not acknowledged.
+
+    ``definite`` is True only when the record certainly was not written (history type
+    ``fail``); otherwise it may have been written (history type ``info``).
+    """
+
+    def __init__(
+        self,
+        error: ErrorCode,
+        message: str,
+        *,
+        definite: bool,
+        topic: str,
+        partition: int,
+    ) -> None:
+        outcome = "not written" if definite else "may or may not have been written"
+        where = f"{topic}-{partition}" if partition >= 0 else topic
+        super().__init__(f"produce to {where} failed ({error.name}, {outcome}): {message}")
+        self.error = error
+        self.definite = definite
+        self.topic = topic
+        self.partition = partition
+
+    @property
+    def retriable(self) -> bool:
+        """Whether sending the record again may succeed."""
+        return self.error.retriable
+
+
+class QueueFullError(ProduceError):
+    """The producer's queue stayed full for queue.enqueue.timeout.ms; the record was dropped."""
+
+    def __init__(self, topic: str, partition: int, message: str) -> None:
+        super().__init__(
+            ErrorCode.QUEUE_FULL, message, definite=True, topic=topic, partition=partition
+        )
+
+
+class ProducerClosedError(ClientError):
+    """send() or flush() on a producer that was closed."""

@@ -1,0 +1,183 @@
+"""The client's view of the cluster: brokers, topics, partition leaders, and connections."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from system_under_test import protocol
+from system_under_test.client.connection import Address, BrokerConnection, parse_bootstrap
+from system_under_test.client.exceptions import (
+    BrokerUnavailableError,
+    ConnectionLostError,
+    CorruptResponseError,
+    RequestTimeoutError,
+)
+from system_under_test.errors import BrokerError, ErrorCode
+
+NO_LEADER = -1
+_R = TypeVar("_R", bound=protocol.Response)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    """One partition as the last metadata response described it."""
+
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    error: ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """One topic as the last metadata response described it."""
+
+    name: str
+    error: ErrorCode
+    partitions: dict[int, PartitionInfo]
+
+
+class ClusterMetadata:
+    """Cached metadata plus one pooled connection per broker; thread-safe."""
+
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str],
+        *,
+        client_id: str,
+        request_timeout_s: float = 30.0,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        self.bootstrap = parse_bootstrap(bootstrap)
+        self.client_id = client_id
+        self.request_timeout_s = request_timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.brokers: dict[int, Address] = {}
+        self.controller_id = -1
+        self.topics: dict[str, TopicInfo] = {}
+        self._lock = threading.RLock()
+        self._connections: dict[Address, BrokerConnection] = {}
+
+    # --- connections ---------------------------------------------------------------------
+
+    def connection_to(self, address: Address) -> BrokerConnection:
+        """The pooled connection to address, connecting if needed."""
+        with self._lock:
+            conn = self._connections.get(address)
+            if conn is None or conn.closed:
+                conn = BrokerConnection(
+                    address, client_id=self.client_id, connect_timeout_s=self.connect_timeout_s
+                )
+                self._connections[address] = conn
+            return conn
+
+    def connection(self, broker_id: int) -> BrokerConnection:
+        """The pooled connection to a broker known from metadata."""
+        address = self.brokers.get(broker_id)
+        if address is None:
+            raise BrokerUnavailableError(f"broker {broker_id} is not in the cluster metadata")
+        return self.connection_to(address)
+
+    def any_request(self, request: protocol.Request, response_type: type[_R]) -> _R:
+        """Send request to the first broker that answers (known brokers, then bootstrap)."""
+        failures: list[str] = []
+        candidates = list(dict.fromkeys([*self.brokers.values(), *self.bootstrap]))
+        for address in candidates:
+            try:
+                conn = self.connection_to(address)
+                return conn.request(request, response_type, timeout_s=self.request_timeout_s)
+            except (
+                BrokerUnavailableError,
+                ConnectionLostError,
+                RequestTimeoutError,
+                CorruptResponseError,
+            ) as err:
+                failures.append(str(err))
+        raise BrokerUnavailableError("no broker answered: " + "; ".join(failures))
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._connections.values():
+                conn.close()
+            self._connections.clear()
+
+    # --- metadata ------------------------------------------------------------------------
+
+    def refresh(self, topics: Sequence[str] | None = None) -> protocol.MetadataResponse:
+        """Ask a broker for metadata of topics (all when None) and cache it."""
+        response = self.any_request(
+            protocol.MetadataRequest(None if topics is None else list(topics)),
+            protocol.MetadataResponse,
+        )
+        with self._lock:
+            self.brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+            self.controller_id = response.controller_id
+            # Build a new dict and swap it in: other threads read self.topics without the lock.
+            new_topics = {} if topics is None else dict(self.topics)
+            for topic in response.topics:
+                error = ErrorCode.from_wire(topic.error_code)
+                if error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    new_topics.pop(topic.name, None)
+                    continue
+                new_topics[topic.name] = TopicInfo(
+                    topic.name,
+                    error,
+                    {
+                        p.partition: PartitionInfo(
+                            p.partition,
+                            p.leader,
+                            p.leader_epoch,
+                            tuple(p.replicas),
+                            tuple(p.isr),
+                            ErrorCode.from_wire(p.error_code),
+                        )
+                        for p in topic.partitions
+                    },
+                )
+            self.topics = new_topics
+        return response
+
+    def topic(self, name: str, *, refresh_if_missing: bool = True) -> TopicInfo | None:
+        """Cached metadata of a topic; None if the cluster does not have it."""
+        info = self.topics.get(name)
+        if info is None and refresh_if_missing:
+            self.refresh([name])
+            info = self.topics.get(name)
+        return info
+
+    def partition_count(self, topic: str) -> int | None:
+        """How many partitions topic has, or None if it does not exist."""
+        info = self.topic(topic)
+        return None if info is None else len(info.partitions)
+
+    def leader(self, topic: str, partition: int) -> int | None:
+        """The leader's broker id, or None if the partition is unknown or leaderless."""
+        info = self.topic(topic)
+        if info is None:
+            return None
+        part = info.partitions.get(partition)
+        if part is None or part.leader == NO_LEADER or part.leader not in self.brokers:
+            return None
+        return part.leader
+
+    def leader_connection(self, topic: str, partition: int) -> BrokerConnection:
+        """A connection to the partition's leader, refreshing metadata once if needed."""
+        leader = self.leader(topic, partition)
+        if leader is None:
+            self.refresh()
+            leader = self.leader(topic, partition)
+        if leader is None:
+            if self.topics.get(topic) is None or partition not in self.topics[topic].partitions:
+                raise BrokerError.for_code(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"{topic}-{partition} does not exist; create the topic first",
+                )
+            raise BrokerError.for_code(
+                ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{partition} has no leader right now"
+            )
+        return self.connection(leader)

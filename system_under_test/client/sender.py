@@ -1,0 +1,469 @@
+"""The async producer's I/O thread: drains due batches, pipelines produce requests to the
+leaders over non-blocking sockets, and settles each batch when its response arrives.
+
+One thread does all network I/O (as Kafka's Sender), so in-flight bookkeeping needs no
+locks. Responses on one connection arrive in request order; a request whose response does
+not come within request.timeout.ms closes its connection, and every batch on it is then
+retried or failed as indeterminate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import selectors
+import socket
+import threading
+import time
+from collections import deque
+
+from system_under_test import protocol
+from system_under_test.client.accumulator import RecordAccumulator
+from system_under_test.client.batch import METADATA_REFRESH_CODES, ProduceBatch, RetryPolicy
+from system_under_test.client.config import ProducerConfig
+from system_under_test.client.connection import (
+    MAX_RESPONSE_BYTES,
+    Address,
+    connect,
+    describe_socket_error,
+)
+from system_under_test.client.exceptions import ClientError
+from system_under_test.client.metadata import ClusterMetadata
+from system_under_test.errors import ErrorCode, ProtocolError
+from system_under_test.log.record import encode_records
+
+log = logging.getLogger(__name__)
+
+MAX_REQUEST_BYTES = 8 << 20
+"""Batches beyond this many bytes wait for the next produce request."""
+MAX_PARTITION_BYTES = 1 << 20
+"""Batches of one partition are merged into one record set up to this size (the default
+message.max.bytes), beyond which they wait for the next request."""
+
+TopicPartition = tuple[str, int]
+
+
+class _Request:
+    """One produce request on its way: its batches per partition and when it went out."""
+
+    __slots__ = ("correlation_id", "deadline", "entries", "frame", "written")
+
+    def __init__(
+        self,
+        correlation_id: int,
+        entries: dict[TopicPartition, list[ProduceBatch]],
+        frame: bytearray,
+    ) -> None:
+        self.correlation_id = correlation_id
+        self.entries = entries
+        self.frame = memoryview(frame)
+        self.written = 0
+        self.deadline = 0.0
+
+    def batches(self) -> list[ProduceBatch]:
+        return [batch for group in self.entries.values() for batch in group]
+
+
+class _Channel:
+    """A non-blocking connection to one broker carrying pipelined produce requests."""
+
+    def __init__(self, broker_id: int, address: Address, sock: socket.socket) -> None:
+        self.broker_id = broker_id
+        self.address = address
+        self.sock = sock
+        self.outgoing: deque[_Request] = deque()
+        self.in_flight: deque[_Request] = deque()
+        self.inbuf = bytearray()
+        self.wants_write = False
+
+    def pending(self) -> int:
+        return len(self.outgoing) + len(self.in_flight)
+
+
+class Sender(threading.Thread):
+    """The I/O thread of an async Producer."""
+
+    def __init__(
+        self,
+        *,
+        metadata: ClusterMetadata,
+        config: ProducerConfig,
+        acks: int,
+        client_id: str,
+    ) -> None:
+        super().__init__(name=f"{client_id}-sender", daemon=True)
+        self._metadata = metadata
+        self._config = config
+        self._acks = acks
+        self._client_id = client_id
+        self._policy = RetryPolicy(config.retries, config.retry_backoff_ms)
+        self._timeout_s = config.request_timeout_ms / 1000
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._wake_pending = False
+        self._channels: dict[int, _Channel] = {}
+        self._unsent: list[ProduceBatch] = []
+        self._correlation = itertools.count(1)
+        self._metadata_stale = False
+        self._last_refresh = 0.0
+        self._abort = False
+        self.accumulator = RecordAccumulator(
+            batch_size=config.batch_num_messages,
+            linger_ms=config.linger_ms,
+            max_records=config.max_queued_messages,
+            enqueue_timeout_ms=config.enqueue_timeout_ms,
+            wakeup=self.wakeup,
+        )
+
+    # --- called from other threads -------------------------------------------------------
+
+    def wakeup(self) -> None:
+        """Make the I/O thread look at the accumulator now."""
+        if not self._wake_pending:
+            self._wake_pending = True
+            with contextlib.suppress(OSError):
+                self._wake_w.send(b"\0")
+
+    def shutdown(self, timeout_s: float | None) -> None:
+        """Send what is queued, then stop; fail what is left after timeout_s."""
+        self.accumulator.closing = True
+        self.wakeup()
+        self.join(timeout_s)
+        if self.is_alive():
+            self._abort = True
+            self.wakeup()
+            self.join()
+        self._wake_w.close()
+
+    # --- the loop ------------------------------------------------------------------------
+
+    def run(self) -> None:
+        try:
+            while not self._abort:
+                now = time.monotonic()
+                self._expire(now)
+                if self._metadata_stale:
+                    self._refresh_metadata(now)
+                due, next_due = self.accumulator.drain(now)
+                self._unsent.extend(due)
+                if self._unsent:
+                    self._send_unsent(now)
+                if self.accumulator.closing and self._idle():
+                    break
+                self._poll(self._select_timeout(now, next_due))
+        except Exception:
+            log.exception("producer sender thread failed; failing every queued record")
+        finally:
+            for channel in list(self._channels.values()):
+                self._drop_channel(channel, ErrorCode.NETWORK_EXCEPTION, "producer closed")
+            self._fail_everything("the producer was closed before the record was acknowledged")
+            self._selector.close()
+            self._wake_r.close()
+
+    def _idle(self) -> bool:
+        return (
+            not self._unsent
+            and not self.accumulator.has_queued()
+            and not any(c.pending() for c in self._channels.values())
+        )
+
+    def _select_timeout(self, now: float, next_due: float | None) -> float:
+        deadlines = [1.0 + now]
+        if next_due is not None:
+            deadlines.append(next_due)
+        for channel in self._channels.values():
+            if channel.in_flight:
+                deadlines.append(channel.in_flight[0].deadline)
+            if channel.outgoing:
+                deadlines.append(channel.outgoing[0].deadline)
+        return max(0.0, min(deadlines) - now)
+
+    def _poll(self, timeout: float) -> None:
+        for key, mask in self._selector.select(timeout):
+            channel = key.data
+            if channel is None:
+                try:
+                    while self._wake_r.recv(4096):
+                        pass
+                except BlockingIOError:
+                    pass
+                # Clear only after draining: a wakeup racing with the drain then either leaves
+                # a byte behind (one spurious wakeup) or finds the flag still set, and its
+                # record is seen by the accumulator drain at the top of the loop.
+                self._wake_pending = False
+                continue
+            assert isinstance(channel, _Channel)
+            if mask & selectors.EVENT_WRITE and self._channels.get(channel.broker_id) is channel:
+                self._write(channel)
+            if mask & selectors.EVENT_READ and self._channels.get(channel.broker_id) is channel:
+                self._read(channel)
+
+    # --- sending -------------------------------------------------------------------------
+
+    def _send_unsent(self, now: float) -> None:
+        """Send unsent batches while connections have room for more requests."""
+        while self._unsent:
+            before = len(self._unsent)
+            self._send_round(now)
+            if len(self._unsent) == before:
+                return
+
+    def _send_round(self, now: float) -> None:
+        """At most one new produce request per broker; batches that do not fit stay unsent."""
+        groups: dict[int, dict[TopicPartition, list[ProduceBatch]]] = {}
+        request_bytes: dict[int, int] = {}
+        partition_bytes: dict[TopicPartition, int] = {}
+        waiting: list[ProduceBatch] = []
+        for batch in self._unsent:
+            channel = self._channel_for(batch)
+            if channel is None:
+                continue
+            broker = channel.broker_id
+            key = (batch.topic, batch.partition)
+            if batch.encoded is None:
+                batch.encoded = encode_records(batch.items)
+            size = len(batch.encoded)
+            if broker not in groups:
+                if channel.pending() >= self._config.max_in_flight:
+                    waiting.append(batch)
+                    continue
+            elif request_bytes[broker] + size > MAX_REQUEST_BYTES or (
+                key in partition_bytes and partition_bytes[key] + size > MAX_PARTITION_BYTES
+            ):
+                waiting.append(batch)
+                continue
+            groups.setdefault(broker, {}).setdefault(key, []).append(batch)
+            request_bytes[broker] = request_bytes.get(broker, 0) + size
+            partition_bytes[key] = partition_bytes.get(key, 0) + size
+        self._unsent = waiting
+        for broker, entries in groups.items():
+            self._queue_request(self._channels[broker], entries, now)
+
+    def _channel_for(self, batch: ProduceBatch) -> _Channel | None:
+        """The channel to the batch's leader; None after settling the batch for a retry."""
+        try:
+            leader = self._metadata.leader(batch.topic, batch.partition)
+        except ClientError as err:
+            self._settle(batch, ErrorCode.NETWORK_EXCEPTION, str(err), sent=False)
+            return None
+        if leader is None:
+            code = (
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if self._metadata.topics.get(batch.topic) is None
+                else ErrorCode.LEADER_NOT_AVAILABLE
+            )
+            self._settle(
+                batch, code, f"no leader known for {batch.topic}-{batch.partition}", sent=False
+            )
+            return None
+        channel = self._channels.get(leader)
+        if channel is None:
+            address = self._metadata.brokers[leader]
+            try:
+                sock = connect(address, min(self._timeout_s, 10.0))
+            except ClientError as err:
+                self._settle(batch, ErrorCode.NETWORK_EXCEPTION, str(err), sent=False)
+                return None
+            sock.setblocking(False)
+            channel = _Channel(leader, address, sock)
+            self._channels[leader] = channel
+            self._selector.register(sock, selectors.EVENT_READ, channel)
+        return channel
+
+    def _queue_request(
+        self, channel: _Channel, entries: dict[TopicPartition, list[ProduceBatch]], now: float
+    ) -> None:
+        topics: dict[str, list[protocol.ProducePartitionData]] = {}
+        for (topic, partition), batches in entries.items():
+            records = b"".join(b.encoded or b"" for b in batches)
+            topics.setdefault(topic, []).append(protocol.ProducePartitionData(partition, records))
+        request = protocol.ProduceRequest(
+            self._acks,
+            self._config.request_timeout_ms,
+            [protocol.ProduceTopicData(name, parts) for name, parts in topics.items()],
+        )
+        correlation_id = next(self._correlation) & 0x7FFFFFFF
+        frame = protocol.encode_request(
+            request, correlation_id=correlation_id, client_id=self._client_id
+        )
+        pending = _Request(correlation_id, entries, frame)
+        pending.deadline = now + self._timeout_s
+        channel.outgoing.append(pending)
+        self._write(channel)
+
+    def _write(self, channel: _Channel) -> None:
+        while channel.outgoing:
+            request = channel.outgoing[0]
+            try:
+                sent = channel.sock.send(request.frame[request.written :])
+            except BlockingIOError:
+                break
+            except OSError as err:
+                self._drop_channel(channel, ErrorCode.NETWORK_EXCEPTION, describe_socket_error(err))
+                return
+            request.written += sent
+            if request.written < len(request.frame):
+                break
+            channel.outgoing.popleft()
+            request.frame = memoryview(b"")
+            if self._acks == 0:
+                for batch in request.batches():
+                    self._settle(batch, ErrorCode.NONE, "", sent=True)
+            else:
+                request.deadline = time.monotonic() + self._timeout_s
+                channel.in_flight.append(request)
+        wants_write = bool(channel.outgoing)
+        if wants_write != channel.wants_write:
+            channel.wants_write = wants_write
+            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if wants_write else 0)
+            self._selector.modify(channel.sock, events, channel)
+
+    # --- receiving -----------------------------------------------------------------------
+
+    def _read(self, channel: _Channel) -> None:
+        try:
+            data = channel.sock.recv(1 << 18)
+        except BlockingIOError:
+            return
+        except OSError as err:
+            self._drop_channel(channel, ErrorCode.NETWORK_EXCEPTION, describe_socket_error(err))
+            return
+        if not data:
+            self._drop_channel(
+                channel, ErrorCode.NETWORK_EXCEPTION, "connection closed by the broker"
+            )
+            return
+        buf = channel.inbuf
+        buf += data
+        while len(buf) >= 4:
+            (size,) = protocol.FRAME_SIZE.unpack_from(buf)
+            try:
+                protocol.check_frame_size(size, MAX_RESPONSE_BYTES)
+            except ProtocolError as err:
+                self._drop_channel(channel, ErrorCode.NETWORK_EXCEPTION, str(err))
+                return
+            if len(buf) < 4 + size:
+                break
+            payload = bytes(buf[4 : 4 + size])
+            del buf[: 4 + size]
+            if not self._on_response(channel, payload):
+                return
+
+    def _on_response(self, channel: _Channel, payload: bytes) -> bool:
+        """Settle the batches of the oldest in-flight request; False if the channel was dropped."""
+        if not channel.in_flight:
+            self._drop_channel(channel, ErrorCode.NETWORK_EXCEPTION, "response to no request")
+            return False
+        request = channel.in_flight.popleft()
+        try:
+            correlation_id, body = protocol.decode_response(payload, protocol.ProduceResponse)
+        except ProtocolError as err:
+            channel.in_flight.appendleft(request)
+            self._drop_channel(channel, ErrorCode.NETWORK_EXCEPTION, f"undecodable response: {err}")
+            return False
+        if correlation_id != request.correlation_id:
+            channel.in_flight.appendleft(request)
+            self._drop_channel(
+                channel,
+                ErrorCode.NETWORK_EXCEPTION,
+                f"response for request {correlation_id}, expected {request.correlation_id}",
+            )
+            return False
+        if isinstance(body, protocol.ErrorResponse):
+            code = ErrorCode.from_wire(body.error_code)
+            for batch in request.batches():
+                self._settle(batch, code, body.error_message or code.name, sent=True)
+            return True
+        answered: set[TopicPartition] = set()
+        for topic in body.topics:
+            for part in topic.partitions:
+                key = (topic.name, part.partition)
+                batches = request.entries.get(key)
+                if batches is None or key in answered:
+                    continue
+                answered.add(key)
+                code = ErrorCode.from_wire(part.error_code)
+                offset = part.base_offset
+                message = f"broker {channel.broker_id}: {part.error_message or code.name}"
+                for batch in batches:
+                    self._settle(batch, code, message, sent=True, base_offset=offset)
+                    offset += len(batch)
+        for key, batches in request.entries.items():
+            if key not in answered:
+                for batch in batches:
+                    message = f"broker {channel.broker_id} did not answer for {key[0]}-{key[1]}"
+                    self._settle(batch, ErrorCode.UNKNOWN_SERVER_ERROR, message, sent=True)
+        return True
+
+    # --- failures ------------------------------------------------------------------------
+
+    def _settle(
+        self,
+        batch: ProduceBatch,
+        code: ErrorCode,
+        message: str,
+        *,
+        sent: bool,
+        base_offset: int = -1,
+    ) -> None:
+        if self._policy.settle(batch, code, message, sent=sent, base_offset=base_offset):
+            if code in METADATA_REFRESH_CODES:
+                self._metadata_stale = True
+            self.accumulator.retry(batch)
+        else:
+            self.accumulator.completed(len(batch))
+
+    def _expire(self, now: float) -> None:
+        for channel in list(self._channels.values()):
+            head = channel.in_flight[0] if channel.in_flight else None
+            stuck = channel.outgoing[0] if channel.outgoing else None
+            if (head is not None and head.deadline <= now) or (
+                stuck is not None and stuck.deadline <= now
+            ):
+                self._drop_channel(
+                    channel,
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"no response within request.timeout.ms={self._config.request_timeout_ms}",
+                )
+
+    def _drop_channel(self, channel: _Channel, code: ErrorCode, reason: str) -> None:
+        """Close a channel; retry or fail everything on it (sent requests indeterminately)."""
+        if self._channels.get(channel.broker_id) is channel:
+            del self._channels[channel.broker_id]
+            self._selector.unregister(channel.sock)
+        channel.sock.close()
+        host, port = channel.address
+        message = f"broker {channel.broker_id} at {host}:{port}: {reason}"
+        if channel.in_flight or channel.outgoing:
+            log.warning("producer connection to %s dropped: %s", f"{host}:{port}", reason)
+        for request in channel.in_flight:
+            for batch in request.batches():
+                self._settle(batch, code, message, sent=True)
+        for request in channel.outgoing:
+            for batch in request.batches():
+                self._settle(batch, ErrorCode.NETWORK_EXCEPTION, message, sent=False)
+        channel.in_flight.clear()
+        channel.outgoing.clear()
+        self._metadata_stale = True
+
+    def _refresh_metadata(self, now: float) -> None:
+        if now - self._last_refresh < self._policy.backoff_s:
+            return
+        self._last_refresh = now
+        try:
+            self._metadata.refresh()
+            self._metadata_stale = False
+        except ClientError as err:
+            log.warning("producer metadata refresh failed: %s", err)
+
+    def _fail_everything(self, message: str) -> None:
+        leftovers = [*self._unsent, *self.accumulator.stop()]
+        self._unsent = []
+        for batch in leftovers:
+            if not batch.done:
+                batch.fail_with(ErrorCode.REQUEST_TIMED_OUT, message)
+                self.accumulator.completed(len(batch))

@@ -1,0 +1,313 @@
+"""The broker's request handlers, one per API (Kafka's KafkaApis).
+
+Each handler takes a decoded request and returns its response body, or None when no
+response is due (a produce with acks=0). Handlers run on the broker's event loop, one
+request per connection at a time, and touch logs only through Partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from system_under_test import protocol
+from system_under_test.errors import BrokerError, ErrorCode
+from system_under_test.log.log_manager import InvalidTopicError, validate_topic_partition
+from system_under_test.metadata_cache import NO_LEADER, MetadataCache
+from system_under_test.replication.partition import Partition
+
+log = logging.getLogger(__name__)
+
+VALID_ACKS = (-1, 0, 1)
+
+
+class _ProduceResult:
+    """The outcome of one partition of a produce request."""
+
+    __slots__ = ("awaiting", "base_offset", "code", "message", "partition", "topic")
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.code = ErrorCode.NONE
+        self.base_offset = -1
+        self.message: str | None = None
+        self.awaiting: tuple[Partition, int] | None = None
+        """acks=-1: the partition and the last offset appended, until the HW passes it."""
+
+    def fail(self, code: ErrorCode, message: str) -> None:
+        self.code = code
+        self.message = message
+        self.base_offset = -1
+        self.awaiting = None
+
+
+class CloseConnection(Exception):
+    """Raised by a handler to close the client's connection instead of answering."""
+
+
+class TopicCreator(Protocol):
+    """Creates topics: the standalone controller now, the ZooKeeper controller later."""
+
+    def create_topics(
+        self, topics: list[protocol.CreatableTopic]
+    ) -> list[protocol.CreatableTopicResult]: ...
+
+
+Handler = Callable[[protocol.RequestHeader, Any], Awaitable[protocol.Response | None]]
+
+
+class RequestHandler:
+    """Answers every implemented API from the partitions and the metadata cache."""
+
+    def __init__(
+        self,
+        *,
+        partitions: dict[tuple[str, int], Partition],
+        metadata: MetadataCache,
+        topic_creator: TopicCreator,
+    ) -> None:
+        self.partitions = partitions
+        self.metadata = metadata
+        self.topic_creator = topic_creator
+        self.stopping = False
+        self.handlers: dict[type[protocol.Request], Handler] = {
+            protocol.ProduceRequest: self.produce,
+            protocol.FetchRequest: self.fetch,
+            protocol.ListOffsetsRequest: self.list_offsets,
+            protocol.MetadataRequest: self.metadata_request,
+            protocol.ApiVersionsRequest: self.api_versions,
+            protocol.CreateTopicsRequest: self.create_topics,
+        }
+
+    async def handle(
+        self, header: protocol.RequestHeader, request: protocol.Request
+    ) -> protocol.Response | None:
+        return await self.handlers[type(request)](header, request)
+
+    def _partition(self, topic: str, partition: int) -> Partition:
+        found = self.partitions.get((topic, partition))
+        if found is None:
+            raise BrokerError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"this broker does not host {topic}-{partition}",
+            )
+        return found
+
+    # --- Produce -------------------------------------------------------------------------
+
+    async def produce(
+        self, header: protocol.RequestHeader, request: protocol.ProduceRequest
+    ) -> protocol.ProduceResponse | None:
+        acks = request.acks
+        results: list[_ProduceResult] = []
+        for topic in request.topics:
+            for data in topic.partitions:
+                result = _ProduceResult(topic.name, data.partition)
+                results.append(result)
+                if acks not in VALID_ACKS:
+                    result.fail(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks}: use -1, 0 or 1")
+                    continue
+                try:
+                    partition = self._partition(topic.name, data.partition)
+                    info = partition.append_as_leader(bytearray(data.records), required_acks=acks)
+                except BrokerError as err:
+                    if err.code is not ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                        log.info("produce to %s-%d refused: %s", topic.name, data.partition, err)
+                    result.fail(err.code, err.message)
+                    continue
+                result.base_offset = info.first_offset
+                if acks == -1:
+                    result.awaiting = (partition, info.last_offset)
+        if acks == -1:
+            await self._await_commit(results, request.timeout_ms)
+        if acks == 0:
+            if any(r.code is not ErrorCode.NONE for r in results):
+                # Kafka's signal to an acks=0 producer that something went wrong.
+                raise CloseConnection("acks=0 produce failed")
+            return None
+        by_topic: dict[str, list[protocol.ProducePartitionResponse]] = {}
+        for r in results:
+            by_topic.setdefault(r.topic, []).append(
+                protocol.ProducePartitionResponse(r.partition, r.code, r.base_offset, -1, r.message)
+            )
+        return protocol.ProduceResponse(
+            [protocol.ProduceTopicResponse(name, parts) for name, parts in by_topic.items()]
+        )
+
+    async def _await_commit(self, results: list[_ProduceResult], timeout_ms: int) -> None:
+        """acks=-1: wait until the HW passes each append, up to timeout_ms."""
+        deadline = time.monotonic() + max(0, timeout_ms) / 1000
+        while True:
+            waiting: list[Partition] = []
+            for result in results:
+                if result.awaiting is None:
+                    continue
+                partition, last_offset = result.awaiting
+                code = partition.check_committed(last_offset)
+                if code is None:
+                    waiting.append(partition)
+                elif code is ErrorCode.NONE:
+                    result.awaiting = None
+                else:
+                    result.fail(code, "written, but the ISR shrank below min.insync.replicas")
+            remaining = deadline - time.monotonic()
+            if not waiting:
+                return
+            if remaining <= 0 or self.stopping:
+                for result in results:
+                    if result.awaiting is not None:
+                        message = f"written, but not replicated within timeout_ms={timeout_ms}"
+                        result.fail(ErrorCode.REQUEST_TIMED_OUT, message)
+                return
+            await self._wait_for_any(waiting, remaining)
+
+    async def _wait_for_any(self, partitions: list[Partition], timeout_s: float) -> None:
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for partition in partitions:
+            partition.add_waiter(waiter)
+        try:
+            await asyncio.wait_for(waiter, timeout_s)
+        except TimeoutError:
+            pass
+        finally:
+            for partition in partitions:
+                partition.remove_waiter(waiter)
+
+    # --- Fetch ---------------------------------------------------------------------------
+
+    async def fetch(
+        self, header: protocol.RequestHeader, request: protocol.FetchRequest
+    ) -> protocol.FetchResponse:
+        deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
+        while True:
+            response, size, failed, partitions = self._read_fetch(request)
+            remaining = deadline - time.monotonic()
+            if (
+                size >= request.min_bytes
+                or failed
+                or remaining <= 0
+                or self.stopping
+                or not partitions
+            ):
+                return response
+            await self._wait_for_any(partitions, remaining)
+
+    def _read_fetch(
+        self, request: protocol.FetchRequest
+    ) -> tuple[protocol.FetchResponse, int, bool, list[Partition]]:
+        """One pass over the fetched partitions: (response, bytes, any error, partitions read)."""
+        budget = request.max_bytes
+        total = 0
+        failed = False
+        read: list[Partition] = []
+        topics: list[protocol.FetchTopicResponse] = []
+        for topic in request.topics:
+            parts: list[protocol.FetchPartitionResponse] = []
+            for wanted in topic.partitions:
+                hw = start = -1
+                records: bytes = b""
+                try:
+                    if wanted.partition_max_bytes < 0 or request.max_bytes < 0:
+                        raise BrokerError(
+                            ErrorCode.INVALID_FETCH_SIZE,
+                            "max_bytes and partition_max_bytes must not be negative",
+                        )
+                    partition = self._partition(topic.name, wanted.partition)
+                    hw, start = partition.high_watermark, partition.log_start_offset
+                    read.append(partition)
+                    limit = min(wanted.partition_max_bytes, budget - total)
+                    if limit > 0 or total == 0:
+                        data = partition.read(
+                            wanted.fetch_offset,
+                            max(limit, 0),
+                            replica_id=request.replica_id,
+                            min_one_record=total == 0,
+                        )
+                        records = data.records
+                    code = ErrorCode.NONE
+                except BrokerError as err:
+                    code = err.code
+                    failed = True
+                total += len(records)
+                parts.append(
+                    protocol.FetchPartitionResponse(wanted.partition, code, hw, start, records)
+                )
+            topics.append(protocol.FetchTopicResponse(topic.name, parts))
+        return protocol.FetchResponse(topics), total, failed, read
+
+    # --- ListOffsets ---------------------------------------------------------------------
+
+    async def list_offsets(
+        self, header: protocol.RequestHeader, request: protocol.ListOffsetsRequest
+    ) -> protocol.ListOffsetsResponse:
+        topics: list[protocol.ListOffsetsTopicResponse] = []
+        for topic in request.topics:
+            parts: list[protocol.ListOffsetsPartitionResponse] = []
+            for wanted in topic.partitions:
+                try:
+                    partition = self._partition(topic.name, wanted.partition)
+                    timestamp, offset = partition.offset_for(
+                        wanted.timestamp, replica_id=request.replica_id
+                    )
+                    parts.append(
+                        protocol.ListOffsetsPartitionResponse(
+                            wanted.partition, ErrorCode.NONE, timestamp, offset
+                        )
+                    )
+                except BrokerError as err:
+                    parts.append(
+                        protocol.ListOffsetsPartitionResponse(wanted.partition, err.code, -1, -1)
+                    )
+            topics.append(protocol.ListOffsetsTopicResponse(topic.name, parts))
+        return protocol.ListOffsetsResponse(topics)
+
+    # --- Metadata, ApiVersions, CreateTopics ---------------------------------------------
+
+    async def metadata_request(
+        self, header: protocol.RequestHeader, request: protocol.MetadataRequest
+    ) -> protocol.MetadataResponse:
+        cache = self.metadata
+        names = cache.topic_names() if request.topics is None else request.topics
+        topics: list[protocol.MetadataTopic] = []
+        for name in names:
+            try:
+                validate_topic_partition(name, 0)
+            except InvalidTopicError:
+                topics.append(protocol.MetadataTopic(ErrorCode.INVALID_TOPIC_EXCEPTION, name, []))
+                continue
+            states = cache.partitions(name)
+            if states is None:
+                topics.append(
+                    protocol.MetadataTopic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name, [])
+                )
+                continue
+            partitions = [
+                protocol.MetadataPartition(
+                    ErrorCode.LEADER_NOT_AVAILABLE if s.leader == NO_LEADER else ErrorCode.NONE,
+                    number,
+                    s.leader,
+                    s.leader_epoch,
+                    list(s.replicas),
+                    list(s.isr),
+                )
+                for number, s in sorted(states.items())
+            ]
+            topics.append(protocol.MetadataTopic(ErrorCode.NONE, name, partitions))
+        brokers = [
+            protocol.MetadataBroker(b.broker_id, b.host, b.port) for b in cache.alive_brokers()
+        ]
+        return protocol.MetadataResponse(brokers, cache.controller_id, topics)
+
+    async def api_versions(
+        self, header: protocol.RequestHeader, request: protocol.ApiVersionsRequest
+    ) -> protocol.ApiVersionsResponse:
+        return protocol.ApiVersionsResponse(ErrorCode.NONE, protocol.supported_versions())
+
+    async def create_topics(
+        self, header: protocol.RequestHeader, request: protocol.CreateTopicsRequest
+    ) -> protocol.CreateTopicsResponse:
+        return protocol.CreateTopicsResponse(self.topic_creator.create_topics(request.topics))

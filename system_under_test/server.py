@@ -1,0 +1,429 @@
+"""The broker: an asyncio TCP server in front of the request handlers and the logs.
+
+Each connection reads frames straight into a bytearray (no intermediate copies), handles
+its requests one at a time in arrival order and writes the responses in that order, as
+Kafka does. Whatever one client sends, the others are served: a frame above
+socket.request.max.bytes or an undecodable header closes that connection; an undecodable
+body gets an INVALID_REQUEST error response and a close; an unknown API or version gets
+UNSUPPORTED_VERSION. Logs are only touched from the event loop.
+
+Entry points: ``Broker`` (``await start()``, ``await stop()``), ``run_broker`` (blocking,
+handles SIGTERM/SIGINT) and ``main`` (``python -m system_under_test broker ...``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import time
+from collections import deque
+from pathlib import Path
+
+from system_under_test import protocol
+from system_under_test.config import BrokerConfig, ConfigError
+from system_under_test.errors import ErrorCode, ProtocolError
+from system_under_test.log.log import LogConfig, LogError
+from system_under_test.log.log_manager import LogManager
+from system_under_test.metadata_cache import MetadataCache
+from system_under_test.replication.partition import Partition
+from system_under_test.request_handler import CloseConnection, RequestHandler
+from system_under_test.standalone import StandaloneController, TopicStoreError
+
+log = logging.getLogger("system_under_test.broker")
+
+CHECKPOINT_INTERVAL_S = 60.0
+"""How often recovery points are checkpointed (Kafka's log.flush.offset.checkpoint.interval.ms)."""
+INITIAL_FRAME_BUFFER = 1 << 20
+"""A large frame's buffer starts this big and grows as bytes arrive, so a client that only
+announces a huge frame cannot make the broker allocate it."""
+MAX_QUEUED_FRAMES = 16
+"""Stop reading a connection while this many of its requests wait to be handled."""
+SHUTDOWN_GRACE_S = 10.0
+
+
+class BrokerStartupError(RuntimeError):
+    """The broker cannot start (bad log dir, port in use, unreadable topic file...)."""
+
+
+class _ClientConnection(asyncio.BufferedProtocol):
+    """One client connection: frames in, responses out, one request at a time."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self._max_frame = int(broker.config["socket.request.max.bytes"])
+        self._transport: asyncio.Transport | None = None
+        self._peer = "?"
+        self._size_buf = bytearray(4)
+        self._frame: bytearray | None = None
+        self._frame_size = 0
+        self._filled = 0
+        self._frames: deque[bytearray | None] = deque()
+        """Complete frames waiting to be handled; None marks the end of input."""
+        self._frame_ready = asyncio.Event()
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+        self._closed = False
+        self._reading_paused = False
+        self._stopping = False
+        self._task: asyncio.Task[None] | None = None
+
+    # --- asyncio callbacks ---------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self._broker._connections.add(self)
+        self._task = asyncio.get_running_loop().create_task(self._serve())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._broker._connections.discard(self)
+        self._frame_ready.set()
+        self._can_write.set()
+
+    def pause_writing(self) -> None:
+        self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        self._can_write.set()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        frame = self._frame
+        if frame is None:
+            return memoryview(self._size_buf)[self._filled :]
+        if self._filled == len(frame):
+            # Grow a large frame's buffer only as its bytes actually arrive.
+            frame.extend(bytes(min(len(frame), self._frame_size - len(frame))))
+        return memoryview(frame)[self._filled :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._filled += nbytes
+        if self._frame is None:
+            if self._filled < 4:
+                return
+            (size,) = protocol.FRAME_SIZE.unpack(self._size_buf)
+            try:
+                protocol.check_frame_size(size, self._max_frame)
+            except ProtocolError as err:
+                self.abort(f"{err} (socket.request.max.bytes)")
+                return
+            self._frame_size = size
+            self._frame = bytearray(min(size, INITIAL_FRAME_BUFFER))
+            self._filled = 0
+        if self._filled == self._frame_size:
+            self._frames.append(self._frame)
+            self._frame = None
+            self._filled = 0
+            self._frame_ready.set()
+            if len(self._frames) >= MAX_QUEUED_FRAMES and self._transport is not None:
+                self._transport.pause_reading()
+                self._reading_paused = True
+
+    def eof_received(self) -> bool:
+        # Answer what was received, then close (handled by _serve once the queue is empty).
+        self._frames.append(None)
+        self._frame_ready.set()
+        return True
+
+    # --- request processing --------------------------------------------------------------
+
+    def abort(self, reason: str) -> None:
+        """Close the connection now, dropping anything unanswered."""
+        if not self._closed:
+            log.warning("closing connection from %s: %s", self._peer, reason)
+        self._closed = True
+        if self._transport is not None:
+            self._transport.abort()
+
+    def stop_reading(self) -> None:
+        """Shutdown: finish what was received, then close."""
+        if self._transport is not None and not self._closed:
+            self._stopping = True
+            self._transport.pause_reading()
+            self._frames.append(None)
+            self._frame_ready.set()
+
+    async def _serve(self) -> None:
+        try:
+            while not self._closed:
+                if not self._frames:
+                    self._frame_ready.clear()
+                    await self._frame_ready.wait()
+                    continue
+                frame = self._frames.popleft()
+                if (
+                    self._reading_paused
+                    and not self._stopping
+                    and len(self._frames) < MAX_QUEUED_FRAMES // 2
+                ):
+                    self._reading_paused = False
+                    if self._transport is not None:
+                        self._transport.resume_reading()
+                if frame is None:  # end of input
+                    break
+                response, close = await self._broker._handle_frame(frame, self._peer)
+                if self._closed:
+                    break
+                if response is not None and self._transport is not None:
+                    self._transport.write(response)
+                    if not self._can_write.is_set():
+                        await self._can_write.wait()
+                if close:
+                    break
+        except Exception:
+            log.exception("connection from %s failed", self._peer)
+        finally:
+            if self._transport is not None and not self._transport.is_closing():
+                self._transport.close()
+
+    async def wait_closed(self) -> None:
+        if self._task is not None:
+            await asyncio.shield(self._task)
+
+
+class Broker:
+    """A broker process's state: logs, partitions, metadata, listener and background work."""
+
+    def __init__(self, config: BrokerConfig, *, standalone: bool = True) -> None:
+        if not standalone:
+            raise ConfigError(
+                "ZooKeeper mode is not available yet; run with --standalone "
+                "(or without zookeeper.connect)"
+            )
+        self.config = config
+        self.broker_id = config.broker_id
+        self.metadata = MetadataCache()
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.log_manager = LogManager(
+            config.log_dirs, LogConfig.from_mapping(config.topic_defaults(), source="broker config")
+        )
+        self.controller = StandaloneController(
+            config, self.log_manager, self.metadata, self.partitions
+        )
+        self.handler = RequestHandler(
+            partitions=self.partitions, metadata=self.metadata, topic_creator=self.controller
+        )
+        self._server: asyncio.Server | None = None
+        self._connections: set[_ClientConnection] = set()
+        self._background: asyncio.Task[None] | None = None
+        self._started = False
+        self.port = 0
+        """The port actually bound (listeners may ask for port 0)."""
+        self.host = ""
+
+    async def start(self) -> None:
+        """Load the logs, bind the listener, start the background tasks."""
+        try:
+            self.controller.startup()
+        except (LogError, TopicStoreError, ConfigError, OSError) as err:
+            self.log_manager.shutdown()  # releases the log dir locks if loading got that far
+            raise BrokerStartupError(
+                f"broker {self.broker_id} cannot load its logs: {err}"
+            ) from None
+        host, port = self.config.listener
+        loop = asyncio.get_running_loop()
+        try:
+            self._server = await loop.create_server(
+                lambda: _ClientConnection(self), host, port, reuse_address=True
+            )
+        except OSError as err:
+            self.log_manager.shutdown()
+            raise BrokerStartupError(
+                f"broker {self.broker_id} cannot listen on {host}:{port}: {err.strerror}; "
+                "is another broker using that port? Change listeners"
+            ) from None
+        self.host = host
+        self.port = self._server.sockets[0].getsockname()[1]
+        adv_host, adv_port = self.config.advertised_listener
+        if self.config["advertised.listeners"] is None or adv_port == 0:
+            adv_host, adv_port = host, self.port
+        self.controller.register_endpoint(adv_host, adv_port)
+        self._background = loop.create_task(self._run_background())
+        self._started = True
+        log.info(
+            "broker %d listening on %s:%d (standalone, log dirs %s)",
+            self.broker_id,
+            host,
+            self.port,
+            ", ".join(map(str, self.config.log_dirs)),
+        )
+
+    async def stop(self) -> None:
+        """Stop accepting, finish requests in flight, close connections, shut the logs down."""
+        if not self._started:
+            return
+        self._started = False
+        log.info("broker %d shutting down", self.broker_id)
+        assert self._server is not None
+        self._server.close()
+        self.handler.stopping = True
+        for partition in self.partitions.values():
+            partition.wake_all()
+        connections = list(self._connections)
+        for conn in connections:
+            conn.stop_reading()
+        if connections:
+            await asyncio.wait(
+                [asyncio.ensure_future(c.wait_closed()) for c in connections],
+                timeout=SHUTDOWN_GRACE_S,
+            )
+            for conn in connections:
+                conn.abort("broker shutting down")
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._server.wait_closed(), 1.0)
+        if self._background is not None:
+            self._background.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._background
+        self.log_manager.shutdown()
+        log.info("broker %d stopped cleanly", self.broker_id)
+
+    async def _handle_frame(self, frame: bytearray, peer: str) -> tuple[bytearray | None, bool]:
+        """The response frame to send (None: no response) and whether to close afterwards."""
+        try:
+            header, body_start = protocol.decode_request_header(frame)
+        except ProtocolError as err:
+            log.warning("closing connection from %s: undecodable request header: %s", peer, err)
+            return None, True
+        correlation_id = header.correlation_id
+        try:
+            request = protocol.decode_request_body(header, frame, body_start)
+        except protocol.UnsupportedApiError as err:
+            log.info("%s (client %s at %s)", err, header.client_id, peer)
+            body = protocol.ErrorResponse(ErrorCode.UNSUPPORTED_VERSION, str(err))
+            return protocol.encode_response(correlation_id, body), False
+        except ProtocolError as err:
+            log.warning("invalid request from %s (api key %d): %s", peer, header.api_key, err)
+            body = protocol.ErrorResponse(
+                ErrorCode.INVALID_REQUEST, f"cannot decode request: {err}"
+            )
+            return protocol.encode_response(correlation_id, body), True
+        try:
+            response = await self.handler.handle(header, request)
+        except CloseConnection as err:
+            log.info("closing connection from %s: %s", peer, err)
+            return None, True
+        except Exception as err:
+            log.exception("handling %s from %s failed", type(request).__name__, peer)
+            body = protocol.ErrorResponse(ErrorCode.UNKNOWN_SERVER_ERROR, f"internal error: {err}")
+            return protocol.encode_response(correlation_id, body), True
+        if response is None:
+            return None, False
+        return protocol.encode_response(correlation_id, response), False
+
+    async def _run_background(self) -> None:
+        """Flush scheduler, retention and recovery-point checkpoints."""
+        flush_s = self.config["log.flush.scheduler.interval.ms"] / 1000
+        retention_s = self.config["log.retention.check.interval.ms"] / 1000
+        now = time.monotonic()
+        next_flush, next_retention, next_checkpoint = (
+            now + flush_s,
+            now + retention_s,
+            now + CHECKPOINT_INTERVAL_S,
+        )
+        while True:
+            await asyncio.sleep(
+                max(0.0, min(next_flush, next_retention, next_checkpoint) - time.monotonic())
+            )
+            now = time.monotonic()
+            now_ms = time.time_ns() // 1_000_000
+            try:
+                if now >= next_flush:
+                    next_flush = now + flush_s
+                    self.log_manager.flush_due_logs(now_ms)
+                if now >= next_retention:
+                    next_retention = now + retention_s
+                    deleted = self.log_manager.cleanup_logs(now_ms)
+                    if deleted:
+                        log.info("retention deleted %d segment(s)", deleted)
+                if now >= next_checkpoint:
+                    next_checkpoint = now + CHECKPOINT_INTERVAL_S
+                    self.log_manager.checkpoint_recovery_points()
+            except (LogError, OSError):
+                log.exception("background log maintenance failed; retrying at the next interval")
+
+
+# --- process entry points --------------------------------------------------------------------
+
+
+def configure_logging(broker_id: int, log_file: Path | None = None) -> None:
+    """Log to stderr (and log_file) as ``time level broker-N logger: message``."""
+    formatter = logging.Formatter(
+        f"%(asctime)s %(levelname)-7s broker-{broker_id} %(name)s: %(message)s"
+    )
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(log_file))
+    root = logging.getLogger()
+    for handler in handlers:
+        handler.setFormatter(formatter)
+        root.addHandler(handler)
+    root.setLevel(logging.INFO)
+
+
+async def _serve_until_signalled(broker: Broker) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await broker.start()
+    try:
+        await stop.wait()
+    finally:
+        await broker.stop()
+
+
+def run_broker(config: BrokerConfig, *, standalone: bool, log_file: Path | None = None) -> int:
+    """Run a broker until SIGTERM or SIGINT; the process exit code (2: config, 1: startup)."""
+    if log_file is not None or not logging.getLogger().handlers:
+        configure_logging(config.broker_id, log_file)
+    try:
+        broker = Broker(config, standalone=standalone)
+    except (ConfigError, LogError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(_serve_until_signalled(broker))
+    except BrokerStartupError as err:
+        log.error("%s", err)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m system_under_test broker --config FILE --set key=value ... [--standalone]``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m system_under_test broker",
+        description="Run one broker of squall's replicated log.",
+    )
+    parser.add_argument("--config", type=Path, help="properties file (Kafka's server.properties)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one configuration key; repeatable",
+    )
+    parser.add_argument(
+        "--standalone",
+        action="store_true",
+        help="run without ZooKeeper (the default when zookeeper.connect is unset)",
+    )
+    parser.add_argument("--log-file", type=Path, help="also write the broker's log here")
+    args = parser.parse_args(argv)
+    try:
+        config = BrokerConfig.load(args.config, args.overrides)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return run_broker(
+        config, standalone=args.standalone or config.standalone, log_file=args.log_file
+    )

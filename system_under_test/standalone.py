@@ -1,0 +1,251 @@
+"""Standalone mode: one broker, no ZooKeeper, leader of every partition it holds.
+
+Topics and their configuration overrides live in ``standalone-topics.json`` in the first log
+dir, written atomically (temp file, fsync, rename, fsync of the directory), so a restart
+finds them. Partition directories found on disk but missing from the file are adopted.
+The ZooKeeper-mode controller will offer the same two entry points (startup, create_topics).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from system_under_test.config import BrokerConfig, ConfigError, resolve_topic_config
+from system_under_test.errors import ErrorCode
+from system_under_test.log.checkpoint import fsync_directory
+from system_under_test.log.log import LogConfig
+from system_under_test.log.log_manager import (
+    InvalidTopicError,
+    LogManager,
+    validate_topic_partition,
+)
+from system_under_test.metadata_cache import BrokerEndpoint, MetadataCache, PartitionState
+from system_under_test.protocol import CreatableTopic, CreatableTopicResult
+from system_under_test.replication.partition import Partition
+
+log = logging.getLogger(__name__)
+
+STANDALONE_TOPICS_FILE = "standalone-topics.json"
+FORMAT_VERSION = 1
+MAX_PARTITIONS = 10_000
+"""A guard against typos: more partitions per topic than this is refused."""
+
+
+class TopicStoreError(RuntimeError):
+    """standalone-topics.json exists but cannot be read."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    """A topic as the standalone broker persists it: partition count and config overrides."""
+
+    name: str
+    partitions: int
+    config: dict[str, str]
+
+
+class StandaloneTopicStore:
+    """Reads and atomically rewrites standalone-topics.json."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.path = log_dir / STANDALONE_TOPICS_FILE
+
+    def load(self) -> dict[str, TopicSpec]:
+        if not self.path.exists():
+            return {}
+        try:
+            data = json.loads(self.path.read_text())
+            if data.get("version") != FORMAT_VERSION:
+                raise ValueError(f"version {data.get('version')!r}, expected {FORMAT_VERSION}")
+            return {
+                name: TopicSpec(
+                    name,
+                    int(spec["partitions"]),
+                    {str(k): str(v) for k, v in spec["config"].items()},
+                )
+                for name, spec in data["topics"].items()
+            }
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+            raise TopicStoreError(
+                f"cannot read {self.path}: {err}; fix or remove the file (topics will then be "
+                "adopted from the partition directories with default configs)"
+            ) from None
+
+    def save(self, topics: Mapping[str, TopicSpec]) -> None:
+        data = {
+            "version": FORMAT_VERSION,
+            "topics": {
+                name: {"partitions": spec.partitions, "config": spec.config}
+                for name, spec in sorted(topics.items())
+            },
+        }
+        temp = self.path.with_name(self.path.name + ".tmp")
+        with open(temp, "w") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, self.path)
+        fsync_directory(self.path.parent)
+
+
+class CreateTopicError(Exception):
+    """One topic of a CreateTopics request refused, with the code and message to return."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class StandaloneController:
+    """Creates topics and keeps the metadata cache for a broker that is the whole cluster."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        log_manager: LogManager,
+        metadata: MetadataCache,
+        partitions: dict[tuple[str, int], Partition],
+    ) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.log_manager = log_manager
+        self.metadata = metadata
+        self.partitions = partitions
+        self.store = StandaloneTopicStore(config.log_dirs[0])
+        self.topics: dict[str, TopicSpec] = {}
+
+    def startup(self) -> None:
+        """Load the topic file and every log; adopt partition directories it does not list."""
+        self.topics = self.store.load()
+        self.log_manager.startup(
+            {name: self._log_config(spec.config) for name, spec in self.topics.items()}
+        )
+        found: dict[str, int] = {}
+        for topic, partition in self.log_manager.all_logs():
+            found[topic] = max(found.get(topic, 0), partition + 1)
+        adopted = False
+        for topic, count in sorted(found.items()):
+            spec = self.topics.get(topic)
+            if spec is None or spec.partitions < count:
+                log.warning(
+                    "adopting topic %s with %d partition(s) found on disk but not in %s",
+                    topic,
+                    count,
+                    self.store.path,
+                )
+                self.topics[topic] = TopicSpec(topic, count, spec.config if spec else {})
+                adopted = True
+        if adopted:
+            self.store.save(self.topics)
+        for spec in self.topics.values():
+            self._host(spec)
+        self.metadata.controller_id = self.broker_id
+        log.info("standalone broker %d hosts %d topic(s)", self.broker_id, len(self.topics))
+
+    def register_endpoint(self, host: str, port: int) -> None:
+        """Publish this broker's address (known once the listener is bound)."""
+        self.metadata.set_broker(BrokerEndpoint(self.broker_id, host, port))
+
+    def create_topics(self, topics: list[CreatableTopic]) -> list[CreatableTopicResult]:
+        """Validate, persist and create each topic; one result per topic, in request order."""
+        names = [t.name for t in topics]
+        results: list[CreatableTopicResult] = []
+        for topic in topics:
+            try:
+                if names.count(topic.name) > 1:
+                    raise CreateTopicError(
+                        ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} appears more than once"
+                    )
+                spec = self._validate(topic)
+                self.topics[spec.name] = spec
+                self.store.save(self.topics)
+                self._host(spec)
+            except CreateTopicError as err:
+                results.append(CreatableTopicResult(topic.name, err.code, err.message))
+                continue
+            except OSError as err:
+                log.error("creating topic %s failed: %s", topic.name, err)
+                results.append(
+                    CreatableTopicResult(
+                        topic.name, ErrorCode.KAFKA_STORAGE_ERROR, f"storage error: {err}"
+                    )
+                )
+                continue
+            log.info(
+                "created topic %s with %d partition(s), config %s",
+                spec.name,
+                spec.partitions,
+                spec.config,
+            )
+            results.append(CreatableTopicResult(topic.name, ErrorCode.NONE, None))
+        return results
+
+    def _validate(self, topic: CreatableTopic) -> TopicSpec:
+        try:
+            validate_topic_partition(topic.name, 0)
+        except InvalidTopicError as err:
+            raise CreateTopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(err)) from None
+        existing = self.topics.get(topic.name)
+        if existing is not None:
+            raise CreateTopicError(
+                ErrorCode.TOPIC_ALREADY_EXISTS,
+                f"topic {topic.name!r} already exists with {existing.partitions} partition(s)",
+            )
+        count = (
+            self.config["num.partitions"] if topic.num_partitions == -1 else topic.num_partitions
+        )
+        if not 1 <= count <= MAX_PARTITIONS:
+            raise CreateTopicError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"number of partitions must be between 1 and {MAX_PARTITIONS} "
+                f"(or -1 for num.partitions), got {topic.num_partitions}",
+            )
+        factor = (
+            self.config["default.replication.factor"]
+            if topic.replication_factor == -1
+            else topic.replication_factor
+        )
+        if factor != 1:
+            raise CreateTopicError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"replication factor {factor} is impossible on a standalone broker, which is the "
+                "only replica of every partition; use 1, or run brokers with zookeeper.connect",
+            )
+        names = [e.name for e in topic.configs]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise CreateTopicError(
+                ErrorCode.INVALID_CONFIG,
+                f"config key(s) {', '.join(repeated)} given more than once",
+            )
+        overrides = {e.name: e.value for e in topic.configs if e.value is not None}
+        try:
+            resolve_topic_config(overrides, f"config of topic {topic.name!r}")
+            self._log_config(overrides)
+        except ConfigError as err:
+            raise CreateTopicError(ErrorCode.INVALID_CONFIG, str(err)) from None
+        return TopicSpec(topic.name, count, overrides)
+
+    def _log_config(self, overrides: Mapping[str, str]) -> LogConfig:
+        return LogConfig.from_mapping({**self.config.topic_defaults(), **overrides})
+
+    def _host(self, spec: TopicSpec) -> None:
+        """Create (or find) the logs of a topic and lead all of its partitions."""
+        log_config = self._log_config(spec.config)
+        states: dict[int, PartitionState] = {}
+        for number in range(spec.partitions):
+            key = (spec.name, number)
+            if key not in self.partitions:
+                partition_log = self.log_manager.get_or_create_log(spec.name, number, log_config)
+                self.partitions[key] = Partition(
+                    spec.name, number, partition_log, local_broker_id=self.broker_id
+                )
+            states[number] = PartitionState(self.broker_id, 0, (self.broker_id,), (self.broker_id,))
+        self.metadata.set_topic(spec.name, states)
