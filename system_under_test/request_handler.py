@@ -45,6 +45,15 @@ class _ProduceResult:
         self.awaiting = None
 
 
+def _writable(records: bytes | bytearray | memoryview) -> bytearray | memoryview:
+    """The records as a buffer whose offsets can be assigned in place, copying only if needed."""
+    if isinstance(records, memoryview) and not records.readonly:
+        return records
+    if isinstance(records, bytearray):
+        return records
+    return bytearray(records)
+
+
 class CloseConnection(Exception):
     """Raised by a handler to close the client's connection instead of answering."""
 
@@ -113,7 +122,7 @@ class RequestHandler:
                     continue
                 try:
                     partition = self._partition(topic.name, data.partition)
-                    info = partition.append_as_leader(bytearray(data.records), required_acks=acks)
+                    info = partition.append_as_leader(_writable(data.records), required_acks=acks)
                 except BrokerError as err:
                     if err.code is not ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                         log.info("produce to %s-%d refused: %s", topic.name, data.partition, err)

@@ -293,7 +293,9 @@ class Log:
 
     # -- appending ---------------------------------------------------------------------------
 
-    def append(self, batch: bytes | bytearray, *, assign_offsets: bool = True) -> AppendInfo:
+    def append(
+        self, batch: bytes | bytearray | memoryview, *, assign_offsets: bool = True
+    ) -> AppendInfo:
         """Validate and append a batch (records end to end) with one write.
 
         assign_offsets (a leader) rewrites the batch's offsets in place from the LEO, so batch
@@ -303,14 +305,17 @@ class Log:
         self._check_open()
         log_end = self.log_end_offset
         if assign_offsets:
-            if not isinstance(batch, bytearray):
+            if not isinstance(batch, bytearray | memoryview) or (
+                isinstance(batch, memoryview) and batch.readonly
+            ):
                 raise TypeError(
-                    "append with assign_offsets rewrites offsets in place: pass a bytearray"
+                    "append with assign_offsets rewrites offsets in place: pass a bytearray "
+                    "or a writable memoryview"
                 )
             info = record.assign_offsets(batch, log_end)
         else:
             info = self._validate_replicated(batch, log_end)
-        if info.size > self.config.max_message_bytes:
+        if info.max_record_size > self.config.max_message_bytes:
             self._check_record_sizes(batch)
         now = self._clock()
         segment = self._segment_for(info, now)
@@ -326,7 +331,9 @@ class Log:
             info.first_offset, info.last_offset, info.count, info.max_timestamp, info.size
         )
 
-    def _validate_replicated(self, batch: bytes | bytearray, log_end: int) -> BatchInfo:
+    def _validate_replicated(
+        self, batch: bytes | bytearray | memoryview, log_end: int
+    ) -> BatchInfo:
         try:
             info = record.validate_records(batch)
         except CorruptRecordError as err:
@@ -349,7 +356,7 @@ class Log:
             )
         return info
 
-    def _check_record_sizes(self, batch: bytes | bytearray) -> None:
+    def _check_record_sizes(self, batch: bytes | bytearray | memoryview) -> None:
         """Raise RecordTooLargeError for the first record above max.message.bytes."""
         limit = self.config.max_message_bytes
         for position in iter_record_positions(batch, check_crc=False):

@@ -83,6 +83,7 @@ class BatchInfo:
     max_timestamp: int
     offset_of_max_timestamp: int
     size: int
+    max_record_size: int
 
 
 def encode_record(offset: int, timestamp: int, key: bytes | None, value: bytes | None) -> bytes:
@@ -190,7 +191,7 @@ def validate_records(buf: bytes | bytearray | memoryview, *, check_crc: bool = T
     return _walk(buf, None, check_crc)
 
 
-def assign_offsets(buf: bytearray, base_offset: int) -> BatchInfo:
+def assign_offsets(buf: bytearray | memoryview, base_offset: int) -> BatchInfo:
     """Validate a batch and rewrite its offsets to base_offset, base_offset + 1, ..."""
     return _walk(buf, base_offset, True)
 
@@ -206,6 +207,7 @@ def _walk(
     first_offset = last_offset = -1
     max_timestamp = -1
     offset_of_max = -1
+    max_record_size = 0
     pack_into = _OFFSET.pack_into
     while position < end:
         offset, timestamp, size = _check_record(buf, position, end, check_crc)
@@ -220,9 +222,13 @@ def _walk(
         if timestamp > max_timestamp:
             max_timestamp = timestamp
             offset_of_max = offset
+        if size > max_record_size:
+            max_record_size = size
         count += 1
         position += size
-    return BatchInfo(count, first_offset, last_offset, max_timestamp, offset_of_max, end)
+    return BatchInfo(
+        count, first_offset, last_offset, max_timestamp, offset_of_max, end, max_record_size
+    )
 
 
 def decode_records(

@@ -194,7 +194,7 @@ class LogSegment:
     # -- writing ---------------------------------------------------------------------------
 
     def append(
-        self, batch: bytes | bytearray, info: BatchInfo, *, index_interval_bytes: int
+        self, batch: bytes | bytearray | memoryview, info: BatchInfo, *, index_interval_bytes: int
     ) -> None:
         """Write a validated batch with one write call and index it."""
         position = self._size

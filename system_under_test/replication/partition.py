@@ -89,7 +89,7 @@ class Partition:
 
     # --- producing -----------------------------------------------------------------------
 
-    def append_as_leader(self, batch: bytearray, *, required_acks: int) -> AppendInfo:
+    def append_as_leader(self, batch: bytearray | memoryview, *, required_acks: int) -> AppendInfo:
         """Validate and append a producer's batch, assigning its offsets.
 
         Raises BrokerError with a definite code (nothing written) when the batch is refused;
