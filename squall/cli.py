@@ -348,6 +348,10 @@ def main(argv: list[str] | None = None) -> int:
         stderr.print("aborted")
         return 130
     except typer.TyperException as err:  # usage errors: unknown option, missing value...
-        err.show(file=sys.stderr)
+        show = getattr(err, "show", None)
+        if callable(show):
+            show(file=sys.stderr)
+        else:
+            stderr.print(f"error: {err.message}", highlight=False)
         return EXIT_USAGE
     return code if isinstance(code, int) else 0
