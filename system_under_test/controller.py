@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from system_under_test.event_log import EventLog
+from system_under_test.metadata_cache import BrokerEndpoint
 from system_under_test.zookeeper import (
     NO_LEADER,
-    BrokerEndpoint,
     ClusterMetadataStore,
     ControllerMovedError,
     LeaderAndIsr,
@@ -75,6 +75,7 @@ class ControllerContext:
     epoch: int = 0
     epoch_zk_version: int = 0
     live_brokers: dict[int, BrokerEndpoint] = field(default_factory=dict)
+    broker_epochs: dict[int, int] = field(default_factory=dict)
     assignments: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
     states: dict[TopicPartition, tuple[LeaderAndIsr, int]] = field(default_factory=dict)
     unclean_allowed: dict[str, bool] = field(default_factory=dict)
@@ -228,11 +229,9 @@ class Controller:
 
     def _on_failover(self) -> None:
         ctx = self.context
-        ctx.live_brokers = {
-            b: e
-            for b in self.store.broker_ids(watch=self._watch("broker-change"))
-            if (e := self.store.broker(b)) is not None
-        }
+        registrations = self.store.broker_registrations(watch=self._watch("broker-change"))
+        ctx.live_brokers = {b: e for b, (e, _epoch) in registrations.items()}
+        ctx.broker_epochs = {b: epoch for b, (_e, epoch) in registrations.items()}
         for topic in self.store.topics(watch=self._watch("topic-change")):
             self._load_topic(topic)
         self.store.take_isr_change_notifications(watch=self._watch("isr-change"))
@@ -285,10 +284,15 @@ class Controller:
                 reason="new partition",
             )
 
-    def _elect_offline(self, keys: list[TopicPartition], *, reason: str) -> set[TopicPartition]:
-        """Elect leaders where the leader is not live; shrink dead brokers out of the ISR."""
+    def _elect_offline(
+        self, keys: list[TopicPartition], *, reason: str, exclude: frozenset[int] = frozenset()
+    ) -> set[TopicPartition]:
+        """Elect leaders where the leader is not live; shrink dead brokers out of the ISR.
+
+        ``exclude`` are live brokers treated as dead here: ones that bounced.
+        """
         ctx = self.context
-        live = set(ctx.live_brokers)
+        live = set(ctx.live_brokers) - exclude
         writes: dict[TopicPartition, tuple[LeaderAndIsr, int | None]] = {}
         elections: dict[TopicPartition, Election | None] = {}
         for key in keys:
@@ -375,10 +379,15 @@ class Controller:
         if not self.active:
             return
         ctx = self.context
-        current = set(self.store.broker_ids(watch=self._watch("broker-change")))
-        before = set(ctx.live_brokers)
-        ctx.live_brokers = {b: e for b in current if (e := self.store.broker(b)) is not None}
-        dead, born = before - current, current - before
+        registrations = self.store.broker_registrations(watch=self._watch("broker-change"))
+        epochs = {b: epoch for b, (_e, epoch) in registrations.items()}
+        before = ctx.broker_epochs
+        # A broker that re-registered (new czxid) died and was born again in between.
+        bounced = {b for b in epochs if b in before and before[b] != epochs[b]}
+        dead = (set(before) - set(epochs)) | bounced
+        born = (set(epochs) - set(before)) | bounced
+        ctx.live_brokers = {b: e for b, (e, _epoch) in registrations.items()}
+        ctx.broker_epochs = epochs
         if not dead and not born:
             return
         log.info(
@@ -387,7 +396,9 @@ class Controller:
         affected = [k for k, (s, _v) in ctx.states.items() if s.leader in dead or set(s.isr) & dead]
         offline = [k for k, (s, _v) in ctx.states.items() if s.leader == NO_LEADER]
         self._initialize_new_partitions([k for k in ctx.assignments if k not in ctx.states])
-        changed = self._elect_offline(affected + offline, reason="broker change")
+        changed = self._elect_offline(
+            affected + offline, reason="broker change", exclude=frozenset(bounced)
+        )
         targets = {r for k in changed for r in ctx.assignments[k]} | born
         keys = changed | {k for k, r in ctx.assignments.items() if set(r) & born}
         self._send_leader_and_isr(keys, targets)

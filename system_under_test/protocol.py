@@ -13,7 +13,7 @@ import struct
 import types
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from enum import IntEnum
 from typing import Annotated, Any, ClassVar, TypeVar
 
@@ -436,12 +436,25 @@ class FetchRequest(Request):
 
 @wire
 @dataclass(frozen=True, slots=True)
+class EpochStart:
+    """A leader epoch and the first offset written in it."""
+
+    leader_epoch: Int32
+    start_offset: Int64
+
+
+@wire
+@dataclass(frozen=True, slots=True)
 class FetchPartitionResponse:
     partition: Int32
     error_code: Int16
     high_watermark: Int64
     log_start_offset: Int64
     records: RecordBytes
+    epoch_starts: list[EpochStart] = field(default_factory=list)
+    """To followers only: the leader epochs that begin at or after the fetch offset (the
+    first entry is the epoch of the fetch offset itself), so a follower's leader epoch cache
+    follows the leader's. Empty for consumers."""
 
 
 @wire
@@ -623,6 +636,121 @@ class CreateTopicsResponse(Response):
     topics: list[CreatableTopicResult]
 
 
+# --- LeaderAndIsr (4) and UpdateMetadata (6): controller to brokers ------------------------
+
+
+@wire
+@dataclass(frozen=True, slots=True)
+class PartitionLeaderStateData:
+    """One partition's leadership as the controller decided it."""
+
+    topic: String
+    partition: Int32
+    controller_epoch: Int32
+    leader: Int32
+    leader_epoch: Int32
+    isr: list[Int32]
+    zk_version: Int32
+    replicas: list[Int32]
+
+
+@wire
+@dataclass(frozen=True, slots=True)
+class LiveBroker:
+    broker_id: Int32
+    host: String
+    port: Int32
+
+
+@wire
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrRequest(Request):
+    API_KEY: ClassVar[ApiKey] = ApiKey.LEADER_AND_ISR
+    controller_id: Int32
+    controller_epoch: Int32
+    partition_states: list[PartitionLeaderStateData]
+    live_brokers: list[LiveBroker]
+
+
+@wire
+@dataclass(frozen=True, slots=True)
+class PartitionError:
+    topic: String
+    partition: Int32
+    error_code: Int16
+
+
+@wire
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrResponse(Response):
+    error_code: Int16
+    partitions: list[PartitionError]
+
+
+@wire
+@dataclass(frozen=True, slots=True)
+class UpdateMetadataRequest(Request):
+    API_KEY: ClassVar[ApiKey] = ApiKey.UPDATE_METADATA
+    controller_id: Int32
+    controller_epoch: Int32
+    partition_states: list[PartitionLeaderStateData]
+    live_brokers: list[LiveBroker]
+
+
+@wire
+@dataclass(frozen=True, slots=True)
+class UpdateMetadataResponse(Response):
+    error_code: Int16
+
+
+# --- OffsetForLeaderEpoch (23): follower to leader (KIP-101) -------------------------------
+
+
+@wire
+@dataclass(frozen=True, slots=True)
+class OffsetForLeaderEpochPartition:
+    partition: Int32
+    leader_epoch: Int32
+
+
+@wire
+@dataclass(frozen=True, slots=True)
+class OffsetForLeaderEpochTopic:
+    name: String
+    partitions: list[OffsetForLeaderEpochPartition]
+
+
+@wire
+@dataclass(frozen=True, slots=True)
+class OffsetForLeaderEpochRequest(Request):
+    API_KEY: ClassVar[ApiKey] = ApiKey.OFFSET_FOR_LEADER_EPOCH
+    replica_id: Int32
+    topics: list[OffsetForLeaderEpochTopic]
+
+
+@wire
+@dataclass(frozen=True, slots=True)
+class EpochEndOffset:
+    partition: Int32
+    error_code: Int16
+    leader_epoch: Int32
+    """The largest epoch <= the one asked for that the leader knows (KIP-279)."""
+    end_offset: Int64
+
+
+@wire
+@dataclass(frozen=True, slots=True)
+class OffsetForLeaderEpochTopicResponse:
+    name: String
+    partitions: list[EpochEndOffset]
+
+
+@wire
+@dataclass(frozen=True, slots=True)
+class OffsetForLeaderEpochResponse(Response):
+    topics: list[OffsetForLeaderEpochTopicResponse]
+
+
 # --- the API table -------------------------------------------------------------------------
 
 
@@ -641,9 +769,13 @@ API_TABLE: dict[int, dict[int, ApiCodec]] = {
     ApiKey.METADATA: {0: ApiCodec(MetadataRequest, MetadataResponse)},
     ApiKey.API_VERSIONS: {0: ApiCodec(ApiVersionsRequest, ApiVersionsResponse)},
     ApiKey.CREATE_TOPICS: {0: ApiCodec(CreateTopicsRequest, CreateTopicsResponse)},
+    ApiKey.LEADER_AND_ISR: {0: ApiCodec(LeaderAndIsrRequest, LeaderAndIsrResponse)},
+    ApiKey.UPDATE_METADATA: {0: ApiCodec(UpdateMetadataRequest, UpdateMetadataResponse)},
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: {
+        0: ApiCodec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse)
+    },
 }
-"""api key -> version -> codec. LeaderAndIsr (4), StopReplica (5), UpdateMetadata (6),
-ControlledShutdown (7) and OffsetForLeaderEpoch (23) arrive with replication."""
+"""api key -> version -> codec. StopReplica (5) and ControlledShutdown (7) are reserved."""
 
 
 def api_codec(api_key: int, api_version: int) -> ApiCodec:

@@ -31,6 +31,8 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.retry import KazooRetry
 
+from system_under_test.metadata_cache import BrokerEndpoint
+
 log = logging.getLogger(__name__)
 
 BROKER_IDS = "/brokers/ids"
@@ -54,15 +56,6 @@ class ControllerMovedError(MetadataError):
 
 class BrokerIdInUseError(MetadataError):
     """Another live broker registered the same broker.id."""
-
-
-@dataclass(frozen=True)
-class BrokerEndpoint:
-    """A registered broker: its id and where clients reach it."""
-
-    broker_id: int
-    host: str
-    port: int
 
 
 @dataclass(frozen=True)
@@ -227,6 +220,25 @@ class ClusterMetadataStore:
             return None
         doc = _load(data, path)
         return BrokerEndpoint(broker_id, str(doc["host"]), int(doc["port"]))
+
+    def broker_registrations(
+        self, watch: Callable[[Any], None] | None = None
+    ) -> dict[int, tuple[BrokerEndpoint, int]]:
+        """Live brokers with their registration's czxid, which changes when a broker
+        re-registers (Kafka's broker epoch, KIP-380): a bounce the controller must not miss."""
+        out: dict[int, tuple[BrokerEndpoint, int]] = {}
+        for broker_id in self.broker_ids(watch=watch):
+            path = f"{BROKER_IDS}/{broker_id}"
+            try:
+                data, stat = self.client.get(path)
+            except NoNodeError:
+                continue
+            doc = _load(data, path)
+            out[broker_id] = (
+                BrokerEndpoint(broker_id, str(doc["host"]), int(doc["port"])),
+                int(stat.czxid),
+            )
+        return out
 
     def live_brokers(self) -> dict[int, BrokerEndpoint]:
         out: dict[int, BrokerEndpoint] = {}

@@ -28,7 +28,13 @@ CONSUMER_DEFAULTS: dict[str, tuple[int, int]] = {
     "fetch.max.wait.ms": (500, 0),
     "fetch.min.bytes": (1, 0),
     "request.timeout.ms": (30000, 1),
+    "zookeeper.session.timeout.ms": (6000, 1),
+    "zookeeper.connection.timeout.ms": (6000, 1),
+    "auto.commit.interval.ms": (60000, 0),
 }
+# Consumer keys whose values are not integers. auto.commit.enable defaults to false here,
+# unlike Kafka 0.8 (true): squall's workloads commit explicitly and record every commit.
+CONSUMER_OTHER_KEYS = ("auto.offset.reset", "group.id", "zookeeper.connect", "auto.commit.enable")
 OFFSET_RESETS: tuple[OffsetReset, ...] = ("earliest", "latest", "none")
 
 
@@ -88,9 +94,36 @@ class ProducerConfig:
         )
 
 
+def _flag(config: Mapping[str, object], key: str, default: str, what: str) -> bool:
+    raw = config.get(key, default)
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text not in ("true", "false"):
+        raise ClientConfigError(f"{what} config {key}={raw!r} must be true or false")
+    return text == "true"
+
+
+def _group_id(raw: object) -> str | None:
+    if raw is None:
+        return None
+    group = str(raw).strip()
+    if not group or "/" in group or group in (".", ".."):
+        raise ClientConfigError(
+            f"consumer config group.id={raw!r} is not a usable group name: give a non-empty "
+            "name without '/' (it becomes the ZooKeeper znode /consumers/<group.id>)"
+        )
+    return group
+
+
 @dataclass(frozen=True, slots=True)
 class ConsumerConfig:
-    """A consumer's validated settings."""
+    """A consumer's validated settings.
+
+    With ``group.id`` the consumer belongs to a group whose committed offsets live in
+    ZooKeeper at ``zookeeper.connect`` (Kafka 0.8's layout). ``auto.commit.enable`` is off
+    by default, unlike Kafka 0.8: squall's workloads commit explicitly.
+    """
 
     fetch_max_bytes: int
     max_partition_fetch_bytes: int
@@ -98,18 +131,40 @@ class ConsumerConfig:
     fetch_min_bytes: int
     request_timeout_ms: int
     auto_offset_reset: OffsetReset
+    group_id: str | None = None
+    zookeeper_connect: str | None = None
+    zookeeper_session_timeout_ms: int = 6000
+    zookeeper_connection_timeout_ms: int = 6000
+    auto_commit_enable: bool = False
+    auto_commit_interval_ms: int = 60000
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, object] | None) -> ConsumerConfig:
-        v = _integers(config, CONSUMER_DEFAULTS, "consumer", ("auto.offset.reset",))
-        reset = str((config or {}).get("auto.offset.reset", "none")).strip().lower()
+        given = dict(config or {})
+        v = _integers(given, CONSUMER_DEFAULTS, "consumer", CONSUMER_OTHER_KEYS)
+        reset = str(given.get("auto.offset.reset", "none")).strip().lower()
         if reset == "smallest":  # Kafka 0.8 names
             reset = "earliest"
         elif reset == "largest":
             reset = "latest"
         if reset not in OFFSET_RESETS:
             raise ClientConfigError(
-                f"consumer config auto.offset.reset={reset!r} must be earliest, latest or none"
+                f"consumer config auto.offset.reset={reset!r} must be earliest, latest or none "
+                "(or Kafka 0.8's smallest, largest)"
+            )
+        group = _group_id(given.get("group.id"))
+        raw_connect = given.get("zookeeper.connect")
+        connect = str(raw_connect).strip() if raw_connect is not None else None
+        auto_commit = _flag(given, "auto.commit.enable", "false", "consumer")
+        if group is not None and not connect:
+            raise ClientConfigError(
+                f"consumer config group.id={group!r} needs zookeeper.connect "
+                "(HOST:PORT[/chroot]), the ZooKeeper where the group's offsets are kept"
+            )
+        if auto_commit and group is None:
+            raise ClientConfigError(
+                "consumer config auto.commit.enable=true needs a group.id (and zookeeper.connect) "
+                "to commit to"
             )
         return cls(
             v["fetch.max.bytes"],
@@ -118,4 +173,10 @@ class ConsumerConfig:
             v["fetch.min.bytes"],
             v["request.timeout.ms"],
             reset,
+            group_id=group,
+            zookeeper_connect=connect or None,
+            zookeeper_session_timeout_ms=v["zookeeper.session.timeout.ms"],
+            zookeeper_connection_timeout_ms=v["zookeeper.connection.timeout.ms"],
+            auto_commit_enable=auto_commit,
+            auto_commit_interval_ms=v["auto.commit.interval.ms"],
         )

@@ -1,7 +1,9 @@
 """The consumer: reads assigned partitions from their leaders, below the high watermark.
 
-Positions are kept in memory (consumer groups with offsets in ZooKeeper come later). Every
-record served is CRC-checked. Not thread-safe: use one Consumer per thread, as in Kafka.
+Positions are kept in memory. With ``group.id`` and ``zookeeper.connect`` the consumer
+belongs to a group whose committed offsets live in ZooKeeper (Kafka 0.8's layout): assign()
+starts at them and commit() records them. Every record served is CRC-checked. Not
+thread-safe: use one Consumer per thread, as in Kafka.
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ from types import TracebackType
 from system_under_test import protocol
 from system_under_test.client.config import ConsumerConfig
 from system_under_test.client.exceptions import (
+    ClientConfigError,
     ClientError,
     CorruptResponseError,
     NoOffsetForPartitionError,
+    OffsetStoreError,
 )
 from system_under_test.client.metadata import ClusterMetadata
+from system_under_test.client.offset_store import ZooKeeperOffsetStore
 from system_under_test.errors import BrokerError, ErrorCode, OffsetOutOfRangeError
 from system_under_test.log.record import CorruptRecordError, decode_records
 
@@ -61,7 +66,11 @@ class FetchResult:
 
 
 class Consumer:
-    """Reads records from explicitly assigned partitions."""
+    """Reads records from explicitly assigned partitions, optionally as a consumer group.
+
+    Creating a Consumer with ``group.id`` opens its ZooKeeper session at once, so an
+    unreachable ZooKeeper fails here with OffsetStoreError.
+    """
 
     def __init__(
         self,
@@ -79,6 +88,18 @@ class Consumer:
         )
         self._assignment: list[TopicPartition] = []
         self._positions: dict[TopicPartition, int] = {}
+        self._closed = False
+        self._offset_store: ZooKeeperOffsetStore | None = None
+        self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
+        if self.config.group_id is not None and self.config.zookeeper_connect is not None:
+            store = ZooKeeperOffsetStore(
+                self.config.group_id,
+                self.config.zookeeper_connect,
+                session_timeout_ms=self.config.zookeeper_session_timeout_ms,
+                connection_timeout_ms=self.config.zookeeper_connection_timeout_ms,
+            )
+            store.start()
+            self._offset_store = store
 
     def __enter__(self) -> Consumer:
         return self
@@ -94,10 +115,23 @@ class Consumer:
     # --- assignment and positions --------------------------------------------------------
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
-        """Consume exactly these partitions; positions of partitions kept are kept."""
-        self._assignment = list(dict.fromkeys((t, int(p)) for t, p in partitions))
+        """Consume exactly these partitions; positions of partitions kept are kept.
+
+        In a group, each newly assigned partition starts at the group's committed offset;
+        one never committed starts per auto.offset.reset when first read.
+        """
+        assignment = list(dict.fromkeys((t, int(p)) for t, p in partitions))
+        added = [tp for tp in assignment if tp not in self._assignment]
+        committed: dict[TopicPartition, int] = {}
+        if self._offset_store is not None:
+            for topic, partition in added:
+                offset = self._offset_store.committed(topic, partition)
+                if offset is not None:
+                    committed[(topic, partition)] = offset
+        self._assignment = assignment
         kept = set(self._assignment)
         self._positions = {tp: o for tp, o in self._positions.items() if tp in kept}
+        self._positions.update(committed)
 
     def assignment(self) -> list[TopicPartition]:
         return list(self._assignment)
@@ -134,10 +168,58 @@ class Consumer:
             position = self._reset_position(topic, partition, None)
         return position
 
+    # --- consumer group offsets ------------------------------------------------------------
+
+    def commit(
+        self, offsets: Mapping[TopicPartition, int] | None = None
+    ) -> dict[TopicPartition, int]:
+        """Commit each partition's next offset to read for the group; returns what was committed.
+
+        None commits the current position of every assigned partition that has one (the
+        records poll() returned count as consumed). Raises OffsetCommitError, whose
+        ``definite`` tells a commit that certainly failed from one that may have landed.
+        """
+        store = self._require_group("commit()")
+        if offsets is None:
+            chosen = {tp: self._positions[tp] for tp in self._assignment if tp in self._positions}
+        else:
+            chosen = {(t, int(p)): o for (t, p), o in offsets.items()}
+        store.commit(chosen)
+        return chosen
+
+    def committed(self, topic: str, partition: int) -> int | None:
+        """The group's committed offset (the next to read) of a partition; None if none."""
+        return self._require_group("committed()").committed(topic, partition)
+
+    def _require_group(self, what: str) -> ZooKeeperOffsetStore:
+        if self._offset_store is None:
+            raise ClientConfigError(
+                f"{what} needs a consumer group: create the Consumer with group.id and "
+                "zookeeper.connect in its config"
+            )
+        return self._offset_store
+
+    def _maybe_auto_commit(self) -> None:
+        if not self.config.auto_commit_enable or time.monotonic() < self._next_auto_commit:
+            return
+        self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
+        self._auto_commit()
+
+    def _auto_commit(self) -> None:
+        try:
+            self.commit()
+        except OffsetStoreError as err:
+            log.warning("auto-commit for group %s failed: %s", self.config.group_id, err)
+
     # --- reading -------------------------------------------------------------------------
 
     def poll(self, timeout_ms: int) -> list[ConsumedRecord]:
-        """Records from the assigned partitions, waiting up to timeout_ms for some to arrive."""
+        """Records from the assigned partitions, waiting up to timeout_ms for some to arrive.
+
+        With auto.commit.enable, first commits the positions reached by earlier polls once
+        auto.commit.interval.ms has passed since the last auto-commit.
+        """
+        self._maybe_auto_commit()
         deadline = time.monotonic() + max(0, timeout_ms) / 1000
         for topic, partition in self._assignment:
             self.position(topic, partition)
@@ -175,7 +257,18 @@ class Consumer:
         raise CorruptResponseError(f"fetch response does not mention {topic}-{partition}")
 
     def close(self) -> None:
-        self._metadata.close()
+        """Close the broker connections and the group's ZooKeeper session (with auto-commit,
+        commit the positions first); safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._offset_store is not None:
+                if self.config.auto_commit_enable:
+                    self._auto_commit()
+                self._offset_store.close()
+        finally:
+            self._metadata.close()
 
     # --- internals -----------------------------------------------------------------------
 

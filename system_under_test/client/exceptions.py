@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from system_under_test.errors import ErrorCode
 
 
@@ -78,3 +80,27 @@ class QueueFullError(ProduceError):
 
 class ProducerClosedError(ClientError):
     """send() or flush() on a producer that was closed."""
+
+
+class OffsetStoreError(ClientError):
+    """A consumer group's offset store (ZooKeeper) could not be reached or read."""
+
+
+class OffsetCommitError(OffsetStoreError):
+    """A commit of consumer group offsets did not certainly succeed.
+
+    ``definite`` is True only when nothing was written (history type ``fail``); otherwise
+    some or all offsets may have been written (history type ``info``). ``committed`` holds
+    the offsets known to have been written before the failure.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        definite: bool,
+        committed: Mapping[tuple[str, int], int] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.definite = definite
+        self.committed: dict[tuple[str, int], int] = dict(committed or {})

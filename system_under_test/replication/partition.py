@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
+from enum import Enum
 
 from system_under_test.errors import BrokerError, ErrorCode
 from system_under_test.log.log import (
@@ -23,6 +25,8 @@ from system_under_test.log.log import (
     RecordTooLargeError,
 )
 from system_under_test.log.record import CorruptRecordError, read_timestamp
+from system_under_test.replication.isr import IsrTracker
+from system_under_test.replication.leader_epoch_cache import LeaderEpochCache
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +34,25 @@ CONSUMER_REPLICA_ID = -1
 DEBUG_REPLICA_ID = -2
 
 
+class Role(Enum):
+    """What this broker is for a partition."""
+
+    LEADER = "leader"
+    FOLLOWER = "follower"
+    FENCED = "fenced"
+    """Was leader, but lost its ZooKeeper session: it must not act until told again."""
+
+
+@dataclass(frozen=True)
+class IsrChange:
+    """An ISR this leader wants written to ZooKeeper, and why."""
+
+    isr: tuple[int, ...]
+    reason: str
+
+
 class Partition:
-    """One partition hosted by this broker, as its leader."""
+    """One partition hosted by this broker: its log, role, ISR and high watermark."""
 
     def __init__(
         self,
@@ -44,17 +65,21 @@ class Partition:
         replicas: list[int] | None = None,
         isr: list[int] | None = None,
         high_watermark: int | None = None,
+        epoch_cache: LeaderEpochCache | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
         self.log = log
         self.local_broker_id = local_broker_id
+        self.role = Role.LEADER
         self.leader_id = local_broker_id
         self.leader_epoch = leader_epoch
+        self.zk_version = 0
         self.replicas = list(replicas) if replicas is not None else [local_broker_id]
         self.isr = set(isr) if isr is not None else {local_broker_id}
-        self._replica_end_offsets: dict[int, int] = {}
-        """Followers' LEOs as their fetches report them (replication fills this in)."""
+        self.epoch_cache = epoch_cache or LeaderEpochCache(None)
+        self.tracker: IsrTracker | None = None
+        self.isr_update_pending = False
         if high_watermark is None:
             # The sole replica: everything in the local log is committed.
             high_watermark = log.log_end_offset if self.isr == {local_broker_id} else 0
@@ -63,13 +88,18 @@ class Partition:
 
     def __repr__(self) -> str:
         return (
-            f"Partition({self.topic}-{self.partition}, hw={self._high_watermark}, "
+            f"Partition({self.topic}-{self.partition}, {self.role.value}, "
+            f"epoch={self.leader_epoch}, hw={self._high_watermark}, "
             f"leo={self.log.log_end_offset}, isr={sorted(self.isr)})"
         )
 
     @property
     def key(self) -> tuple[str, int]:
         return (self.topic, self.partition)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
 
     @property
     def config(self) -> LogConfig:
@@ -87,6 +117,88 @@ class Partition:
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
+    @property
+    def is_leader(self) -> bool:
+        return self.role is Role.LEADER
+
+    # --- role changes (LeaderAndIsr) ------------------------------------------------------
+
+    def make_leader(
+        self,
+        *,
+        leader_epoch: int,
+        isr: list[int],
+        replicas: list[int],
+        zk_version: int,
+        lag_time_max_ms: int,
+        lag_max_messages: int,
+        now_ms: int,
+    ) -> None:
+        """Become leader in ``leader_epoch``; followers start out unknown."""
+        self.role = Role.LEADER
+        self.leader_id = self.local_broker_id
+        self.leader_epoch = leader_epoch
+        self.isr = set(isr)
+        self.replicas = list(replicas)
+        self.zk_version = zk_version
+        self.isr_update_pending = False
+        self.epoch_cache.assign(leader_epoch, self.log.log_end_offset)
+        self.tracker = IsrTracker(
+            self.local_broker_id,
+            replicas,
+            isr,
+            lag_time_max_ms=lag_time_max_ms,
+            lag_max_messages=lag_max_messages,
+            now_ms=now_ms,
+        )
+        self._maybe_advance_high_watermark()
+        self._wake_waiters()
+
+    def make_follower(
+        self,
+        *,
+        leader: int,
+        leader_epoch: int,
+        isr: list[int],
+        replicas: list[int],
+        zk_version: int,
+    ) -> None:
+        """Follow ``leader`` (-1: no leader yet); waiting acks=-1 produces learn it at once."""
+        self.role = Role.FOLLOWER
+        self.leader_id = leader
+        self.leader_epoch = leader_epoch
+        self.isr = set(isr)
+        self.replicas = list(replicas)
+        self.zk_version = zk_version
+        self.tracker = None
+        self.isr_update_pending = False
+        self._wake_waiters()
+
+    def fence(self) -> None:
+        """Stop acting as leader (the ZooKeeper session was lost) until told again."""
+        if self.role is Role.LEADER:
+            self.role = Role.FENCED
+            self.tracker = None
+            self._wake_waiters()
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop everything at and after ``offset`` (a follower diverged from its leader)."""
+        if offset < self.log.log_end_offset:
+            log.info("%s: truncating from %d to %d", self.name, self.log.log_end_offset, offset)
+            self.log.truncate_to(offset)
+        self.epoch_cache.truncate_from_end(self.log.log_end_offset)
+        if self._high_watermark > self.log.log_end_offset:
+            self._high_watermark = self.log.log_end_offset
+
+    def _require_leader(self) -> None:
+        if self.role is not Role.LEADER:
+            leader = self.leader_id if self.role is Role.FOLLOWER else -1
+            raise BrokerError(
+                ErrorCode.NOT_LEADER_FOR_PARTITION,
+                f"broker {self.local_broker_id} is not the leader of {self.name} "
+                f"(leader: {leader}); refresh metadata",
+            )
+
     # --- producing -----------------------------------------------------------------------
 
     def append_as_leader(self, batch: bytearray | memoryview, *, required_acks: int) -> AppendInfo:
@@ -95,6 +207,7 @@ class Partition:
         Raises BrokerError with a definite code (nothing written) when the batch is refused;
         KAFKA_STORAGE_ERROR (indeterminate) when the disk fails mid-append.
         """
+        self._require_leader()
         config = self.log.config
         if required_acks == -1 and len(self.isr) < config.min_insync_replicas:
             raise BrokerError(
@@ -124,6 +237,8 @@ class Partition:
     def check_committed(self, last_offset: int) -> ErrorCode | None:
         """For an acks=-1 produce: NONE once the HW passed last_offset (NOT_ENOUGH_REPLICAS_AFTER_APPEND
         if the ISR shrank below min.insync.replicas meanwhile), None while still waiting."""
+        if self.role is not Role.LEADER:
+            return ErrorCode.NOT_LEADER_FOR_PARTITION
         if self._high_watermark <= last_offset:
             return None
         if len(self.isr) < self.log.config.min_insync_replicas:
@@ -142,6 +257,8 @@ class Partition:
         self, offset: int, max_bytes: int, *, replica_id: int, min_one_record: bool
     ) -> FetchData:
         """Whole records from offset below the fetcher's limit; OFFSET_OUT_OF_RANGE otherwise."""
+        if replica_id != DEBUG_REPLICA_ID:
+            self._require_leader()
         limit = self.fetch_limit(replica_id)
         if replica_id == CONSUMER_REPLICA_ID and limit < offset <= self.log.log_end_offset:
             return FetchData(b"", offset)
@@ -191,14 +308,92 @@ class Partition:
                     waiter.set_result(None)
             self._waiters.clear()
 
-    def _maybe_advance_high_watermark(self) -> None:
-        """HW = min LEO over the ISR; it never goes back."""
-        ends = [
-            self.log.log_end_offset
-            if replica == self.local_broker_id
-            else self._replica_end_offsets.get(replica, 0)
-            for replica in self.isr
-        ]
-        new_hw = min(ends) if ends else self._high_watermark
+    def _maybe_advance_high_watermark(self) -> bool:
+        """HW = min LEO over the ISR; it never goes back. True if it moved."""
+        if self.role is not Role.LEADER:
+            return False
+        leader_end = self.log.log_end_offset
+        if self.tracker is None:  # standalone: the only replica
+            new_hw = leader_end if self.isr <= {self.local_broker_id} else self._high_watermark
+        else:
+            new_hw = self.tracker.high_watermark(leader_end)
         if new_hw > self._high_watermark:
             self._high_watermark = new_hw
+            return True
+        return False
+
+    # --- replication: the leader's side ----------------------------------------------------
+
+    def on_follower_fetch(self, follower: int, fetch_offset: int, now_ms: int) -> IsrChange | None:
+        """A follower fetched from ``fetch_offset``; an ISR expansion to write, if due."""
+        self._require_leader()
+        assert self.tracker is not None
+        self.tracker.on_fetch(follower, fetch_offset, self.log.log_end_offset, now_ms)
+        if self._maybe_advance_high_watermark():
+            self._wake_waiters()
+        if self.isr_update_pending or follower in self.isr:
+            return None
+        epoch_start = self.epoch_cache.start_offset_of_latest_epoch()
+        if self.tracker.ready_to_join(follower, self._high_watermark, max(epoch_start, 0)):
+            return IsrChange(
+                tuple(sorted(self.isr | {follower})),
+                f"expand: broker {follower} caught up to offset {fetch_offset}",
+            )
+        return None
+
+    def maybe_shrink_isr(self, now_ms: int) -> IsrChange | None:
+        """An ISR without the followers that fell behind, if any did."""
+        if self.role is not Role.LEADER or self.tracker is None or self.isr_update_pending:
+            return None
+        lagging = self.tracker.out_of_sync(self.log.log_end_offset, now_ms)
+        if not lagging:
+            return None
+        details = ", ".join(
+            f"{b} ({self.tracker.lag_messages(b, self.log.log_end_offset)} behind)" for b in lagging
+        )
+        return IsrChange(
+            tuple(sorted(self.isr - set(lagging))), f"shrink: lagging follower(s) {details}"
+        )
+
+    def apply_isr(self, isr: tuple[int, ...], zk_version: int) -> None:
+        """The ISR change was written to ZooKeeper: adopt it."""
+        self.isr = set(isr)
+        self.zk_version = zk_version
+        if self.tracker is not None:
+            self.tracker.isr = tuple(isr)
+        self._maybe_advance_high_watermark()
+        self._wake_waiters()
+
+    def epoch_starts_from(self, offset: int) -> list[tuple[int, int]]:
+        """(epoch, start offset) of the epoch holding ``offset`` and every later one."""
+        entries = self.epoch_cache.entries
+        out = [(self.epoch_cache.epoch_for_offset(offset), offset)]
+        out += [(e, o) for e, o in entries if o > offset]
+        return [(e, o) for e, o in out if e >= 0]
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch, answered by the leader."""
+        self._require_leader()
+        return self.epoch_cache.end_offset_for(epoch, self.log.log_end_offset)
+
+    # --- replication: the follower's side --------------------------------------------------
+
+    def append_as_follower(
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_hw: int,
+        epoch_starts: list[tuple[int, int]],
+    ) -> int:
+        """Append what the leader sent (offsets as the leader gave them); the new LEO."""
+        if records:
+            self.log.append(records, assign_offsets=False)
+        end = self.log.log_end_offset
+        for epoch, start in epoch_starts:
+            if start < end:
+                self.epoch_cache.assign(epoch, start)
+        new_hw = min(leader_hw, end)
+        if new_hw > self._high_watermark:
+            self._high_watermark = new_hw
+        if records:
+            self._wake_waiters()
+        return end

@@ -130,7 +130,7 @@ def test_error_response_is_recognised_where_another_response_was_expected() -> N
 
 def test_api_versions_lists_every_table_entry() -> None:
     keys = {r.api_key for r in p.supported_versions()}
-    assert keys == {0, 1, 2, 3, 18, 19}
+    assert keys == {0, 1, 2, 3, 4, 6, 18, 19, 23}
     assert all(r.min_version <= r.max_version for r in p.supported_versions())
 
 
@@ -146,8 +146,8 @@ def test_unknown_api_key_and_version_are_unsupported() -> None:
         p.decode_request(_header(99))
     with pytest.raises(p.UnsupportedApiError, match=r"PRODUCE .* version 7"):
         p.decode_request(_header(0, 7))
-    with pytest.raises(p.UnsupportedApiError, match="unknown api key 4"):
-        p.decode_request(_header(p.ApiKey.LEADER_AND_ISR))
+    with pytest.raises(p.UnsupportedApiError, match="unknown api key 5"):
+        p.decode_request(_header(p.ApiKey.STOP_REPLICA))
 
 
 def test_header_decodes_even_when_body_does_not() -> None:
