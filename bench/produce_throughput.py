@@ -15,9 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from system_under_test.client import AdminClient
-
 from squall.cluster.broker_process import BrokerProcess
+from system_under_test.client import AdminClient
 
 
 def main() -> int:
