@@ -7,6 +7,7 @@ Exit codes follow HISTORY.md: 0 success, 1 anomalies found, 2 invalid input or u
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -104,7 +105,7 @@ def broker(
         config = BrokerConfig.load(config_file, settings)
     except ConfigError as err:
         _fail(str(err), EXIT_USAGE)
-    raise typer.Exit(run_broker(config, standalone=standalone))
+    raise typer.Exit(run_broker(config, standalone=standalone or config.standalone))
 
 
 @topic_app.command("create")
@@ -230,8 +231,13 @@ def produce(
 def consume(
     topic: str = typer.Option(..., "--topic"),
     partition: int = typer.Option(0, "--partition", min=0),
-    from_offset: str = typer.Option(
-        "earliest", "--from-offset", help="An offset, earliest or latest."
+    from_offset: str | None = typer.Option(
+        None,
+        "--from-offset",
+        help="An offset, earliest or latest; when given it wins over a group's committed "
+        "offset. Default: with --group the group's committed offset, or where "
+        "auto.offset.reset says (earliest unless --consumer-config sets it) if it has none; "
+        "without --group earliest.",
     ),
     max_records: int | None = typer.Option(None, "--max-records", min=1),
     timeout_ms: int | None = typer.Option(
@@ -239,15 +245,37 @@ def consume(
     ),
     print_key: bool = typer.Option(False, "--print-key"),
     print_timestamp: bool = typer.Option(False, "--print-timestamp"),
+    group: str | None = typer.Option(
+        None,
+        "--group",
+        help="Consume as this consumer group, whose offsets are kept in ZooKeeper "
+        "(needs --zookeeper).",
+    ),
+    zookeeper: str | None = typer.Option(
+        None,
+        "--zookeeper",
+        help="HOST:PORT or HOST:PORT/chroot of the ZooKeeper holding --group's offsets.",
+    ),
+    commit: bool = typer.Option(
+        False,
+        "--commit",
+        help="After each batch printed, commit for --group the offset after the last record "
+        "printed, so that the next run resumes there.",
+    ),
+    consumer_config: list[str] = typer.Option(
+        [],
+        "--consumer-config",
+        help="Consumer key=value, Kafka 0.8 names, e.g. auto.offset.reset=latest; repeatable.",
+    ),
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Print {"offset":O,"value":"..."} per record of one partition."""
     from squall.console_tools import OffsetSpec, consume_records
 
-    start: OffsetSpec
+    start: OffsetSpec | None = None
     if from_offset in ("earliest", "latest"):
         start = "earliest" if from_offset == "earliest" else "latest"
-    else:
+    elif from_offset is not None:
         try:
             start = int(from_offset)
         except ValueError:
@@ -256,6 +284,17 @@ def consume(
             )
         if start < 0:
             _fail(f"--from-offset {start}: offsets start at 0", EXIT_USAGE)
+    if commit and group is None:
+        _fail("--commit needs --group: offsets are committed for a consumer group", EXIT_USAGE)
+    if zookeeper is not None and group is None:
+        _fail("--zookeeper needs --group: it holds a consumer group's offsets", EXIT_USAGE)
+    try:
+        config: dict[str, object] = dict(parse_assignments(consumer_config, "--consumer-config"))
+    except ConfigError as err:
+        _fail(str(err), EXIT_USAGE)
+    if group is not None:
+        # Our own error message names the ZooKeeper; kazoo's retry chatter would only add noise.
+        logging.getLogger("kazoo").setLevel(logging.ERROR)
     with _client_errors():
         consume_records(
             sys.stdout,
@@ -267,6 +306,10 @@ def consume(
             timeout_ms=timeout_ms,
             print_key=print_key,
             print_timestamp=print_timestamp,
+            group=group,
+            zookeeper=zookeeper,
+            commit=commit,
+            consumer_config=config,
         )
 
 

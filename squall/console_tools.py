@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Literal, TextIO
 
 from system_under_test.client import Consumer, Producer, SendFuture
@@ -88,18 +88,38 @@ def consume_records(
     bootstrap: str,
     topic: str,
     partition: int,
-    from_offset: OffsetSpec,
+    from_offset: OffsetSpec | None,
     max_records: int | None,
     timeout_ms: int | None,
     print_key: bool = False,
     print_timestamp: bool = False,
+    group: str | None = None,
+    zookeeper: str | None = None,
+    commit: bool = False,
+    consumer_config: Mapping[str, object] | None = None,
 ) -> int:
-    """Print ``{"offset":O,"value":"..."}`` per record until max_records or an idle timeout."""
+    """Print ``{"offset":O,"value":"..."}`` per record until max_records or an idle timeout.
+
+    Where to start: from_offset when given; else, in a group, the group's committed offset,
+    or per auto.offset.reset (earliest unless consumer_config says otherwise) when it has
+    none; else earliest. With commit, the offset after the last record printed is committed
+    for the group after each batch (printed first, then committed: at least once).
+    """
+    config: dict[str, object] = dict(consumer_config or {})
+    if group is not None:
+        config["group.id"] = group
+        if from_offset is None:
+            config.setdefault("auto.offset.reset", "earliest")
+    if zookeeper is not None:
+        config["zookeeper.connect"] = zookeeper
     printed = 0
-    consumer = Consumer(bootstrap)
+    consumer = Consumer(bootstrap, config=config)
     try:
-        consumer.assign([(topic, partition)])
-        if from_offset == "earliest":
+        consumer.assign([(topic, partition)])  # in a group: at the committed offset
+        if from_offset is None:
+            if group is None:
+                consumer.seek_to_beginning(topic, partition)
+        elif from_offset == "earliest":
             consumer.seek_to_beginning(topic, partition)
         elif from_offset == "latest":
             consumer.seek_to_end(topic, partition)
@@ -113,6 +133,7 @@ def consume_records(
                     break
                 continue
             last_record = time.monotonic()
+            next_offset = batch[0].offset
             for record in batch:
                 line: dict[str, object] = {"offset": record.offset}
                 if print_key:
@@ -126,9 +147,12 @@ def consume_records(
                 )
                 _emit(out, line)
                 printed += 1
+                next_offset = record.offset + 1
                 if max_records is not None and printed >= max_records:
                     break
             out.flush()
+            if commit:
+                consumer.commit({(topic, partition): next_offset})
     finally:
         consumer.close()
     return printed

@@ -173,6 +173,13 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             minimum=0,
         ),
         _key(
+            "replica.high.watermark.checkpoint.interval.ms",
+            _parse_int,
+            5000,
+            "how often high watermarks are written to replication-offset-checkpoint",
+            minimum=1,
+        ),
+        _key(
             "replica.fetch.max.bytes",
             _parse_int,
             1048576,

@@ -18,6 +18,7 @@ from system_under_test.errors import BrokerError, ErrorCode
 from system_under_test.log.log_manager import InvalidTopicError, validate_topic_partition
 from system_under_test.metadata_cache import NO_LEADER, MetadataCache
 from system_under_test.replication.partition import Partition
+from system_under_test.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +62,8 @@ class CloseConnection(Exception):
 class TopicCreator(Protocol):
     """Creates topics: the standalone controller now, the ZooKeeper controller later."""
 
-    def create_topics(
-        self, topics: list[protocol.CreatableTopic]
+    async def create_topics(
+        self, topics: list[protocol.CreatableTopic], timeout_ms: int
     ) -> list[protocol.CreatableTopicResult]: ...
 
 
@@ -78,10 +79,12 @@ class RequestHandler:
         partitions: dict[tuple[str, int], Partition],
         metadata: MetadataCache,
         topic_creator: TopicCreator,
+        replica_manager: ReplicaManager | None = None,
     ) -> None:
         self.partitions = partitions
         self.metadata = metadata
         self.topic_creator = topic_creator
+        self.replica_manager = replica_manager
         self.stopping = False
         self.handlers: dict[type[protocol.Request], Handler] = {
             protocol.ProduceRequest: self.produce,
@@ -90,6 +93,9 @@ class RequestHandler:
             protocol.MetadataRequest: self.metadata_request,
             protocol.ApiVersionsRequest: self.api_versions,
             protocol.CreateTopicsRequest: self.create_topics,
+            protocol.LeaderAndIsrRequest: self.leader_and_isr,
+            protocol.UpdateMetadataRequest: self.update_metadata,
+            protocol.OffsetForLeaderEpochRequest: self.offsets_for_leader_epoch,
         }
 
     async def handle(
@@ -100,6 +106,13 @@ class RequestHandler:
     def _partition(self, topic: str, partition: int) -> Partition:
         found = self.partitions.get((topic, partition))
         if found is None:
+            states = self.metadata.partitions(topic)
+            if self.replica_manager is not None and states is not None and partition in states:
+                raise BrokerError(
+                    ErrorCode.NOT_LEADER_FOR_PARTITION,
+                    f"this broker is not a replica of {topic}-{partition} (leader: "
+                    f"{states[partition].leader}); refresh metadata",
+                )
             raise BrokerError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 f"this broker does not host {topic}-{partition}",
@@ -219,6 +232,7 @@ class RequestHandler:
             for wanted in topic.partitions:
                 hw = start = -1
                 records: bytes = b""
+                epoch_starts: list[protocol.EpochStart] = []
                 try:
                     if wanted.partition_max_bytes < 0 or request.max_bytes < 0:
                         raise BrokerError(
@@ -226,6 +240,14 @@ class RequestHandler:
                             "max_bytes and partition_max_bytes must not be negative",
                         )
                     partition = self._partition(topic.name, wanted.partition)
+                    if request.replica_id >= 0 and self.replica_manager is not None:
+                        self.replica_manager.on_follower_fetch(
+                            partition, request.replica_id, wanted.fetch_offset
+                        )
+                        epoch_starts = [
+                            protocol.EpochStart(e, o)
+                            for e, o in partition.epoch_starts_from(wanted.fetch_offset)
+                        ]
                     hw, start = partition.high_watermark, partition.log_start_offset
                     read.append(partition)
                     limit = min(wanted.partition_max_bytes, budget - total)
@@ -243,7 +265,9 @@ class RequestHandler:
                     failed = True
                 total += len(records)
                 parts.append(
-                    protocol.FetchPartitionResponse(wanted.partition, code, hw, start, records)
+                    protocol.FetchPartitionResponse(
+                        wanted.partition, code, hw, start, records, epoch_starts
+                    )
                 )
             topics.append(protocol.FetchTopicResponse(topic.name, parts))
         return protocol.FetchResponse(topics), total, failed, read
@@ -319,4 +343,39 @@ class RequestHandler:
     async def create_topics(
         self, header: protocol.RequestHeader, request: protocol.CreateTopicsRequest
     ) -> protocol.CreateTopicsResponse:
-        return protocol.CreateTopicsResponse(self.topic_creator.create_topics(request.topics))
+        results = await self.topic_creator.create_topics(request.topics, request.timeout_ms)
+        return protocol.CreateTopicsResponse(results)
+
+    # --- controller to broker, follower to leader ----------------------------------------
+
+    def _replicas(self) -> ReplicaManager:
+        if self.replica_manager is None:
+            raise BrokerError(
+                ErrorCode.INVALID_REQUEST,
+                "this broker runs standalone: it takes no orders from a controller",
+            )
+        return self.replica_manager
+
+    async def leader_and_isr(
+        self, header: protocol.RequestHeader, request: protocol.LeaderAndIsrRequest
+    ) -> protocol.Response:
+        try:
+            return await self._replicas().become_leader_or_follower(request)
+        except BrokerError as err:
+            return protocol.ErrorResponse(err.code, err.message)
+
+    async def update_metadata(
+        self, header: protocol.RequestHeader, request: protocol.UpdateMetadataRequest
+    ) -> protocol.Response:
+        try:
+            return self._replicas().update_metadata(request)
+        except BrokerError as err:
+            return protocol.ErrorResponse(err.code, err.message)
+
+    async def offsets_for_leader_epoch(
+        self, header: protocol.RequestHeader, request: protocol.OffsetForLeaderEpochRequest
+    ) -> protocol.Response:
+        try:
+            return self._replicas().offsets_for_leader_epoch(request)
+        except BrokerError as err:
+            return protocol.ErrorResponse(err.code, err.message)

@@ -24,14 +24,18 @@ from collections import deque
 from pathlib import Path
 
 from system_under_test import protocol
+from system_under_test.cluster_membership import ClusterMembership
 from system_under_test.config import BrokerConfig, ConfigError
 from system_under_test.errors import ErrorCode, ProtocolError
+from system_under_test.event_log import EventLog
 from system_under_test.log.log import LogConfig, LogError
 from system_under_test.log.log_manager import LogManager
-from system_under_test.metadata_cache import MetadataCache
+from system_under_test.metadata_cache import BrokerEndpoint, MetadataCache
 from system_under_test.replication.partition import Partition
-from system_under_test.request_handler import CloseConnection, RequestHandler
+from system_under_test.replication.replica_manager import ReplicaManager
+from system_under_test.request_handler import CloseConnection, RequestHandler, TopicCreator
 from system_under_test.standalone import StandaloneController, TopicStoreError
+from system_under_test.zookeeper import MetadataError
 
 log = logging.getLogger("system_under_test.broker")
 
@@ -43,6 +47,7 @@ announces a huge frame cannot make the broker allocate it."""
 MAX_QUEUED_FRAMES = 16
 """Stop reading a connection while this many of its requests wait to be handled."""
 SHUTDOWN_GRACE_S = 10.0
+EVENT_LOG_NAME = "squall-events.jsonl"
 
 
 class BrokerStartupError(RuntimeError):
@@ -191,23 +196,51 @@ class Broker:
     """A broker process's state: logs, partitions, metadata, listener and background work."""
 
     def __init__(self, config: BrokerConfig, *, standalone: bool = True) -> None:
-        if not standalone:
+        if not standalone and config.standalone:
             raise ConfigError(
-                "ZooKeeper mode is not available yet; run with --standalone "
-                "(or without zookeeper.connect)"
+                "zookeeper.connect is not set: set it (e.g. --set zookeeper.connect="
+                "127.0.0.1:2181) to join a cluster, or pass --standalone"
             )
         self.config = config
+        self.standalone = standalone
         self.broker_id = config.broker_id
         self.metadata = MetadataCache()
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.log_manager = LogManager(
             config.log_dirs, LogConfig.from_mapping(config.topic_defaults(), source="broker config")
         )
-        self.controller = StandaloneController(
-            config, self.log_manager, self.metadata, self.partitions
+        event_path = config["event.log"]
+        self.events = EventLog(
+            Path(event_path) if event_path else config.log_dirs[0] / EVENT_LOG_NAME,
+            broker_id=self.broker_id,
         )
+        self.controller: StandaloneController | None = None
+        self.membership: ClusterMembership | None = None
+        self.replica_manager: ReplicaManager | None = None
+        topic_creator: TopicCreator
+        if standalone:
+            self.controller = StandaloneController(
+                config, self.log_manager, self.metadata, self.partitions
+            )
+            topic_creator = self.controller
+        else:
+            self.membership = ClusterMembership(config, self.metadata, self.events)
+            self.replica_manager = ReplicaManager(
+                config,
+                self.log_manager,
+                self.partitions,
+                self.metadata,
+                self.events,
+                isr_writer=self.membership.store.update_isr,
+                topic_config=self.membership.store.topic_config,
+            )
+            self.membership.replica_manager = self.replica_manager
+            topic_creator = self.membership
         self.handler = RequestHandler(
-            partitions=self.partitions, metadata=self.metadata, topic_creator=self.controller
+            partitions=self.partitions,
+            metadata=self.metadata,
+            topic_creator=topic_creator,
+            replica_manager=self.replica_manager,
         )
         self._server: asyncio.Server | None = None
         self._connections: set[_ClientConnection] = set()
@@ -218,22 +251,35 @@ class Broker:
         self.host = ""
 
     async def start(self) -> None:
-        """Load the logs, bind the listener, start the background tasks."""
+        """Load the logs, bind the listener, join the cluster, start the background tasks."""
+        loop = asyncio.get_running_loop()
         try:
-            self.controller.startup()
+            if self.membership is not None:
+                await loop.run_in_executor(None, self.membership.connect)
+            if self.controller is not None:
+                self.controller.startup()
+            if self.replica_manager is not None:
+                self.replica_manager.startup()
+        except MetadataError as err:
+            raise BrokerStartupError(
+                f"broker {self.broker_id} cannot join the cluster: {err}"
+            ) from None
         except (LogError, TopicStoreError, ConfigError, OSError) as err:
             self.log_manager.shutdown()  # releases the log dir locks if loading got that far
+            if self.membership is not None:
+                self.membership.shutdown()
             raise BrokerStartupError(
                 f"broker {self.broker_id} cannot load its logs: {err}"
             ) from None
         host, port = self.config.listener
-        loop = asyncio.get_running_loop()
         try:
             self._server = await loop.create_server(
                 lambda: _ClientConnection(self), host, port, reuse_address=True
             )
         except OSError as err:
             self.log_manager.shutdown()
+            if self.membership is not None:
+                self.membership.shutdown()
             raise BrokerStartupError(
                 f"broker {self.broker_id} cannot listen on {host}:{port}: {err.strerror}; "
                 "is another broker using that port? Change listeners"
@@ -243,14 +289,25 @@ class Broker:
         adv_host, adv_port = self.config.advertised_listener
         if self.config["advertised.listeners"] is None or adv_port == 0:
             adv_host, adv_port = host, self.port
-        self.controller.register_endpoint(adv_host, adv_port)
+        if self.controller is not None:
+            self.controller.register_endpoint(adv_host, adv_port)
+        if self.membership is not None:
+            endpoint = BrokerEndpoint(self.broker_id, adv_host, adv_port)
+            try:
+                await loop.run_in_executor(None, self.membership.register, endpoint, loop)
+            except MetadataError as err:
+                self._server.close()
+                self.log_manager.shutdown()
+                self.membership.shutdown()
+                raise BrokerStartupError(f"broker {self.broker_id}: {err}") from None
         self._background = loop.create_task(self._run_background())
         self._started = True
         log.info(
-            "broker %d listening on %s:%d (standalone, log dirs %s)",
+            "broker %d listening on %s:%d (%s, log dirs %s)",
             self.broker_id,
             host,
             self.port,
+            "standalone" if self.standalone else f"cluster at {self.config['zookeeper.connect']}",
             ", ".join(map(str, self.config.log_dirs)),
         )
 
@@ -281,7 +338,12 @@ class Broker:
             self._background.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._background
+        if self.membership is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.membership.shutdown)
+        if self.replica_manager is not None:
+            await self.replica_manager.shutdown()
         self.log_manager.shutdown()
+        self.events.close()
         log.info("broker %d stopped cleanly", self.broker_id)
 
     async def _handle_frame(self, frame: bytearray, peer: str) -> tuple[bytearray | None, bool]:

@@ -12,41 +12,28 @@ import json
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
-from system_under_test.config import BrokerConfig, ConfigError, resolve_topic_config
+from system_under_test.config import BrokerConfig
 from system_under_test.errors import ErrorCode
 from system_under_test.log.checkpoint import fsync_directory
 from system_under_test.log.log import LogConfig
 from system_under_test.log.log_manager import (
-    InvalidTopicError,
     LogManager,
-    validate_topic_partition,
 )
 from system_under_test.metadata_cache import BrokerEndpoint, MetadataCache, PartitionState
 from system_under_test.protocol import CreatableTopic, CreatableTopicResult
 from system_under_test.replication.partition import Partition
+from system_under_test.topic_spec import CreateTopicError, TopicSpec, validate_creatable_topic
 
 log = logging.getLogger(__name__)
 
 STANDALONE_TOPICS_FILE = "standalone-topics.json"
 FORMAT_VERSION = 1
-MAX_PARTITIONS = 10_000
-"""A guard against typos: more partitions per topic than this is refused."""
 
 
 class TopicStoreError(RuntimeError):
     """standalone-topics.json exists but cannot be read."""
-
-
-@dataclass(frozen=True, slots=True)
-class TopicSpec:
-    """A topic as the standalone broker persists it: partition count and config overrides."""
-
-    name: str
-    partitions: int
-    config: dict[str, str]
 
 
 class StandaloneTopicStore:
@@ -92,15 +79,6 @@ class StandaloneTopicStore:
             os.fsync(f.fileno())
         os.replace(temp, self.path)
         fsync_directory(self.path.parent)
-
-
-class CreateTopicError(Exception):
-    """One topic of a CreateTopics request refused, with the code and message to return."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 class StandaloneController:
@@ -153,7 +131,9 @@ class StandaloneController:
         """Publish this broker's address (known once the listener is bound)."""
         self.metadata.set_broker(BrokerEndpoint(self.broker_id, host, port))
 
-    def create_topics(self, topics: list[CreatableTopic]) -> list[CreatableTopicResult]:
+    async def create_topics(
+        self, topics: list[CreatableTopic], timeout_ms: int
+    ) -> list[CreatableTopicResult]:
         """Validate, persist and create each topic; one result per topic, in request order."""
         names = [t.name for t in topics]
         results: list[CreatableTopicResult] = []
@@ -188,50 +168,21 @@ class StandaloneController:
         return results
 
     def _validate(self, topic: CreatableTopic) -> TopicSpec:
-        try:
-            validate_topic_partition(topic.name, 0)
-        except InvalidTopicError as err:
-            raise CreateTopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(err)) from None
         existing = self.topics.get(topic.name)
         if existing is not None:
             raise CreateTopicError(
                 ErrorCode.TOPIC_ALREADY_EXISTS,
                 f"topic {topic.name!r} already exists with {existing.partitions} partition(s)",
             )
-        count = (
-            self.config["num.partitions"] if topic.num_partitions == -1 else topic.num_partitions
-        )
-        if not 1 <= count <= MAX_PARTITIONS:
-            raise CreateTopicError(
-                ErrorCode.INVALID_PARTITIONS,
-                f"number of partitions must be between 1 and {MAX_PARTITIONS} "
-                f"(or -1 for num.partitions), got {topic.num_partitions}",
-            )
-        factor = (
-            self.config["default.replication.factor"]
-            if topic.replication_factor == -1
-            else topic.replication_factor
-        )
-        if factor != 1:
+        spec = validate_creatable_topic(topic, self.config)
+        if spec.replication_factor != 1:
             raise CreateTopicError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"replication factor {factor} is impossible on a standalone broker, which is the "
-                "only replica of every partition; use 1, or run brokers with zookeeper.connect",
+                f"replication factor {spec.replication_factor} is impossible on a standalone "
+                "broker, which is the only replica of every partition; use 1, or run brokers "
+                "with zookeeper.connect",
             )
-        names = [e.name for e in topic.configs]
-        repeated = sorted({n for n in names if names.count(n) > 1})
-        if repeated:
-            raise CreateTopicError(
-                ErrorCode.INVALID_CONFIG,
-                f"config key(s) {', '.join(repeated)} given more than once",
-            )
-        overrides = {e.name: e.value for e in topic.configs if e.value is not None}
-        try:
-            resolve_topic_config(overrides, f"config of topic {topic.name!r}")
-            self._log_config(overrides)
-        except ConfigError as err:
-            raise CreateTopicError(ErrorCode.INVALID_CONFIG, str(err)) from None
-        return TopicSpec(topic.name, count, overrides)
+        return spec
 
     def _log_config(self, overrides: Mapping[str, str]) -> LogConfig:
         return LogConfig.from_mapping({**self.config.topic_defaults(), **overrides})

@@ -3,6 +3,9 @@
 Usable from scripts and threads. Every name a user needs is importable from here::
 
     from system_under_test.client import Producer, Consumer, AdminClient, ProduceError
+
+A Consumer with ``group.id`` and ``zookeeper.connect`` keeps its group's committed offsets
+in ZooKeeper (ZooKeeperOffsetStore), as Kafka 0.8's high-level consumer did.
 """
 
 from system_under_test.client.admin import (
@@ -21,11 +24,14 @@ from system_under_test.client.exceptions import (
     ConnectionLostError,
     CorruptResponseError,
     NoOffsetForPartitionError,
+    OffsetCommitError,
+    OffsetStoreError,
     ProduceError,
     ProducerClosedError,
     QueueFullError,
     RequestTimeoutError,
 )
+from system_under_test.client.offset_store import ZooKeeperOffsetStore
 from system_under_test.client.producer import Partitioner, Producer
 from system_under_test.errors import BrokerError, ErrorCode
 
@@ -43,6 +49,8 @@ __all__ = [
     "ErrorCode",
     "FetchResult",
     "NoOffsetForPartitionError",
+    "OffsetCommitError",
+    "OffsetStoreError",
     "PartitionDescription",
     "Partitioner",
     "ProduceError",
@@ -53,5 +61,6 @@ __all__ = [
     "RequestTimeoutError",
     "SendFuture",
     "TopicDescription",
+    "ZooKeeperOffsetStore",
     "parse_bootstrap",
 ]

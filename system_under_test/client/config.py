@@ -159,7 +159,8 @@ class ConsumerConfig:
         if group is not None and not connect:
             raise ClientConfigError(
                 f"consumer config group.id={group!r} needs zookeeper.connect "
-                "(HOST:PORT[/chroot]), the ZooKeeper where the group's offsets are kept"
+                "(HOST:PORT, optionally with a chroot: HOST:PORT/squall), the ZooKeeper where the "
+                "group's offsets are kept"
             )
         if auto_commit and group is None:
             raise ClientConfigError(

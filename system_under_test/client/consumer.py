@@ -361,9 +361,11 @@ class Consumer:
         current = self._positions.get((topic, partition))
         if reset == "none":
             if result is None:
+                group = self.config.group_id
+                why = "" if group is None else f" (group {group!r} has no committed offset)"
                 raise NoOffsetForPartitionError(
-                    f"no position for {topic}-{partition}: call seek(), seek_to_beginning() or "
-                    "seek_to_end(), or set auto.offset.reset to earliest or latest"
+                    f"no position for {topic}-{partition}{why}: call seek(), seek_to_beginning() "
+                    "or seek_to_end(), or set auto.offset.reset to earliest or latest"
                 )
             raise OffsetOutOfRangeError(
                 ErrorCode.OFFSET_OUT_OF_RANGE,

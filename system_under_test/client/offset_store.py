@@ -68,6 +68,8 @@ class ZooKeeperOffsetStore:
         """Close the ZooKeeper session; safe to call twice."""
         if self._started:
             self._started = False
+            # A deliberate close is not a lost session: keep the store from warning about it.
+            self._store.client.remove_listener(self._store._state_changed)
             self._store.close()
 
     def __enter__(self) -> ZooKeeperOffsetStore:

@@ -75,6 +75,7 @@ class Partition:
         self.leader_id = local_broker_id
         self.leader_epoch = leader_epoch
         self.zk_version = 0
+        self.controller_epoch = 0
         self.replicas = list(replicas) if replicas is not None else [local_broker_id]
         self.isr = set(isr) if isr is not None else {local_broker_id}
         self.epoch_cache = epoch_cache or LeaderEpochCache(None)

@@ -1,0 +1,161 @@
+"""A broker's membership of a ZooKeeper-backed cluster.
+
+It registers the broker (ephemeral ``/brokers/ids/<id>``), runs the controller election
+on every broker, creates topics by writing their assignment to ZooKeeper for the controller
+to pick up, and reacts to the ZooKeeper session: when it is lost, the broker stops acting as
+leader and controller at once; when a new session is made, the broker registers again, and the
+controller (seeing a new broker epoch) hands it its partitions afresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+
+from kazoo.exceptions import NodeExistsError
+
+from system_under_test.config import BrokerConfig
+from system_under_test.controller import Controller
+from system_under_test.controller_channel import BrokerRequestChannel
+from system_under_test.errors import ErrorCode
+from system_under_test.event_log import EventLog
+from system_under_test.metadata_cache import NO_LEADER, BrokerEndpoint, MetadataCache
+from system_under_test.protocol import CreatableTopic, CreatableTopicResult
+from system_under_test.replication.assignment import AssignmentError, assign_replicas
+from system_under_test.replication.replica_manager import ReplicaManager
+from system_under_test.topic_spec import CreateTopicError, validate_creatable_topic
+from system_under_test.zookeeper import ClusterMetadataStore, MetadataError
+
+log = logging.getLogger(__name__)
+
+
+class ClusterMembership:
+    """Registration, controller and topic creation of one broker in ZooKeeper mode."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        metadata: MetadataCache,
+        events: EventLog,
+    ) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.metadata = metadata
+        self.events = events
+        self.store = ClusterMetadataStore(
+            str(config["zookeeper.connect"]),
+            session_timeout_ms=config["zookeeper.session.timeout.ms"],
+            connection_timeout_ms=config["zookeeper.connection.timeout.ms"],
+            on_session_lost=self._session_lost,
+            on_reconnected=self._reconnected,
+        )
+        self.channel = BrokerRequestChannel(self.broker_id)
+        self.controller = Controller(
+            self.broker_id,
+            self.store,
+            self.channel,
+            events,
+            default_unclean=bool(config["unclean.leader.election.enable"]),
+        )
+        self.replica_manager: ReplicaManager | None = None
+        self.endpoint: BrokerEndpoint | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def connect(self) -> None:
+        """Open the ZooKeeper session (before the logs load, so a bad connect fails fast)."""
+        self.store.start()
+
+    def register(self, endpoint: BrokerEndpoint, loop: asyncio.AbstractEventLoop) -> None:
+        """Announce this broker and join the controller election (blocking)."""
+        self.endpoint = endpoint
+        self._loop = loop
+        self.store.register_broker(endpoint)
+        self.controller.startup()
+        log.info("broker %d registered in ZooKeeper at %s", self.broker_id, self.store.connect)
+
+    def shutdown(self) -> None:
+        self.controller.shutdown()
+        self.channel.close()
+        self.store.close()
+
+    # --- the ZooKeeper session ---------------------------------------------------------------
+
+    def _session_lost(self) -> None:
+        """On kazoo's thread: fence everything now."""
+        self.controller.session_lost()
+        loop, manager = self._loop, self.replica_manager
+        if loop is not None and manager is not None:
+            loop.call_soon_threadsafe(manager.fence_all)
+
+    def _reconnected(self) -> None:
+        """On kazoo's thread: a new session; register again off this thread."""
+        threading.Thread(target=self._register_again, name="re-register", daemon=True).start()
+
+    def _register_again(self) -> None:
+        if self.endpoint is None:
+            return
+        try:
+            self.store.register_broker(self.endpoint)
+            log.info("broker %d registered again after a new ZooKeeper session", self.broker_id)
+        except MetadataError as err:
+            log.error("broker %d could not register again: %s", self.broker_id, err)
+        self.controller.reconnected()
+
+    # --- topics ------------------------------------------------------------------------------
+
+    async def create_topics(
+        self, topics: list[CreatableTopic], timeout_ms: int
+    ) -> list[CreatableTopicResult]:
+        """Write each topic's assignment to ZooKeeper; wait (up to timeout_ms) for leaders."""
+        loop = asyncio.get_running_loop()
+        results: list[CreatableTopicResult] = []
+        created: list[tuple[str, int]] = []
+        names = [t.name for t in topics]
+        for topic in topics:
+            try:
+                if names.count(topic.name) > 1:
+                    raise CreateTopicError(
+                        ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} appears more than once"
+                    )
+                spec = validate_creatable_topic(topic, self.config)
+                brokers = await loop.run_in_executor(None, self.store.broker_ids)
+                try:
+                    layout = assign_replicas(
+                        spec.name, brokers, spec.partitions, spec.replication_factor
+                    )
+                except AssignmentError as err:
+                    raise CreateTopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(err)) from None
+                try:
+                    await loop.run_in_executor(
+                        None, self.store.create_topic, spec.name, layout, spec.config
+                    )
+                except NodeExistsError:
+                    raise CreateTopicError(
+                        ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {spec.name!r} already exists"
+                    ) from None
+                except MetadataError as err:
+                    raise CreateTopicError(ErrorCode.UNKNOWN_SERVER_ERROR, str(err)) from None
+            except CreateTopicError as err:
+                results.append(CreatableTopicResult(topic.name, err.code, err.message))
+                continue
+            log.info("created topic %s: assignment %s, config %s", spec.name, layout, spec.config)
+            created.append((spec.name, spec.partitions))
+            results.append(CreatableTopicResult(topic.name, ErrorCode.NONE, None))
+        await self._wait_for_leaders(created, timeout_ms)
+        return results
+
+    async def _wait_for_leaders(self, topics: list[tuple[str, int]], timeout_ms: int) -> None:
+        """Kafka answers CreateTopics once the controller has elected leaders; so do we."""
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        while topics and time.monotonic() < deadline:
+            pending = [
+                name
+                for name, count in topics
+                if len(parts := self.metadata.partitions(name) or {}) < count
+                or any(s.leader == NO_LEADER for s in parts.values())
+            ]
+            if not pending:
+                return
+            await asyncio.sleep(0.02)
