@@ -16,6 +16,7 @@ from typing import Literal, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from system_under_test.client.exceptions import (
@@ -51,7 +52,7 @@ BootstrapOption = typer.Option(
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    stderr.print(f"[bold red]error:[/] {message}", highlight=False)
+    stderr.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     raise typer.Exit(code)
 
 

@@ -205,8 +205,12 @@ class RequestHandler:
         self, header: protocol.RequestHeader, request: protocol.FetchRequest
     ) -> protocol.FetchResponse:
         deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
+        first_pass = True
         while True:
-            response, size, failed, partitions = self._read_fetch(request)
+            # A follower's fetch offset is its log end offset as of this request's arrival:
+            # the leader learns it once, not again each time a long poll re-reads.
+            response, size, failed, partitions = self._read_fetch(request, first_pass=first_pass)
+            first_pass = False
             remaining = deadline - time.monotonic()
             if (
                 size >= request.min_bytes
@@ -219,7 +223,7 @@ class RequestHandler:
             await self._wait_for_any(partitions, remaining)
 
     def _read_fetch(
-        self, request: protocol.FetchRequest
+        self, request: protocol.FetchRequest, *, first_pass: bool
     ) -> tuple[protocol.FetchResponse, int, bool, list[Partition]]:
         """One pass over the fetched partitions: (response, bytes, any error, partitions read)."""
         budget = request.max_bytes
@@ -241,9 +245,10 @@ class RequestHandler:
                         )
                     partition = self._partition(topic.name, wanted.partition)
                     if request.replica_id >= 0 and self.replica_manager is not None:
-                        self.replica_manager.on_follower_fetch(
-                            partition, request.replica_id, wanted.fetch_offset
-                        )
+                        if first_pass:
+                            self.replica_manager.on_follower_fetch(
+                                partition, request.replica_id, wanted.fetch_offset
+                            )
                         epoch_starts = [
                             protocol.EpochStart(e, o)
                             for e, o in partition.epoch_starts_from(wanted.fetch_offset)

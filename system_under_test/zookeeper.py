@@ -23,6 +23,7 @@ import contextlib
 import json
 import logging
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -136,9 +137,12 @@ class ClusterMetadataStore:
         self._on_session_lost = on_session_lost
         self._on_reconnected = on_reconnected
         self._was_lost = False
+        self._closing = False
         self.client.add_listener(self._state_changed)
 
     def _state_changed(self, state: str) -> None:
+        if self._closing:
+            return
         if state == KazooState.LOST:
             log.warning("ZooKeeper session lost (%s)", self.connect)
             self._was_lost = True
@@ -154,7 +158,10 @@ class ClusterMetadataStore:
     def start(self) -> None:
         """Connect, or raise MetadataError naming the connect string."""
         try:
-            self.client.start(timeout=self.connection_timeout_ms / 1000.0)
+            with warnings.catch_warnings():
+                # kazoo warns that a chroot is missing; _ensure_chroot creates it just below.
+                warnings.simplefilter("ignore", UserWarning)
+                self.client.start(timeout=self.connection_timeout_ms / 1000.0)
         except Exception as err:
             self.client.stop()
             raise MetadataError(
@@ -162,10 +169,23 @@ class ClusterMetadataStore:
                 f"{self.connection_timeout_ms} ms ({err}); is it running? "
                 "(zookeeper.connect, zookeeper.connection.timeout.ms)"
             ) from None
+        self._ensure_chroot()
         for path in (BROKER_IDS, TOPICS, TOPIC_CONFIGS, ISR_CHANGES, CONSUMERS, "/admin"):
             self.client.ensure_path(path)
 
+    def _ensure_chroot(self) -> None:
+        """Create the chroot of ``host:port/chroot`` if missing, as Kafka does."""
+        chroot = self.client.chroot
+        if not chroot:
+            return
+        self.client.chroot = ""
+        try:
+            self.client.ensure_path(chroot)
+        finally:
+            self.client.chroot = chroot
+
     def close(self) -> None:
+        self._closing = True
         self.client.stop()
         self.client.close()
 

@@ -430,7 +430,7 @@ def test_metadata_describes_brokers_and_topics(
     with pytest.raises(BrokerError) as err:
         admin.describe_topics(["nope"])
     assert err.value.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    assert {v.api_key for v in admin.api_versions()} == {0, 1, 2, 3, 18, 19}
+    assert {v.api_key for v in admin.api_versions()} == {0, 1, 2, 3, 4, 6, 18, 19, 23}
 
 
 @pytest.mark.parametrize(
@@ -694,7 +694,7 @@ def test_unknown_api_or_version_is_unsupported_and_the_connection_stays_open(
     with raw_connect(busy_broker.port) as sock:
         for api_key, version in (
             (77, 0),
-            (protocol.ApiKey.LEADER_AND_ISR, 0),
+            (protocol.ApiKey.STOP_REPLICA, 0),
             (protocol.ApiKey.FETCH, 9),
         ):
             sock.sendall(raw_frame(api_key, b"whatever", version=version))

@@ -1,0 +1,147 @@
+"""A real cluster for integration tests: one ZooKeeper and broker processes on this machine."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from squall.cluster.broker_process import BrokerProcess
+from squall.cluster.zookeeper_server import ZooKeeperServer
+from system_under_test.client import AdminClient, Consumer
+from system_under_test.client.exceptions import ClientError
+from system_under_test.errors import BrokerError
+
+
+def wait_for(
+    condition: Callable[[], Any], *, timeout: float = 30.0, what: str = "condition"
+) -> Any:
+    """Poll until condition() is truthy; its value, or AssertionError naming what."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = condition()
+            if value:
+                return value
+        except (ClientError, BrokerError, OSError) as err:
+            last_error = err
+        time.sleep(0.05)
+    raise AssertionError(
+        f"timed out after {timeout}s waiting for {what} (last error: {last_error})"
+    )
+
+
+class LocalCluster:
+    """ZooKeeper plus brokers 1..n as processes, each with its own data directory."""
+
+    def __init__(
+        self, root: Path, zookeeper: ZooKeeperServer, brokers: int = 3, **settings: object
+    ) -> None:
+        self.root = root
+        self.zookeeper = zookeeper
+        base: dict[str, object] = {
+            "zookeeper.connect": f"{zookeeper.connect_string}/squall-{uuid.uuid4().hex[:12]}",
+            "zookeeper.session.timeout.ms": 2000,
+            "replica.lag.time.max.ms": 3000,
+            "replica.fetch.wait.max.ms": 200,
+            "log.flush.interval.messages": 1,
+        }
+        base.update({k.replace("_", "."): v for k, v in settings.items()})
+        self.brokers = {
+            i: BrokerProcess(root / f"broker-{i}", broker_id=i, standalone=False, settings=base)
+            for i in range(1, brokers + 1)
+        }
+
+    def start(self) -> LocalCluster:
+        for broker in self.brokers.values():
+            broker.start()
+        self.wait_for_brokers(len(self.brokers))
+        return self
+
+    def wait_for_brokers(self, count: int) -> None:
+        """Until ``count`` brokers are registered and known to the controller."""
+
+        def registered() -> bool:
+            admin = self.admin()
+            try:
+                return len(admin.brokers()) >= count
+            finally:
+                admin.close()
+
+        wait_for(registered, what=f"{count} brokers to register")
+
+    def stop(self) -> None:
+        for broker in self.brokers.values():
+            if broker.is_running():
+                broker.signal(signal.SIGCONT)
+                broker.stop(timeout=10)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values())
+
+    def live_bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values() if b.is_running())
+
+    def admin(self) -> AdminClient:
+        return AdminClient(self.live_bootstrap())
+
+    def describe(self, topic: str, partition: int = 0) -> Any:
+        admin = self.admin()
+        try:
+            return admin.describe_topics([topic])[0].partitions[partition]
+        finally:
+            admin.close()
+
+    def create_topic(self, topic: str, *, replication_factor: int = 3, **config: object) -> Any:
+        admin = self.admin()
+        try:
+            admin.create_topic(
+                topic,
+                1,
+                replication_factor=replication_factor,
+                config={k.replace("_", "."): str(v).lower() for k, v in config.items()},
+            )
+        finally:
+            admin.close()
+        return wait_for(
+            lambda: (
+                (d := self.describe(topic)).leader >= 0 and len(d.isr) == replication_factor and d
+            ),
+            what=f"{topic} to have a leader and a full ISR",
+        )
+
+    def wait_for_leader(self, topic: str, predicate: Callable[[Any], bool], what: str) -> Any:
+        return wait_for(lambda: (d := self.describe(topic)) and predicate(d) and d, what=what)
+
+    def read_all(self, topic: str, *, timeout: float = 10.0) -> dict[int, bytes]:
+        """Every visible record of partition 0, offset -> value, read from the leader."""
+        consumer = Consumer(self.live_bootstrap(), config={"auto.offset.reset": "earliest"})
+        out: dict[int, bytes] = {}
+        try:
+            consumer.assign([(topic, 0)])
+            consumer.seek_to_beginning(topic, 0)
+            deadline = time.monotonic() + timeout
+            idle = 0
+            while time.monotonic() < deadline and idle < 3:
+                batch = consumer.poll(300)
+                idle = 0 if batch else idle + 1
+                for record in batch:
+                    out[record.offset] = record.value or b""
+        finally:
+            consumer.close()
+        return out
+
+    def events(self) -> list[dict[str, Any]]:
+        """Every broker's and controller's event lines, by time."""
+        lines: list[dict[str, Any]] = []
+        for broker in self.brokers.values():
+            path = broker.data_dir / "logs" / "squall-events.jsonl"
+            if path.exists():
+                lines += [json.loads(line) for line in path.read_text().splitlines() if line]
+        return sorted(lines, key=lambda e: e["wall_time_ns"])

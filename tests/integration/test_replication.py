@@ -1,0 +1,266 @@
+"""The seeds' replication scenarios on a real cluster: ZooKeeper and three broker processes.
+
+Faults are real: SIGKILL, SIGSTOP/SIGCONT of broker processes. Timing that must be exact is
+driven by configuration, not luck: a long ``replica.fetch.wait.max.ms`` keeps a follower
+from learning the leader's high watermark for as long as the test needs.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from squall.cluster.zookeeper_server import ZooKeeperServer
+from system_under_test.client import Producer
+from system_under_test.client.exceptions import ProduceError
+from system_under_test.errors import ErrorCode
+from tests.integration.cluster import LocalCluster, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def make_cluster(tmp_path: Path, zookeeper_server: ZooKeeperServer) -> Iterator[type[LocalCluster]]:
+    clusters: list[LocalCluster] = []
+
+    class _Cluster(LocalCluster):
+        def __init__(self, brokers: int = 3, **settings: object) -> None:
+            super().__init__(tmp_path / f"c{len(clusters)}", zookeeper_server, brokers, **settings)
+            clusters.append(self)
+
+    yield _Cluster
+    for cluster in clusters:
+        cluster.stop()
+
+
+def send(producer: Producer, topic: str, values: list[bytes]) -> dict[bytes, int | ProduceError]:
+    """Send values; value -> offset, or the ProduceError."""
+    futures = [(v, producer.send(topic, v, partition=0)) for v in values]
+    producer.flush()
+    out: dict[bytes, int | ProduceError] = {}
+    for value, future in futures:
+        error = future.exception()
+        out[value] = error if error is not None else future.result().offset
+    return out
+
+
+def acked(results: dict[bytes, int | ProduceError]) -> dict[bytes, int]:
+    return {v: r for v, r in results.items() if isinstance(r, int)}
+
+
+def test_stuck_follower_holds_back_commit_until_it_leaves_the_isr(make_cluster) -> None:
+    # The session timeout exceeds the lag time: the leader, not the controller, drops it.
+    cluster = make_cluster(replica_lag_time_max_ms=3000, zookeeper_session_timeout_ms=15000).start()
+    state = cluster.create_topic("stuck", min_insync_replicas=2)
+    stuck = next(b for b in state.replicas if b != state.leader)
+    cluster.brokers[stuck].signal(signal.SIGSTOP)
+    try:
+        with Producer(cluster.bootstrap, acks=-1, config={"request.timeout.ms": 30000}) as producer:
+            started = time.monotonic()
+            result = send(producer, "stuck", [b"held-back"])
+            waited = time.monotonic() - started
+        assert isinstance(result[b"held-back"], int)
+        # Not acknowledged before the stuck follower was dropped after replica.lag.time.max.ms.
+        assert waited >= 2.5, f"acknowledged after {waited:.2f}s, before the lag time"
+        isr = cluster.describe("stuck").isr
+        assert stuck not in isr and len(isr) == 2
+        shrinks = [
+            e for e in cluster.events() if e["type"] == "isr-change" and stuck not in e["isr"]
+        ]
+        assert shrinks and "shrink" in shrinks[0]["reason"]
+    finally:
+        cluster.brokers[stuck].signal(signal.SIGCONT)
+    cluster.wait_for_leader("stuck", lambda d: stuck in d.isr, "the stuck follower to rejoin")
+
+
+def test_leader_kill_under_acks_all_loses_nothing(make_cluster) -> None:
+    cluster = make_cluster().start()
+    state = cluster.create_topic("safe", min_insync_replicas=2)
+    values = [f"v{i}".encode() for i in range(3000)]
+    with Producer(
+        cluster.bootstrap,
+        acks=-1,
+        mode="async",
+        config={
+            "batch.num.messages": 50,
+            "queue.buffering.max.ms": 1,
+            "message.send.max.retries": 50,
+            "retry.backoff.ms": 200,
+        },
+    ) as producer:
+        futures = []
+        for i, value in enumerate(values):
+            futures.append((value, producer.send("safe", value, partition=0)))
+            if i == 1000:
+                cluster.brokers[state.leader].kill()
+            if i % 100 == 0:
+                time.sleep(0.01)
+        producer.flush()
+    ok = {v: f.result().offset for v, f in futures if f.exception() is None}
+    assert len(ok) > 1000
+    new = cluster.wait_for_leader(
+        "safe", lambda d: d.leader not in (-1, state.leader), "a new leader"
+    )
+    assert new.leader in state.isr
+    elections = [
+        e for e in cluster.events() if e["type"] == "leader-election" and e["key"] == "safe-0"
+    ]
+    assert elections[-1]["previous_leader"] == state.leader and elections[-1]["unclean"] is False
+    read = cluster.read_all("safe")
+    lost = {v: o for v, o in ok.items() if read.get(o) != v}
+    assert not lost, f"{len(lost)} acknowledged records lost, e.g. {list(lost.items())[:3]}"
+
+
+def test_two_of_three_down_refuses_writes_but_serves_reads(make_cluster) -> None:
+    cluster = make_cluster().start()
+    state = cluster.create_topic("quorum", min_insync_replicas=2)
+    with Producer(cluster.bootstrap, acks=-1) as producer:
+        assert all(isinstance(r, int) for r in send(producer, "quorum", [b"a", b"b"]).values())
+    for broker in state.replicas:
+        if broker != state.leader:
+            cluster.brokers[broker].kill()
+    cluster.wait_for_leader(
+        "quorum", lambda d: d.isr == [state.leader], "the ISR to shrink to the leader"
+    )
+    with Producer(
+        cluster.live_bootstrap(), acks=-1, config={"message.send.max.retries": 0}
+    ) as producer:
+        refused = send(producer, "quorum", [b"c"])[b"c"]
+    assert isinstance(refused, ProduceError)
+    assert refused.error == ErrorCode.NOT_ENOUGH_REPLICAS and refused.definite
+    assert list(cluster.read_all("quorum").values()) == [b"a", b"b"]
+
+
+def test_no_live_isr_member_means_offline_until_one_returns(make_cluster) -> None:
+    cluster = make_cluster().start()
+    state = cluster.create_topic("offline", min_insync_replicas=1)
+    followers = [b for b in state.replicas if b != state.leader]
+    for broker in followers:
+        cluster.brokers[broker].kill()
+    cluster.wait_for_leader("offline", lambda d: d.isr == [state.leader], "the ISR to shrink")
+    with Producer(cluster.live_bootstrap(), acks=-1) as producer:
+        assert isinstance(send(producer, "offline", [b"only-on-leader"])[b"only-on-leader"], int)
+    cluster.brokers[state.leader].kill()
+    for broker in followers:
+        cluster.brokers[broker].start()
+    time.sleep(4)  # session timeouts pass; an unclean election would have happened by now
+    offline = cluster.describe("offline")
+    assert offline.leader == -1 and offline.isr == [state.leader]
+    cluster.brokers[state.leader].start()
+    back = cluster.wait_for_leader(
+        "offline", lambda d: d.leader == state.leader, "the ISR member to lead"
+    )
+    assert back.leader_epoch > state.leader_epoch
+    assert list(cluster.read_all("offline").values()) == [b"only-on-leader"]
+
+
+def test_unclean_election_loses_what_the_out_of_sync_replica_lacked(make_cluster) -> None:
+    cluster = make_cluster(replica_lag_time_max_ms=2000).start()
+    state = cluster.create_topic(
+        "unclean", min_insync_replicas=1, unclean_leader_election_enable=True
+    )
+    laggard = state.replicas[-1] if state.replicas[-1] != state.leader else state.replicas[1]
+    with Producer(cluster.bootstrap, acks=-1) as producer:
+        early = acked(send(producer, "unclean", [f"early-{i}".encode() for i in range(10)]))
+    assert len(early) == 10
+    cluster.brokers[laggard].signal(signal.SIGSTOP)
+    cluster.wait_for_leader(
+        "unclean", lambda d: laggard not in d.isr, "the laggard to leave the ISR"
+    )
+    with Producer(cluster.live_bootstrap(), acks=-1) as producer:
+        late = acked(send(producer, "unclean", [f"late-{i}".encode() for i in range(10)]))
+    assert len(late) == 10
+    for broker in state.replicas:
+        if broker != laggard:
+            cluster.brokers[broker].kill()
+    cluster.brokers[laggard].signal(signal.SIGCONT)
+    elected = cluster.wait_for_leader(
+        "unclean", lambda d: d.leader == laggard, "an unclean election"
+    )
+    assert elected.isr == [laggard]
+    read = cluster.read_all("unclean")
+    # The seeds' prediction: the new leader has exactly what it had fetched when it fell out
+    # of the ISR; every record acknowledged after that is gone.
+    assert {v: o for v, o in early.items() if read.get(o) == v} == early
+    assert all(read.get(o) != v for v, o in late.items())
+    election = [
+        e for e in cluster.events() if e["type"] == "leader-election" and e["leader"] == laggard
+    ][-1]
+    assert election["unclean"] is True
+
+
+@pytest.mark.parametrize(("lag_messages", "shuttles"), [(200, True), (0, False)])
+def test_legacy_lag_by_messages_shuttles_the_isr_under_a_burst(
+    make_cluster, lag_messages: int, shuttles: bool
+) -> None:
+    cluster = make_cluster(
+        replica_lag_max_messages=lag_messages, replica_lag_time_max_ms=10000
+    ).start()
+    cluster.create_topic("burst", min_insync_replicas=1)
+    value = b"x" * 1024
+    with Producer(
+        cluster.bootstrap,
+        acks=1,
+        mode="async",
+        config={"batch.num.messages": 1000, "queue.buffering.max.ms": 1},
+    ) as producer:
+        for _ in range(30_000):
+            producer.send("burst", value, partition=0)
+        producer.flush()
+    time.sleep(1.0)
+    changes = [e for e in cluster.events() if e["type"] == "isr-change" and e["key"] == "burst-0"]
+    shrinks = [e for e in changes if "shrink" in e["reason"]]
+    if shuttles:
+        assert shrinks, "a burst far above replica.lag.max.messages should shrink the ISR"
+        cluster.wait_for_leader("burst", lambda d: len(d.isr) == 3, "followers to rejoin the ISR")
+    else:
+        assert not shrinks, f"time-based lag shrank the ISR under a burst: {shrinks}"
+
+
+@pytest.mark.parametrize(
+    ("truncation", "loses_m2"), [("high-watermark", True), ("leader-epoch", False)]
+)
+def test_kip_101_truncation(make_cluster, truncation: str, loses_m2: bool) -> None:
+    """KIP-101: the leader acknowledges m2 while the follower still has the old high watermark;
+    the follower becomes follower again (a third replica dies) and truncates, then the leader
+    dies and the follower is elected. High-watermark truncation loses m2; leader epochs don't."""
+    cluster = make_cluster(
+        replica_truncation=truncation,
+        replica_fetch_wait_max_ms=25000,  # followers learn the HW only when a long poll returns
+        replica_lag_time_max_ms=60000,
+        replica_high_watermark_checkpoint_interval_ms=600000,
+    ).start()
+    state = cluster.create_topic("kip101", min_insync_replicas=2)
+    leader = state.leader
+    survivor, victim = [b for b in state.replicas if b != leader]
+    with Producer(cluster.bootstrap, acks=-1, config={"request.timeout.ms": 20000}) as producer:
+        m1 = send(producer, "kip101", [b"m1"])[b"m1"]
+        m2 = send(producer, "kip101", [b"m2"])[b"m2"]
+    assert (m1, m2) == (0, 1)
+    cluster.brokers[victim].kill()  # the controller shrinks the ISR: a LeaderAndIsr to all
+    cluster.wait_for_leader(
+        "kip101",
+        lambda d: victim not in d.isr and d.leader == leader,
+        "the victim to leave the ISR",
+    )
+    wait_for(
+        lambda: (
+            "follower of" in cluster.brokers[survivor].log_tail(5)
+            or "truncat" in cluster.brokers[survivor].log_tail(5)
+        ),
+        timeout=5,
+        what="the survivor to become follower again",
+    )
+    time.sleep(0.5)
+    cluster.brokers[leader].kill()
+    cluster.wait_for_leader("kip101", lambda d: d.leader == survivor, "the survivor to lead")
+    read = cluster.read_all("kip101")
+    assert read.get(0) == b"m1"
+    if loses_m2:
+        assert read.get(1) != b"m2", "high-watermark truncation should have lost acknowledged m2"
+    else:
+        assert read.get(1) == b"m2", "leader-epoch truncation must keep acknowledged m2"
