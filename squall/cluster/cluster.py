@@ -1,0 +1,199 @@
+"""A Cluster: the nodes of one test, what runs on them, and what their runtime can do.
+
+Brokers run on nodes ``n1..nN`` (broker id = the node's number), ZooKeeper on ``zk1``. The
+cluster is described by a ``ClusterState`` saved as JSON where every command finds it
+(``.squall/clusters/<run id>.json``, and ``.squall/current`` naming the active one), so
+``squall cluster up`` in one shell and ``squall nemesis kill`` in another act on the same
+nodes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from squall.cluster.node import Node
+from system_under_test.deploy import BrokerDeployment, ZooKeeperDeployment
+
+STATE_DIR_ENV = "SQUALL_HOME"
+BROKER_PORT = 9092
+ZOOKEEPER_PORT = 2181
+ZOOKEEPER_NODE = "zk1"
+
+
+class ClusterStateError(RuntimeError):
+    """No cluster is up, or its state file cannot be read."""
+
+
+class UnsupportedFaultError(RuntimeError):
+    """The runtime cannot apply a kind of fault (e.g. partitions on the local runtime)."""
+
+
+def state_dir() -> Path:
+    """Where cluster state lives: $SQUALL_HOME, else ./.squall."""
+    return Path(os.environ.get(STATE_DIR_ENV, ".squall")).resolve()
+
+
+@dataclass
+class NodeState:
+    """How to reach one node again from another process."""
+
+    name: str
+    address: str
+    ssh_port: int = 22
+    user: str = "root"
+    key_file: str | None = None
+    host_key: str | None = None
+    """The pinned host public key, ``<type> <base64>``."""
+    root: str = "/opt/squall"
+    """Where squall keeps the SUT, data, pidfiles and logs on the node."""
+    container: str | None = None
+
+
+@dataclass
+class ClusterState:
+    """Everything needed to rebuild a Cluster in a new process."""
+
+    run_id: str
+    runtime: str
+    brokers: list[NodeState]
+    zookeeper: NodeState
+    settings: dict[str, str] = field(default_factory=dict)
+    network: str | None = None
+    created: str = ""
+
+    def save(self) -> Path:
+        directory = state_dir() / "clusters"
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{self.run_id}.json"
+        temp = path.with_suffix(".json.tmp")
+        temp.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        temp.replace(path)
+        (state_dir() / "current").write_text(self.run_id + "\n")
+        return path
+
+    @classmethod
+    def load(cls, run_id: str | None = None) -> ClusterState:
+        base = state_dir()
+        if run_id is None:
+            current = base / "current"
+            if not current.exists():
+                raise ClusterStateError(
+                    f"no cluster is up (no {current}); start one with `squall cluster up`"
+                )
+            run_id = current.read_text().strip()
+        path = base / "clusters" / f"{run_id}.json"
+        try:
+            doc: dict[str, Any] = json.loads(path.read_text())
+            return cls(
+                run_id=doc["run_id"],
+                runtime=doc["runtime"],
+                brokers=[NodeState(**n) for n in doc["brokers"]],
+                zookeeper=NodeState(**doc["zookeeper"]),
+                settings=dict(doc.get("settings", {})),
+                network=doc.get("network"),
+                created=doc.get("created", ""),
+            )
+        except FileNotFoundError:
+            raise ClusterStateError(
+                f"cluster {run_id} has no state file {path}; was it torn down? "
+                "`squall cluster up` starts a new one"
+            ) from None
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise ClusterStateError(
+                f"cannot read {path}: {err}; remove it and run `squall clean`"
+            ) from None
+
+    def forget(self) -> None:
+        base = state_dir()
+        (base / "clusters" / f"{self.run_id}.json").unlink(missing_ok=True)
+        current = base / "current"
+        if current.exists() and current.read_text().strip() == self.run_id:
+            current.unlink()
+
+
+def broker_id_of(node_name: str) -> int:
+    """``n3`` -> 3."""
+    if not node_name.startswith("n") or not node_name[1:].isdigit():
+        raise ValueError(f"{node_name!r} is not a broker node name (n1, n2, ...)")
+    return int(node_name[1:])
+
+
+class Cluster:
+    """The live nodes of one test and their runtime's abilities."""
+
+    def __init__(
+        self,
+        state: ClusterState,
+        brokers: dict[str, Node],
+        zookeeper: Node,
+        *,
+        supports_partitions: bool,
+        supports_freeze: bool,
+        supports_netem: bool,
+    ) -> None:
+        self.state = state
+        self.brokers = brokers
+        self.zookeeper = zookeeper
+        self.supports_partitions = supports_partitions
+        self.supports_freeze = supports_freeze
+        self.supports_netem = supports_netem
+
+    @property
+    def run_id(self) -> str:
+        return self.state.run_id
+
+    @property
+    def runtime(self) -> str:
+        return self.state.runtime
+
+    def node(self, name: str) -> Node:
+        if name == self.zookeeper.name:
+            return self.zookeeper
+        try:
+            return self.brokers[name]
+        except KeyError:
+            known = ", ".join([*sorted(self.brokers), self.zookeeper.name])
+            raise KeyError(f"no node {name!r} in cluster {self.run_id}; nodes: {known}") from None
+
+    def all_nodes(self) -> list[Node]:
+        return [*self.brokers.values(), self.zookeeper]
+
+    def node_for_broker(self, broker_id: int) -> Node:
+        return self.node(f"n{broker_id}")
+
+    def _node_state(self, name: str) -> NodeState:
+        for node_state in [*self.state.brokers, self.state.zookeeper]:
+            if node_state.name == name:
+                return node_state
+        raise KeyError(f"no node {name!r} in cluster {self.run_id}")
+
+    def broker(self, name: str) -> BrokerDeployment:
+        """The broker daemon on node ``name`` (start, stop, kill, pause, resume, logs)."""
+        node = self.node(name)
+        return BrokerDeployment(
+            node,
+            broker_id=broker_id_of(name),
+            zookeeper_connect=self.zookeeper_connect,
+            root=self._node_state(name).root,
+            settings=self.state.settings,
+        )
+
+    def zookeeper_service(self) -> ZooKeeperDeployment:
+        """The ZooKeeper daemon on ``zk1``."""
+        return ZooKeeperDeployment(self.zookeeper, root=self.state.zookeeper.root)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{n.address}:{BROKER_PORT}" for n in self.brokers.values())
+
+    @property
+    def zookeeper_connect(self) -> str:
+        return f"{self.zookeeper.address}:{ZOOKEEPER_PORT}"
+
+    def close(self) -> None:
+        for node in self.all_nodes():
+            node.close()
