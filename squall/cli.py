@@ -19,6 +19,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from squall.commands.cluster import clean as clean_command
+from squall.commands.cluster import cluster_app
 from system_under_test.client.exceptions import (
     ClientConfigError,
     ClientError,
@@ -43,6 +45,8 @@ perf_app = typer.Typer(
 )
 app.add_typer(topic_app, name="topic")
 app.add_typer(perf_app, name="perf")
+app.add_typer(cluster_app, name="cluster")
+app.command("clean")(clean_command)
 
 stderr = Console(stderr=True, soft_wrap=True)
 

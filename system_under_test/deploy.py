@@ -88,10 +88,14 @@ class Daemon:
     def is_running(self) -> bool:
         return self.node.daemon_running(self.pidfile)
 
-    def kill(self) -> bool:
-        """SIGKILL (a crash); True if it was running."""
+    def kill(self, wait: float = 10.0) -> bool:
+        """SIGKILL (a crash) and wait until the process is gone; True if it was running."""
         self.node.signal_daemon(self.pidfile, "CONT")
-        return self.node.signal_daemon(self.pidfile, "KILL")
+        was_running = self.node.signal_daemon(self.pidfile, "KILL")
+        deadline = time.monotonic() + wait
+        while was_running and self.is_running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return was_running
 
     def pause(self) -> bool:
         return self.node.signal_daemon(self.pidfile, "STOP")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,7 @@ class NodeState:
     """The pinned host public key, ``<type> <base64>``."""
     root: str = "/opt/squall"
     """Where squall keeps the SUT, data, pidfiles and logs on the node."""
+    python: str = "python3"
     container: str | None = None
 
 
@@ -128,7 +130,7 @@ class Cluster:
     def __init__(
         self,
         state: ClusterState,
-        brokers: dict[str, Node],
+        brokers: Mapping[str, Node],
         zookeeper: Node,
         *,
         supports_partitions: bool,
@@ -136,7 +138,7 @@ class Cluster:
         supports_netem: bool,
     ) -> None:
         self.state = state
-        self.brokers = brokers
+        self.brokers: dict[str, Node] = dict(brokers)
         self.zookeeper = zookeeper
         self.supports_partitions = supports_partitions
         self.supports_freeze = supports_freeze
@@ -179,6 +181,7 @@ class Cluster:
             broker_id=broker_id_of(name),
             zookeeper_connect=self.zookeeper_connect,
             root=self._node_state(name).root,
+            python=self._node_state(name).python,
             settings=self.state.settings,
         )
 

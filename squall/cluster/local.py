@@ -1,0 +1,268 @@
+"""The local runtime: ZooKeeper and brokers as processes on this machine.
+
+Each node is a directory and a loopback address of its own (``127.A.B.10`` for zk1,
+``127.A.B.10+i`` for ``n<i>``, with A.B drawn from the run id so two clusters never meet), so
+every broker listens on the usual port 9092 as on real hosts. Kill, pause and restart work;
+partitions, network shaping and freezing whole nodes do not (they need the docker or ssh
+runtime, where each node has its own network stack).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import zlib
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from squall.cluster.cluster import (
+    ZOOKEEPER_NODE,
+    Cluster,
+    ClusterState,
+    NodeState,
+    state_dir,
+)
+from squall.cluster.node import (
+    DEFAULT_TIMEOUT_S,
+    Command,
+    CommandFailed,
+    CommandResult,
+    CommandTimedOut,
+    DaemonSpec,
+    render,
+)
+
+SIGNALS = {
+    "KILL": signal.SIGKILL,
+    "TERM": signal.SIGTERM,
+    "STOP": signal.SIGSTOP,
+    "CONT": signal.SIGCONT,
+}
+Progress = Callable[[str], None]
+
+
+def _process_alive(pid: int) -> bool:
+    """True for a live (or stopped) process; False for none or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+class LocalNode:
+    """A node that is a directory and a loopback address on this machine."""
+
+    def __init__(self, name: str, address: str, root: Path) -> None:
+        self._name = name
+        self._address = address
+        self.root = root
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    def run(
+        self, command: Command, *, timeout: float = DEFAULT_TIMEOUT_S, check: bool = True
+    ) -> CommandResult:
+        text = render(command)
+        started = time.monotonic()
+        process = subprocess.Popen(
+            ["sh", "-c", text],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            output, _ = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            output, _ = process.communicate()
+            raise CommandTimedOut(
+                self.name,
+                text,
+                -9,
+                output.decode(errors="replace") + f"\n(killed after {timeout}s)",
+            ) from None
+        result = CommandResult(
+            text, process.returncode, output.decode(errors="replace"), time.monotonic() - started
+        )
+        if check and not result.ok:
+            raise CommandFailed(self.name, text, result.exit_code, result.output)
+        return result
+
+    def upload(self, local: Path, remote: str) -> None:
+        target = Path(remote)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if local.is_dir():
+            shutil.copytree(
+                local, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__")
+            )
+        else:
+            shutil.copy2(local, target)
+
+    def download(self, remote: str, local: Path) -> None:
+        source = Path(remote)
+        if not source.exists():
+            return
+        local.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, local, dirs_exist_ok=True)
+        else:
+            shutil.copy2(source, local)
+
+    def start_daemon(self, spec: DaemonSpec) -> int:
+        for path in (spec.pidfile, spec.logfile):
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in (spec.env or {}).items())
+        cd = f"cd {shlex.quote(spec.cwd)} && " if spec.cwd else ""
+        # Detached from this process (setsid, reparented once sh exits), as on a remote node.
+        self.run(
+            f"{cd}{env} setsid nohup {render(spec.command)} >> {shlex.quote(spec.logfile)} 2>&1 "
+            f"< /dev/null & echo $! > {shlex.quote(spec.pidfile)}"
+        )
+        return int(Path(spec.pidfile).read_text().strip())
+
+    def _pid(self, pidfile: str) -> int | None:
+        try:
+            return int(Path(pidfile).read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def signal_daemon(self, pidfile: str, signal_name: str) -> bool:
+        pid = self._pid(pidfile)
+        if pid is None or not _process_alive(pid):
+            return False
+        try:
+            os.kill(pid, SIGNALS[signal_name])
+        except ProcessLookupError:
+            return False
+        return True
+
+    def daemon_running(self, pidfile: str) -> bool:
+        pid = self._pid(pidfile)
+        return pid is not None and _process_alive(pid)
+
+    def close(self) -> None:
+        pass
+
+
+def _addresses(run_id: str, count: int) -> tuple[str, list[str]]:
+    digest = zlib.crc32(run_id.encode())
+    a, b = (digest >> 8) % 250 + 1, digest % 250 + 1
+    return f"127.{a}.{b}.10", [f"127.{a}.{b}.{10 + i}" for i in range(1, count + 1)]
+
+
+class LocalRuntime:
+    """Builds clusters of local processes."""
+
+    name = "local"
+
+    def root(self, run_id: str) -> Path:
+        return state_dir() / "local" / run_id
+
+    def up(
+        self,
+        run_id: str,
+        nodes: int,
+        *,
+        settings: dict[str, str] | None = None,
+        progress: Progress | None = None,
+    ) -> Cluster:
+        """Start zk1 and brokers n1..n<nodes>; return the cluster (state saved)."""
+        say = progress or (lambda _message: None)
+        zk_address, broker_addresses = _addresses(run_id, nodes)
+        root = self.root(run_id)
+        state = ClusterState(
+            run_id=run_id,
+            runtime=self.name,
+            brokers=[
+                NodeState(f"n{i}", address, root=str(root / f"n{i}"), python=sys.executable)
+                for i, address in enumerate(broker_addresses, start=1)
+            ],
+            zookeeper=NodeState(ZOOKEEPER_NODE, zk_address, root=str(root / ZOOKEEPER_NODE)),
+            settings=dict(settings or {}),
+            created=datetime.now(UTC).isoformat(timespec="seconds"),
+        )
+        state.save()
+        cluster = self.attach(state)
+        say(f"starting ZooKeeper on {zk_address}")
+        zookeeper = cluster.zookeeper_service()
+        zookeeper.configure()
+        zookeeper.start()
+        for name in cluster.brokers:
+            say(f"starting broker {name}")
+            broker = cluster.broker(name)
+            broker.install()
+            broker.configure()
+            broker.start()
+        return cluster
+
+    def attach(self, state: ClusterState) -> Cluster:
+        brokers = {n.name: LocalNode(n.name, n.address, Path(n.root)) for n in state.brokers}
+        zk = LocalNode(state.zookeeper.name, state.zookeeper.address, Path(state.zookeeper.root))
+        return Cluster(
+            state,
+            brokers,
+            zk,
+            supports_partitions=False,
+            supports_freeze=False,
+            supports_netem=False,
+        )
+
+    def down(self, state: ClusterState) -> list[str]:
+        """Kill every process of the cluster and remove its directories."""
+        removed = self._kill_all(self.root(state.run_id))
+        shutil.rmtree(self.root(state.run_id), ignore_errors=True)
+        state.forget()
+        return removed
+
+    def clean(self, run_id: str | None = None) -> list[str]:
+        """Kill leftover processes of local clusters (all, or one run) found by pidfile."""
+        base = state_dir() / "local"
+        roots = [base / run_id] if run_id else (sorted(base.iterdir()) if base.exists() else [])
+        removed: list[str] = []
+        for root in roots:
+            removed += self._kill_all(root)
+            if root.exists():
+                shutil.rmtree(root, ignore_errors=True)
+                removed.append(f"directory {root}")
+            with contextlib.suppress(Exception):
+                ClusterState.load(root.name).forget()
+        return removed
+
+    def _kill_all(self, root: Path) -> list[str]:
+        killed: list[str] = []
+        for pidfile in sorted(root.glob("*/run/*.pid")):
+            try:
+                pid = int(pidfile.read_text().strip())
+            except (OSError, ValueError):
+                continue
+            if not _process_alive(pid) or not self._is_ours(pid, root):
+                continue
+            os.kill(pid, signal.SIGCONT)
+            os.kill(pid, signal.SIGKILL)
+            killed.append(f"process {pid} ({pidfile.parent.parent.name}/{pidfile.stem})")
+        return killed
+
+    @staticmethod
+    def _is_ours(pid: int, root: Path) -> bool:
+        """A recycled pid must not be killed: the command line must name the node's files."""
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            return False
+        return str(root) in cmdline

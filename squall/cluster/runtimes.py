@@ -1,0 +1,92 @@
+"""The runtimes by name, the default one, and reattaching to the cluster that is up."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from typing import Protocol
+
+from squall.cluster.cluster import Cluster, ClusterState
+
+RUNTIMES = ("docker", "ssh", "local")
+
+
+class RuntimeUnavailableError(RuntimeError):
+    """A runtime cannot be used on this machine."""
+
+
+class Runtime(Protocol):
+    """What squall needs of a runtime once a cluster exists."""
+
+    name: str
+
+    def attach(self, state: ClusterState) -> Cluster: ...
+
+    def down(self, state: ClusterState) -> list[str]: ...
+
+    def clean(self, run_id: str | None = None) -> list[str]: ...
+
+
+def new_run_id() -> str:
+    """A short id for container, network and directory names."""
+    return secrets.token_hex(4)
+
+
+def docker_available() -> str | None:
+    """None when a Docker engine answers, else why not."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=5)
+        client.ping()
+        client.close()
+    except Exception as err:
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def default_runtime() -> str:
+    """docker where an engine answers, else local (DESIGN.md)."""
+    return "docker" if docker_available() is None else "local"
+
+
+def runtime_named(name: str) -> Runtime:
+    """The runtime object for a name; RuntimeUnavailableError with what to do otherwise."""
+    factories: dict[str, Callable[[], Runtime]] = {
+        "local": _local,
+        "docker": _docker,
+        "ssh": _ssh,
+    }
+    if name not in factories:
+        raise RuntimeUnavailableError(f"unknown runtime {name!r}; use one of {', '.join(RUNTIMES)}")
+    return factories[name]()
+
+
+def _local() -> Runtime:
+    from squall.cluster.local import LocalRuntime
+
+    return LocalRuntime()
+
+
+def _docker() -> Runtime:
+    reason = docker_available()
+    if reason is not None:
+        raise RuntimeUnavailableError(
+            f"the docker runtime needs a Docker engine, and none answers ({reason}); start "
+            "one, or use --runtime local"
+        )
+    from squall.cluster.docker import DockerRuntime
+
+    return DockerRuntime()
+
+
+def _ssh() -> Runtime:
+    from squall.cluster.ssh import SshRuntime
+
+    return SshRuntime()
+
+
+def attach(run_id: str | None = None) -> Cluster:
+    """The cluster that is up (or the named one), rebuilt from its saved state."""
+    state = ClusterState.load(run_id)
+    return runtime_named(state.runtime).attach(state)

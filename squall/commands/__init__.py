@@ -1,0 +1,1 @@
+"""The ``squall`` subcommands, one module per group."""

@@ -1,0 +1,21 @@
+"""What every subcommand shares: exit codes and error output."""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+EXIT_ANOMALIES = 1
+EXIT_USAGE = 2
+EXIT_INFRASTRUCTURE = 3
+
+stderr = Console(stderr=True, soft_wrap=True)
+
+
+def fail(message: str, code: int) -> NoReturn:
+    """Print ``error: message`` on stderr and exit with code."""
+    stderr.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    raise typer.Exit(code)

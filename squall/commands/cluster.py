@@ -1,0 +1,221 @@
+"""``squall cluster up | status | down`` and ``squall clean``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from squall.cluster.cluster import ClusterState, ClusterStateError, state_dir
+from squall.cluster.runtimes import (
+    RUNTIMES,
+    RuntimeUnavailableError,
+    attach,
+    default_runtime,
+    docker_available,
+    new_run_id,
+    runtime_named,
+)
+from squall.commands._common import EXIT_INFRASTRUCTURE, EXIT_USAGE, fail, stderr
+from system_under_test.config import ConfigError, parse_assignments
+
+cluster_app = typer.Typer(
+    help="Bring a cluster of nodes up, inspect it, tear it down.", no_args_is_help=True
+)
+
+
+@cluster_app.command("up")
+def up(
+    runtime: str = typer.Option(
+        "",
+        "--runtime",
+        help=f"{' | '.join(RUNTIMES)}; default: docker where an engine answers, else local.",
+    ),
+    nodes: int = typer.Option(3, "--nodes", min=1, max=32, help="Brokers n1..nN (plus zk1)."),
+    inventory: Path | None = typer.Option(
+        None, "--inventory", help="Hosts file for --runtime ssh."
+    ),
+    settings: list[str] = typer.Option([], "--set", help="Broker key=value for every broker."),
+    run_id: str | None = typer.Option(None, "--run-id", help="Name the run (default: random)."),
+) -> None:
+    """Provision nodes, deploy ZooKeeper and the brokers; the cluster becomes the current one."""
+    try:
+        overrides = parse_assignments(settings)
+    except ConfigError as err:
+        fail(str(err), EXIT_USAGE)
+    chosen = runtime or default_runtime()
+    if chosen == "ssh" and inventory is None:
+        fail("--runtime ssh needs --inventory FILE naming the hosts", EXIT_USAGE)
+    run = run_id or new_run_id()
+    try:
+        implementation: Any = runtime_named(chosen)
+        with stderr.status(f"bringing up a {chosen} cluster {run}") as status:
+            progress = lambda message: status.update(f"{run}: {message}")  # noqa: E731
+            if chosen == "ssh":
+                cluster = implementation.up(run, inventory, settings=overrides, progress=progress)
+            else:
+                cluster = implementation.up(run, nodes, settings=overrides, progress=progress)
+    except RuntimeUnavailableError as err:
+        fail(str(err), EXIT_USAGE)
+    except (OSError, RuntimeError) as err:
+        fail(
+            f"cluster {run} did not come up: {err}; `squall clean` removes what was left",
+            EXIT_INFRASTRUCTURE,
+        )
+    print(
+        json.dumps(
+            {
+                "run_id": cluster.run_id,
+                "runtime": cluster.runtime,
+                "bootstrap": cluster.bootstrap,
+                "zookeeper": cluster.zookeeper_connect,
+            }
+        )
+    )
+
+
+def _status(run_id: str | None) -> dict[str, Any]:
+    from system_under_test.client import AdminClient
+    from system_under_test.zookeeper import ClusterMetadataStore
+
+    cluster = attach(run_id)
+    nodes = []
+    for name in cluster.brokers:
+        broker = cluster.broker(name)
+        nodes.append(
+            {
+                "node": name,
+                "address": cluster.brokers[name].address,
+                "broker_running": broker.is_running(),
+            }
+        )
+    zk = cluster.zookeeper_service()
+    nodes.append(
+        {
+            "node": cluster.zookeeper.name,
+            "address": cluster.zookeeper.address,
+            "zookeeper_running": zk.is_running(),
+        }
+    )
+    doc: dict[str, Any] = {
+        "run_id": cluster.run_id,
+        "runtime": cluster.runtime,
+        "bootstrap": cluster.bootstrap,
+        "nodes": nodes,
+    }
+    try:
+        store = ClusterMetadataStore(cluster.zookeeper_connect, connection_timeout_ms=3000)
+        store.start()
+        try:
+            doc["controller"] = store.controller_id()
+            doc["registered_brokers"] = store.broker_ids()
+        finally:
+            store.close()
+    except Exception as err:
+        doc["zookeeper_error"] = str(err)
+    try:
+        admin = AdminClient(cluster.bootstrap)
+        try:
+            doc["partitions"] = [
+                {
+                    "topic": t.name,
+                    "partition": p.partition,
+                    "leader": p.leader,
+                    "leader_epoch": p.leader_epoch,
+                    "replicas": list(p.replicas),
+                    "isr": list(p.isr),
+                }
+                for t in admin.describe_topics()
+                for p in t.partitions
+            ]
+        finally:
+            admin.close()
+    except Exception as err:
+        doc["brokers_error"] = str(err)
+    return doc
+
+
+@cluster_app.command("status")
+def status(
+    run_id: str | None = typer.Option(None, "--run-id"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Nodes, which brokers run, the controller, and every partition's leader and ISR."""
+    try:
+        doc = _status(run_id)
+    except ClusterStateError as err:
+        fail(str(err), EXIT_USAGE)
+    if as_json:
+        print(json.dumps(doc))
+        return
+    console = Console()
+    console.print(
+        f"cluster [bold]{doc['run_id']}[/] on {doc['runtime']}, controller: "
+        f"{doc.get('controller', '?')}, registered brokers: {doc.get('registered_brokers', '?')}"
+    )
+    nodes = Table("node", "address", "process")
+    for n in doc["nodes"]:
+        running = n.get("broker_running", n.get("zookeeper_running"))
+        nodes.add_row(n["node"], n["address"], "[green]running[/]" if running else "[red]down[/]")
+    console.print(nodes)
+    if doc.get("partitions"):
+        parts = Table("partition", "leader", "epoch", "replicas", "isr")
+        for p in doc["partitions"]:
+            parts.add_row(
+                f"{p['topic']}-{p['partition']}",
+                str(p["leader"]),
+                str(p["leader_epoch"]),
+                ",".join(map(str, p["replicas"])),
+                ",".join(map(str, p["isr"])),
+            )
+        console.print(parts)
+    for key in ("zookeeper_error", "brokers_error"):
+        if key in doc:
+            console.print(f"[yellow]{key.replace('_', ' ')}:[/] {doc[key]}")
+
+
+@cluster_app.command("down")
+def down(run_id: str | None = typer.Option(None, "--run-id")) -> None:
+    """Stop every process and remove the cluster's nodes."""
+    try:
+        state = ClusterState.load(run_id)
+        removed = runtime_named(state.runtime).down(state)
+    except ClusterStateError as err:
+        fail(str(err), EXIT_USAGE)
+    except RuntimeUnavailableError as err:
+        fail(str(err), EXIT_INFRASTRUCTURE)
+    print(json.dumps({"run_id": state.run_id, "removed": removed}))
+
+
+def clean() -> None:
+    """Remove everything squall left behind: containers, networks, rules, qdiscs, processes."""
+    removed: list[str] = []
+    problems: list[str] = []
+    clusters = (
+        sorted((state_dir() / "clusters").glob("*.json"))
+        if (state_dir() / "clusters").exists()
+        else []
+    )
+    for path in clusters:
+        try:
+            state = ClusterState.load(path.stem)
+            if state.runtime == "ssh":
+                from nemesis import heal_all
+
+                heal_all(attach(state.run_id))
+                removed.append(f"faults healed on ssh cluster {state.run_id}")
+                state.forget()
+        except Exception as err:
+            problems.append(f"{path.name}: {err}")
+    removed += runtime_named("local").clean()
+    if docker_available() is None:
+        removed += runtime_named("docker").clean()
+    for line in removed:
+        stderr.print(f"removed {line}")
+    print(json.dumps({"removed": removed, "problems": problems}))
+    if problems:
+        raise typer.Exit(EXIT_INFRASTRUCTURE)
