@@ -197,6 +197,34 @@ def topic_describe(
     Console().print(table)
 
 
+@topic_app.command("elect-leaders")
+def topic_elect_leaders(
+    zookeeper: str = typer.Option(..., "--zookeeper", help="HOST:PORT[/chroot] of the cluster."),
+    topic: str | None = typer.Option(None, "--topic", help="Only this topic (default: all)."),
+    partition: list[int] = typer.Option([], "--partition", help="Only these partitions."),
+) -> None:
+    """Preferred-leader election: move leadership back to each partition's first replica."""
+    from system_under_test.zookeeper import ClusterMetadataStore, MetadataError
+
+    store = ClusterMetadataStore(zookeeper, connection_timeout_ms=5000)
+    try:
+        store.start()
+        try:
+            topics = [topic] if topic else store.topics()
+            wanted: list[tuple[str, int]] = []
+            for name in topics:
+                assignment = store.topic_assignment(name)
+                if assignment is None:
+                    _fail(f"topic {name!r} does not exist", EXIT_USAGE)
+                wanted += [(name, p) for p in sorted(assignment) if not partition or p in partition]
+            store.request_preferred_election(wanted)
+        finally:
+            store.close()
+    except MetadataError as err:
+        _fail(str(err), EXIT_INFRASTRUCTURE)
+    print(json.dumps({"requested": [f"{t}-{p}" for t, p in wanted]}))
+
+
 @app.command()
 def produce(
     topic: str = typer.Option(..., "--topic"),

@@ -264,3 +264,78 @@ def test_kip_101_truncation(make_cluster, truncation: str, loses_m2: bool) -> No
         assert read.get(1) != b"m2", "high-watermark truncation should have lost acknowledged m2"
     else:
         assert read.get(1) == b"m2", "leader-epoch truncation must keep acknowledged m2"
+
+
+def test_preferred_leader_election_moves_leadership_back(make_cluster) -> None:
+    import subprocess
+    import sys
+
+    cluster = make_cluster().start()
+    state = cluster.create_topic("preferred", min_insync_replicas=1)
+    preferred = state.replicas[0]
+    assert state.leader == preferred
+    cluster.brokers[preferred].kill()
+    cluster.wait_for_leader("preferred", lambda d: d.leader not in (-1, preferred), "a failover")
+    cluster.brokers[preferred].start()
+    cluster.wait_for_leader(
+        "preferred", lambda d: preferred in d.isr, "the preferred replica to rejoin"
+    )
+    assert cluster.describe("preferred").leader != preferred
+    zk = cluster.brokers[1].settings["zookeeper.connect"]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "squall",
+            "topic",
+            "elect-leaders",
+            "--zookeeper",
+            str(zk),
+            "--topic",
+            "preferred",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    back = cluster.wait_for_leader(
+        "preferred", lambda d: d.leader == preferred, "the preferred leader"
+    )
+    assert back.leader_epoch > state.leader_epoch
+    reasons = [e.get("reason") for e in cluster.events() if e["type"] == "leader-election"]
+    assert "preferred leader election" in reasons
+
+
+def test_zookeeper_session_loss_fences_then_the_cluster_recovers(
+    tmp_path: Path, zookeeper_server_factory
+) -> None:
+    zookeeper = zookeeper_server_factory()
+    cluster = LocalCluster(tmp_path / "c", zookeeper, 3).start()
+    try:
+        state = cluster.create_topic("session", min_insync_replicas=2)
+        with Producer(cluster.bootstrap, acks=-1) as producer:
+            before = acked(send(producer, "session", [b"before"]))
+        zookeeper.pause()
+        time.sleep(4)  # longer than zookeeper.session.timeout.ms: every session expires
+        zookeeper.resume()
+        leader_log = lambda: cluster.brokers[state.leader].log_tail(200)  # noqa: E731
+        wait_for(
+            lambda: "fenced (ZooKeeper session lost)" in leader_log(), what="the leader to fence"
+        )
+        wait_for(lambda: "registered again" in leader_log(), what="the leader to register again")
+        cluster.wait_for_leader(
+            "session", lambda d: d.leader >= 0 and len(d.isr) >= 2, "a leader again"
+        )
+        with Producer(
+            cluster.bootstrap, acks=-1, config={"message.send.max.retries": 20}
+        ) as producer:
+            after = acked(send(producer, "session", [b"after"]))
+        assert after, "writes work again once the cluster has recovered"
+        read = cluster.read_all("session")
+        assert all(read.get(o) == v for v, o in {**before, **after}.items())
+        controllers = [e for e in cluster.events() if e["type"] == "controller-elected"]
+        assert len(controllers) >= 2, "a controller was elected again after the sessions expired"
+    finally:
+        cluster.stop()
