@@ -6,6 +6,7 @@ Exit codes follow HISTORY.md: 0 success, 1 anomalies found, 2 invalid input or u
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
@@ -371,32 +372,24 @@ def perf_produce(
         config: dict[str, object] = dict(parse_assignments(producer_config, "--producer-config"))
     except ConfigError as err:
         _fail(str(err), EXIT_USAGE)
+    run = functools.partial(
+        run_producer_perf,
+        bootstrap,
+        topic,
+        records=records,
+        record_size=record_size,
+        acks=_acks(acks),
+        mode=_mode(mode),
+        partition=partition,
+        producer_config=config,
+    )
     with _client_errors():
         if progress and stderr.is_terminal:
             with Progress(console=stderr, transient=True) as bar:
                 task = bar.add_task(f"producing to {topic}", total=records)
-                result = run_producer_perf(
-                    bootstrap,
-                    topic,
-                    records=records,
-                    record_size=record_size,
-                    acks=_acks(acks),
-                    mode=_mode(mode),
-                    partition=partition,
-                    producer_config=config,
-                    on_progress=lambda n: bar.update(task, completed=n),
-                )
+                result = run(on_progress=lambda n: bar.update(task, completed=n))
         else:
-            result = run_producer_perf(
-                bootstrap,
-                topic,
-                records=records,
-                record_size=record_size,
-                acks=_acks(acks),
-                mode=_mode(mode),
-                partition=partition,
-                producer_config=config,
-            )
+            result = run()
     print(json.dumps(result.as_dict()))
     if result.errors:
         raise typer.Exit(1)

@@ -176,13 +176,14 @@ class BrokerRequestChannel:
         partitions: list[PartitionLeaderState],
         live_brokers: list[BrokerEndpoint],
     ) -> None:
-        request = protocol.LeaderAndIsrRequest(
+        self._send(
+            protocol.LeaderAndIsrRequest,
+            broker,
             controller_id,
             controller_epoch,
-            [_state_data(p) for p in partitions],
-            _live(live_brokers),
+            partitions,
+            live_brokers,
         )
-        self._sender(broker).queue.put(request)
 
     def send_update_metadata(
         self,
@@ -192,7 +193,25 @@ class BrokerRequestChannel:
         partitions: list[PartitionLeaderState],
         live_brokers: list[BrokerEndpoint],
     ) -> None:
-        request = protocol.UpdateMetadataRequest(
+        self._send(
+            protocol.UpdateMetadataRequest,
+            broker,
+            controller_id,
+            controller_epoch,
+            partitions,
+            live_brokers,
+        )
+
+    def _send(
+        self,
+        request_type: type[protocol.LeaderAndIsrRequest] | type[protocol.UpdateMetadataRequest],
+        broker: BrokerEndpoint,
+        controller_id: int,
+        controller_epoch: int,
+        partitions: list[PartitionLeaderState],
+        live_brokers: list[BrokerEndpoint],
+    ) -> None:
+        request = request_type(
             controller_id,
             controller_epoch,
             [_state_data(p) for p in partitions],
