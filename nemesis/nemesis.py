@@ -1,0 +1,387 @@
+"""The Nemesis: applies faults to a cluster, remembers what is broken, and heals it.
+
+``apply`` takes a fault as requested and returns it as applied (targets resolved to node
+names, the grudge computed, outcomes added): that is the history operation's value, with
+``process: "nemesis"`` and type ``info``. ``heal`` undoes exactly what this nemesis has
+broken; ``heal_all`` heals a cluster without knowing its past (end of a test, Ctrl-C,
+``squall clean``).
+
+Healing restores the network and thaws paused and frozen processes. It does not restart
+killed processes unless asked (``restart_killed=True``): a test may want to watch the
+cluster recover, or not, with a node down.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from nemesis import process_faults
+from nemesis.errors import FaultApplicationError, HealError, NemesisError
+from nemesis.fault import Fault
+from nemesis.grudge import PartitionGrudge, shape_grudge, sorted_nodes
+from nemesis.netem import NetemSpec, NetworkShaper
+from nemesis.partitioner import Partitioner
+from nemesis.process_faults import NodeFreezer
+from nemesis.targets import (
+    ClusterView,
+    Resolution,
+    TargetSpec,
+    needs,
+    observe_cluster,
+    parse_target,
+    resolve_targets,
+)
+from squall.cluster.cluster import Cluster, UnsupportedFaultError
+from squall.cluster.node import NodeError
+from system_under_test.deploy import DeployError
+
+_Handler = Callable[[Fault], Fault]
+
+
+@dataclass
+class ActiveFaults:
+    """What a Nemesis has broken and not yet healed."""
+
+    killed: set[str] = field(default_factory=set)
+    paused: set[str] = field(default_factory=set)
+    frozen: set[str] = field(default_factory=set)
+    partition: PartitionGrudge | None = None
+    netem: dict[str, NetemSpec] = field(default_factory=dict)
+
+    @property
+    def quiet(self) -> bool:
+        """Nothing is broken (killed nodes count)."""
+        return not (self.killed or self.paused or self.frozen or self.partition or self.netem)
+
+
+class Nemesis:
+    """Applies faults to one cluster; thread-safe, one fault at a time."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        rng: random.Random,
+        freezer: NodeFreezer | None = None,
+        topic_hint: str | None = None,
+        start_timeout_s: float = 60.0,
+        stop_timeout_s: float = 30.0,
+        observe_timeout_s: float = 5.0,
+    ) -> None:
+        """``rng`` makes every random choice (minority, random halves...); ``topic_hint`` is
+        the ``TOPIC-PARTITION`` that ``leader`` and ``follower`` mean without one."""
+        self.cluster = cluster
+        self.rng = rng
+        self.freezer = freezer
+        self.topic_hint = topic_hint
+        self.start_timeout_s = start_timeout_s
+        self.stop_timeout_s = stop_timeout_s
+        self.observe_timeout_s = observe_timeout_s
+        self.active = ActiveFaults()
+        self._partitioner = Partitioner(cluster)
+        self._shaper = NetworkShaper(cluster)
+        self._lock = threading.RLock()
+        self._handlers: dict[str, _Handler] = {
+            "kill": self._kill,
+            "start": self._start,
+            "bounce": self._bounce,
+            "pause": self._pause,
+            "resume": self._resume,
+            "freeze": self._freeze,
+            "unfreeze": self._unfreeze,
+            "start-partition": self._start_partition,
+            "stop-partition": self._stop_partition,
+            "start-netem": self._start_netem,
+            "stop-netem": self._stop_netem,
+        }
+
+    # --- the protocol -----------------------------------------------------------------------
+
+    def apply(self, fault: Fault) -> Fault:
+        """Apply fault now; the fault as applied, for the history.
+
+        Raises UnsupportedFaultError (the runtime cannot), FaultError (bad data),
+        TargetError (a role has no holder now), or FaultApplicationError (some nodes
+        failed; its ``applied`` is still worth recording).
+        """
+        with self._lock:
+            return self._handlers[fault.f](fault.request())
+
+    def heal(self, *, restart_killed: bool = False) -> list[Fault]:
+        """Undo what this nemesis broke: thaw, resume, heal the network (and restart what
+        it killed if asked). The healing faults done; [] when nothing was broken.
+
+        Every step is tried; HealError lists the failures (``done`` holds the rest).
+        """
+        with self._lock:
+            steps: list[Fault] = []
+            if self.active.frozen:
+                steps.append(Fault("unfreeze", {"targets": sorted_nodes(self.active.frozen)}))
+            if self.active.paused:
+                steps.append(Fault("resume", {"targets": sorted_nodes(self.active.paused)}))
+            if self.active.partition is not None:
+                steps.append(Fault("stop-partition"))
+            if self.active.netem:
+                steps.append(Fault("stop-netem", {"targets": sorted_nodes(self.active.netem)}))
+            if restart_killed and self.active.killed:
+                steps.append(Fault("start", {"targets": sorted_nodes(self.active.killed)}))
+            done, failures = _run_steps(self.apply, steps)
+            if failures:
+                raise HealError(failures, done)
+            return done
+
+    # --- process faults ---------------------------------------------------------------------
+
+    def _kill(self, fault: Fault) -> Fault:
+        names, details = self._resolve(fault)
+        outcomes, failures = process_faults.kill(self.cluster, names)
+        hit = {n for n, outcome in outcomes.items() if outcome == "killed"}
+        self.active.killed |= hit
+        self.active.paused -= hit
+        return _finish(fault, names, details, outcomes, failures)
+
+    def _start(self, fault: Fault) -> Fault:
+        names, details = self._resolve(fault, default=sorted_nodes(self.active.killed))
+        outcomes, failures = process_faults.start(
+            self.cluster, names, timeout_s=self.start_timeout_s
+        )
+        self.active.killed -= set(outcomes)
+        return _finish(fault, names, details, outcomes, failures)
+
+    def _bounce(self, fault: Fault) -> Fault:
+        names, details = self._resolve(fault)
+        outcomes, failures = process_faults.bounce(
+            self.cluster,
+            names,
+            stop_timeout_s=self.stop_timeout_s,
+            start_timeout_s=self.start_timeout_s,
+        )
+        self.active.killed -= set(outcomes)
+        self.active.paused -= set(outcomes)
+        return _finish(fault, names, details, outcomes, failures)
+
+    def _pause(self, fault: Fault) -> Fault:
+        names, details = self._resolve(fault)
+        outcomes, failures = process_faults.pause(self.cluster, names)
+        self.active.paused |= {n for n, outcome in outcomes.items() if outcome == "paused"}
+        return _finish(fault, names, details, outcomes, failures)
+
+    def _resume(self, fault: Fault) -> Fault:
+        names, details = self._resolve(fault, default=sorted_nodes(self.active.paused))
+        outcomes, failures = process_faults.resume(self.cluster, names)
+        self.active.paused -= set(outcomes)
+        return _finish(fault, names, details, outcomes, failures)
+
+    def _freeze(self, fault: Fault) -> Fault:
+        process_faults.require_freezer(self.cluster, self.freezer)
+        names, details = self._resolve(fault)
+        outcomes, failures = process_faults.freeze(self.cluster, self.freezer, names)
+        self.active.frozen |= set(outcomes)
+        return _finish(fault, names, details, outcomes, failures)
+
+    def _unfreeze(self, fault: Fault) -> Fault:
+        process_faults.require_freezer(self.cluster, self.freezer)
+        names, details = self._resolve(fault, default=sorted_nodes(self.active.frozen))
+        outcomes, failures = process_faults.unfreeze(self.cluster, self.freezer, names)
+        self.active.frozen -= set(outcomes)
+        return _finish(fault, names, details, outcomes, failures)
+
+    # --- network faults ---------------------------------------------------------------------
+
+    def _start_partition(self, fault: Fault) -> Fault:
+        self._partitioner.require_support()
+        value = dict(fault.value)
+        grudge = fault.grudge
+        if grudge is None:
+            resolved, details = self._resolve_keys(fault, ("targets", "destinations"))
+            among = value.setdefault("among", "all")
+            brokers = sorted_nodes(self.cluster.brokers)
+            zookeeper = self.cluster.zookeeper.name
+            grudge = shape_grudge(
+                value["shape"],
+                [*brokers, zookeeper] if among == "all" else brokers,
+                rng=self.rng,
+                targets=resolved.get("targets", []),
+                destinations=resolved.get("destinations", []),
+                zookeeper=zookeeper,
+            )
+            value.update(resolved, **details)
+        value["grudge"] = grudge.to_json()
+        failures = self._partitioner.apply(grudge)
+        self.active.partition = grudge
+        return _raise_failures(Fault(fault.f, value), failures)
+
+    def _stop_partition(self, fault: Fault) -> Fault:
+        self._partitioner.require_support()
+        value = dict(fault.value)
+        if self.active.partition is not None:
+            value["healed"] = self.active.partition.to_json()
+        failures = self._partitioner.heal()
+        if not failures:
+            self.active.partition = None
+        return _raise_failures(Fault(fault.f, value), failures)
+
+    def _start_netem(self, fault: Fault) -> Fault:
+        self._shaper.require_support()
+        spec = NetemSpec.from_value(fault.value)
+        if fault.targets is None:
+            fault = fault.with_value(targets=["all"])
+        names, details = self._resolve(fault)
+        interfaces, failures = self._shaper.apply(names, spec)
+        unsupported = [e for e in failures.values() if isinstance(e, UnsupportedFaultError)]
+        if unsupported and not interfaces:
+            raise unsupported[0]
+        self.active.netem.update({name: spec for name in interfaces})
+        value = {**fault.value, **spec.to_value(), "targets": names, **details}
+        value["interfaces"] = interfaces
+        return _raise_failures(Fault(fault.f, value), failures)
+
+    def _stop_netem(self, fault: Fault) -> Fault:
+        self._shaper.require_support()
+        names, details = self._resolve(fault, default=sorted_nodes(self.active.netem))
+        outcomes, failures = self._shaper.clear(names)
+        for name in outcomes:
+            self.active.netem.pop(name, None)
+        return _finish(fault, names, details, outcomes, failures)
+
+    # --- targets ----------------------------------------------------------------------------
+
+    def _resolve(
+        self, fault: Fault, *, default: Sequence[str] | None = None
+    ) -> tuple[list[str], dict[str, Any]]:
+        """Node names of the fault's targets (default when it has none) and the details."""
+        if fault.targets is None and default is not None:
+            return list(default), {}
+        resolved, details = self._resolve_keys(fault, ("targets",))
+        return resolved.get("targets", []), details
+
+    def _resolve_keys(
+        self, fault: Fault, keys: Sequence[str]
+    ) -> tuple[dict[str, list[str]], dict[str, Any]]:
+        """Resolve the target lists under keys in one observation of the cluster."""
+        written = {key: list(fault.value[key]) for key in keys if key in fault.value}
+        specs = {key: [parse_target(t) for t in targets] for key, targets in written.items()}
+        every = [spec for key_specs in specs.values() for spec in key_specs]
+        partition_keys, controller = needs(every, self.topic_hint)
+        if partition_keys or controller:
+            view = observe_cluster(
+                self.cluster,
+                partition_keys,
+                controller=controller,
+                timeout_s=self.observe_timeout_s,
+            )
+        else:
+            view = ClusterView(tuple(self.cluster.brokers), self.cluster.zookeeper.name)
+        resolutions: dict[str, Resolution] = {
+            key: resolve_targets(key_specs, view, self.rng, topic_hint=self.topic_hint)
+            for key, key_specs in specs.items()
+        }
+        resolved = {key: list(resolution.nodes) for key, resolution in resolutions.items()}
+        details: dict[str, Any] = {}
+        # Details only when some target was more than a bare node name.
+        if any(TargetSpec.node(t) != spec for t, spec in zip(_flat(written), every, strict=True)):
+            details["requested"] = written
+            details["roles"] = {
+                role: nodes
+                for r in resolutions.values()
+                for role, nodes in r.roles.items()
+                if parse_target(role).role != "node"
+            }
+        observed: dict[str, Any] = {
+            key: state for r in resolutions.values() for key, state in r.observed.items()
+        }
+        if controller:
+            observed["controller"] = view.controller
+        if observed:
+            details["observed"] = observed
+            details["source"] = view.source
+        return resolved, details
+
+
+def _flat(written: Mapping[str, Sequence[str]]) -> list[str]:
+    return [target for targets in written.values() for target in targets]
+
+
+def _finish(
+    fault: Fault,
+    names: Sequence[str],
+    details: Mapping[str, Any],
+    outcomes: Mapping[str, str],
+    failures: Mapping[str, BaseException],
+) -> Fault:
+    applied = Fault(
+        fault.f, {**fault.value, "targets": list(names), **details, "outcome": dict(outcomes)}
+    )
+    return _raise_failures(applied, failures)
+
+
+def _raise_failures(applied: Fault, failures: Mapping[str, BaseException]) -> Fault:
+    if failures:
+        errors = {node: f"{type(err).__name__}: {err}" for node, err in sorted(failures.items())}
+        raise FaultApplicationError(applied.with_value(error=errors), failures)
+    return applied
+
+
+_STEP_ERRORS = (NemesisError, UnsupportedFaultError, NodeError, DeployError, KeyError, OSError)
+
+
+def _run_steps(
+    apply: Callable[[Fault], Fault], steps: Sequence[Fault]
+) -> tuple[list[Fault], list[str]]:
+    """Apply every step even if some fail; (what was applied, failure messages)."""
+    done: list[Fault] = []
+    failures: list[str] = []
+    for step in steps:
+        try:
+            done.append(apply(step))
+        except FaultApplicationError as err:
+            done.append(err.applied)
+            failures.append(str(err))
+        except _STEP_ERRORS as err:
+            failures.append(f"{step.f}: {type(err).__name__}: {err}")
+    return done, failures
+
+
+def heal_all(
+    cluster: Cluster,
+    freezer: NodeFreezer | None = None,
+    *,
+    restart_killed: bool = False,
+    start_timeout_s: float = 60.0,
+) -> list[Fault]:
+    """Heal a cluster without knowing what was done to it; safe to call any number of times.
+
+    Thaws every node (with a freezer, on runtimes that freeze), continues every daemon,
+    flushes the SQUALL chain and removes netem everywhere (where the runtime has them), and
+    with ``restart_killed`` starts every daemon that is not running (ZooKeeper first).
+    Every node is tried; HealError lists all failures at the end.
+    """
+    names = [node.name for node in cluster.all_nodes()]
+    done: list[Fault] = []
+    failures: list[str] = []
+
+    def record(f: str, outcome: tuple[Mapping[str, str], Mapping[str, BaseException]]) -> None:
+        outcomes, errors = outcome
+        value: dict[str, Any] = {"targets": names, "outcome": dict(outcomes)}
+        if errors:
+            value["error"] = {n: f"{type(e).__name__}: {e}" for n, e in sorted(errors.items())}
+            failures.extend(f"{f} on {n}: {e}" for n, e in sorted(errors.items()))
+        done.append(Fault(f, value))
+
+    if freezer is not None and cluster.supports_freeze:
+        record("unfreeze", process_faults.unfreeze(cluster, freezer, names))
+    record("resume", process_faults.resume(cluster, names))
+    if cluster.supports_partitions:
+        errors = Partitioner(cluster).heal()
+        record("stop-partition", ({n: "healed" for n in names if n not in errors}, errors))
+    if cluster.supports_netem:
+        record("stop-netem", NetworkShaper(cluster).clear(names))
+    if restart_killed:
+        record("start", process_faults.start(cluster, names, timeout_s=start_timeout_s))
+    if failures:
+        raise HealError(failures, done)
+    return done

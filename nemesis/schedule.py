@@ -1,0 +1,393 @@
+"""Fault schedules: generated from a seed, saved as ``schedule.json``, run and replayed.
+
+``generate_schedule(spec)`` draws faults and their healing operations from
+``random.Random(spec.seed)``: the same spec gives the same schedule. A ``ScheduleRunner``
+applies each operation at its time and reports the fault as applied; the schedule it
+returns holds those resolved faults (node names, grudges), so replaying it hits exactly the
+same nodes in the same way. Replaying a schedule that was never run (roles unresolved)
+resolves the roles again, against the cluster as it is then.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from nemesis.errors import FaultApplicationError, FaultError, TargetError
+from nemesis.fault import PARTITION_AMONG, TARGETS_DEFAULT_TO_ACTIVE, Fault
+from nemesis.grudge import SHAPES, TARGETED_SHAPES
+from nemesis.netem import NetemSpec
+from nemesis.targets import parse_target
+from squall.cluster.node import NodeError
+from system_under_test.deploy import DeployError
+
+SCHEDULE_FILE = "schedule.json"
+SCHEDULE_VERSION = 1
+
+KINDS: dict[str, tuple[str, str | None]] = {
+    "kill": ("kill", "start"),
+    "bounce": ("bounce", None),
+    "pause": ("pause", "resume"),
+    "freeze": ("freeze", "unfreeze"),
+    "partition": ("start-partition", "stop-partition"),
+    "netem": ("start-netem", "stop-netem"),
+}
+"""Kind of fault in a spec -> (the fault, the fault that heals it; None: instantaneous)."""
+
+DEFAULT_TARGETS: dict[str, list[str]] = {
+    "kill": ["random"],
+    "bounce": ["random"],
+    "pause": ["random"],
+    "freeze": ["random"],
+    "partition": [],
+    "netem": ["all"],
+}
+DEFAULT_SHAPES = ("isolate", "halves", "random-halves", "majorities-ring", "bridge")
+
+
+def _pair(name: str, value: object) -> tuple[float, float]:
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        raise FaultError(f"{name} must be [min, max] seconds, got {value!r}")
+    low, high = value
+    for bound in (low, high):
+        if (
+            isinstance(bound, bool)
+            or not isinstance(bound, int | float)
+            or not math.isfinite(bound)
+        ):
+            raise FaultError(f"{name} must be [min, max] seconds, got {value!r}")
+    if not 0 <= low <= high:
+        raise FaultError(f"{name} must have 0 <= min <= max, got {value!r}")
+    return float(low), float(high)
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """How to draw a schedule: which kinds of fault, how often, for how long, on whom.
+
+    ``faults`` weighs kinds (``kill``, ``bounce``, ``pause``, ``freeze``, ``partition``,
+    ``netem``); a fault starts every ``interval_s`` (drawn between min and max) and is
+    healed ``duration_s`` later (at ``time_limit_s`` at the latest). ``targets`` lists, per
+    kind, the target strings to draw from; ``shapes`` the partition shapes. Two faults of
+    one kind never overlap unless the kind is in ``allow_overlap``.
+    """
+
+    faults: Mapping[str, float]
+    interval_s: tuple[float, float] = (10.0, 20.0)
+    duration_s: tuple[float, float] = (5.0, 15.0)
+    targets: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    shapes: Sequence[str] = DEFAULT_SHAPES
+    partition_among: str = "all"
+    netem: NetemSpec = field(default_factory=lambda: NetemSpec(delay_ms=100.0, jitter_ms=50.0))
+    time_limit_s: float = 60.0
+    seed: int = 0
+    allow_overlap: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "interval_s", _pair("interval_s", self.interval_s))
+        object.__setattr__(self, "duration_s", _pair("duration_s", self.duration_s))
+        object.__setattr__(self, "faults", {k: float(v) for k, v in self.faults.items()})
+        object.__setattr__(self, "targets", {k: list(v) for k, v in sorted(self.targets.items())})
+        object.__setattr__(self, "shapes", tuple(self.shapes))
+        object.__setattr__(self, "allow_overlap", frozenset(self.allow_overlap))
+        object.__setattr__(self, "time_limit_s", float(self.time_limit_s))
+        for kind, weight in self.faults.items():
+            if kind not in KINDS:
+                raise FaultError(f"unknown kind of fault {kind!r}; use {', '.join(KINDS)}")
+            if not math.isfinite(weight) or weight < 0:
+                raise FaultError(f"the weight of {kind} must be a number >= 0, got {weight}")
+        if not any(self.faults.values()):
+            raise FaultError("a schedule needs at least one kind of fault with a weight above 0")
+        if self.interval_s[1] <= 0:
+            raise FaultError("interval_s must allow a positive interval between faults")
+        for kind, targets in self.targets.items():
+            if kind not in KINDS:
+                raise FaultError(f"targets given for unknown kind {kind!r}")
+            for target in targets:
+                parse_target(target)
+        for shape in self.shapes:
+            if shape not in SHAPES:
+                raise FaultError(f"unknown partition shape {shape!r}; use {', '.join(SHAPES)}")
+        if self.faults.get("partition") and not self.shapes:
+            raise FaultError("partition faults need at least one shape")
+        if self.partition_among not in PARTITION_AMONG:
+            raise FaultError(f"partition_among must be one of {PARTITION_AMONG}")
+        if "partition" in self.allow_overlap:
+            raise FaultError("partitions cannot overlap: a new grudge replaces the old one")
+        if not (math.isfinite(self.time_limit_s) and self.time_limit_s > 0):
+            raise FaultError(f"time_limit_s must be positive, got {self.time_limit_s}")
+
+    def targets_for(self, kind: str) -> list[str]:
+        return list(self.targets.get(kind, DEFAULT_TARGETS[kind]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "faults": dict(sorted(self.faults.items())),
+            "interval_s": list(self.interval_s),
+            "duration_s": list(self.duration_s),
+            "targets": {k: list(v) for k, v in self.targets.items()},
+            "shapes": list(self.shapes),
+            "partition_among": self.partition_among,
+            "netem": self.netem.to_value(),
+            "time_limit_s": self.time_limit_s,
+            "seed": self.seed,
+            "allow_overlap": sorted(self.allow_overlap),
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> ScheduleSpec:
+        try:
+            return cls(
+                faults=dict(doc["faults"]),
+                interval_s=tuple(doc.get("interval_s", (10.0, 20.0))),
+                duration_s=tuple(doc.get("duration_s", (5.0, 15.0))),
+                targets=dict(doc.get("targets", {})),
+                shapes=tuple(doc.get("shapes", DEFAULT_SHAPES)),
+                partition_among=doc.get("partition_among", "all"),
+                netem=NetemSpec.from_value(doc["netem"]) if "netem" in doc else NetemSpec(100, 50),
+                time_limit_s=float(doc.get("time_limit_s", 60.0)),
+                seed=int(doc.get("seed", 0)),
+                allow_overlap=frozenset(doc.get("allow_overlap", ())),
+            )
+        except (KeyError, TypeError, ValueError) as err:
+            if isinstance(err, FaultError):
+                raise
+            raise FaultError(f"malformed schedule spec ({type(err).__name__}: {err})") from None
+
+
+@dataclass(frozen=True)
+class ScheduledFault:
+    """A fault and when it strikes, in seconds from the start of the schedule.
+
+    ``id`` numbers the faults of a schedule; a healing fault names the fault it heals in
+    ``heals``, so that the runner can give it that fault's resolved targets.
+    """
+
+    at_s: float
+    fault: Fault
+    id: int
+    heals: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"id": self.id, "at_s": self.at_s, **self.fault.to_json()}
+        if self.heals is not None:
+            doc["heals"] = self.heals
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: object) -> ScheduledFault:
+        if not isinstance(doc, Mapping):
+            raise FaultError(f"a scheduled fault is an object, got {doc!r}")
+        at_s, ident, heals = doc.get("at_s"), doc.get("id"), doc.get("heals")
+        if isinstance(at_s, bool) or not isinstance(at_s, int | float) or at_s < 0:
+            raise FaultError(f"scheduled fault {doc!r}: at_s must be seconds >= 0")
+        if isinstance(ident, bool) or not isinstance(ident, int):
+            raise FaultError(f"scheduled fault {doc!r}: id must be an integer")
+        if heals is not None and (isinstance(heals, bool) or not isinstance(heals, int)):
+            raise FaultError(f"scheduled fault {doc!r}: heals must be an id")
+        return cls(float(at_s), Fault.from_json(doc), ident, heals)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Faults in time order. ``resolved``: recorded as applied (replays the same nodes)."""
+
+    faults: tuple[ScheduledFault, ...]
+    seed: int | None = None
+    spec: ScheduleSpec | None = None
+    resolved: bool = False
+
+    def __post_init__(self) -> None:
+        ordered = tuple(sorted(self.faults, key=lambda s: (s.at_s, s.id)))
+        ids = [s.id for s in ordered]
+        if len(set(ids)) != len(ids):
+            raise FaultError("schedule: two faults share an id")
+        for s in ordered:
+            if s.heals is not None and s.heals not in ids:
+                raise FaultError(f"schedule: fault {s.id} heals unknown fault {s.heals}")
+        object.__setattr__(self, "faults", ordered)
+
+    def __len__(self) -> int:
+        return len(self.faults)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": SCHEDULE_VERSION,
+            "seed": self.seed,
+            "resolved": self.resolved,
+            "spec": None if self.spec is None else self.spec.to_json(),
+            "faults": [s.to_json() for s in self.faults],
+        }
+
+    @classmethod
+    def from_json(cls, doc: object) -> Schedule:
+        if not isinstance(doc, Mapping) or not isinstance(doc.get("faults"), list):
+            raise FaultError('a schedule is {"version": 1, "faults": [...], ...}')
+        if doc.get("version", SCHEDULE_VERSION) != SCHEDULE_VERSION:
+            raise FaultError(
+                f"schedule version {doc.get('version')!r} is not supported (this squall reads "
+                f"version {SCHEDULE_VERSION})"
+            )
+        spec = doc.get("spec")
+        return cls(
+            tuple(ScheduledFault.from_json(item) for item in doc["faults"]),
+            seed=doc.get("seed"),
+            spec=None if spec is None else ScheduleSpec.from_json(spec),
+            resolved=bool(doc.get("resolved", False)),
+        )
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2) + "\n"
+
+    def save(self, path: Path) -> Path:
+        """Write to path (a directory gets ``schedule.json``), atomically."""
+        target = path / SCHEDULE_FILE if path.is_dir() else path
+        temp = target.with_name(target.name + ".tmp")
+        temp.write_text(self.dumps())
+        temp.replace(target)
+        return target
+
+    @classmethod
+    def load(cls, path: Path) -> Schedule:
+        """Read a schedule file (or a run directory's ``schedule.json``)."""
+        source = path / SCHEDULE_FILE if path.is_dir() else path
+        try:
+            doc = json.loads(source.read_text())
+        except (OSError, ValueError) as err:
+            raise FaultError(f"cannot read schedule {source}: {err}") from None
+        try:
+            return cls.from_json(doc)
+        except FaultError as err:
+            raise FaultError(f"{source}: {err}") from None
+
+
+def _draw_fault(kind: str, spec: ScheduleSpec, rng: random.Random) -> Fault:
+    f = KINDS[kind][0]
+    targets = spec.targets_for(kind)
+    if kind == "partition":
+        shape = rng.choice(list(spec.shapes))
+        value: dict[str, Any] = {"shape": shape, "among": spec.partition_among}
+        if shape in TARGETED_SHAPES and targets:
+            value["targets"] = [rng.choice(targets)]
+        return Fault(f, value)
+    if kind == "netem":
+        return Fault(f, {"targets": [rng.choice(targets)], **spec.netem.to_value()})
+    if not targets:
+        raise FaultError(f"{kind} faults need targets; give targets[{kind!r}] in the spec")
+    return Fault(f, {"targets": [rng.choice(targets)]})
+
+
+def generate_schedule(spec: ScheduleSpec) -> Schedule:
+    """Draw a schedule from ``random.Random(spec.seed)``; deterministic for a spec."""
+    rng = random.Random(spec.seed)
+    kinds = [kind for kind in KINDS if spec.faults.get(kind, 0) > 0]
+    busy_until: dict[str, float] = {}
+    entries: list[ScheduledFault] = []
+    at = 0.0
+    while True:
+        at += rng.uniform(*spec.interval_s)
+        start = round(at, 3)
+        if start >= spec.time_limit_s:
+            break
+        free = [k for k in kinds if k in spec.allow_overlap or busy_until.get(k, 0.0) <= start]
+        if not free:
+            continue
+        kind = rng.choices(free, weights=[spec.faults[k] for k in free])[0]
+        fault = _draw_fault(kind, spec, rng)
+        entries.append(ScheduledFault(start, fault, len(entries)))
+        heal = KINDS[kind][1]
+        if heal is None:
+            continue
+        end = min(round(start + rng.uniform(*spec.duration_s), 3), spec.time_limit_s)
+        busy_until[kind] = end
+        entries.append(ScheduledFault(end, Fault(heal), len(entries), heals=entries[-1].id))
+    return Schedule(tuple(entries), seed=spec.seed, spec=spec)
+
+
+class FaultApplier(Protocol):
+    """What runs a schedule's faults: a Nemesis."""
+
+    def apply(self, fault: Fault) -> Fault: ...
+
+
+_RECORDED_ERRORS = (TargetError, NodeError, DeployError, OSError)
+"""Failures that are part of the test (recorded, the schedule goes on), unlike bad data or an
+unsupported fault, which stop the run."""
+
+
+class ScheduleRunner:
+    """Applies a schedule's faults at their times and reports each as applied.
+
+    ``on_applied(fault)`` receives every fault as applied (the history writer, later); a
+    fault that failed is reported too, with an ``error`` in its value, and the schedule goes
+    on. ``stop()`` (or the ``stop`` event) ends the run early; healing is the caller's job.
+    """
+
+    def __init__(
+        self,
+        nemesis: FaultApplier,
+        *,
+        on_applied: Callable[[Fault], None] = lambda _fault: None,
+        clock: Callable[[], float] = time.monotonic,
+        stop: threading.Event | None = None,
+    ) -> None:
+        self.nemesis = nemesis
+        self.on_applied = on_applied
+        self.clock = clock
+        self._stop = stop or threading.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self, schedule: Schedule) -> Schedule:
+        """Run schedule from now; the schedule as applied (resolved, for ``schedule.json``)."""
+        started = self.clock()
+        applied: dict[int, Fault] = {}
+        record: list[ScheduledFault] = []
+        for entry in schedule.faults:
+            delay = started + entry.at_s - self.clock()
+            if self._stop.wait(max(0.0, delay)):
+                break
+            fault = _with_healed_targets(entry, applied)
+            try:
+                result = self.nemesis.apply(fault)
+            except FaultApplicationError as err:
+                result = err.applied
+            except _RECORDED_ERRORS as err:
+                result = fault.with_value(error=f"{type(err).__name__}: {err}")
+            applied[entry.id] = result
+            record.append(ScheduledFault(entry.at_s, result, entry.id, entry.heals))
+            self.on_applied(result)
+        return Schedule(tuple(record), seed=schedule.seed, spec=schedule.spec, resolved=True)
+
+
+def _with_healed_targets(entry: ScheduledFault, applied: Mapping[int, Fault]) -> Fault:
+    """A healing fault without targets heals exactly the nodes its fault hit."""
+    fault = entry.fault
+    healed = applied.get(entry.heals) if entry.heals is not None else None
+    if healed is None or fault.targets is not None or fault.f not in TARGETS_DEFAULT_TO_ACTIVE:
+        return fault
+    hit = healed.targets or []
+    if any(parse_target(t).role != "node" for t in hit):
+        hit = []  # the fault failed before its roles were resolved: it hit nobody
+    return fault.with_value(targets=hit)
+
+
+def replay(
+    schedule: Schedule | Path,
+    nemesis: FaultApplier,
+    *,
+    on_applied: Callable[[Fault], None] = lambda _fault: None,
+    stop: threading.Event | None = None,
+) -> Schedule:
+    """Run a saved schedule again. A resolved schedule (as a run saved it) applies exactly
+    the recorded nodes and grudges; an unresolved one resolves its roles anew."""
+    loaded = Schedule.load(schedule) if isinstance(schedule, Path) else schedule
+    return ScheduleRunner(nemesis, on_applied=on_applied, stop=stop).run(loaded)

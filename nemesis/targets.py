@@ -1,0 +1,312 @@
+"""Targets of a fault, by name or by role, resolved from the live cluster when it strikes.
+
+Syntax (one string per target):
+
+- ``n2`` or ``node:n2``: that node; ``zk1`` names the ZooKeeper node too.
+- ``zk``: the ZooKeeper node.
+- ``leader:TOPIC-PARTITION``: the partition's leader now (``leader`` alone: the topic hint).
+- ``follower:TOPIC-PARTITION``: a random ISR member that is not the leader.
+- ``controller``: the broker that is controller now.
+- ``random``: one random broker; ``minority``: a random minority of the brokers
+  (``max(1, (n - 1) // 2)`` of them); ``brokers``: every broker; ``all``: every node,
+  ZooKeeper included.
+
+Resolution is split in two: ``observe_cluster`` reads what roles need from the live
+cluster into a ``ClusterView`` (plain data), and ``resolve_targets`` is a pure function of
+that view and a ``random.Random``. The resolved node names are what the history records, so
+a replay hits exactly the same nodes.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.exceptions import KazooException
+
+from nemesis.errors import FaultError, TargetError
+from nemesis.grudge import sorted_nodes
+from squall.cluster.cluster import Cluster
+from system_under_test.client import AdminClient, BrokerError, ClientError
+from system_under_test.client.metadata import ClusterMetadata
+from system_under_test.zookeeper import ClusterMetadataStore, MetadataError
+
+NODE_ROLES = ("zk", "controller", "random", "minority", "brokers", "all")
+PARTITION_ROLES = ("leader", "follower")
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """One parsed target: a role (``node``, ``leader``, ...) and its argument, if any."""
+
+    role: str
+    argument: str | None = None
+
+    def __str__(self) -> str:
+        return self.role if self.argument is None else f"{self.role}:{self.argument}"
+
+    @classmethod
+    def node(cls, name: str) -> TargetSpec:
+        return cls("node", name)
+
+
+def parse_target(text: str) -> TargetSpec:
+    """Parse one target string; FaultError listing the syntax if it is not one."""
+    if not isinstance(text, str) or not text.strip():
+        raise FaultError(f"a target must be a non-empty string, got {text!r}")
+    role, sep, argument = text.strip().partition(":")
+    if sep:
+        if role == "node" and argument:
+            return TargetSpec("node", argument)
+        if role in PARTITION_ROLES and argument:
+            parse_key(argument)
+            return TargetSpec(role, argument)
+        raise FaultError(
+            f"target {text!r}: expected node:NAME, leader:TOPIC-PARTITION or "
+            "follower:TOPIC-PARTITION"
+        )
+    if role in NODE_ROLES or role in PARTITION_ROLES:
+        return TargetSpec(role)
+    if role.replace("-", "").replace("_", "").isalnum():
+        return TargetSpec("node", role)
+    raise FaultError(
+        f"target {text!r} is neither a node name nor a role; roles: "
+        f"{', '.join(NODE_ROLES)}, leader:TOPIC-PARTITION, follower:TOPIC-PARTITION"
+    )
+
+
+def parse_key(key: str) -> tuple[str, int]:
+    """``"orders-3"`` -> ``("orders", 3)``; FaultError if it is not TOPIC-PARTITION."""
+    topic, sep, partition = key.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise FaultError(f"{key!r} is not a TOPIC-PARTITION key such as 't-0'")
+    return topic, int(partition)
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    """A partition's leadership as observed: broker ids, ``leader == -1`` when offline."""
+
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "leader": self.leader,
+            "leader_epoch": self.leader_epoch,
+            "replicas": list(self.replicas),
+            "isr": list(self.isr),
+        }
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """What role resolution needs to know of the cluster at one moment."""
+
+    brokers: tuple[str, ...]
+    zookeeper: str
+    partitions: Mapping[str, PartitionView] = field(default_factory=dict)
+    controller: int | None = None
+    source: str = ""
+    """Where roles were read from (``brokers`` or ``zookeeper``), for the record."""
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """Resolved node names, what each role meant, and the partition states behind them."""
+
+    nodes: tuple[str, ...]
+    roles: Mapping[str, list[str]]
+    observed: Mapping[str, dict[str, Any]]
+
+
+def needs(specs: Iterable[TargetSpec], topic_hint: str | None) -> tuple[set[str], bool]:
+    """The partition keys and whether the controller must be observed to resolve specs."""
+    keys: set[str] = set()
+    controller = False
+    for spec in specs:
+        if spec.role in PARTITION_ROLES:
+            keys.add(_key_of(spec, topic_hint))
+        elif spec.role == "controller":
+            controller = True
+    return keys, controller
+
+
+def _key_of(spec: TargetSpec, topic_hint: str | None) -> str:
+    if spec.argument is not None:
+        return spec.argument
+    if topic_hint is None:
+        raise FaultError(
+            f"target {spec.role!r} needs a partition: write {spec.role}:TOPIC-PARTITION, or give "
+            "the Nemesis a topic_hint"
+        )
+    return topic_hint
+
+
+def broker_node(broker_id: int, brokers: Collection[str], what: str) -> str:
+    name = f"n{broker_id}"
+    if name not in brokers:
+        raise TargetError(f"{what} is broker {broker_id}, which is not a node of this cluster")
+    return name
+
+
+def minority_size(count: int) -> int:
+    """How many brokers ``minority`` picks: fewer than half, at least one."""
+    return max(1, (count - 1) // 2)
+
+
+def resolve_targets(
+    specs: Sequence[TargetSpec],
+    view: ClusterView,
+    rng: random.Random,
+    *,
+    topic_hint: str | None = None,
+) -> Resolution:
+    """Turn target specs into node names using view; TargetError if a role has no holder."""
+    brokers = sorted_nodes(view.brokers)
+    every = [*brokers, view.zookeeper]
+    roles: dict[str, list[str]] = {}
+    observed: dict[str, dict[str, Any]] = {}
+    chosen: list[str] = []
+    for spec in specs:
+        if spec.role == "node":
+            assert spec.argument is not None
+            if spec.argument not in every:
+                raise TargetError(f"no node {spec.argument!r} in this cluster; nodes: {every}")
+            names = [spec.argument]
+        elif spec.role == "zk":
+            names = [view.zookeeper]
+        elif spec.role == "brokers":
+            names = list(brokers)
+        elif spec.role == "all":
+            names = list(every)
+        elif spec.role == "random":
+            names = [rng.choice(brokers)]
+        elif spec.role == "minority":
+            names = sorted_nodes(rng.sample(brokers, minority_size(len(brokers))))
+        elif spec.role == "controller":
+            if view.controller is None or view.controller < 0:
+                raise TargetError("there is no controller right now (no broker holds /controller)")
+            names = [broker_node(view.controller, brokers, "the controller")]
+        else:
+            key = _key_of(spec, topic_hint)
+            state = view.partitions.get(key)
+            if state is None:
+                raise TargetError(
+                    f"partition {key} is unknown to the cluster; create the topic first"
+                )
+            observed[key] = state.to_json()
+            if spec.role == "leader":
+                if state.leader < 0:
+                    raise TargetError(f"{key} has no leader right now (offline partition)")
+                names = [broker_node(state.leader, brokers, f"the leader of {key}")]
+            else:
+                followers = sorted(b for b in state.isr if b != state.leader)
+                if not followers:
+                    raise TargetError(
+                        f"{key} has no follower in its ISR {list(state.isr)} right now"
+                    )
+                names = [broker_node(rng.choice(followers), brokers, f"a follower of {key}")]
+        roles[str(spec)] = names
+        chosen += names
+    return Resolution(tuple(sorted_nodes(chosen)), roles, observed)
+
+
+def observe_cluster(
+    cluster: Cluster, keys: Collection[str], *, controller: bool, timeout_s: float = 5.0
+) -> ClusterView:
+    """Read partition leadership and the controller, as clients see them, from the brokers.
+
+    Falls back to ZooKeeper (the controller's own record) when no broker answers, e.g. when
+    every broker is paused. Only what is asked for is read.
+    """
+    brokers = tuple(sorted_nodes(cluster.brokers))
+    zookeeper = cluster.zookeeper.name
+    if not keys and not controller:
+        return ClusterView(brokers, zookeeper)
+    try:
+        return ClusterView(
+            brokers,
+            zookeeper,
+            _partitions_from_brokers(cluster, keys, timeout_s),
+            _controller_from_brokers(cluster, timeout_s) if controller else None,
+            source="brokers",
+        )
+    except (ClientError, BrokerError, OSError) as broker_error:
+        try:
+            partitions, controller_id = _roles_from_zookeeper(cluster, keys, timeout_s)
+        except (MetadataError, KazooException, OSError) as zk_error:
+            raise TargetError(
+                f"cannot observe roles: no broker answered ({broker_error}) and ZooKeeper "
+                f"neither ({zk_error}); target nodes by name instead"
+            ) from None
+        return ClusterView(brokers, zookeeper, partitions, controller_id, source="zookeeper")
+
+
+def _partitions_from_brokers(
+    cluster: Cluster, keys: Collection[str], timeout_s: float
+) -> dict[str, PartitionView]:
+    if not keys:
+        return {}
+    topics = sorted({parse_key(key)[0] for key in keys})
+    with AdminClient(cluster.bootstrap, request_timeout_ms=int(timeout_s * 1000)) as admin:
+        descriptions = admin.describe_topics(topics)
+    return {
+        f"{topic.name}-{p.partition}": PartitionView(
+            p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr)
+        )
+        for topic in descriptions
+        for p in topic.partitions
+        if f"{topic.name}-{p.partition}" in keys
+    }
+
+
+def _controller_from_brokers(cluster: Cluster, timeout_s: float) -> int | None:
+    metadata = ClusterMetadata(
+        cluster.bootstrap,
+        client_id="squall-nemesis",
+        request_timeout_s=timeout_s,
+        connect_timeout_s=timeout_s,
+    )
+    try:
+        controller_id = metadata.refresh([]).controller_id
+    finally:
+        metadata.close()
+    return controller_id if controller_id >= 0 else None
+
+
+def _zookeeper_connect(cluster: Cluster) -> str:
+    return str(cluster.state.settings.get("zookeeper.connect") or cluster.zookeeper_connect)
+
+
+def _roles_from_zookeeper(
+    cluster: Cluster, keys: Collection[str], timeout_s: float
+) -> tuple[dict[str, PartitionView], int | None]:
+    store = ClusterMetadataStore(
+        _zookeeper_connect(cluster),
+        session_timeout_ms=int(max(timeout_s, 4.0) * 1000),
+        connection_timeout_ms=int(timeout_s * 1000),
+    )
+    store.start()
+    try:
+        partitions: dict[str, PartitionView] = {}
+        for key in keys:
+            topic, partition = parse_key(key)
+            found = store.partition_state(topic, partition)
+            if found is None:
+                continue
+            state, _version = found
+            assignment = store.topic_assignment(topic) or {}
+            partitions[key] = PartitionView(
+                state.leader,
+                state.leader_epoch,
+                tuple(assignment.get(partition, [])),
+                tuple(state.isr),
+            )
+        return partitions, store.controller_id()
+    finally:
+        store.close()
