@@ -36,8 +36,8 @@ from squall.cluster.cluster import (
     state_dir,
 )
 from squall.cluster.image import ensure_image
-from squall.cluster.ssh import (
-    Progress,
+from squall.cluster.ssh import Progress
+from squall.cluster.ssh_runtime import (
     check_fault_support,
     deploy_system_under_test,
     forget_capabilities,

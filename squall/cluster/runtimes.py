@@ -81,7 +81,7 @@ def _docker() -> Runtime:
 
 
 def _ssh() -> Runtime:
-    from squall.cluster.ssh import SshRuntime
+    from squall.cluster.ssh_runtime import SshRuntime
 
     return SshRuntime()
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import json
 import logging
 import os
 import re
@@ -25,20 +24,13 @@ import socket
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
-from typing import TypeVar
 
 import paramiko
 
 from squall.cluster.cluster import (
-    ZOOKEEPER_NODE,
-    Cluster,
-    ClusterState,
-    ClusterStateError,
     NodeState,
-    state_dir,
 )
 from squall.cluster.node import (
     DEFAULT_TIMEOUT_S,
@@ -50,7 +42,6 @@ from squall.cluster.node import (
     NodeError,
     render,
 )
-from system_under_test.deploy import Daemon
 
 TIMEOUT_EXIT_CODES = (124, 137)
 """coreutils ``timeout``: 124 when the command timed out, 137 (128 + KILL) with ``--signal=KILL``."""
@@ -61,7 +52,6 @@ SKIPPED_NAMES = frozenset({"__pycache__"})
 _SIGNAL = re.compile(r"^[A-Z][A-Z0-9]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NOT_RUNNING = 3
-T = TypeVar("T")
 
 # paramiko logs every failed connection attempt with a traceback; retries are expected while
 # sshd starts, so its records reach stderr only if the application configured logging.
@@ -466,268 +456,3 @@ def wait_for_port(host: str, port: int, timeout: float) -> bool:
 # --- the ssh runtime ---------------------------------------------------------------------
 
 Progress = Callable[[str], None]
-CAPABILITIES_DIR = "capabilities"
-_ROUTE_DEV = re.compile(r"\bdev\s+(\S+)")
-log = logging.getLogger(__name__)
-
-
-class FaultSupportError(RuntimeError):
-    """A node lacks what the nemeses need (iptables for partitions)."""
-
-
-class SutImportError(RuntimeError):
-    """The SUT or its vendored dependencies do not import with a node's Python."""
-
-
-def _quiet(_message: str) -> None:
-    pass
-
-
-def vendored_packages() -> list[Path]:
-    """Pure-Python packages the SUT needs beside the standard library, uploaded to each broker.
-
-    kazoo imports only the standard library (gevent and eventlet are optional handlers), so
-    it alone is enough on Debian's python3.
-    """
-    import kazoo
-
-    return [Path(kazoo.__file__).parent]
-
-
-def ssh_cluster(state: ClusterState, *, supports_freeze: bool) -> Cluster:
-    """A Cluster of SshNodes for a saved state (docker and ssh runtimes alike)."""
-    brokers = {n.name: SshNode.from_state(n) for n in state.brokers}
-    return Cluster(
-        state,
-        brokers,
-        SshNode.from_state(state.zookeeper),
-        supports_partitions=True,
-        supports_freeze=supports_freeze,
-        supports_netem=_load_netem(state.run_id),
-    )
-
-
-def _capabilities_file(run_id: str) -> Path:
-    return state_dir() / CAPABILITIES_DIR / f"{run_id}.json"
-
-
-def _load_netem(run_id: str) -> bool:
-    try:
-        return bool(json.loads(_capabilities_file(run_id).read_text()).get("netem", True))
-    except (OSError, ValueError, AttributeError):
-        return True
-
-
-def forget_capabilities(run_id: str) -> None:
-    _capabilities_file(run_id).unlink(missing_ok=True)
-
-
-def check_fault_support(cluster: Cluster, say: Progress = _quiet) -> None:
-    """iptables must work on every node (partitions); netem is optional: without it the
-    cluster's ``supports_netem`` becomes False, remembered for later ``attach``es."""
-    names = [n.name for n in cluster.all_nodes()]
-    results, failures = _each(names, lambda name: _probe(cluster, name))
-    if failures:
-        raise next(iter(failures.values()))
-    missing = {name: why for name, why in results.items() if why}
-    cluster.supports_netem = not missing
-    path = _capabilities_file(cluster.run_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"netem": not missing, "netem_missing": missing}) + "\n")
-    if missing:
-        first = next(iter(missing.values()))
-        message = (
-            f"network shaping (tc netem) is unavailable on {', '.join(sorted(missing))}: {first}. "
-            "The kernel needs sch_netem (CONFIG_NET_SCH_NETEM; `modprobe sch_netem` where it is "
-            "a module); netem faults will be refused, everything else works"
-        )
-        log.warning(message)
-        say(message)
-
-
-def _probe(cluster: Cluster, name: str) -> str:
-    """Check iptables (falling back to the legacy backend); why netem fails, or ''."""
-    node = cluster.node(name)
-    probe = node.run("iptables -w -L -n", timeout=30, check=False)
-    if not probe.ok:
-        legacy = node.run(
-            "update-alternatives --set iptables /usr/sbin/iptables-legacy >/dev/null 2>&1 && "
-            "iptables -w -L -n",
-            timeout=30,
-            check=False,
-        )
-        if not legacy.ok:
-            raise FaultSupportError(
-                f"{name}: iptables does not work (nf_tables: {probe.output.strip()[-300:]}; "
-                f"legacy: {legacy.output.strip()[-300:]}); partitions need iptables and root "
-                "with CAP_NET_ADMIN on the node"
-            )
-    # The interface that reaches the other nodes (a lone node reaches itself over lo).
-    other = next((n for n in cluster.all_nodes() if n.name != name), node)
-    route = node.run(f"ip -o route get {shlex.quote(other.address)}", timeout=30, check=False)
-    match = _ROUTE_DEV.search(route.output)
-    if not route.ok or match is None:
-        return f"cannot find the interface to {other.address}: {route.output.strip()}"
-    dev = shlex.quote(match.group(1))
-    netem = node.run(
-        f"tc qdisc add dev {dev} root netem delay 1ms && tc qdisc del dev {dev} root",
-        timeout=30,
-        check=False,
-    )
-    return (
-        ""
-        if netem.ok
-        else f"`tc qdisc add dev {match.group(1)} root netem` said {netem.output.strip()!r}"
-    )
-
-
-def _each(
-    names: Sequence[str], action: Callable[[str], T]
-) -> tuple[dict[str, T], dict[str, Exception]]:
-    results: dict[str, T] = {}
-    failures: dict[str, Exception] = {}
-    with ThreadPoolExecutor(max_workers=max(1, len(names)), thread_name_prefix="ssh") as pool:
-        futures = {name: pool.submit(action, name) for name in names}
-        for name, future in futures.items():
-            try:
-                results[name] = future.result()
-            except Exception as err:
-                failures[name] = err
-    return results, failures
-
-
-def _raise_first(failures: Mapping[str, Exception]) -> None:
-    for error in failures.values():
-        raise error
-
-
-def deploy_system_under_test(cluster: Cluster, say: Progress = _quiet) -> None:
-    """ZooKeeper on zk1, then the SUT (with kazoo vendored) installed and started on every
-    broker node; installs run in parallel with ZooKeeper's start."""
-    sources = vendored_packages()
-    zookeeper = cluster.zookeeper_service()
-
-    def start_zookeeper() -> None:
-        zookeeper.configure()
-        zookeeper.start()
-
-    def install(name: str) -> None:
-        broker = cluster.broker(name)
-        broker.install(sources)
-        node = cluster.node(name)
-        sut = shlex.quote(str(broker.root / "sut"))
-        check = node.run(
-            f"cd {sut} && PYTHONPATH={sut} {broker.python} -c "
-            "'import kazoo.client, system_under_test.server'",
-            check=False,
-        )
-        if not check.ok:
-            raise SutImportError(
-                f"{name}: the SUT or kazoo does not import with the node's {broker.python} "
-                f"(it must be Python 3.11+):\n{check.output.strip()}"
-            )
-        broker.configure()
-
-    say("starting ZooKeeper on zk1, installing the SUT on the brokers")
-    names = ["zk1", *cluster.brokers]
-    _, failures = _each(names, lambda n: start_zookeeper() if n == "zk1" else install(n))
-    _raise_first(failures)
-    say(f"starting brokers {', '.join(cluster.brokers)}")
-    _, failures = _each(list(cluster.brokers), lambda n: cluster.broker(n).start())
-    _raise_first(failures)
-
-
-def stop_daemons(cluster: Cluster) -> list[str]:
-    """Stop squall's daemons on every node by pidfile (TERM, then KILL); what was stopped."""
-
-    def stop(name: str) -> list[str]:
-        root = cluster.state.zookeeper.root if name == ZOOKEEPER_NODE else cluster.broker(name).root
-        stopped = []
-        for daemon in ("broker", "zookeeper"):
-            handle = Daemon(cluster.node(name), str(root), daemon)
-            if handle.is_running():
-                handle.stop(timeout=15)
-                stopped.append(f"{daemon} on {name} ({cluster.node(name).address})")
-        return stopped
-
-    results, failures = _each([n.name for n in cluster.all_nodes()], stop)
-    _raise_first(failures)
-    return [line for lines in results.values() for line in lines]
-
-
-class SshRuntime:
-    """Existing hosts from an inventory file: the docker runtime's path minus provisioning."""
-
-    name = "ssh"
-
-    def up(
-        self,
-        run_id: str,
-        inventory: Path,
-        *,
-        settings: Mapping[str, object] | None = None,
-        progress: Progress | None = None,
-    ) -> Cluster:
-        """Reach every host, check iptables/netem, stop leftovers, deploy; state saved."""
-        from squall.cluster.inventory import load_inventory
-
-        say = progress or _quiet
-        state = load_inventory(inventory).cluster_state(run_id, settings=settings)
-        cluster = ssh_cluster(state, supports_freeze=False)
-        try:
-            say(f"connecting to {len(cluster.all_nodes())} hosts")
-            _, failures = _each(
-                [n.name for n in cluster.all_nodes()], lambda n: cluster.node(n).run("true")
-            )
-            _raise_first(failures)
-            state.save()
-            check_fault_support(cluster, say)
-            say("stopping squall daemons left from earlier runs")
-            stop_daemons(cluster)
-            for node_state in [*state.brokers, state.zookeeper]:
-                directories = " ".join(
-                    shlex.quote(f"{node_state.root}/{d}") for d in ("data", "logs", "run", "config")
-                )
-                cluster.node(node_state.name).run(f"rm -rf {directories}")
-            deploy_system_under_test(cluster, say)
-        except BaseException:
-            cluster.close()
-            raise
-        return cluster
-
-    def attach(self, state: ClusterState) -> Cluster:
-        return ssh_cluster(state, supports_freeze=False)
-
-    def down(self, state: ClusterState) -> list[str]:
-        """Stop the brokers and ZooKeeper; the hosts, their files and logs stay."""
-        cluster = self.attach(state)
-        try:
-            stopped = stop_daemons(cluster)
-        finally:
-            cluster.close()
-        state.forget()
-        forget_capabilities(state.run_id)
-        return stopped
-
-    def clean(self, run_id: str | None = None) -> list[str]:
-        """``down`` for the ssh cluster(s) with saved state (one run, or all); unreachable
-        hosts are reported, not fatal."""
-        removed: list[str] = []
-        for state in _saved_states(self.name, run_id):
-            try:
-                removed += self.down(state)
-            except (NodeError, OSError) as err:
-                removed.append(f"ssh cluster {state.run_id}: could not stop its daemons ({err})")
-        return removed
-
-
-def _saved_states(runtime: str, run_id: str | None) -> list[ClusterState]:
-    directory = state_dir() / "clusters"
-    ids = [run_id] if run_id else sorted(p.stem for p in directory.glob("*.json"))
-    states = []
-    for candidate in ids:
-        with contextlib.suppress(ClusterStateError):
-            state = ClusterState.load(candidate)
-            if state.runtime == runtime:
-                states.append(state)
-    return states

@@ -27,7 +27,8 @@ from squall.cluster.docker import (
 )
 from squall.cluster.inventory import load_inventory, write_inventory
 from squall.cluster.node import CommandFailed, CommandTimedOut, DaemonSpec, NodeError
-from squall.cluster.ssh import HostKeyError, SshNode, SshRuntime
+from squall.cluster.ssh import HostKeyError, SshNode
+from squall.cluster.ssh_runtime import SshRuntime
 from system_under_test.client import AdminClient, BrokerError, Consumer, Producer
 
 docker_only = pytest.mark.docker
