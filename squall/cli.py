@@ -22,6 +22,7 @@ from rich.table import Table
 
 from squall.commands.cluster import clean as clean_command
 from squall.commands.cluster import cluster_app
+from squall.commands.nemesis import nemesis_app
 from system_under_test.client.exceptions import (
     ClientConfigError,
     ClientError,
@@ -47,6 +48,7 @@ perf_app = typer.Typer(
 app.add_typer(topic_app, name="topic")
 app.add_typer(perf_app, name="perf")
 app.add_typer(cluster_app, name="cluster")
+app.add_typer(nemesis_app, name="nemesis")
 app.command("clean")(clean_command)
 
 stderr = Console(stderr=True, soft_wrap=True)

@@ -1,0 +1,180 @@
+"""``squall nemesis ...``: break the current cluster by hand, the way Blockade users do.
+
+Each command applies one fault to the cluster that ``squall cluster up`` started and prints
+the fault as applied (targets resolved to node names, the grudge, the outcome) as one JSON
+line: the same record a test's history would hold. ``squall nemesis heal`` undoes every
+kind of fault on every node.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import typer
+
+from squall.cluster.cluster import Cluster, ClusterStateError, UnsupportedFaultError
+from squall.cluster.runtimes import RuntimeUnavailableError, attach
+from squall.commands._common import EXIT_INFRASTRUCTURE, EXIT_USAGE, fail
+
+nemesis_app = typer.Typer(
+    help="Apply faults to the current cluster: kill, pause, partition, netem, heal.",
+    no_args_is_help=True,
+)
+
+TARGET_HELP = (
+    "n1.., zk, leader:TOPIC-PARTITION, follower:TOPIC-PARTITION, controller, minority, "
+    "brokers, all; repeatable."
+)
+
+
+def _freezer(cluster: Cluster) -> Any:
+    if cluster.runtime != "docker":
+        return None
+    from squall.cluster.docker import DockerRuntime
+
+    return DockerRuntime().freezer(cluster.state)
+
+
+def _apply(f: str, value: dict[str, Any], seed: int | None) -> None:
+    from nemesis import Fault, Nemesis, NemesisError
+
+    try:
+        cluster = attach()
+    except (ClusterStateError, RuntimeUnavailableError) as err:
+        fail(str(err), EXIT_USAGE)
+    try:
+        nemesis = Nemesis(cluster, rng=random.Random(seed), freezer=_freezer(cluster))
+        applied = nemesis.apply(Fault(f, value))
+    except UnsupportedFaultError as err:
+        fail(str(err), EXIT_USAGE)
+    except NemesisError as err:
+        fail(str(err), EXIT_INFRASTRUCTURE)
+    finally:
+        cluster.close()
+    print(
+        json.dumps({"process": "nemesis", "type": "info", "f": applied.f, "value": applied.value})
+    )
+
+
+def _targets(targets: list[str], default: list[str] | None = None) -> list[str]:
+    chosen = targets or default
+    if not chosen:
+        fail("name at least one --target (" + TARGET_HELP + ")", EXIT_USAGE)
+    return chosen
+
+
+TargetOption = typer.Option([], "--target", "-t", help=TARGET_HELP)
+SeedOption = typer.Option(None, "--seed", help="Seed for random choices (minority, random halves).")
+
+
+@nemesis_app.command()
+def kill(target: list[str] = TargetOption, seed: int | None = SeedOption) -> None:
+    """SIGKILL the targets' broker (or ZooKeeper) process."""
+    _apply("kill", {"targets": _targets(target)}, seed)
+
+
+@nemesis_app.command()
+def start(target: list[str] = TargetOption, seed: int | None = SeedOption) -> None:
+    """Start the targets' processes again (default: every broker that is down)."""
+    _apply("start", {"targets": _targets(target, ["brokers"])}, seed)
+
+
+@nemesis_app.command()
+def bounce(target: list[str] = TargetOption, seed: int | None = SeedOption) -> None:
+    """Clean restart: SIGTERM, wait for the process to exit, start it again."""
+    _apply("bounce", {"targets": _targets(target)}, seed)
+
+
+@nemesis_app.command()
+def pause(target: list[str] = TargetOption, seed: int | None = SeedOption) -> None:
+    """SIGSTOP the targets' broker process."""
+    _apply("pause", {"targets": _targets(target)}, seed)
+
+
+@nemesis_app.command()
+def resume(target: list[str] = TargetOption, seed: int | None = SeedOption) -> None:
+    """SIGCONT the targets' broker process (default: every broker)."""
+    _apply("resume", {"targets": _targets(target, ["brokers"])}, seed)
+
+
+@nemesis_app.command()
+def freeze(target: list[str] = TargetOption, seed: int | None = SeedOption) -> None:
+    """Freeze whole nodes (docker pause: sshd stops too). Docker runtime only."""
+    _apply("freeze", {"targets": _targets(target)}, seed)
+
+
+@nemesis_app.command()
+def unfreeze(target: list[str] = TargetOption, seed: int | None = SeedOption) -> None:
+    """Unfreeze nodes (default: all)."""
+    _apply("unfreeze", {"targets": _targets(target, ["all"])}, seed)
+
+
+@nemesis_app.command()
+def partition(
+    shape: str = typer.Option(
+        ...,
+        "--shape",
+        help="isolate, halves, random-halves, majorities-ring, bridge, one-way, isolate-zk.",
+    ),
+    target: list[str] = TargetOption,
+    destination: list[str] = typer.Option(
+        [], "--destination", help="For one-way: the nodes that stop hearing the targets."
+    ),
+    among: str = typer.Option("all", "--among", help="all (ZooKeeper included) or brokers."),
+    seed: int | None = SeedOption,
+) -> None:
+    """Cut the network along a Jepsen grudge (iptables DROP in squall's own chain)."""
+    value: dict[str, Any] = {"shape": shape, "among": among}
+    if target:
+        value["targets"] = target
+    if destination:
+        value["destinations"] = destination
+    _apply("start-partition", value, seed)
+
+
+@nemesis_app.command()
+def netem(
+    target: list[str] = TargetOption,
+    delay_ms: float = typer.Option(100.0, "--delay-ms", min=0),
+    jitter_ms: float = typer.Option(0.0, "--jitter-ms", min=0),
+    loss_pct: float = typer.Option(0.0, "--loss-pct", min=0, max=99.9),
+    seed: int | None = SeedOption,
+) -> None:
+    """Delay, jitter and lose packets on the targets' interface (tc netem)."""
+    _apply(
+        "start-netem",
+        {
+            "targets": _targets(target),
+            "delay_ms": delay_ms,
+            "jitter_ms": jitter_ms,
+            "loss_pct": loss_pct,
+        },
+        seed,
+    )
+
+
+@nemesis_app.command()
+def heal(
+    restart_killed: bool = typer.Option(
+        False, "--restart-killed", help="Also start every broker and ZooKeeper that is down."
+    ),
+) -> None:
+    """Undo every fault on every node: flush partitions, remove netem, resume, unfreeze."""
+    from nemesis import HealError, heal_all
+
+    try:
+        cluster = attach()
+    except (ClusterStateError, RuntimeUnavailableError) as err:
+        fail(str(err), EXIT_USAGE)
+    try:
+        healed = heal_all(cluster, _freezer(cluster), restart_killed=restart_killed)
+    except HealError as err:
+        fail(str(err), EXIT_INFRASTRUCTURE)
+    finally:
+        cluster.close()
+    for fault in healed:
+        print(
+            json.dumps({"process": "nemesis", "type": "info", "f": fault.f, "value": fault.value})
+        )
