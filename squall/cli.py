@@ -23,6 +23,9 @@ from rich.table import Table
 from squall.commands.cluster import clean as clean_command
 from squall.commands.cluster import cluster_app
 from squall.commands.nemesis import nemesis_app
+from squall.commands.run import replay as replay_command
+from squall.commands.run import report as report_command
+from squall.commands.run import run as run_command
 from system_under_test.client.exceptions import (
     ClientConfigError,
     ClientError,
@@ -50,6 +53,9 @@ app.add_typer(perf_app, name="perf")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(nemesis_app, name="nemesis")
 app.command("clean")(clean_command)
+app.command("run")(run_command)
+app.command("replay")(replay_command)
+app.command("report")(report_command)
 
 stderr = Console(stderr=True, soft_wrap=True)
 

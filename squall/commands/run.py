@@ -1,0 +1,228 @@
+"""``squall run``, ``squall replay`` and ``squall report``: tests from flags or a spec file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from squall.commands._common import EXIT_USAGE, fail
+from squall.spec import TOP_LEVEL, SpecError, TestSpec
+from squall.store import DEFAULT_STORE, RunStore, StoreError
+
+
+def _pair(text: str, flag: str) -> list[float]:
+    try:
+        low, high = (float(x) for x in text.split(","))
+    except ValueError:
+        fail(f"{flag} {text!r}: expected MIN,MAX seconds, e.g. 5,10", EXIT_USAGE)
+    return [low, high]
+
+
+def _weights(text: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in text.split(","):
+        name, _, weight = item.partition("=")
+        try:
+            out[name.strip()] = float(weight) if weight else 1.0
+        except ValueError:
+            fail(
+                f"--faults {text!r}: expected KIND[=WEIGHT],..., e.g. kill=1,partition=2",
+                EXIT_USAGE,
+            )
+    return out
+
+
+def build_spec(spec_file: Path | None, overrides: dict[str, Any]) -> TestSpec:
+    """A spec file (if any) with flags layered on top."""
+    import tomllib
+
+    doc: dict[str, Any] = {}
+    source = "flags"
+    if spec_file is not None:
+        try:
+            doc = tomllib.loads(spec_file.read_text())
+        except OSError as err:
+            fail(f"cannot read spec {spec_file}: {err.strerror}", EXIT_USAGE)
+        except tomllib.TOMLDecodeError as err:
+            fail(f"{spec_file}: not valid TOML: {err}", EXIT_USAGE)
+        source = f"{spec_file} and flags"
+    for path, value in overrides.items():
+        if value is None:
+            continue
+        target = doc
+        *parents, last = path.split("/")
+        for key in parents:
+            target = target.setdefault(key, {})
+        target[last] = value
+    doc.setdefault("name", "queue")
+    try:
+        return TestSpec.from_mapping(doc, source=source)
+    except SpecError as err:
+        fail(str(err), EXIT_USAGE)
+
+
+def run(
+    spec_file: Path | None = typer.Option(
+        None, "--spec", help="A TOML test spec; flags override it."
+    ),
+    name: str | None = typer.Option(None, "--name", help="Test name (its store directory)."),
+    runtime: str | None = typer.Option(
+        None, "--runtime", help="docker | ssh | local (default: docker if an engine answers)."
+    ),
+    nodes: int | None = typer.Option(None, "--nodes", min=1, help="Brokers."),
+    time_limit: float | None = typer.Option(
+        None, "--time-limit", help="Seconds of workload under faults."
+    ),
+    seed: int | None = typer.Option(
+        None, "--seed", help="Seed for the workload and the fault schedule."
+    ),
+    acks: int | None = typer.Option(None, "--acks", help="-1, 0 or 1."),
+    partitions: int | None = typer.Option(None, "--partitions"),
+    replication_factor: int | None = typer.Option(None, "--replication-factor"),
+    min_insync: int | None = typer.Option(None, "--min-insync-replicas"),
+    unclean: bool | None = typer.Option(
+        None, "--unclean-leader-election/--no-unclean-leader-election"
+    ),
+    truncation: str | None = typer.Option(
+        None, "--truncation", help="leader-epoch or high-watermark."
+    ),
+    rate: float | None = typer.Option(
+        None, "--rate", help="Operations per second across all clients."
+    ),
+    faults: str | None = typer.Option(
+        None,
+        "--faults",
+        help="KIND[=WEIGHT],...: kill, pause, partition, bounce, freeze, netem; 'none' for no faults.",
+    ),
+    interval: str | None = typer.Option(None, "--interval", help="MIN,MAX seconds between faults."),
+    duration: str | None = typer.Option(None, "--duration", help="MIN,MAX seconds a fault lasts."),
+    settings: list[str] = typer.Option([], "--set", help="Broker key=value (Kafka's names)."),
+    inventory: Path | None = typer.Option(None, "--inventory", help="Hosts for --runtime ssh."),
+    store: Path = typer.Option(DEFAULT_STORE, "--store", help="Where run directories go."),
+    keep_cluster: bool = typer.Option(
+        False, "--keep-cluster", help="Leave the cluster up afterwards."
+    ),
+    spark_master: str | None = typer.Option(
+        None, "--spark-master", help="Spark for the checkers (default local[*])."
+    ),
+) -> None:
+    """Run one test: provision, workload under faults, heal, final read, check, report."""
+    from system_under_test.config import ConfigError, parse_assignments
+
+    try:
+        broker = parse_assignments(settings)
+    except ConfigError as err:
+        fail(str(err), EXIT_USAGE)
+    topic_config: dict[str, str] = {}
+    if min_insync is not None:
+        topic_config["min.insync.replicas"] = str(min_insync)
+    if unclean is not None:
+        topic_config["unclean.leader.election.enable"] = str(unclean).lower()
+    overrides: dict[str, Any] = {
+        "name": name,
+        "runtime": runtime,
+        "nodes": nodes,
+        "time_limit_s": time_limit,
+        "seed": seed,
+        "inventory": str(inventory) if inventory else None,
+        "workload/acks": acks,
+        "workload/partitions": partitions,
+        "workload/replication_factor": replication_factor,
+        "workload/rate": rate,
+    }
+    for key, value in topic_config.items():
+        overrides[f"workload/topic_config/{key}"] = value
+    if truncation is not None:
+        overrides["broker/replica.truncation"] = truncation
+    for key, value in broker.items():
+        overrides[f"broker/{key}"] = value
+    if faults is not None and faults != "none":
+        overrides["nemesis/faults"] = _weights(faults)
+    if interval is not None:
+        overrides["nemesis/interval_s"] = _pair(interval, "--interval")
+    if duration is not None:
+        overrides["nemesis/duration_s"] = _pair(duration, "--duration")
+    spec = build_spec(spec_file, overrides)
+    if faults == "none":
+        from dataclasses import replace
+
+        spec = replace(spec, nemesis=None)
+    _execute(spec, store=store, keep_cluster=keep_cluster, spark_master=spark_master)
+
+
+def _execute(
+    spec: TestSpec,
+    *,
+    store: Path,
+    keep_cluster: bool,
+    spark_master: str | None,
+    replay_schedule: Any = None,
+) -> None:
+    from squall.runner import TestRunner
+
+    try:
+        outcome = TestRunner(
+            spec,
+            store=RunStore(store),
+            keep_cluster=keep_cluster,
+            replay_schedule=replay_schedule,
+            spark_master=spark_master,
+        ).run()
+    except StoreError as err:
+        fail(str(err), EXIT_USAGE)
+    print(
+        json.dumps(
+            {
+                "run_dir": str(outcome.run_dir.path),
+                "exit_code": outcome.exit_code,
+                "valid": outcome.results.get("valid") if outcome.results else None,
+            }
+        )
+    )
+    raise typer.Exit(outcome.exit_code)
+
+
+def replay(
+    run_dir: Path = typer.Argument(..., help="A run directory (or store/<test>/latest)."),
+    store: Path = typer.Option(DEFAULT_STORE, "--store"),
+    keep_cluster: bool = typer.Option(False, "--keep-cluster"),
+    spark_master: str | None = typer.Option(None, "--spark-master"),
+) -> None:
+    """Run a test again with the same spec, seed and fault schedule (resolved targets)."""
+    from nemesis import FaultError, Schedule
+
+    try:
+        run = RunStore.open(run_dir)
+        test = run.read_test()
+        spec = TestSpec.from_mapping(
+            {k: v for k, v in test.items() if k in TOP_LEVEL and v is not None},
+            source=str(run.test_json),
+        )
+        schedule = Schedule.load(run.schedule) if run.schedule.exists() else None
+    except (StoreError, SpecError, FaultError) as err:
+        fail(str(err), EXIT_USAGE)
+    _execute(
+        spec,
+        store=store,
+        keep_cluster=keep_cluster,
+        spark_master=spark_master,
+        replay_schedule=schedule,
+    )
+
+
+def report(run_dir: Path = typer.Argument(..., help="A run directory with results.json.")) -> None:
+    """Print a run's report again (its results.json)."""
+    from squall.report.console import print_results
+
+    try:
+        run = RunStore.open(run_dir)
+        results = json.loads(run.results.read_text())
+    except (StoreError, OSError, ValueError) as err:
+        fail(
+            f"{run_dir}: no readable results.json ({err}); run `squall check {run_dir}` first",
+            EXIT_USAGE,
+        )
+    print_results(results, run_dir=run.path)

@@ -1,0 +1,93 @@
+"""The terminal report of a checked history: verdict, checkers, anomalies with samples, stats."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+VERDICT_STYLE = {
+    True: ("VALID", "bold green"),
+    False: ("INVALID", "bold red"),
+    "unknown": ("UNKNOWN", "bold yellow"),
+}
+
+
+def _verdict(valid: Any) -> Text:
+    label, style = VERDICT_STYLE.get(valid, ("UNKNOWN", "bold yellow"))
+    return Text(label, style=style)
+
+
+def _sample_text(sample: Mapping[str, Any]) -> str:
+    text = json.dumps(sample, separators=(", ", ": "), default=str)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def print_results(
+    results: Mapping[str, Any],
+    *,
+    console: Console | None = None,
+    run_dir: Path | None = None,
+    samples: int = 3,
+) -> None:
+    """Render results.json for a person."""
+    console = console or Console()
+    header = Text.assemble("verdict: ", _verdict(results.get("valid")))
+    if results.get("anomaly_types"):
+        header.append(f"   anomalies: {', '.join(results['anomaly_types'])}", style="red")
+    parts: list[Any] = [header]
+
+    checkers = Table(
+        "checker", "verdict", "anomalies (count)", title="checkers", title_justify="left"
+    )
+    for name, checker in sorted(results.get("checkers", {}).items()):
+        counts = checker.get("counts", {})
+        shown = ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items()) if v) or "-"
+        checkers.add_row(name, _verdict(checker.get("valid")), shown)
+    parts.append(checkers)
+
+    for name, checker in sorted(results.get("checkers", {}).items()):
+        for anomaly, found in sorted(checker.get("anomalies", {}).items()):
+            if not found:
+                continue
+            count = checker.get("counts", {}).get(anomaly, len(found))
+            table = Table(show_header=False, box=None, padding=(0, 1))
+            for sample in found[:samples]:
+                table.add_row(
+                    "•", _sample_text(sample) if isinstance(sample, Mapping) else str(sample)
+                )
+            parts.append(
+                Panel(
+                    table,
+                    title=f"{anomaly} ({count:,}) from {name}",
+                    title_align="left",
+                    border_style="red" if checker.get("valid") is False else "yellow",
+                )
+            )
+        expected = checker.get("expected_losses") or checker.get("expected")
+        if expected:
+            parts.append(
+                Panel(
+                    Text(
+                        _sample_text(expected) if isinstance(expected, Mapping) else str(expected)
+                    ),
+                    title=f"expected losses ({name}): allowed by the configuration",
+                    title_align="left",
+                    border_style="blue",
+                )
+            )
+
+    stats = results.get("stats", {})
+    if stats:
+        grid = Table.grid(padding=(0, 3))
+        grid.add_row(*(f"{k} [bold]{v:,}[/]" for k, v in stats.items() if isinstance(v, int)))
+        parts.append(grid)
+    if run_dir is not None:
+        parts.append(Text(f"run directory: {run_dir}", style="dim"))
+    console.print(Panel(Group(*parts), title="squall results", title_align="left"))

@@ -1,0 +1,346 @@
+"""One test's life: provision, deploy, run the workload under the nemesis, heal, recover,
+read everything back, collect the nodes' logs and events, check, report, tear down.
+
+Everything lands in the test's run directory as it happens (HISTORY.md: the run store):
+``test.json`` before the first fault, every operation appended to ``history.jsonl`` as it
+happens, ``schedule.json`` as applied, node logs, ``results.json``. Ctrl-C (or SIGTERM)
+stops the workload, heals, keeps the history, and still checks what was recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import random
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+
+from histories import HistoryWriter, merge_events, read_history, write_history
+from nemesis import Fault, Nemesis, Schedule, ScheduleRunner, generate_schedule, heal_all
+from squall.cluster.cluster import Cluster
+from squall.cluster.runtimes import default_runtime, new_run_id, runtime_named
+from squall.report.live import RunView
+from squall.spec import TestSpec
+from squall.store import RunDirectory, RunStore
+from workloads import QueueWorkload
+
+log = logging.getLogger(__name__)
+
+EXIT_VALID = 0
+EXIT_INVALID = 1
+EXIT_USAGE = 2
+EXIT_INFRASTRUCTURE = 3
+SUT_EVENT_TYPES = {"leader-election", "isr-change"}
+
+
+class InfrastructureError(RuntimeError):
+    """The test could not be carried out (a cluster did not come up, a node vanished)."""
+
+
+@dataclass
+class RunOutcome:
+    """How a run ended."""
+
+    exit_code: int
+    run_dir: RunDirectory
+    results: dict[str, Any] | None
+    interrupted: bool = False
+
+
+class TestRunner:
+    """Runs one TestSpec; ``run()`` returns the outcome (exit code per HISTORY.md)."""
+
+    __test__ = False
+
+    def __init__(
+        self,
+        spec: TestSpec,
+        *,
+        store: RunStore,
+        console: Console | None = None,
+        keep_cluster: bool = False,
+        replay_schedule: Schedule | None = None,
+        spark_master: str | None = None,
+    ) -> None:
+        self.spec = spec
+        self.store = store
+        self.console = console or Console(stderr=True)
+        self.keep_cluster = keep_cluster
+        self.replay_schedule = replay_schedule
+        self.spark_master = spark_master
+        self.stop = threading.Event()
+        self.interrupted = False
+        self.applied: list[Fault] = []
+
+    # --- the whole run --------------------------------------------------------------------
+
+    def run(self) -> RunOutcome:
+        spec = self.spec.resolved(runtime=self.spec.runtime or default_runtime())
+        self.spec = spec
+        run_dir = self.store.new_run(spec.name)
+        view = RunView(spec.name, str(run_dir.path), time_limit_s=spec.time_limit_s)
+        run_id = new_run_id()
+        runtime: Any = runtime_named(spec.runtime or "local")
+        cluster: Cluster | None = None
+        results: dict[str, Any] | None = None
+        exit_code = EXIT_INFRASTRUCTURE
+        with (
+            self._signals(),
+            Live(view, console=self.console, refresh_per_second=4, transient=False),
+        ):
+            try:
+                view.phase = "clean"
+                self._clean_leftovers(runtime)
+                view.phase, view.phase_detail = (
+                    "provision",
+                    f"{spec.nodes} brokers + zk1 on {spec.runtime}",
+                )
+                cluster = self._provision(runtime, run_id, view)
+                run_dir.write_test(
+                    {
+                        **spec.to_json(),
+                        "run_id": run_id,
+                        "bootstrap": cluster.bootstrap,
+                        "zookeeper": cluster.zookeeper_connect,
+                    }
+                )
+                view.phase, view.phase_detail = "deploy", f"topic {spec.workload.topic}"
+                workload = QueueWorkload(spec.workload)
+                workload.prepare(cluster.bootstrap)
+                self._run_and_heal(cluster, workload, run_dir, view)
+                view.phase, view.phase_detail = "collect", "node logs and SUT events"
+                self._collect(cluster, run_dir)
+            except Exception as err:
+                log.exception("run %s failed", run_dir.path)
+                self.console.print(f"[bold red]infrastructure failure:[/] {err}")
+                if cluster is not None:
+                    with contextlib.suppress(Exception):
+                        self._collect(cluster, run_dir)
+            finally:
+                if cluster is not None:
+                    with contextlib.suppress(Exception):
+                        heal_all(cluster, self._freezer(cluster))
+                    if not self.keep_cluster:
+                        with contextlib.suppress(Exception):
+                            runtime.down(cluster.state)
+                    cluster.close()
+            if run_dir.history.exists():
+                view.phase, view.phase_detail = "check", "Spark checkers"
+                results, exit_code = self._check(run_dir)
+        view.phase = "report"
+        if results is not None:
+            from squall.report.console import print_results
+
+            print_results(results, console=self.console, run_dir=run_dir.path)
+        return RunOutcome(exit_code, run_dir, results, self.interrupted)
+
+    @contextlib.contextmanager
+    def _signals(self) -> Iterator[None]:
+        """Ctrl-C and SIGTERM stop the workload and heal; a second Ctrl-C is not needed."""
+
+        def stop(signum: int, _frame: object) -> None:
+            self.interrupted = True
+            self.stop.set()
+            self.console.print(
+                f"[yellow]{signal.Signals(signum).name}: stopping, healing, keeping the history[/]"
+            )
+
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+    def _clean_leftovers(self, runtime: Any) -> None:
+        """DESIGN.md: every test starts by removing what crashed runs left behind."""
+        if self.spec.runtime == "ssh":
+            return
+        with contextlib.suppress(Exception):
+            runtime.clean()
+
+    def _provision(self, runtime: Any, run_id: str, view: RunView) -> Cluster:
+        spec = self.spec
+
+        def progress(message: str) -> None:
+            view.phase_detail = message
+
+        try:
+            if spec.runtime == "ssh":
+                if not spec.inventory:
+                    raise InfrastructureError("the ssh runtime needs `inventory` in the spec")
+                cluster: Cluster = runtime.up(
+                    run_id, Path(spec.inventory), settings=dict(spec.broker), progress=progress
+                )
+            else:
+                cluster = runtime.up(
+                    run_id, spec.nodes, settings=dict(spec.broker), progress=progress
+                )
+        except Exception as err:
+            raise InfrastructureError(f"the {spec.runtime} cluster did not come up: {err}") from err
+        return cluster
+
+    @staticmethod
+    def _freezer(cluster: Cluster) -> Any:
+        if cluster.runtime != "docker":
+            return None
+        from squall.cluster.docker import DockerRuntime
+
+        return DockerRuntime().freezer(cluster.state)
+
+    # --- run, heal, recover, final read --------------------------------------------------
+
+    def _run_and_heal(
+        self, cluster: Cluster, workload: QueueWorkload, run_dir: RunDirectory, view: RunView
+    ) -> None:
+        spec = self.spec
+        seed = spec.seed or 0
+        writer = HistoryWriter(run_dir.history)
+        self.start_wall_ns = time.time_ns() - writer.now()
+        nemesis = Nemesis(
+            cluster,
+            rng=random.Random(seed),
+            freezer=self._freezer(cluster),
+            topic_hint=f"{spec.workload.topic}-0",
+        )
+
+        def record(fault: Fault) -> None:
+            self.applied.append(fault)
+            view.applied += 1
+            writer.event(fault.f, fault.value)
+            view.faults = _describe_active(nemesis)
+
+        schedule = self.replay_schedule
+        if schedule is None and spec.nemesis is not None:
+            schedule = generate_schedule(spec.nemesis)
+        runner = ScheduleRunner(nemesis, on_applied=record, stop=self.stop)
+        applied_schedule: list[Schedule] = []
+        schedule_thread = None
+        if schedule is not None:
+            schedule_thread = threading.Thread(
+                target=lambda: applied_schedule.append(runner.run(schedule)),
+                name="nemesis",
+                daemon=True,
+            )
+        view.phase, view.phase_detail = "run", f"workload {workload.name}, seed {seed}"
+        view.counters = workload.counters.snapshot
+        view.run_started = time.monotonic()
+        if schedule_thread is not None:
+            schedule_thread.start()
+        try:
+            workload.run(
+                cluster.bootstrap,
+                cluster.zookeeper_connect,
+                writer,
+                stop_event=self.stop,
+                time_limit_s=spec.time_limit_s,
+                rng=random.Random(seed + 1),
+            )
+        finally:
+            runner.stop()
+            if schedule_thread is not None:
+                schedule_thread.join(timeout=120)
+            if applied_schedule:
+                applied_schedule[0].save(run_dir.schedule)
+            view.phase, view.phase_detail = "heal", "every fault undone, killed processes restarted"
+            for fault in nemesis.heal(restart_killed=True):
+                record(fault)
+            for fault in heal_all(cluster, self._freezer(cluster), restart_killed=True):
+                if fault.value.get("outcome") and any(
+                    v not in ("already-running", "not-running", "healed", "unfrozen", "resumed")
+                    for v in fault.value["outcome"].values()
+                ):
+                    record(fault)
+            view.faults = []
+        if not self.interrupted:
+            view.phase, view.phase_detail = "recover", f"waiting {spec.recovery_wait_s:.0f} s"
+            self.stop.wait(spec.recovery_wait_s)
+        view.phase, view.phase_detail = "final read", "every key from its start to its end"
+        try:
+            workload.final_read(
+                cluster.bootstrap, writer, deadline_s=spec.workload.final_read_deadline_s
+            )
+        finally:
+            writer.close()
+
+    # --- collect, merge SUT events -------------------------------------------------------
+
+    def _collect(self, cluster: Cluster, run_dir: RunDirectory) -> None:
+        for name in cluster.brokers:
+            with contextlib.suppress(Exception):
+                cluster.broker(name).fetch_logs(run_dir.node_dir(name))
+        with contextlib.suppress(Exception):
+            cluster.zookeeper_service().fetch_logs(run_dir.node_dir(cluster.zookeeper.name))
+        if run_dir.history.exists() and hasattr(self, "start_wall_ns"):
+            self._merge_sut_events(run_dir)
+
+    def _merge_sut_events(self, run_dir: RunDirectory) -> None:
+        events: list[dict[str, Any]] = []
+        for path in sorted((run_dir.path / "nodes").glob("*/events.jsonl")):
+            for line in path.read_text().splitlines():
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if event.get("type") not in SUT_EVENT_TYPES:
+                    continue
+                value = {k: v for k, v in event.items() if k not in ("type", "wall_time_ns")}
+                events.append(
+                    {
+                        "time": max(0, int(event["wall_time_ns"]) - self.start_wall_ns),
+                        "f": event["type"],
+                        "value": value,
+                    }
+                )
+        if not events:
+            return
+        merged = merge_events(read_history(run_dir.history), events)
+        write_history(run_dir.history, merged)
+
+    # --- check ---------------------------------------------------------------------------
+
+    def _check(self, run_dir: RunDirectory) -> tuple[dict[str, Any] | None, int]:
+        from checkers import check_history
+
+        try:
+            results: dict[str, Any] = check_history(run_dir.path, spark_master=self.spark_master)
+        except Exception as err:
+            log.exception("checking %s failed", run_dir.history)
+            self.console.print(f"[bold red]the checkers failed:[/] {err}")
+            return None, EXIT_INFRASTRUCTURE
+        run_dir.write_json(run_dir.results, results)
+        valid = results.get("valid")
+        return (
+            results,
+            EXIT_VALID
+            if valid is True
+            else EXIT_INVALID
+            if valid is False
+            else EXIT_INFRASTRUCTURE,
+        )
+
+
+def _describe_active(nemesis: Nemesis) -> list[str]:
+    active = nemesis.active
+    out = [f"killed {','.join(sorted(active.killed))}"] if active.killed else []
+    if active.paused:
+        out.append(f"paused {','.join(sorted(active.paused))}")
+    if active.frozen:
+        out.append(f"frozen {','.join(sorted(active.frozen))}")
+    if active.partition is not None:
+        out.append("partition")
+    if active.netem:
+        out.append(f"netem {','.join(sorted(active.netem))}")
+    return out
