@@ -1,0 +1,209 @@
+"""ConsumerWorker against a fake consumer: delivery, rewinds, commits and crashes per mode."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import workloads.consumer_worker
+from histories import HistoryWriter, Operation, pair_operations, read_history
+from system_under_test.client import BrokerUnavailableError, ConsumedRecord
+from workloads import ConsumerWorker, OperationRecorder, OpMix, RateLimiter, WorkloadSpec
+from workloads.spec import ConsumerMode
+
+TopicPartition = tuple[str, int]
+
+
+class FakeCluster:
+    """The logs (values at offsets 0, 1, ...) and the group's committed offsets."""
+
+    def __init__(self, logs: dict[int, list[int]]) -> None:
+        self.logs = logs
+        self.committed: dict[TopicPartition, int] = {}
+        self.consumers: list[FakeConsumer] = []
+        self.fail_polls_after_fetching = 0
+        """The next polls fetch the first partition, then raise (as a second leader failing)."""
+
+
+class FakeConsumer:
+    """Just enough of system_under_test.client.Consumer; fetches at most two records per
+    partition per poll."""
+
+    cluster: FakeCluster
+
+    def __init__(self, bootstrap: str, *, config: Mapping[str, object], client_id: str) -> None:
+        assert config["group.id"] and config["zookeeper.connect"]
+        self.positions: dict[TopicPartition, int] = {}
+        self.closed = False
+        self.cluster.consumers.append(self)
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        self.positions = {tp: self.cluster.committed.get(tp, 0) for tp in partitions}
+
+    def position(self, topic: str, partition: int) -> int:
+        return self.positions[(topic, partition)]
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        self.positions[(topic, partition)] = offset
+
+    def poll(self, timeout_ms: int) -> list[ConsumedRecord]:
+        out: list[ConsumedRecord] = []
+        for tp in sorted(self.positions):
+            log = self.cluster.logs[tp[1]]
+            start = self.positions[tp]
+            for offset in range(start, min(start + 2, len(log))):
+                out.append(ConsumedRecord(tp[0], tp[1], offset, 0, None, str(log[offset]).encode()))
+                self.positions[tp] = offset + 1
+            if self.cluster.fail_polls_after_fetching:
+                self.cluster.fail_polls_after_fetching -= 1
+                raise BrokerUnavailableError("the second leader refused the connection")
+        return out
+
+    def commit(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        self.cluster.committed.update(offsets)
+        return dict(offsets)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
+    fake = FakeCluster({0: [10, 11, 12, 13, 14], 1: [20, 21, 22]})
+    FakeConsumer.cluster = fake
+    monkeypatch.setattr(workloads.consumer_worker, "Consumer", FakeConsumer)
+    return fake
+
+
+def make_worker(
+    tmp_path: Path, mode: ConsumerMode, mix: OpMix
+) -> tuple[ConsumerWorker, HistoryWriter, Path]:
+    spec = WorkloadSpec(
+        topic="t",
+        partitions=2,
+        producers=0,
+        consumers=1,
+        consumer_mode=mode,
+        mix=mix,
+    )
+    path = tmp_path / "history.jsonl"
+    writer = HistoryWriter(path)
+    worker = ConsumerWorker(
+        0,
+        spec,
+        "127.0.0.1:9092",
+        "127.0.0.1:2181",
+        recorder=OperationRecorder(writer),
+        limiter=RateLimiter(None),
+        rng=random.Random(5),
+        stop=threading.Event(),
+        on_failure=lambda err: pytest.fail(f"worker failed: {err}"),
+    )
+    return worker, writer, path
+
+
+def shapes(path: Path) -> list[tuple[Any, ...]]:
+    ops = read_history(path)
+    pair_operations(ops)
+    return [(op.process, op.type, op.f, op.value) for op in ops]
+
+
+def polled(op_value: Any) -> Any:
+    return op_value[0][1]
+
+
+def completions_of(path: Path) -> list[Operation]:
+    return [op for op in read_history(path) if op.type != "invoke"]
+
+
+def test_at_least_once_rewinds_after_a_failed_poll_and_commits_what_was_delivered(
+    tmp_path: Path, cluster: FakeCluster
+) -> None:
+    worker, writer, path = make_worker(tmp_path, "at-least-once", OpMix(send=0, poll=1))
+    assert worker.open()
+    worker.poll()
+    cluster.fail_polls_after_fetching = 1
+    worker.poll()  # fetched t-0 offsets 2, 3, then failed: nothing delivered
+    worker.poll()
+    worker.commit()
+    writer.close()
+    ops = completions_of(path)
+    assert [(op.f, op.type) for op in ops] == [
+        ("subscribe", "ok"),
+        ("poll", "ok"),
+        ("poll", "fail"),
+        ("poll", "ok"),
+        ("commit", "ok"),
+    ]
+    assert polled(ops[1].value) == {"t-0": [[0, 10], [1, 11]], "t-1": [[0, 20], [1, 21]]}
+    # The failed poll's records come again: no skip for the checkers to blame on the log.
+    assert polled(ops[3].value) == {"t-0": [[2, 12], [3, 13]], "t-1": [[2, 22]]}
+    assert ops[4].value == {"t-0": 4, "t-1": 3}
+    assert cluster.committed == {("t", 0): 4, ("t", 1): 3}
+    assert len({op.process for op in ops}) == 1
+
+
+def test_a_crash_retires_the_process_and_a_fresh_client_resumes_at_the_commit(
+    tmp_path: Path, cluster: FakeCluster
+) -> None:
+    worker, writer, path = make_worker(tmp_path, "at-least-once", OpMix(send=0, poll=1))
+    worker.open()
+    worker.poll()
+    worker.commit()
+    worker.poll()  # delivered but not committed: the next client reads it again
+    worker.crash()
+    assert worker.consumer is None and cluster.consumers[0].closed
+    worker.open()
+    worker.poll()
+    writer.close()
+    rows = shapes(path)
+    first, second = rows[0][0], rows[-1][0]
+    assert first != second
+    assert [(p, t, f) for p, t, f, _ in rows if f == "crash"] == [
+        (first, "invoke", "crash"),
+        (first, "info", "crash"),
+    ]
+    assert rows[-3][1:] == ("ok", "subscribe", ["t-0", "t-1"])
+    assert polled(rows[-1][3]) == {"t-0": [[2, 12], [3, 13]], "t-1": [[2, 22]]}
+
+
+def test_at_most_once_commits_before_delivering(tmp_path: Path, cluster: FakeCluster) -> None:
+    worker, writer, path = make_worker(tmp_path, "at-most-once", OpMix(send=0, poll=1))
+    worker.open()
+    worker.poll_at_most_once()
+    writer.close()
+    rows = shapes(path)
+    assert [(t, f) for _, t, f, _ in rows] == [
+        ("invoke", "subscribe"),
+        ("ok", "subscribe"),
+        ("invoke", "commit"),
+        ("ok", "commit"),
+        ("invoke", "poll"),
+        ("ok", "poll"),
+    ]
+    assert rows[3][3] == {"t-0": 2, "t-1": 2}
+    assert polled(rows[5][3]) == {"t-0": [[0, 10], [1, 11]], "t-1": [[0, 20], [1, 21]]}
+
+
+def test_at_most_once_crash_after_the_commit_loses_the_fetched_records(
+    tmp_path: Path, cluster: FakeCluster
+) -> None:
+    # Crash weight dominates: the worker dies between the commit and the delivery.
+    worker, writer, path = make_worker(
+        tmp_path, "at-most-once", OpMix(send=0, poll=1e-9, commit=0, crash=1)
+    )
+    worker.open()
+    worker.poll_at_most_once()
+    worker.open()
+    worker.poll_at_most_once()
+    writer.close()
+    rows = shapes(path)
+    fs = [f for _, t, f, _ in rows if t != "invoke"]
+    assert fs == ["subscribe", "commit", "crash", "subscribe", "commit", "crash"]
+    assert cluster.committed == {("t", 0): 4, ("t", 1): 3}
+    assert not any(f == "poll" for _, _, f, _ in rows)

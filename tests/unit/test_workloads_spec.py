@@ -1,0 +1,115 @@
+"""WorkloadSpec: defaults, derived values and validation with messages that say what to do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from workloads import OpMix, WorkloadSpec, WorkloadSpecError, key_name, partition_of
+
+
+def test_defaults_are_valid_and_name_keys_topic_dash_partition() -> None:
+    spec = WorkloadSpec(topic="orders", partitions=3)
+    assert spec.keys == ["orders-0", "orders-1", "orders-2"]
+    assert spec.key(2) == "orders-2"
+    assert spec.group == "squall-orders"
+    assert partition_of(key_name("a-b", 7)) == 7
+
+
+def test_rate_is_split_between_producers_and_consumers_by_the_mix() -> None:
+    spec = WorkloadSpec(rate=100.0, mix=OpMix(send=2, poll=1, commit=0.5, crash=0.5))
+    assert spec.producer_rate == pytest.approx(50.0)
+    assert spec.consumer_rate == pytest.approx(50.0)
+    assert WorkloadSpec(rate=None).producer_rate is None
+
+
+def test_subscribe_assigns_every_partition_and_assign_shares_them_out() -> None:
+    subscribe = WorkloadSpec(partitions=5, consumers=2, subscription="subscribe")
+    assert subscribe.assignment(0) == subscribe.assignment(1) == [0, 1, 2, 3, 4]
+    assign = WorkloadSpec(partitions=5, consumers=2, subscription="assign")
+    assert assign.assignment(0) == [0, 2, 4]
+    assert assign.assignment(1) == [1, 3]
+    many = WorkloadSpec(partitions=2, consumers=3, subscription="assign")
+    assert [many.assignment(i) for i in range(3)] == [[0], [1], [0]]
+
+
+def test_client_settings_layer_the_workload_defaults_and_the_group() -> None:
+    spec = WorkloadSpec(
+        producer_mode="async",
+        producer_config={"request.timeout.ms": 2000},
+        consumer_config={"fetch.max.wait.ms": 50},
+        group_id="g1",
+    )
+    assert spec.producer_settings() == {"queue.buffering.max.ms": 5, "request.timeout.ms": 2000}
+    settings = spec.consumer_settings("127.0.0.1:2181")
+    assert settings["group.id"] == "g1"
+    assert settings["zookeeper.connect"] == "127.0.0.1:2181"
+    assert settings["auto.offset.reset"] == "earliest"
+    assert settings["fetch.max.wait.ms"] == 50
+    assert "group.id" not in spec.consumer_settings(None)
+
+
+def test_round_trips_through_a_dict() -> None:
+    spec = WorkloadSpec(
+        topic="t", acks=1, mix=OpMix(send=1, poll=2, commit=0, crash=0), topic_config={}
+    )
+    assert WorkloadSpec.from_dict(spec.to_dict()) == spec
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"topic": "a/b"}, "topic is 'a/b'"),
+        ({"topic": ".."}, "reserved"),
+        ({"partitions": 0}, "partitions is 0, expected an integer >= 1"),
+        ({"partitions": True}, "partitions is True"),
+        ({"acks": 2}, "acks is 2, expected -1 (all), 0 or 1"),
+        ({"producer_mode": "batch"}, "producer_mode is 'batch', expected one of 'sync', 'async'"),
+        ({"rate": 0}, "rate is 0, expected a number > 0"),
+        ({"rate": float("nan")}, "rate is nan, expected a finite number"),
+        ({"value_size": -1}, "value_size is -1"),
+        ({"value_size": 2 << 20}, "at most 1048576 bytes"),
+        ({"consumer_mode": "exactly-once"}, "consumer_mode is 'exactly-once'"),
+        ({"subscription": "both"}, "subscription is 'both'"),
+        ({"producers": 0, "consumers": 0}, "producers and consumers are both 0"),
+        ({"producers": 0}, "mix.send is positive but producers is 0"),
+        (
+            {"mix": OpMix(send=0, poll=1)},
+            "producers is 2 but mix.send is 0; give sends a weight or set producers=0",
+        ),
+        ({"consumers": 0}, "consumers is 0; add a consumer or set those weights to 0"),
+        ({"topic_config": {"min.insync": "2"}}, "unknown topic key(s) min.insync"),
+        (
+            {"topic_config": {"min.insync.replicas": "3"}, "replication_factor": 2},
+            "min.insync.replicas=3 exceeds replication_factor=2",
+        ),
+        ({"consumer_config": {"group.id": "x"}}, "consumer_config sets group.id"),
+        ({"consumer_config": {"auto.offset.reset": "sideways"}}, "auto.offset.reset"),
+        ({"producer_config": {"linger": 5}}, "unknown producer config key(s) linger"),
+        ({"group_id": "a/b"}, "group_id is 'a/b'"),
+        ({"final_read_deadline_s": 0}, "final_read_deadline_s is 0"),
+    ],
+)
+def test_invalid_fields_are_named_with_what_would_be_valid(
+    changes: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(WorkloadSpecError) as caught:
+        WorkloadSpec(**changes)
+    assert message in str(caught.value)
+
+
+def test_mix_weights_must_be_finite_non_negative_and_not_all_zero() -> None:
+    with pytest.raises(WorkloadSpecError, match=r"mix\.crash is -1"):
+        OpMix(crash=-1)
+    with pytest.raises(WorkloadSpecError, match="every weight of the op mix is 0"):
+        OpMix(send=0, poll=0, commit=0, crash=0)
+
+
+def test_from_dict_names_unknown_fields() -> None:
+    with pytest.raises(WorkloadSpecError, match=r"unknown workload field\(s\) keyz"):
+        WorkloadSpec.from_dict({"keyz": 3})
+    with pytest.raises(WorkloadSpecError, match=r"unknown mix weight\(s\) read"):
+        WorkloadSpec.from_dict({"mix": {"read": 1}})
+    spec = WorkloadSpec.from_dict({"mix": {"send": 1, "poll": 1}, "rate": None})
+    assert spec.mix == OpMix(send=1, poll=1) and spec.rate is None
