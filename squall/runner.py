@@ -17,7 +17,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,15 @@ from rich.console import Console
 from rich.live import Live
 
 from histories import HistoryWriter, merge_events, read_history, write_history
-from nemesis import Fault, Nemesis, Schedule, ScheduleRunner, generate_schedule, heal_all
+from nemesis import (
+    Fault,
+    Nemesis,
+    Schedule,
+    ScheduleRunner,
+    ScheduleSpec,
+    generate_schedule,
+    heal_all,
+)
 from squall.cluster.cluster import Cluster
 from squall.cluster.runtimes import default_runtime, new_run_id, runtime_named
 from squall.report.live import RunView
@@ -224,7 +232,7 @@ class TestRunner:
 
         schedule = self.replay_schedule
         if schedule is None and spec.nemesis is not None:
-            schedule = generate_schedule(spec.nemesis)
+            schedule = generate_schedule(self._supported(spec.nemesis, cluster))
         runner = ScheduleRunner(nemesis, on_applied=record, stop=self.stop)
         applied_schedule: list[Schedule] = []
         schedule_thread = None
@@ -274,6 +282,26 @@ class TestRunner:
             )
         finally:
             writer.close()
+
+    def _supported(self, nemesis: ScheduleSpec, cluster: Cluster) -> ScheduleSpec:
+        """The schedule spec without fault kinds this cluster's runtime cannot apply."""
+        unsupported = {
+            "partition": not cluster.supports_partitions,
+            "netem": not cluster.supports_netem,
+            "freeze": not cluster.supports_freeze,
+        }
+        dropped = [k for k, missing in unsupported.items() if missing and nemesis.faults.get(k)]
+        if not dropped:
+            return nemesis
+        self.console.print(
+            f"[yellow]note:[/] the {cluster.runtime} runtime here cannot apply "
+            f"{', '.join(dropped)} faults (partitions need docker or ssh; netem needs sch_netem "
+            "in the kernel; freeze needs docker); running the other faults only"
+        )
+        kept = {k: w for k, w in nemesis.faults.items() if k not in dropped}
+        if not kept:
+            kept = {"kill": 1.0}
+        return replace(nemesis, faults=kept)
 
     # --- collect, merge SUT events -------------------------------------------------------
 
