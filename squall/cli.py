@@ -23,6 +23,7 @@ from rich.table import Table
 from squall.commands.cluster import clean as clean_command
 from squall.commands.cluster import cluster_app
 from squall.commands.nemesis import nemesis_app
+from squall.commands.run import campaign as campaign_command
 from squall.commands.run import replay as replay_command
 from squall.commands.run import report as report_command
 from squall.commands.run import run as run_command
@@ -56,6 +57,7 @@ app.command("clean")(clean_command)
 app.command("run")(run_command)
 app.command("replay")(replay_command)
 app.command("report")(report_command)
+app.command("campaign")(campaign_command)
 
 stderr = Console(stderr=True, soft_wrap=True)
 

@@ -226,3 +226,52 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory with result
             EXIT_USAGE,
         )
     print_results(results, run_dir=run.path)
+
+
+def campaign(
+    campaign_file: Path = typer.Argument(..., help="A campaign TOML: [base], [matrix], [[case]]."),
+    store: Path = typer.Option(DEFAULT_STORE, "--store"),
+    spark_master: str | None = typer.Option(None, "--spark-master"),
+    list_only: bool = typer.Option(False, "--list", help="Print the cases and exit."),
+) -> None:
+    """Run a matrix of tests one after another; a summary, summary.json and junit.xml at the end."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from squall.campaign import CampaignError, load_campaign, run_campaign
+
+    try:
+        name, cases = load_campaign(campaign_file)
+    except CampaignError as err:
+        fail(str(err), EXIT_USAGE)
+    if list_only:
+        for case in cases:
+            print(json.dumps({"name": case.spec.name, "parameters": case.parameters}, default=str))
+        return
+    out_dir, results = run_campaign(campaign_file, store=store, spark_master=spark_master)
+    table = Table(
+        "test", "verdict", "anomalies", "seconds", "run directory", title=f"campaign {name}"
+    )
+    for r in results:
+        verdict = {True: "[green]valid[/]", False: "[red]INVALID[/]"}.get(
+            r.valid, "[yellow]unknown[/]"
+        )
+        table.add_row(
+            r.name,
+            verdict,
+            ", ".join(r.anomaly_types) or (r.error or "-"),
+            f"{r.seconds:.0f}",
+            r.run_dir or "-",
+        )
+    Console().print(table)
+    print(
+        json.dumps(
+            {
+                "campaign": name,
+                "summary": str(out_dir / "summary.json"),
+                "junit": str(out_dir / "junit.xml"),
+            }
+        )
+    )
+    worst = max((r.exit_code for r in results), default=0)
+    raise typer.Exit(worst)

@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+
+from squall.campaign import CampaignError, CaseResult, junit_xml, load_campaign
+from squall.spec import SpecError, TestSpec
+
+
+def test_spec_from_toml_and_what_it_promises(tmp_path: Path) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text(
+        'name = "t"\nnodes = 3\nseed = 5\n[broker]\n"replica.truncation" = "high-watermark"\n'
+        '[workload]\nacks = -1\nreplication_factor = 3\ntopic_config = { "min.insync.replicas" = "2" }\n'
+        "[nemesis]\nfaults = { kill = 1 }\ninterval_s = [1, 2]\nduration_s = [1, 2]\n"
+    )
+    spec = TestSpec.load(path)
+    assert spec.promises_no_loss() and spec.min_insync_replicas == 2
+    resolved = spec.resolved(runtime="local")
+    assert resolved.seed == 5 and resolved.nemesis is not None and resolved.nemesis.seed == 5
+    doc = resolved.to_json()
+    assert doc["topic"] == {
+        "name": spec.workload.topic,
+        "partitions": spec.workload.partitions,
+        "replication_factor": 3,
+        "min_insync_replicas": 2,
+        "unclean_leader_election": False,
+        "truncation": "high-watermark",
+    }
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"name": "t", "nodes": 0}, "nodes = 0"),
+        ({"name": "t", "bogus": 1}, "unknown key"),
+        ({"nodes": 3}, "`name` is required"),
+        ({"name": "t", "broker": {"log.dirz": "x"}}, "unknown key"),
+        ({"name": "t", "nodes": 1, "workload": {"replication_factor": 3}}, "needs at least"),
+        ({"name": "t", "runtime": "vm"}, "use docker, ssh or local"),
+    ],
+)
+def test_bad_specs_say_what_is_wrong(doc: dict[str, object], message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        TestSpec.from_mapping(doc, source="spec.toml")
+
+
+def test_campaign_matrix_and_cases(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        'name = "c"\n[base]\nnodes = 3\n[matrix]\n"workload/acks" = [-1, 1]\n'
+        '"nemesis/faults" = [{ kill = 1 }, { partition = 1 }]\n'
+        '[[case]]\nname = "special"\n"broker/replica.truncation" = "high-watermark"\n'
+    )
+    name, cases = load_campaign(path)
+    assert name == "c" and len(cases) == 5
+    assert {c.spec.name for c in cases[:4]} == {
+        "c-acks-all-kill",
+        "c-acks-all-partition",
+        "c-acks-1-kill",
+        "c-acks-1-partition",
+    }
+    assert (
+        cases[-1].spec.name == "special"
+        and cases[-1].spec.broker["replica.truncation"] == "high-watermark"
+    )
+
+
+def test_campaign_errors_name_the_case(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[base]\nname = "c"\n[matrix]\n"nodes" = [0]\n')
+    with pytest.raises(CampaignError, match="case 1"):
+        load_campaign(path)
+    path.write_text('[matrix]\n"workload/acks" = []\n')
+    with pytest.raises(CampaignError, match="non-empty list"):
+        load_campaign(path)
+
+
+def test_junit_has_a_case_per_run_with_failures_and_errors() -> None:
+    xml = junit_xml(
+        "c",
+        [
+            CaseResult("ok", {}, 0, True, [], "/r/1", 1.0),
+            CaseResult("bad", {"a": 1}, 1, False, ["lost-write"], "/r/2", 2.0),
+            CaseResult("infra", {}, 3, "unknown", [], None, 0.5, error="no docker"),
+        ],
+    )
+    suite = ElementTree.fromstring(xml)
+    assert suite.get("tests") == "3" and suite.get("failures") == "1" and suite.get("errors") == "1"
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert cases["bad"].find("failure").get("message") == "anomalies: lost-write"
+    assert cases["infra"].find("error").get("message") == "no docker"
