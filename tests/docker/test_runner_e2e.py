@@ -1,0 +1,130 @@
+"""The test runner end to end on containers, as a user runs it: `squall run`, a SIGKILLed
+control process, `squall check`, `squall replay`, `squall clean`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+pytestmark = pytest.mark.docker
+
+RUN_FLAGS = [
+    "--runtime",
+    "docker",
+    "--nodes",
+    "3",
+    "--time-limit",
+    "20",
+    "--faults",
+    "kill=1,partition=1",
+    "--interval",
+    "4,6",
+    "--duration",
+    "2,4",
+    "--acks",
+    "-1",
+    "--replication-factor",
+    "3",
+    "--min-insync-replicas",
+    "2",
+    "--seed",
+    "11",
+]
+
+
+def squall(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SQUALL_HOME": str(cwd / ".squall")}
+    return subprocess.run(
+        [sys.executable, "-m", "squall", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=env,
+    )
+
+
+def history(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+
+
+def test_a_short_run_writes_a_valid_store_and_replays_its_schedule(tmp_path: Path) -> None:
+    done = squall(tmp_path, "run", "--name", "e2e", *RUN_FLAGS)
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    run_dir = Path(json.loads(done.stdout.strip().splitlines()[-1])["run_dir"])
+    run_dir = tmp_path / run_dir if not run_dir.is_absolute() else run_dir
+    for name in ("test.json", "history.jsonl", "schedule.json", "results.json"):
+        assert (run_dir / name).exists(), name
+    assert (tmp_path / "store" / "latest").resolve() == run_dir.resolve()
+    ops = history(run_dir)
+    assert [op["index"] for op in ops] == list(range(len(ops)))
+    assert any(op["process"] == "nemesis" for op in ops)
+    assert any(op["process"] == "sut" and op["f"] == "leader-election" for op in ops)
+    assert any(op.get("final") for op in ops)
+    for node in ("n1", "n2", "n3", "zk1"):
+        assert any((run_dir / "nodes" / node).iterdir())
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["valid"] in (True, False, "unknown") and "checkers" in results
+    applied = [f["fault"] for f in json.loads((run_dir / "schedule.json").read_text())["faults"]]
+
+    replayed = squall(tmp_path, "replay", str(run_dir))
+    assert replayed.returncode in (0, 1), replayed.stderr[-3000:]
+    again = Path(json.loads(replayed.stdout.strip().splitlines()[-1])["run_dir"])
+    again = tmp_path / again if not again.is_absolute() else again
+    reapplied = [f["fault"] for f in json.loads((again / "schedule.json").read_text())["faults"]]
+    prefix = min(len(applied), len(reapplied))
+    assert prefix > 0
+    for first, second in zip(applied[:prefix], reapplied[:prefix], strict=True):
+        assert first["f"] == second["f"]
+        assert first["value"].get("targets") == second["value"].get("targets")
+        assert first["value"].get("grudge") == second["value"].get("grudge")
+
+
+def test_sigkilled_run_leaves_a_checkable_history_and_clean_removes_everything(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "SQUALL_HOME": str(tmp_path / ".squall")}
+    control = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "squall",
+            "run",
+            "--name",
+            "killed",
+            *RUN_FLAGS,
+            "--time-limit",
+            "120",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    history_path = tmp_path / "store" / "killed" / "latest" / "history.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if history_path.exists() and history_path.stat().st_size > 20_000:
+            break
+        time.sleep(1)
+    assert history_path.exists(), "the run never started writing its history"
+    control.send_signal(signal.SIGKILL)
+    control.wait(timeout=10)
+    checked = squall(tmp_path, "check", str(history_path.parent), "--json")
+    assert checked.returncode in (0, 1), checked.stderr[-3000:]
+    assert json.loads(checked.stdout)["stats"]["ops"] > 0
+    cleaned = squall(tmp_path, "clean")
+    assert cleaned.returncode == 0, cleaned.stderr
+    client = docker.from_env()
+    assert not client.containers.list(all=True, filters={"label": "squall.run"})
+    assert not client.networks.list(filters={"label": "squall.run"})
