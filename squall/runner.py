@@ -349,6 +349,11 @@ class TestRunner:
             self.console.print(f"[bold red]the checkers failed:[/] {err}")
             return None, EXIT_INFRASTRUCTURE
         run_dir.write_json(run_dir.results, results)
+        try:
+            write_reports(run_dir, results)
+        except Exception as err:  # a report must never hide the verdict
+            log.exception("writing the reports of %s failed", run_dir.path)
+            self.console.print(f"[yellow]reports not written:[/] {err}")
         valid = results.get("valid")
         return (
             results,
@@ -358,6 +363,21 @@ class TestRunner:
             if valid is False
             else EXIT_INFRASTRUCTURE,
         )
+
+
+def write_reports(run_dir: RunDirectory, results: dict[str, Any]) -> None:
+    """report.html with its plots, and junit.xml, beside results.json."""
+    from squall.report.html import render_html
+    from squall.report.junit import render_junit
+    from squall.report.plots import write_plots
+
+    images: list[str] = []
+    if run_dir.parquet.exists():
+        images = [p.name for p in write_plots(run_dir.parquet, run_dir.path, results)]
+    faults = [op.to_json_dict() for op in read_history(run_dir.history) if op.process == "nemesis"]
+    test = run_dir.read_test() if run_dir.test_json.exists() else None
+    run_dir.report_html.write_text(render_html(results, test=test, faults=faults, images=images))
+    run_dir.junit.write_text(render_junit(results, suite=run_dir.test_name))
 
 
 def _describe_active(nemesis: Nemesis) -> list[str]:

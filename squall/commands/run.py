@@ -214,7 +214,7 @@ def replay(
 
 
 def report(run_dir: Path = typer.Argument(..., help="A run directory with results.json.")) -> None:
-    """Print a run's report again (its results.json)."""
+    """The run's report again: terminal, report.html with plots, junit.xml (from results.json)."""
     from squall.report.console import print_results
 
     try:
@@ -225,7 +225,11 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory with result
             f"{run_dir}: no readable results.json ({err}); run `squall check {run_dir}` first",
             EXIT_USAGE,
         )
+    from squall.runner import write_reports
+
+    write_reports(run, results)
     print_results(results, run_dir=run.path)
+    print(json.dumps({"report": str(run.report_html), "junit": str(run.junit)}))
 
 
 def campaign(
