@@ -97,8 +97,18 @@ class Daemon:
             time.sleep(0.05)
         return was_running
 
-    def pause(self) -> bool:
-        return self.node.signal_daemon(self.pidfile, "STOP")
+    def pause(self, wait: float = 5.0) -> bool:
+        """SIGSTOP, and wait until the kernel shows the process stopped; True if it ran."""
+        if not self.node.signal_daemon(self.pidfile, "STOP"):
+            return False
+        probe = f"awk '{{print $3}}' /proc/$(cat {shlex.quote(self.pidfile)})/stat"
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            state = self.node.run(probe, timeout=10, check=False).output.strip()
+            if state in ("T", "t", ""):
+                break
+            time.sleep(0.02)
+        return True
 
     def resume(self) -> bool:
         return self.node.signal_daemon(self.pidfile, "CONT")

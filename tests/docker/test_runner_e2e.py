@@ -58,6 +58,7 @@ def history(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.timeout(1200)
 def test_a_short_run_writes_a_valid_store_and_replays_its_schedule(tmp_path: Path) -> None:
     done = squall(tmp_path, "run", "--name", "e2e", *RUN_FLAGS)
     assert done.returncode in (0, 1), done.stderr[-3000:]
