@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from squall.commands.check import check as check_command
 from squall.commands.cluster import clean as clean_command
 from squall.commands.cluster import cluster_app
 from squall.commands.nemesis import nemesis_app
@@ -58,6 +59,7 @@ app.command("run")(run_command)
 app.command("replay")(replay_command)
 app.command("report")(report_command)
 app.command("campaign")(campaign_command)
+app.command("check")(check_command)
 
 stderr = Console(stderr=True, soft_wrap=True)
 

@@ -1,0 +1,73 @@
+"""``squall check PATH``: the Spark checkers over a run, a history.jsonl, a Parquet history or
+a Jepsen history.edn; the terminal report, or results.json on stdout with --json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from squall.commands._common import EXIT_INFRASTRUCTURE, EXIT_USAGE, fail
+
+
+def check(
+    path: Path = typer.Argument(
+        ..., help="A run directory, history.jsonl, history.parquet/ or history.edn."
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print results.json on stdout instead of the report."
+    ),
+    spark_master: str | None = typer.Option(
+        None, "--spark-master", help="Spark master URL (default local[*])."
+    ),
+    sample: int = typer.Option(
+        8, "--sample", min=0, help="Anomalies kept per type (counts are complete)."
+    ),
+    expect_loss: list[str] = typer.Option(
+        [],
+        "--expect-loss",
+        help="acks0, acks1 or unclean: losses to report as expected, not invalid.",
+    ),
+) -> None:
+    """Check a history; exit 0 valid, 1 anomalies, 2 invalid input, 3 Spark unavailable."""
+    from checkers import (
+        CheckConfig,
+        CheckerError,
+        HistoryNotFoundError,
+        SparkUnavailableError,
+        TestConfigError,
+        check_history,
+    )
+    from histories import HistoryFormatError
+    from squall.report.console import print_results
+
+    if not path.exists():
+        fail(
+            f"{path} does not exist; give a run directory, a history.jsonl, a history.parquet/ "
+            "or a Jepsen history.edn",
+            EXIT_USAGE,
+        )
+    try:
+        config = CheckConfig(sample=sample, expect_loss=frozenset(expect_loss))  # type: ignore[arg-type]
+    except (ValueError, TypeError) as err:
+        fail(f"--expect-loss: {err}", EXIT_USAGE)
+    try:
+        results = check_history(path, spark_master=spark_master, config=config)
+    except (HistoryFormatError, HistoryNotFoundError, TestConfigError) as err:
+        fail(str(err), EXIT_USAGE)
+    except SparkUnavailableError as err:
+        fail(str(err), EXIT_INFRASTRUCTURE)
+    except CheckerError as err:
+        fail(str(err), EXIT_USAGE)
+    except ValueError as err:  # malformed EDN or history content the readers reject
+        fail(str(err), EXIT_USAGE)
+    run_dir = path if path.is_dir() and (path / "history.jsonl").exists() else None
+    if run_dir is not None:
+        (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    if as_json:
+        print(json.dumps(results, default=str))
+    else:
+        print_results(results, run_dir=run_dir)
+    valid = results.get("valid")
+    raise typer.Exit(0 if valid is True else 1 if valid is False else EXIT_INFRASTRUCTURE)
