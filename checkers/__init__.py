@@ -1,0 +1,45 @@
+"""Spark checkers over histories: one concept per module, one shared SparkSession.
+
+    from checkers import CheckConfig, check_history
+    results = check_history("store/latest", config=CheckConfig(sample=5))
+
+`results` is the results.json document of HISTORY.md. Modules: `session` (the shared
+SparkSession), `load` (path -> Parquet tables), `spark_import` (fast JSON-lines import),
+`evidence` and `dense` (reads, writes, commitment, the dense offset index), the checkers
+`offsets`, `delivery`, `order`, `consumer_groups`, `unclean`, plus `losses` (expected
+losses), `stats`, `results` and `check`.
+"""
+
+from checkers.check import check_history, check_loaded
+from checkers.config import CheckConfig, ExpectedLoss, TestSettings, read_test_settings
+from checkers.errors import (
+    CheckerError,
+    HistoryNotFoundError,
+    SparkSessionConflictError,
+    SparkUnavailableError,
+    TestConfigError,
+)
+from checkers.load import LoadedHistory, load_history, locate_history
+from checkers.results import write_results
+from checkers.session import SparkSettings, get_spark, stop_spark
+
+__all__ = [
+    "CheckConfig",
+    "CheckerError",
+    "ExpectedLoss",
+    "HistoryNotFoundError",
+    "LoadedHistory",
+    "SparkSessionConflictError",
+    "SparkSettings",
+    "SparkUnavailableError",
+    "TestConfigError",
+    "TestSettings",
+    "check_history",
+    "check_loaded",
+    "get_spark",
+    "load_history",
+    "locate_history",
+    "read_test_settings",
+    "stop_spark",
+    "write_results",
+]

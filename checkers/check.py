@@ -1,0 +1,123 @@
+"""Checking a history: load it, run every checker on one SparkSession, assemble results.json.
+
+    results = check_history("store/latest", config=CheckConfig(sample=5))
+
+Malformed histories raise the `histories` errors (`HistoryFormatError` names the file and
+line); a path without a history raises `HistoryNotFoundError`; a malformed test.json
+`TestConfigError`; Spark that cannot start `SparkUnavailableError`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import SparkSession
+
+from checkers.config import CheckConfig, TestSettings, find_test_settings
+from checkers.consumer_groups import check_consumer_groups, consumption_details
+from checkers.delivery import check_delivery, delivery_details
+from checkers.evidence import Evidence
+from checkers.load import LoadedHistory, load_history
+from checkers.losses import LossRules
+from checkers.offsets import check_offsets
+from checkers.order import check_order
+from checkers.results import CheckerReport, assemble_results, collect_findings
+from checkers.session import SparkSettings, get_spark
+from checkers.stats import history_stats
+from checkers.unclean import check_unclean, election_counts, unclean_lost_writes
+
+
+def check_history(
+    path: str | os.PathLike[str],
+    *,
+    spark_master: str | None = None,
+    config: CheckConfig | None = None,
+) -> dict[str, Any]:
+    """Check the history at `path` (run directory, history.jsonl, history.parquet, .edn)."""
+    config = config or CheckConfig()
+    spark = get_spark(None if spark_master is None else SparkSettings(master=spark_master))
+    started = time.monotonic()
+    loaded = load_history(
+        spark, path, loader=config.loader, spark_loader_bytes=config.spark_loader_bytes
+    )
+    loaded_at = time.monotonic()
+    settings = (
+        config.test if config.test is not None else find_test_settings(loaded.location.run_dir)
+    )
+    results = check_loaded(spark, loaded, settings, config)
+    results["history"]["seconds"] = {
+        "load": round(loaded_at - started, 3),
+        "check": round(time.monotonic() - loaded_at, 3),
+    }
+    return results
+
+
+def check_loaded(
+    spark: SparkSession, loaded: LoadedHistory, settings: TestSettings, config: CheckConfig
+) -> dict[str, Any]:
+    """Run every checker over loaded tables and assemble results.json."""
+    evidence = Evidence(loaded.ops, loaded.mops)
+    lost_in_windows = unclean_lost_writes(evidence, loaded.events).persist(
+        StorageLevel.MEMORY_AND_DISK
+    )
+    try:
+        losses = LossRules(settings, config.expect_loss, lost_in_windows)
+        has_ok = evidence.has_ok_client_op
+        elections = election_counts(loaded.events)
+        unclean_notes = []
+        if elections["unclean_elections"] and settings.unclean_leader_election is False:
+            unclean_notes.append(
+                f"{elections['unclean_elections']} unclean leader election(s) although "
+                "test.json turned unclean leader election off"
+            )
+        reports = [
+            CheckerReport("offsets", check_offsets(evidence, losses)),
+            CheckerReport(
+                "delivery",
+                check_delivery(evidence, losses),
+                details=delivery_details(evidence, losses),
+            ),
+            CheckerReport("order", check_order(evidence, loaded.assign)),
+            CheckerReport(
+                "consumer_groups",
+                check_consumer_groups(evidence, loaded.assign, losses),
+                details=consumption_details(evidence, loaded.assign),
+            ),
+            CheckerReport(
+                "unclean",
+                check_unclean(lost_in_windows, loaded.events, losses),
+                details=elections,
+                notes=unclean_notes,
+            ),
+        ]
+        collected = collect_findings(
+            [item for report in reports for item in report.findings], config.sample
+        )
+        stats = history_stats(spark, loaded.ops, loaded.events, window_s=config.stats_window_s)
+    finally:
+        evidence.release()
+        lost_in_windows.unpersist()
+    notes = list(loaded.notes)
+    if settings.source is None and config.test is None:
+        notes.append(
+            "no test.json beside the history: the configuration promised nothing, so "
+            "lost-acked-write is not judged and only losses of writes marked acks=0/1 (or "
+            "declared with --expect-loss) are expected"
+        )
+    return assemble_results(
+        reports,
+        collected,
+        has_ok=has_ok,
+        stats=stats,
+        config={
+            "test": settings.as_dict(),
+            "expect_loss": sorted(config.expect_loss),
+            "allowances": losses.describe(),
+            "sample": config.sample,
+        },
+        history=loaded.describe(),
+        notes=notes,
+    )

@@ -1,0 +1,160 @@
+"""What a check is told: the checker options, and the tested configuration from `test.json`.
+
+From a run's `test.json` the checkers read only
+`topic.replication_factor`, `topic.min_insync_replicas`, `topic.unclean_leader_election`
+and `workload.acks` (-1, 0, 1 or "all"). They decide two things:
+- whether the configuration promised that no acknowledged acks=-1 write is lost
+  (min.insync.replicas >= 2, unclean leader election off): only then is
+  `lost-acked-write` judged;
+- which losses it allows: those of acks=0/1 writes, and with unclean leader election on,
+  those in an unclean-loss window. They are reported as expected losses, not anomalies.
+Without `test.json` nothing was promised and nothing is allowed beyond what each
+operation's own `acks` field says; `--expect-loss` declares allowances by hand (for Jepsen
+histories, say).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from checkers.errors import TestConfigError
+
+ExpectedLoss = Literal["acks0", "acks1", "unclean"]
+EXPECTED_LOSSES: tuple[ExpectedLoss, ...] = ("acks0", "acks1", "unclean")
+Loader = Literal["auto", "python", "spark"]
+
+
+@dataclass(frozen=True)
+class TestSettings:
+    """The parts of a test's configuration that decide what may be lost; None: not known."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    source: str | None = None
+    replication_factor: int | None = None
+    min_insync_replicas: int | None = None
+    unclean_leader_election: bool | None = None
+    acks: int | None = None
+
+    @property
+    def promises_no_loss(self) -> bool:
+        """min.insync.replicas >= 2 with unclean election off: acks=-1 writes survive."""
+        return (
+            self.min_insync_replicas is not None
+            and self.min_insync_replicas >= 2
+            and self.unclean_leader_election is False
+            and (self.replication_factor is None or self.replication_factor >= 2)
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "replication_factor": self.replication_factor,
+            "min_insync_replicas": self.min_insync_replicas,
+            "unclean_leader_election": self.unclean_leader_election,
+            "acks": self.acks,
+            "promises_no_loss": self.promises_no_loss,
+        }
+
+
+@dataclass(frozen=True)
+class CheckConfig:
+    """Options of one check.
+
+    `sample`: anomalies kept per type in results (counts are always complete).
+    `expect_loss`: losses declared expected beyond what `test.json` allows: `acks0` and
+    `acks1` make writes whose acks is not recorded count as sent with that acks; `unclean`
+    allows unclean-election losses.
+    `test`: the tested configuration; None reads the run's `test.json`.
+    `loader`: how `history.jsonl` becomes Parquet: `python` (the exact converter of
+    `histories`), `spark` (Spark's JSON reader; falls back to python on anything it cannot
+    vouch for), `auto` (spark from `spark_loader_bytes` up).
+    `stats_window_s`: width of the stats time windows; None picks about 100 windows.
+    """
+
+    sample: int = 8
+    expect_loss: frozenset[ExpectedLoss] = field(default_factory=frozenset)
+    test: TestSettings | None = None
+    loader: Loader = "auto"
+    spark_loader_bytes: int = 64 << 20
+    stats_window_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.sample < 0:
+            raise ValueError(f"sample is {self.sample}, expected >= 0")
+        unknown = set(self.expect_loss) - set(EXPECTED_LOSSES)
+        if unknown:
+            raise ValueError(
+                f"expect_loss has {sorted(unknown)}, expected some of {list(EXPECTED_LOSSES)}"
+            )
+        if self.loader not in ("auto", "python", "spark"):
+            raise ValueError(f"loader is {self.loader!r}, expected auto, python or spark")
+        if self.stats_window_s is not None and self.stats_window_s <= 0:
+            raise ValueError(f"stats_window_s is {self.stats_window_s}, expected > 0")
+
+
+def _field(doc: dict[str, Any], path: str, section: str, name: str, kind: type) -> Any:
+    part = doc.get(section)
+    if part is None:
+        return None
+    if not isinstance(part, dict):
+        raise TestConfigError(f"{path}: {section!r} is {part!r}, expected an object")
+    value = part.get(name)
+    if value is None:
+        return None
+    if kind is int and (type(value) is not int):
+        raise TestConfigError(f"{path}: {section}.{name} is {value!r}, expected an integer")
+    if kind is bool and type(value) is not bool:
+        raise TestConfigError(f"{path}: {section}.{name} is {value!r}, expected true or false")
+    return value
+
+
+def read_test_settings(path: Path) -> TestSettings:
+    """The settings in a `test.json`; raises `TestConfigError` if it is malformed."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise TestConfigError(
+            f"{path} cannot be read as JSON ({err}); fix or remove it, or pass the "
+            "configuration explicitly"
+        ) from err
+    if not isinstance(doc, dict):
+        raise TestConfigError(f"{path}: expected a JSON object, got {type(doc).__name__}")
+    where = str(path)
+    acks = _acks(where, doc)
+    return TestSettings(
+        source=where,
+        replication_factor=_field(doc, where, "topic", "replication_factor", int),
+        min_insync_replicas=_field(doc, where, "topic", "min_insync_replicas", int),
+        unclean_leader_election=_field(doc, where, "topic", "unclean_leader_election", bool),
+        acks=acks,
+    )
+
+
+def _acks(path: str, doc: dict[str, Any]) -> int | None:
+    workload = doc.get("workload")
+    if workload is None:
+        return None
+    if not isinstance(workload, dict):
+        raise TestConfigError(f"{path}: 'workload' is {workload!r}, expected an object")
+    acks = workload.get("acks")
+    if acks is None:
+        return None
+    if acks == "all":
+        return -1
+    if type(acks) is not int or acks not in (-1, 0, 1):
+        raise TestConfigError(f'{path}: workload.acks is {acks!r}, expected -1, 0, 1 or "all"')
+    return int(acks)
+
+
+def find_test_settings(run_dir: Path | None) -> TestSettings:
+    """The run's `test.json` settings, or empty settings (nothing promised) without one."""
+    if run_dir is None:
+        return TestSettings()
+    path = run_dir / "test.json"
+    if not path.is_file():
+        return TestSettings()
+    return read_test_settings(path)

@@ -1,0 +1,219 @@
+"""What a history says about each key's log: the reads, the writes, and which writes committed.
+
+- reads: every record returned by a completed poll (any completion type), with its offset;
+  polls in Kafka return only what the log held, whatever happened to the operation after.
+- writes: one row per send micro-op, with the operation's completion (`status` ok, fail
+  or info; a send never completed counts as info, `pending`) and the offset if known.
+- committed: a write that must have happened: `ok`, or `info` with one of its
+  operation's sent values read by an `ok` operation (Jepsen's `must-have-committed?`).
+- evidence of what sits at an offset: all reads and the committed writes with an offset;
+  it defines the dense index (`checkers.dense`).
+
+Frames used by several checkers are persisted once and released by `release()`.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from checkers.dense import offset_contents, value_positions, with_dense_index
+
+_EVIDENCE_COLUMNS = (
+    "key",
+    "offset",
+    "value",
+    "kind",
+    "type",
+    "index",
+    "invoke_index",
+    "process_id",
+    "mop_index",
+    "poll_seq",
+    "final",
+    "time",
+)
+
+
+class Evidence:
+    """Reads, writes, commitment and the dense index of one history, built lazily."""
+
+    def __init__(self, ops: DataFrame, mops: DataFrame) -> None:
+        self.ops = ops
+        self.mops = mops
+        self._persisted: list[DataFrame] = []
+
+    def _persist(self, frame: DataFrame) -> DataFrame:
+        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+        self._persisted.append(frame)
+        return frame
+
+    def release(self) -> None:
+        """Drop every persisted frame."""
+        for frame in self._persisted:
+            frame.unpersist()
+        self._persisted.clear()
+
+    @cached_property
+    def reads(self) -> DataFrame:
+        """Every record read by a completed poll: key, offset, value, and the operation's fields."""
+        return self.mops.filter(
+            (F.col("type") != "invoke") & (F.col("f") == "poll") & F.col("offset").isNotNull()
+        ).select(
+            "key",
+            "offset",
+            "value",
+            "type",
+            "index",
+            "invoke_index",
+            "process_id",
+            "mop_index",
+            "poll_seq",
+            F.coalesce(F.col("final"), F.lit(False)).alias("final"),
+            "time",
+        )
+
+    @cached_property
+    def read_values(self) -> DataFrame:
+        """Per (key, value) read by an `ok` operation: how often, first reader, last read time."""
+        return (
+            self.reads.filter(F.col("type") == "ok")
+            .groupBy("key", "value")
+            .agg(
+                F.count(F.lit(1)).alias("reads"),
+                F.min("index").alias("first_reader"),
+                F.max("time").alias("last_read_time"),
+            )
+        )
+
+    @cached_property
+    def writes(self) -> DataFrame:
+        """One row per send micro-op, with its status, offset, and whether it committed."""
+        completion = F.col("type") != "invoke"
+        sends = (
+            self.mops.filter(F.col("f") == "send")
+            .groupBy("invoke_index", "mop_index")
+            .agg(
+                F.max("key").alias("key"),
+                F.max(F.when(~completion, F.col("value"))).alias("sent_value"),
+                F.max(F.when(completion, F.col("value"))).alias("done_value"),
+                F.max("offset").alias("offset"),
+                F.max(F.when(completion, F.col("type"))).alias("done_type"),
+                F.max(F.when(completion, F.col("index"))).alias("done_index"),
+                F.min("time").alias("invoke_time"),
+                F.max(F.when(completion, F.col("time"))).alias("done_time"),
+                F.max("process_id").alias("process_id"),
+                F.max("acks").cast("int").alias("acks"),
+                F.max("op_f").alias("op_f"),
+            )
+        )
+        # Completions that carry no value (fail/info with null) and pending invokes have no
+        # completion rows in mops; their outcome comes from the ops table.
+        outcome = self.ops.filter(
+            (F.col("type") == "invoke")
+            & F.col("f").isin("send", "txn")
+            & (F.col("complete_type").isNull() | (F.col("complete_type") != "ok"))
+        ).select(
+            F.col("index").alias("invoke_index"),
+            F.col("complete_type").alias("op_type"),
+            F.col("complete_index").alias("op_complete_index"),
+            (F.col("time") + F.col("latency_ns")).alias("op_complete_time"),
+        )
+        writes = sends.join(outcome, "invoke_index", "left").select(
+            "key",
+            F.coalesce("done_value", "sent_value").alias("value"),
+            "offset",
+            F.coalesce("done_type", "op_type", F.lit("info")).alias("status"),
+            (F.col("done_type").isNull() & F.col("op_type").isNull()).alias("pending"),
+            "invoke_index",
+            F.coalesce("done_index", "op_complete_index").alias("complete_index"),
+            "mop_index",
+            "process_id",
+            "acks",
+            "invoke_time",
+            F.coalesce("done_time", "op_complete_time").alias("complete_time"),
+            "op_f",
+        )
+        read = self.read_values.select(
+            "key", "value", "reads", "last_read_time", "first_reader", F.lit(True).alias("was_read")
+        )
+        writes = writes.join(read, ["key", "value"], "left").withColumn(
+            "was_read", F.coalesce(F.col("was_read"), F.lit(False))
+        )
+        seen_ops = (
+            writes.filter((F.col("status") == "info") & F.col("was_read"))
+            .select("invoke_index")
+            .distinct()
+            .withColumn("op_seen", F.lit(True))
+        )
+        writes = writes.join(seen_ops, "invoke_index", "left").withColumn(
+            "committed",
+            (F.col("status") == "ok")
+            | ((F.col("status") == "info") & F.coalesce(F.col("op_seen"), F.lit(False))),
+        )
+        return self._persist(writes.drop("op_seen"))
+
+    @cached_property
+    def indexed(self) -> DataFrame:
+        """Evidence rows (reads, committed writes with an offset) with their dense index."""
+        reads = self.reads.withColumn("kind", F.lit("read"))
+        committed = self.writes.filter(F.col("committed") & F.col("offset").isNotNull()).select(
+            "key",
+            "offset",
+            "value",
+            F.lit("write").alias("kind"),
+            F.col("status").alias("type"),
+            F.col("complete_index").alias("index"),
+            "invoke_index",
+            "process_id",
+            "mop_index",
+            F.lit(None).cast("int").alias("poll_seq"),
+            F.lit(False).alias("final"),
+            F.col("complete_time").alias("time"),
+        )
+        evidence = reads.select(*_EVIDENCE_COLUMNS).unionByName(
+            committed.select(*_EVIDENCE_COLUMNS)
+        )
+        return self._persist(with_dense_index(evidence))
+
+    @cached_property
+    def indexed_reads(self) -> DataFrame:
+        """The reads, each with the dense index of its offset."""
+        return self.indexed.filter(F.col("kind") == "read").drop("kind")
+
+    @cached_property
+    def values(self) -> DataFrame:
+        """Per (key, value) in the evidence: first/last dense index and offset, offset count."""
+        return value_positions(self.indexed)
+
+    @cached_property
+    def offsets(self) -> DataFrame:
+        """Per (key, offset) in the evidence: dense index and the sorted distinct values."""
+        return offset_contents(self.indexed)
+
+    @cached_property
+    def indexed_writes(self) -> DataFrame:
+        """The writes with their value's first and last dense index (null: not in the log)."""
+        positions = self.values.select("key", "value", "first_idx", "last_idx", "first_offset")
+        return self._persist(self.writes.join(positions, ["key", "value"], "left"))
+
+    @cached_property
+    def read_bounds(self) -> DataFrame:
+        """Per key: the highest dense index and offset an `ok` read reached."""
+        return (
+            self.indexed_reads.filter(F.col("type") == "ok")
+            .groupBy("key")
+            .agg(F.max("didx").alias("max_read_idx"), F.max("offset").alias("max_read_offset"))
+        )
+
+    @cached_property
+    def has_ok_client_op(self) -> bool:
+        """Whether any send, poll or txn completed `ok` (else the history shows nothing)."""
+        return bool(
+            self.ops.filter((F.col("type") == "ok") & F.col("f").isin("send", "poll", "txn"))
+            .limit(1)
+            .count()
+        )

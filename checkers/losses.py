@@ -1,0 +1,91 @@
+"""Which losses the tested configuration allows: they are counted as expected, not invalid.
+
+A lost write is expected when it was sent with acks=0 or acks=1 (the operation's `acks`
+field, else `workload.acks` of `test.json`, else the one declared with `--expect-loss
+acks0|acks1`), or when it was lost in an unclean-loss window while unclean leader election
+was allowed (`topic.unclean_leader_election` true, or `--expect-loss unclean`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from checkers.config import ExpectedLoss, TestSettings
+
+
+@dataclass(frozen=True)
+class LossRules:
+    """The allowances of one check; `unclean_lost` is (key, value, election_index) or None."""
+
+    settings: TestSettings
+    expect_loss: frozenset[ExpectedLoss]
+    unclean_lost: DataFrame | None = None
+
+    @property
+    def unclean_allowed(self) -> bool:
+        return self.settings.unclean_leader_election is True or "unclean" in self.expect_loss
+
+    @property
+    def default_acks(self) -> int | None:
+        """The acks of a write whose operation does not say: test.json's, else declared."""
+        if self.settings.acks is not None:
+            return self.settings.acks
+        if "acks0" in self.expect_loss:
+            return 0
+        if "acks1" in self.expect_loss:
+            return 1
+        return None
+
+    def describe(self) -> list[str]:
+        """The allowances in words, for results.json."""
+        notes = []
+        if self.default_acks in (0, 1):
+            notes.append(
+                f"writes without an acks field count as acks={self.default_acks}; losses of "
+                "acks=0/1 writes are expected"
+            )
+        else:
+            notes.append("losses of writes whose operation says acks=0 or acks=1 are expected")
+        if self.unclean_allowed:
+            source = (
+                "test.json allows unclean leader election"
+                if self.settings.unclean_leader_election
+                else "--expect-loss unclean"
+            )
+            notes.append(f"{source}: losses in unclean-loss windows are expected")
+        return notes
+
+    def with_acks(self, rows: DataFrame) -> DataFrame:
+        """`rows` (with an `acks` column) plus `effective_acks`."""
+        default = F.lit(self.default_acks).cast("int")
+        return rows.withColumn("effective_acks", F.coalesce(F.col("acks").cast("int"), default))
+
+    def classify(self, rows: DataFrame) -> DataFrame:
+        """`rows` of lost writes (key, value, acks) plus `expected` and `expected_reason`."""
+        rows = self.with_acks(rows)
+        lossy_acks = F.col("effective_acks").isin(0, 1)
+        acks_reason = F.concat(F.lit("sent with acks="), F.col("effective_acks").cast("string"))
+        if self.unclean_lost is None or not self.unclean_allowed:
+            return rows.withColumn("expected", lossy_acks).withColumn(
+                "expected_reason", F.when(lossy_acks, acks_reason)
+            )
+        windows = self.unclean_lost.select(
+            "key", "value", F.col("election_index").alias("_election")
+        ).dropDuplicates(["key", "value"])
+        rows = rows.join(windows, ["key", "value"], "left")
+        in_window = F.col("_election").isNotNull()
+        window_reason = F.concat(
+            F.lit("lost in the unclean-loss window of the leader election at index "),
+            F.col("_election").cast("string"),
+        )
+        return (
+            rows.withColumn("expected", lossy_acks | in_window)
+            .withColumn(
+                "expected_reason",
+                F.when(lossy_acks, acks_reason).when(in_window, window_reason),
+            )
+            .drop("_election")
+        )

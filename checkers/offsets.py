@@ -1,0 +1,71 @@
+"""Offset consistency: `inconsistent-offsets` and `duplicate` (HISTORY.md, as Jepsen).
+
+- inconsistent-offsets: an offset of a key holds two or more distinct values, by the
+  evidence (every poll, every committed send). It is counted as expected when a write at
+  that offset was lossy by configuration (acks=0/1, or lost in an allowed unclean window):
+  a lost record's offset is reused by the next leader.
+- duplicate: one value appears at more than one offset of a key.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from checkers.evidence import Evidence
+from checkers.findings import Finding, finding
+from checkers.losses import LossRules
+
+CHECKER = "offsets"
+ANOMALIES = ("inconsistent-offsets", "duplicate")
+
+
+def inconsistent_offsets(evidence: Evidence, losses: LossRules) -> DataFrame:
+    """Per (key, offset) holding several values: key, offset, didx, values, expected, reason."""
+    inconsistent = evidence.offsets.filter(F.size("values") > 1)
+    writes = evidence.indexed_writes.filter(F.col("committed")).select(
+        "key",
+        F.coalesce("offset", "first_offset").alias("offset"),
+        "value",
+        "acks",
+    )
+    at_offsets = writes.join(inconsistent.select("key", "offset"), ["key", "offset"], "left_semi")
+    lossy = (
+        losses.classify(at_offsets)
+        .filter(F.col("expected"))
+        .groupBy("key", "offset")
+        .agg(F.min("expected_reason").alias("expected_reason"))
+    )
+    return inconsistent.join(lossy, ["key", "offset"], "left").withColumn(
+        "expected", F.col("expected_reason").isNotNull()
+    )
+
+
+def check_offsets(evidence: Evidence, losses: LossRules) -> list[Finding]:
+    """The findings of this checker."""
+    inconsistent = inconsistent_offsets(evidence, losses)
+    duplicates = evidence.values.filter(F.col("offset_count") > 1)
+    return [
+        finding(
+            CHECKER,
+            "inconsistent-offsets",
+            inconsistent,
+            order="offset",
+            detail=["key", "offset", F.col("didx").alias("index"), "values"],
+            expected=F.col("expected"),
+            json_fields=("values",),
+        ),
+        finding(
+            CHECKER,
+            "duplicate",
+            duplicates,
+            order="first_offset",
+            detail=[
+                "key",
+                "value",
+                "offsets",
+                F.col("offset_count").alias("count"),
+                F.col("first_idx").alias("index"),
+            ],
+        ),
+    ]

@@ -1,0 +1,196 @@
+"""Assembling `results.json` (HISTORY.md, "Results") from the checkers' findings.
+
+All finding frames are collected in one Spark job: per (checker, anomaly, expected) the
+complete count and the first `sample` anomalies in order. The document:
+
+- `valid`: true, false or "unknown", the worst over checkers (false > unknown > true); a
+  history where no send, poll or txn completed `ok` shows nothing and is "unknown" unless
+  something already makes it false;
+- `anomaly_types`: the types found that make the history invalid;
+- `allowed_anomaly_types` (found, always allowed: int-send-skip) and
+  `expected_anomaly_types` (found, but losses the configuration allows);
+- `checkers`: per checker `valid`, `anomalies` (samples by type), `counts` (complete, every
+  type the checker judged, 0 when none), `expected` / `expected_counts` (the same for
+  expected losses), and `details` and `notes` where it has them;
+- `stats`, `config` (the tested configuration read, and what it promised), `history`
+  (where it came from and how it was loaded), `notes`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import reduce
+from pathlib import Path
+from typing import Any, Literal
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from checkers.findings import FINDING_COLUMNS, Finding
+
+Validity = bool | Literal["unknown"]
+_RANK: dict[Any, int] = {True: 0, "unknown": 1, False: 2}
+
+
+@dataclass
+class CheckerReport:
+    """One checker's findings, plus what it says beyond anomalies."""
+
+    name: str
+    findings: list[Finding]
+    details: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Collected:
+    """The count and samples of one (checker, anomaly, expected) group."""
+
+    count: int
+    samples: list[dict[str, Any]]
+
+
+def worst(values: Sequence[Validity]) -> Validity:
+    """The worst validity: false > unknown > true (true when there is none)."""
+    return max(values, key=lambda value: _RANK[value], default=True)
+
+
+def collect_findings(
+    findings: Sequence[Finding], sample: int
+) -> dict[tuple[str, str, bool], Collected]:
+    """Run every finding frame in one job; counts are complete, samples at most `sample`."""
+    if not findings:
+        return {}
+    frames: list[DataFrame] = [item.frame.select(*FINDING_COLUMNS) for item in findings]
+    union = reduce(lambda left, right: left.unionByName(right), frames)
+    group = Window.partitionBy("checker", "anomaly", "expected")
+    ranked = (
+        union.withColumn("n", F.count(F.lit(1)).over(group))
+        .withColumn("rank", F.row_number().over(group.orderBy("order", "key", "detail")))
+        .filter(F.col("rank") <= max(sample, 1))
+    )
+    fields = {(item.checker, item.anomaly): item.json_fields for item in findings}
+    out: dict[tuple[str, str, bool], Collected] = {}
+    for row in sorted(ranked.collect(), key=lambda r: (r["checker"], r["anomaly"], r["rank"])):
+        slot = (row["checker"], row["anomaly"], bool(row["expected"]))
+        collected = out.setdefault(slot, Collected(int(row["n"]), []))
+        if row["rank"] <= sample:
+            detail = json.loads(row["detail"])
+            collected.samples.append(decode_values(detail, fields[slot[:2]]))
+    return out
+
+
+def decode_values(detail: dict[str, Any], json_fields: Sequence[str]) -> dict[str, Any]:
+    """Turn the JSON text of history values (as stored in Parquet) back into values."""
+    for name in json_fields:
+        if name in detail:
+            detail[name] = _decode(detail[name])
+    return detail
+
+
+def _decode(item: Any) -> Any:
+    if isinstance(item, list):
+        return [_decode(element) for element in item]
+    if isinstance(item, str):
+        try:
+            return json.loads(item)
+        except ValueError:
+            return item
+    return item
+
+
+def checker_section(
+    report: CheckerReport,
+    collected: dict[tuple[str, str, bool], Collected],
+    *,
+    has_ok: bool,
+) -> dict[str, Any]:
+    """One entry of `checkers`."""
+    counts: dict[str, int] = {}
+    anomalies: dict[str, list[dict[str, Any]]] = {}
+    expected_counts: dict[str, int] = {}
+    expected: dict[str, list[dict[str, Any]]] = {}
+    invalid = False
+    for item in report.findings:
+        counts[item.anomaly] = 0
+        found = collected.get((report.name, item.anomaly, False))
+        if found is not None:
+            counts[item.anomaly] = found.count
+            if found.samples:
+                anomalies[item.anomaly] = found.samples
+            invalid = invalid or (found.count > 0 and not item.allowed)
+        loss = collected.get((report.name, item.anomaly, True))
+        if loss is not None:
+            expected_counts[item.anomaly] = loss.count
+            if loss.samples:
+                expected[item.anomaly] = loss.samples
+    valid: Validity = False if invalid else (True if has_ok else "unknown")
+    section: dict[str, Any] = {"valid": valid, "anomalies": anomalies, "counts": counts}
+    if expected_counts:
+        section["expected"] = expected
+        section["expected_counts"] = expected_counts
+    if report.details:
+        section["details"] = report.details
+    if report.notes:
+        section["notes"] = report.notes
+    return section
+
+
+def assemble_results(
+    reports: Sequence[CheckerReport],
+    collected: dict[tuple[str, str, bool], Collected],
+    *,
+    has_ok: bool,
+    stats: dict[str, Any],
+    config: dict[str, Any],
+    history: dict[str, Any],
+    notes: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The whole results.json document."""
+    sections = {
+        report.name: checker_section(report, collected, has_ok=has_ok) for report in reports
+    }
+    allowed_types = {item.anomaly for report in reports for item in report.findings if item.allowed}
+    found: set[str] = set()
+    allowed: set[str] = set()
+    expected: set[str] = set()
+    for section in sections.values():
+        for anomaly, count in section["counts"].items():
+            if count > 0:
+                (allowed if anomaly in allowed_types else found).add(anomaly)
+        expected.update(name for name, n in section.get("expected_counts", {}).items() if n)
+    all_notes = list(notes)
+    if not has_ok:
+        all_notes.append(
+            "no send, poll or txn completed ok: the history shows nothing, so it is unknown"
+        )
+    return {
+        "valid": worst([section["valid"] for section in sections.values()]),
+        "anomaly_types": sorted(found),
+        "allowed_anomaly_types": sorted(allowed),
+        "expected_anomaly_types": sorted(expected),
+        "checkers": sections,
+        "stats": stats,
+        "config": config,
+        "history": history,
+        "notes": all_notes,
+    }
+
+
+def write_results(results: dict[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Write results.json atomically (temporary file, fsync, rename)."""
+    target = Path(path)
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "w", encoding="utf-8") as fh:
+            json.dump(results, fh, indent=2, sort_keys=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(temporary, target)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return target

@@ -1,0 +1,267 @@
+"""History statistics: counts, throughput and latency over time, availability during faults.
+
+- counts: client operations (`ops` = invocations, `ok`/`fail`/`info` by completion,
+  `pending` never completed), per `f`, and nemesis/SUT events;
+- latency: completion time - invocation time, per `f`, percentiles in milliseconds;
+- windows: per time window (about 100 over the run unless set), completions per second by
+  type and latency percentiles of `ok` completions;
+- faults: intervals from nemesis events (`start-X` .. `stop-X`, `kill` .. `start`,
+  `pause` .. `resume`, by kind, not by target; an interval never stopped runs to the end of
+  the history), each with the `ok` fraction of send/poll/txn completions inside it;
+  other nemesis events are listed as instantaneous.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+NS_PER_S = 1_000_000_000
+NS_PER_MS = 1_000_000
+PERCENTILES = (0.5, 0.9, 0.99, 0.999)
+DATA_FS = ("send", "poll", "txn")
+_PAIRED_STOPS = {"kill": "start", "pause": "resume"}
+
+
+@dataclass(frozen=True)
+class FaultInterval:
+    """A fault from the event that started it to the one that healed it (None: never)."""
+
+    fault: str
+    start: int
+    end: int | None
+    start_index: int
+    end_index: int | None
+    value: Any
+
+
+def _stop_of(f: str) -> str | None:
+    if f in _PAIRED_STOPS:
+        return _PAIRED_STOPS[f]
+    if f.startswith("start-"):
+        return "stop-" + f[len("start-") :]
+    return None
+
+
+def fault_intervals(
+    events: list[tuple[int, int, str, str | None]],
+) -> tuple[list[FaultInterval], list[dict[str, Any]]]:
+    """Pair nemesis events (index, time, f, value JSON) in time order into intervals.
+
+    A start while the same kind is open extends it; a stop closes it; another stop right
+    after moves the end (Jepsen logs both the invocation and the completion of a fault).
+    Events that are neither, or stops without a start, are instantaneous.
+    """
+    starts_of = {stop: f for _, _, f, _ in events if (stop := _stop_of(f)) is not None}
+    opened: dict[str, FaultInterval] = {}
+    closed: list[FaultInterval] = []
+    just_closed: dict[str, int] = {}
+    instants: list[dict[str, Any]] = []
+    for index, time, f, value in sorted(events, key=lambda event: (event[1], event[0])):
+        decoded = _decode(value)
+        if _stop_of(f) is not None:
+            opened.setdefault(f, FaultInterval(f, time, None, index, None, decoded))
+            just_closed.pop(f, None)
+            continue
+        started = starts_of.get(f)
+        if started is not None and started in opened:
+            interval = opened.pop(started)
+            closed.append(
+                FaultInterval(started, interval.start, time, interval.start_index, index,
+                              interval.value)
+            )  # fmt: skip
+            just_closed[started] = len(closed) - 1
+        elif started is not None and started in just_closed:
+            at = just_closed[started]
+            previous = closed[at]
+            closed[at] = FaultInterval(
+                previous.fault, previous.start, time, previous.start_index, index, previous.value
+            )
+        else:
+            instants.append({"fault": f, "time_s": round(time / NS_PER_S, 3), "index": index,
+                             "value": decoded})  # fmt: skip
+    closed.extend(opened.values())
+    closed.sort(key=lambda interval: (interval.start, interval.start_index))
+    return closed, instants
+
+
+def _decode(value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def _ms(value: Any) -> float | None:
+    return None if value is None else round(float(value) / NS_PER_MS, 3)
+
+
+def _percentiles(values: list[Any] | None) -> dict[str, float | None]:
+    if not values:
+        return {f"p{_label(p)}": None for p in PERCENTILES}
+    return {f"p{_label(p)}": _ms(v) for p, v in zip(PERCENTILES, values, strict=True)}
+
+
+def _label(p: float) -> str:
+    return f"{p * 100:g}".replace(".", "")
+
+
+def operation_counts(ops: DataFrame) -> dict[str, Any]:
+    """Client operations by completion type and by f; nemesis and SUT events."""
+    rows = ops.groupBy("process", F.col("process_id").isNull().alias("event"), "f", "type").agg(
+        F.count(F.lit(1)).alias("n"),
+        F.count(F.when((F.col("type") == "invoke") & F.col("complete_type").isNull(), 1)).alias(
+            "pending"
+        ),
+    )
+    by_f: dict[str, dict[str, int]] = {}
+    events: dict[str, int] = {}
+    totals = {"ops": 0, "ok": 0, "fail": 0, "info": 0, "pending": 0}
+    lines = 0
+    for row in rows.collect():
+        lines += row["n"]
+        if row["event"]:
+            events[row["process"]] = events.get(row["process"], 0) + row["n"]
+            continue
+        entry = by_f.setdefault(row["f"], {"ops": 0, "ok": 0, "fail": 0, "info": 0, "pending": 0})
+        name = "ops" if row["type"] == "invoke" else row["type"]
+        entry[name] += row["n"]
+        totals[name] += row["n"]
+        entry["pending"] += row["pending"]
+        totals["pending"] += row["pending"]
+    return {**totals, "lines": lines, "events": events, "by_f": dict(sorted(by_f.items()))}
+
+
+def latency_by_f(ops: DataFrame) -> dict[str, Any]:
+    """Latency percentiles (ms) of completions, per f and completion type."""
+    done = ops.filter((F.col("type") != "invoke") & F.col("latency_ns").isNotNull())
+    rows = done.groupBy("f", "type").agg(
+        F.percentile_approx("latency_ns", list(PERCENTILES), 1000).alias("p"),
+        F.max("latency_ns").alias("max"),
+        F.count(F.lit(1)).alias("n"),
+    )
+    out: dict[str, Any] = {}
+    for row in sorted(rows.collect(), key=lambda r: (r["f"], r["type"])):
+        out.setdefault(row["f"], {})[row["type"]] = {
+            "count": row["n"],
+            **_percentiles(row["p"]),
+            "max": _ms(row["max"]),
+        }
+    return out
+
+
+def time_windows(ops: DataFrame, start: int, end: int, width_s: float | None) -> dict[str, Any]:
+    """Completions per second and ok latency percentiles per time window."""
+    duration = max(end - start, 1)
+    width = int(width_s * NS_PER_S) if width_s else max(NS_PER_S, math.ceil(duration / 100))
+    done = ops.filter(
+        (F.col("type") != "invoke") & F.col("process_id").isNotNull() & F.col("f").isin(*DATA_FS)
+    ).withColumn("window", F.floor((F.col("time") - F.lit(start)) / F.lit(width)).cast("long"))
+    ok = F.col("type") == "ok"
+    rows = done.groupBy("window").agg(
+        F.count(F.when(ok, 1)).alias("ok"),
+        F.count(F.when(F.col("type") == "fail", 1)).alias("fail"),
+        F.count(F.when(F.col("type") == "info", 1)).alias("info"),
+        F.percentile_approx(F.when(ok, F.col("latency_ns")), [0.5, 0.99], 1000).alias("p"),
+    )
+    seconds = width / NS_PER_S
+    windows = []
+    for row in sorted(rows.collect(), key=lambda r: r["window"]):
+        p = row["p"] or [None, None]
+        windows.append(
+            {
+                "start_s": round(row["window"] * seconds, 3),
+                "ok_per_s": round(row["ok"] / seconds, 3),
+                "fail_per_s": round(row["fail"] / seconds, 3),
+                "info_per_s": round(row["info"] / seconds, 3),
+                "latency_ms": {"p50": _ms(p[0]), "p99": _ms(p[1])},
+            }
+        )
+    return {"width_s": seconds, "windows": windows}
+
+
+def fault_availability(
+    spark: SparkSession, ops: DataFrame, intervals: list[FaultInterval], end: int
+) -> list[dict[str, Any]]:
+    """Each fault interval with the ok fraction of send/poll/txn completions inside it."""
+    if not intervals:
+        return []
+    rows = [
+        (number, interval.start, interval.end if interval.end is not None else end)
+        for number, interval in enumerate(intervals)
+    ]
+    spans = spark.createDataFrame(rows, "interval long, start long, end long").withColumn(
+        "second",
+        F.explode(F.sequence(F.floor(F.col("start") / NS_PER_S), F.floor(F.col("end") / NS_PER_S))),
+    )
+    done = ops.filter(
+        (F.col("type") != "invoke") & F.col("process_id").isNotNull() & F.col("f").isin(*DATA_FS)
+    ).select("time", "type", F.floor(F.col("time") / NS_PER_S).alias("second"))
+    counts = (
+        done.join(F.broadcast(spans), "second")
+        .filter((F.col("time") >= F.col("start")) & (F.col("time") <= F.col("end")))
+        .groupBy("interval")
+        .agg(
+            F.count(F.when(F.col("type") == "ok", 1)).alias("ok"),
+            F.count(F.lit(1)).alias("total"),
+        )
+        .collect()
+    )
+    by_interval = {row["interval"]: (row["ok"], row["total"]) for row in counts}
+    out = []
+    for number, interval in enumerate(intervals):
+        ok, total = by_interval.get(number, (0, 0))
+        out.append(
+            {
+                "fault": interval.fault,
+                "start_index": interval.start_index,
+                "end_index": interval.end_index,
+                "start_s": round(interval.start / NS_PER_S, 3),
+                "end_s": None if interval.end is None else round(interval.end / NS_PER_S, 3),
+                "value": interval.value,
+                "completions": total,
+                "ok": ok,
+                "availability": None if total == 0 else round(ok / total, 4),
+            }
+        )
+    return out
+
+
+def history_stats(
+    spark: SparkSession, ops: DataFrame, events: DataFrame, *, window_s: float | None = None
+) -> dict[str, Any]:
+    """The `stats` section of results.json."""
+    counts = operation_counts(ops)
+    bounds = ops.agg(F.min("time").alias("start"), F.max("time").alias("end")).collect()[0]
+    if bounds["start"] is None:
+        return {**counts, "duration_s": 0.0}
+    start, end = int(bounds["start"]), int(bounds["end"])
+    nemesis = [
+        (row["index"], row["time"], row["f"], row["value_json"])
+        for row in events.filter(F.col("process") == "nemesis")
+        .select("index", "time", "f", "value_json")
+        .collect()
+    ]
+    intervals, instants = fault_intervals(nemesis)
+    data = ops.filter(
+        (F.col("type") != "invoke") & F.col("process_id").isNotNull() & F.col("f").isin(*DATA_FS)
+    )
+    overall = data.agg(
+        F.count(F.when(F.col("type") == "ok", 1)).alias("ok"), F.count(F.lit(1)).alias("n")
+    ).collect()[0]
+    return {
+        **counts,
+        "duration_s": round((end - start) / NS_PER_S, 3),
+        "availability": None if not overall["n"] else round(overall["ok"] / overall["n"], 4),
+        "latency_ms": latency_by_f(ops),
+        "throughput": time_windows(ops, start, end, window_s),
+        "faults": fault_availability(spark, ops, intervals, end),
+        "instant_faults": instants,
+    }

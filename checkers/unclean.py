@@ -1,0 +1,135 @@
+"""Unclean-loss windows: acknowledged data lost when a leader outside the ISR was elected.
+
+From the SUT's `leader-election` events with `unclean: true`. An `ok` write with a known
+offset is lost in the window of election E (of its key) when
+- it was acknowledged, and last read by an `ok` read, before E (E is the first unclean
+  election of the key after both), and
+- no `ok` read completed after E saw it, although `ok` reads completed after E reached
+  its offset or beyond (so the log after E no longer held it there).
+One `unclean-loss-window` per election that lost something: the key, the election, the
+lost offset range, how many acknowledged values were lost, and the time window from the
+first lost acknowledgement to the election. Expected (not invalid) when unclean leader
+election was allowed; the lost writes' own `lost-write`/`unseen` are then expected too.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from checkers.evidence import Evidence
+from checkers.findings import Finding, finding
+from checkers.losses import LossRules
+
+CHECKER = "unclean"
+ANOMALIES = ("unclean-loss-window",)
+
+
+def unclean_elections(events: DataFrame) -> DataFrame:
+    """The SUT's unclean leader elections: key, index, time, leader, epoch, ISR."""
+    return events.filter(
+        (F.col("process") == "sut")
+        & (F.col("f") == "leader-election")
+        & (F.col("unclean") == F.lit(True))
+        & F.col("key").isNotNull()
+    ).select(
+        "key",
+        F.col("index").alias("election_index"),
+        F.col("time").alias("election_time"),
+        "leader",
+        "previous_leader",
+        "leader_epoch",
+        "isr",
+    )
+
+
+def unclean_lost_writes(evidence: Evidence, events: DataFrame) -> DataFrame:
+    """Acknowledged writes lost in an unclean election: write columns plus the election's."""
+    elections = F.broadcast(unclean_elections(events))
+    acked = evidence.writes.filter((F.col("status") == "ok") & F.col("offset").isNotNull())
+    last_sign = F.greatest(
+        F.col("complete_time"), F.coalesce(F.col("last_read_time"), F.col("complete_time"))
+    )
+    election = F.struct("election_time", "election_index")
+    candidates = (
+        acked.join(elections.select("key", "election_index", "election_time"), "key")
+        .filter(F.col("election_time") > last_sign)
+        .groupBy("key", "value")
+        .agg(
+            F.min_by(election, F.col("election_time")).alias("election"),
+            F.first("offset").alias("offset"),
+            F.first("complete_time").alias("complete_time"),
+            F.first("complete_index").alias("complete_index"),
+        )
+        .select("key", "value", "offset", "complete_time", "complete_index", "election.*")
+    )
+    reach = (
+        evidence.reads.filter(F.col("type") == "ok")
+        .join(elections.select("key", "election_index", "election_time"), "key")
+        .filter(F.col("time") >= F.col("election_time"))
+        .groupBy("election_index")
+        .agg(F.max("offset").alias("reach_offset"))
+    )
+    return candidates.join(reach, "election_index").filter(F.col("offset") <= F.col("reach_offset"))
+
+
+def loss_windows(lost: DataFrame, events: DataFrame) -> DataFrame:
+    """One row per unclean election that lost acknowledged writes."""
+    windows = lost.groupBy("election_index").agg(
+        F.count(F.lit(1)).alias("lost"),
+        F.min("offset").alias("first_offset"),
+        F.max("offset").alias("last_offset"),
+        F.min("complete_time").alias("first_ack_time"),
+        F.max("complete_time").alias("last_ack_time"),
+        F.slice(F.array_sort(F.collect_list(F.struct("offset", "value"))), 1, 5).alias("sample"),
+    )
+    return windows.join(unclean_elections(events), "election_index").withColumn(
+        "lost_values", F.col("sample.value")
+    )
+
+
+def check_unclean(lost: DataFrame, events: DataFrame, losses: LossRules) -> list[Finding]:
+    """The findings of this checker, from `unclean_lost_writes`."""
+    windows = loss_windows(lost, events)
+    reason = (
+        "test.json allows unclean leader election"
+        if losses.settings.unclean_leader_election
+        else "--expect-loss unclean"
+    )
+    windows = windows.withColumn("expected_reason", F.lit(reason))
+    return [
+        finding(
+            CHECKER,
+            "unclean-loss-window",
+            windows,
+            order="election_index",
+            detail=[
+                "key",
+                F.col("election_index").alias("election"),
+                F.col("election_time").alias("time"),
+                "leader",
+                "previous_leader",
+                "leader_epoch",
+                "isr",
+                F.array("first_offset", "last_offset").alias("offsets"),
+                "lost",
+                F.array("first_ack_time", "election_time").alias("window"),
+                "lost_values",
+            ],
+            expected=F.lit(losses.unclean_allowed),
+            json_fields=("lost_values",),
+        )
+    ]
+
+
+def election_counts(events: DataFrame) -> dict[str, int]:
+    """How many leader elections the SUT reported, and how many were unclean."""
+    row = (
+        events.filter((F.col("process") == "sut") & (F.col("f") == "leader-election"))
+        .agg(
+            F.count(F.lit(1)).alias("elections"),
+            F.count(F.when(F.col("unclean") == F.lit(True), 1)).alias("unclean"),
+        )
+        .collect()[0]
+    )
+    return {"leader_elections": int(row["elections"]), "unclean_elections": int(row["unclean"])}

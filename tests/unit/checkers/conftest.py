@@ -1,0 +1,25 @@
+"""A SparkSession shared by every checker test: local[2], two shuffle partitions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from checkers.session import SparkSettings, get_spark, stop_spark
+
+TEST_SPARK = SparkSettings(
+    master="local[2]",
+    shuffle_partitions=2,
+    driver_memory="1g",
+    # Tiny data: adaptive execution only adds a job per stage.
+    extra={"spark.sql.adaptive.enabled": "false"},
+)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    session = get_spark(TEST_SPARK)
+    yield session
+    stop_spark()

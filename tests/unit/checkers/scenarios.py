@@ -1,0 +1,390 @@
+"""Scenarios: small hand-written stretches of history, each on its own keys and processes.
+
+Each scenario writes its operations and returns what must be found on each of its keys:
+the anomaly types that make the history invalid (`anomalies`), and the losses that the
+configuration allows (`expected`). Keys not listed must show nothing. A scenario's name
+prefixes its keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tests.unit.checkers.history_builder import HistoryBuilder
+
+
+@dataclass
+class Outcome:
+    anomalies: dict[str, set[str]] = field(default_factory=dict)
+    expected: dict[str, set[str]] = field(default_factory=dict)
+
+
+Scenario = Callable[[HistoryBuilder, str], Outcome]
+
+
+def clean_log(b: HistoryBuilder, k: str) -> Outcome:
+    """Sends, a fail, an info never read, polls of every completion type: nothing wrong."""
+    p, q, r, s = b.process(), b.process(), b.process(), b.process()
+    b.send1(p, k, f"{k}-0", 0)
+    b.send1(p, k, f"{k}-1", 1)
+    b.send1(p, k, f"{k}-x", None, result="fail")
+    b.send1(p, k, f"{k}-2", 2)
+    b.poll(q, {k: [(0, f"{k}-0"), (1, f"{k}-1")]})
+    b.poll(q, {k: [(2, f"{k}-2")]})
+    b.poll(q, {k: []})
+    b.send1(r, k, f"{k}-lost-info", None, result="info")  # never read: may not have happened
+    b.poll(s, {k: [(0, f"{k}-0")]}, result="fail")
+    return Outcome()
+
+
+def inconsistent_offsets(b: HistoryBuilder, k: str) -> Outcome:
+    """An info poll saw another value at an offset an ok poll and the send agree on."""
+    p, q, r = b.process(), b.process(), b.process()
+    b.send1(p, k, f"{k}-0", 0)
+    b.poll(q, {k: [(0, f"{k}-0")]})
+    b.poll(r, {k: [(0, f"{k}-other")]}, result="info")
+    return Outcome({k: {"inconsistent-offsets"}})
+
+
+def overwritten_write(b: HistoryBuilder, k: str) -> Outcome:
+    """Two ok sends acknowledged at the same offset; only one survives."""
+    p, q, r = b.process(), b.process(), b.process()
+    b.send1(p, k, f"{k}-0", 0)
+    b.send1(q, k, f"{k}-1", 0)
+    b.poll(r, {k: [(0, f"{k}-1")]})
+    return Outcome({k: {"inconsistent-offsets", "lost-write", "unseen"}})
+
+
+def duplicate(b: HistoryBuilder, k: str) -> Outcome:
+    """One value at two offsets (a retried produce)."""
+    p, q = b.process(), b.process()
+    b.send1(p, k, f"{k}-0", 0)
+    b.poll(q, {k: [(0, f"{k}-0"), (1, f"{k}-0")]})
+    return Outcome({k: {"duplicate"}})
+
+
+def aborted_read(b: HistoryBuilder, k: str) -> Outcome:
+    """A failed send's value read by an ok poll: G1a. Another failed send never read is fine."""
+    p, q = b.process(), b.process()
+    b.send1(p, k, f"{k}-0", None, result="fail")
+    b.send1(p, k, f"{k}-1", None, result="fail")
+    b.poll(q, {k: [(0, f"{k}-0")]})
+    return Outcome({k: {"G1a"}})
+
+
+def info_read_is_committed(b: HistoryBuilder, k: str) -> Outcome:
+    """An info send read later is committed: neither G1a nor lost; an unread ok one is lost."""
+    p, q, r = b.process(), b.process(), b.process()
+    b.send1(p, k, f"{k}-0", None, result="info")
+    b.send1(q, k, f"{k}-1", 1)
+    b.poll(r, {k: [(0, f"{k}-0"), (1, f"{k}-1")]})
+    return Outcome()
+
+
+def lost_write(b: HistoryBuilder, k: str) -> Outcome:
+    """An ok write below what a reader reached, never read."""
+    p, q = b.process(), b.process()
+    b.send1(p, k, f"{k}-0", 0)
+    b.send1(p, k, f"{k}-1", 1)
+    b.poll(q, {k: [(1, f"{k}-1")]})
+    return Outcome({k: {"lost-write", "unseen"}})
+
+
+def unseen_tail(b: HistoryBuilder, k: str) -> Outcome:
+    """An ok write beyond what any reader reached: unseen, not lost."""
+    p, q = b.process(), b.process()
+    b.send1(p, k, f"{k}-0", 0)
+    b.send1(p, k, f"{k}-1", 1)
+    b.poll(q, {k: [(0, f"{k}-0")]})
+    return Outcome({k: {"unseen"}})
+
+
+def info_write_committed_by_sibling(b: HistoryBuilder, k: str) -> Outcome:
+    """An info op's other value was read, so it committed; its unread value seen at offset 1
+    by an info poll lies below an ok read's reach: lost-write (info, so not unseen)."""
+    p, q, r, s, t = (b.process() for _ in range(5))
+    b.send(p, [(k, f"{k}-0", None), (k, f"{k}-1", None)], result="info")
+    b.send1(q, k, f"{k}-2", 2)
+    b.poll(r, {k: [(0, f"{k}-0")]})
+    b.poll(s, {k: [(1, f"{k}-1")]}, result="info")
+    b.poll(t, {k: [(2, f"{k}-2")]})
+    return Outcome({k: {"lost-write"}})
+
+
+def info_write_uncommitted(b: HistoryBuilder, k: str) -> Outcome:
+    """The same, but no value of the info op was read by an ok op: it may not have happened."""
+    p, q, s, t = (b.process() for _ in range(4))
+    b.send1(p, k, f"{k}-1", None, result="info")
+    b.send1(q, k, f"{k}-2", 2)
+    b.poll(s, {k: [(1, f"{k}-1")]}, result="info")
+    b.poll(t, {k: [(2, f"{k}-2")]})
+    return Outcome()
+
+
+def _log(b: HistoryBuilder, k: str, n: int) -> list[str]:
+    """n ok sends at offsets 0..n-1 by a fresh process; returns the values."""
+    p = b.process()
+    values = [f"{k}-{i}" for i in range(n)]
+    for offset, value in enumerate(values):
+        b.send1(p, k, value, offset)
+    return values
+
+
+def _read_all(b: HistoryBuilder, k: str, values: list[str]) -> None:
+    b.poll(b.process(), {k: list(enumerate(values))})
+
+
+def poll_skip(b: HistoryBuilder, k: str) -> Outcome:
+    v = _log(b, k, 4)
+    _read_all(b, k, v)
+    p = b.process()
+    b.poll(p, {k: [(0, v[0])]})
+    b.poll(p, {k: [(2, v[2]), (3, v[3])]})
+    return Outcome({k: {"poll-skip"}})
+
+
+def poll_skip_reset_by_assign(b: HistoryBuilder, k: str) -> Outcome:
+    """An assign that dropped the key in between resets the pairing; one that keeps it does
+    not matter; a hole in the offsets is not a skip."""
+    p = b.process()
+    b.send1(p, k, f"{k}-0", 0)
+    b.send1(p, k, f"{k}-1", 1)
+    b.send1(p, k, f"{k}-3", 3)
+    b.send1(p, k, f"{k}-4", 4)
+    _read_all(b, k, [f"{k}-0", f"{k}-1"])
+    b.poll(b.process(), {k: [(3, f"{k}-3"), (4, f"{k}-4")]})
+    q = b.process()
+    b.assign(q, [k])
+    b.poll(q, {k: [(0, f"{k}-0")]})
+    b.assign(q, [k, f"{k}-other"])
+    b.poll(q, {k: [(1, f"{k}-1")]})
+    b.poll(q, {k: [(3, f"{k}-3")]})
+    b.assign(q, [f"{k}-other"])
+    b.assign(q, [k])
+    b.poll(q, {k: [(0, f"{k}-0")]})
+    return Outcome()
+
+
+def nonmonotonic_poll(b: HistoryBuilder, k: str) -> Outcome:
+    v = _log(b, k, 3)
+    p = b.process()
+    b.poll(p, {k: [(0, v[0]), (1, v[1])]})
+    b.poll(p, {k: [(1, v[1]), (2, v[2])]})
+    return Outcome({k: {"nonmonotonic-poll"}})
+
+
+def nonmonotonic_poll_after_failed_poll(b: HistoryBuilder, k: str) -> Outcome:
+    """A failed poll does not move the position: the next ok poll continues after the last ok."""
+    v = _log(b, k, 3)
+    p = b.process()
+    b.poll(p, {k: [(0, v[0])]})
+    b.poll(p, {k: [(1, v[1])]}, result="fail")
+    b.poll(p, {k: [(1, v[1]), (2, v[2])]})
+    return Outcome()
+
+
+def int_poll_skip(b: HistoryBuilder, k: str) -> Outcome:
+    v = _log(b, k, 3)
+    _read_all(b, k, v)
+    b.poll(b.process(), {k: [(0, v[0]), (2, v[2])]})
+    return Outcome({k: {"int-poll-skip"}})
+
+
+def int_poll_skip_across_micro_ops(b: HistoryBuilder, k: str) -> Outcome:
+    """Consecutive reads in two poll micro-ops of one txn-like poll operation."""
+    v = _log(b, k, 3)
+    _read_all(b, k, v)
+    b.poll(b.process(), [{k: [(0, v[0])]}, {k: [(2, v[2])]}])
+    return Outcome({k: {"int-poll-skip"}})
+
+
+def int_nonmonotonic_poll(b: HistoryBuilder, k: str) -> Outcome:
+    v = _log(b, k, 2)
+    b.poll(b.process(), {k: [(0, v[0]), (1, v[1]), (0, v[0])]})
+    return Outcome({k: {"int-nonmonotonic-poll"}})
+
+
+def nonmonotonic_send(b: HistoryBuilder, k: str) -> Outcome:
+    p = b.process()
+    b.send1(p, k, f"{k}-a", 1)
+    b.send1(p, k, f"{k}-b", 0)
+    _read_all(b, k, [f"{k}-b", f"{k}-a"])
+    return Outcome({k: {"nonmonotonic-send"}})
+
+
+def monotonic_sends_with_gap(b: HistoryBuilder, k: str) -> Outcome:
+    """Another producer's write between two sends of a process is fine."""
+    p, q = b.process(), b.process()
+    b.send1(p, k, f"{k}-0", 0)
+    b.send1(q, k, f"{k}-1", 1)
+    b.send1(p, k, f"{k}-2", 2)
+    _read_all(b, k, [f"{k}-0", f"{k}-1", f"{k}-2"])
+    return Outcome()
+
+
+def int_send_skip(b: HistoryBuilder, k: str) -> Outcome:
+    """Allowed: another producer wrote between two sends of one operation."""
+    p, q = b.process(), b.process()
+    b.send(p, [(k, f"{k}-0", 0), (k, f"{k}-2", 2)])
+    b.send1(q, k, f"{k}-1", 1)
+    _read_all(b, k, [f"{k}-0", f"{k}-1", f"{k}-2"])
+    return Outcome({k: {"int-send-skip"}})
+
+
+def int_nonmonotonic_send(b: HistoryBuilder, k: str) -> Outcome:
+    p = b.process()
+    b.send(p, [(k, f"{k}-0", 1), (k, f"{k}-1", 0)])
+    _read_all(b, k, [f"{k}-1", f"{k}-0"])
+    return Outcome({k: {"int-nonmonotonic-send"}})
+
+
+def at_least_once_violation(b: HistoryBuilder, k: str) -> Outcome:
+    """A group member commits past a value it never consumed (others read it)."""
+    v = _log(b, k, 3)
+    _read_all(b, k, v)
+    member = b.process()
+    b.subscribe(member, [k])
+    b.poll(member, {k: [(0, v[0])]})
+    b.commit(member, {k: 2})
+    return Outcome({k: {"at-least-once-violation"}})
+
+
+def group_consumes_everything(b: HistoryBuilder, k: str) -> Outcome:
+    """Members consume every value before committing past it; one value twice (allowed)."""
+    v = _log(b, k, 3)
+    first, second = b.process(), b.process()
+    b.subscribe(first, [k])
+    b.poll(first, {k: [(0, v[0]), (1, v[1])]})
+    b.commit(first, {k: 2})
+    b.subscribe(second, [k])
+    b.poll(second, {k: [(1, v[1]), (2, v[2])]})
+    b.commit(second, {k: 3})
+    return Outcome()
+
+
+def unclean_election_loss(b: HistoryBuilder, k: str) -> Outcome:
+    """Acked writes past what followers had are lost when an out-of-sync replica leads."""
+    v = _log(b, k, 4)
+    b.poll(b.process(), {k: [(0, v[0]), (1, v[1])]})
+    b.election(k, unclean=True)
+    p = b.process()
+    b.send1(p, k, f"{k}-new-2", 2)
+    b.send1(p, k, f"{k}-new-3", 3)
+    b.poll(b.process(), {k: [(0, v[0]), (1, v[1]), (2, f"{k}-new-2"), (3, f"{k}-new-3")]})
+    return Outcome({k: {"unclean-loss-window", "lost-write", "unseen", "inconsistent-offsets"}})
+
+
+def elections_without_loss(b: HistoryBuilder, k: str) -> Outcome:
+    """A clean election, and an unclean one after which everything acknowledged is still read."""
+    v = _log(b, k, 2)
+    b.election(k, unclean=False)
+    b.election(k, unclean=True, epoch=2)
+    _read_all(b, k, v)
+    return Outcome()
+
+
+def acks1_loss(b: HistoryBuilder, k: str) -> Outcome:
+    """Sends that say acks=1 may be lost: expected, not invalid."""
+    p, q = b.process(), b.process()
+    b.send1(p, k, f"{k}-0", 0, acks=1)
+    b.send1(p, k, f"{k}-1", 1, acks=1)
+    b.poll(q, {k: [(1, f"{k}-1")]})
+    return Outcome(expected={k: {"lost-write", "unseen"}})
+
+
+DEFAULT_SCENARIOS: dict[str, Scenario] = {
+    "clean": clean_log,
+    "incons": inconsistent_offsets,
+    "overwrite": overwritten_write,
+    "dup": duplicate,
+    "g1a": aborted_read,
+    "inforead": info_read_is_committed,
+    "lost": lost_write,
+    "unseen": unseen_tail,
+    "infosib": info_write_committed_by_sibling,
+    "infouncommitted": info_write_uncommitted,
+    "pskip": poll_skip,
+    "preset": poll_skip_reset_by_assign,
+    "pnonmono": nonmonotonic_poll,
+    "pfail": nonmonotonic_poll_after_failed_poll,
+    "ipskip": int_poll_skip,
+    "ipskipmops": int_poll_skip_across_micro_ops,
+    "ipnonmono": int_nonmonotonic_poll,
+    "snonmono": nonmonotonic_send,
+    "sgap": monotonic_sends_with_gap,
+    "isskip": int_send_skip,
+    "isnonmono": int_nonmonotonic_send,
+    "alo": at_least_once_violation,
+    "group": group_consumes_everything,
+    "unclean": unclean_election_loss,
+    "elections": elections_without_loss,
+    "acks1": acks1_loss,
+}
+
+
+def lost_acked_write(b: HistoryBuilder, k: str) -> Outcome:
+    """The complete final read misses an acknowledged acks=-1 write (test.json promised)."""
+    v = _log(b, k, 3)
+    final = b.process()
+    b.assign(final, [k])
+    b.poll(final, {k: [(0, v[0]), (2, v[2])]}, final=True)
+    return Outcome({k: {"lost-acked-write", "lost-write", "unseen", "int-poll-skip"}})
+
+
+def complete_final_read(b: HistoryBuilder, k: str) -> Outcome:
+    """A final read in two polls of one process that covers everything."""
+    v = _log(b, k, 3)
+    final = b.process()
+    b.assign(final, [k])
+    b.poll(final, {k: [(0, v[0]), (1, v[1])]}, final=True)
+    b.poll(final, {k: [(2, v[2])]}, final=True)
+    return Outcome()
+
+
+def incomplete_final_read(b: HistoryBuilder, k: str) -> Outcome:
+    """A final read that stopped before the highest acknowledged offset judges nothing."""
+    v = _log(b, k, 3)
+    final = b.process()
+    b.assign(final, [k])
+    b.poll(final, {k: [(0, v[0]), (1, v[1])]}, final=True)
+    return Outcome({k: {"unseen"}})
+
+
+def acks1_missing_from_final_read(b: HistoryBuilder, k: str) -> Outcome:
+    """An acks=1 write missing from a complete final read is an expected loss, not a
+    lost-acked-write, even where test.json promised no loss of acks=-1 writes."""
+    p = b.process()
+    b.send1(p, k, f"{k}-0", 0)
+    b.send1(p, k, f"{k}-1", 1, acks=1)
+    b.send1(p, k, f"{k}-2", 2)
+    final = b.process()
+    b.assign(final, [k])
+    b.poll(final, {k: [(0, f"{k}-0")]}, final=True)
+    b.poll(final, {k: [(2, f"{k}-2")]}, final=True)
+    return Outcome({k: {"poll-skip"}}, expected={k: {"lost-write", "unseen"}})
+
+
+PROMISE_SCENARIOS: dict[str, Scenario] = {
+    "lostacked": lost_acked_write,
+    "finalok": complete_final_read,
+    "finalpartial": incomplete_final_read,
+    "finalacks1": acks1_missing_from_final_read,
+    "clean": clean_log,
+}
+
+ACKS1_SCENARIOS: dict[str, Scenario] = {
+    "lost": lost_write,
+    "unseen": unseen_tail,
+    "clean": clean_log,
+}
+
+UNCLEAN_SCENARIOS: dict[str, Scenario] = {
+    "unclean": unclean_election_loss,
+    "elections": elections_without_loss,
+}
+
+
+def build(builder: HistoryBuilder, scenarios: dict[str, Scenario]) -> dict[str, Outcome]:
+    """Write every scenario (key = its name) and return their outcomes by name."""
+    return {name: scenario(builder, name) for name, scenario in scenarios.items()}

@@ -1,0 +1,130 @@
+"""Every anomaly type found where it is, and not claimed where it is not.
+
+One history per tested configuration holds many scenarios, each on its own keys; it is
+checked once (a Spark run is slow to start), and each test asserts one scenario.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checkers import CheckConfig, check_history
+from tests.unit.checkers.history_builder import HistoryBuilder
+from tests.unit.checkers.outcomes import as_expected, assert_outcome
+from tests.unit.checkers.scenarios import (
+    ACKS1_SCENARIOS,
+    DEFAULT_SCENARIOS,
+    PROMISE_SCENARIOS,
+    UNCLEAN_SCENARIOS,
+    Outcome,
+    Scenario,
+    build,
+)
+
+ALL = CheckConfig(sample=1000)
+PROMISE = {
+    "topic": {"replication_factor": 3, "min_insync_replicas": 2, "unclean_leader_election": False},
+    "workload": {"acks": -1},
+}
+ACKS1 = {**PROMISE, "workload": {"acks": 1}}
+UNCLEAN = {
+    "topic": {"replication_factor": 3, "min_insync_replicas": 1, "unclean_leader_election": True},
+    "workload": {"acks": "all"},
+}
+
+
+def _run(
+    root: Path, scenarios: dict[str, Scenario], test_json: dict[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, Outcome]]:
+    builder = HistoryBuilder(root, test_json=test_json)
+    outcomes = build(builder, scenarios)
+    return check_history(builder.close(), config=ALL), outcomes
+
+
+@pytest.fixture(scope="module")
+def default_run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return _run(tmp_path_factory.mktemp("default"), DEFAULT_SCENARIOS, None)
+
+
+@pytest.fixture(scope="module")
+def promise_run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return _run(tmp_path_factory.mktemp("promise"), PROMISE_SCENARIOS, PROMISE)
+
+
+@pytest.fixture(scope="module")
+def acks1_run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return _run(tmp_path_factory.mktemp("acks1"), ACKS1_SCENARIOS, ACKS1)
+
+
+@pytest.fixture(scope="module")
+def unclean_run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return _run(tmp_path_factory.mktemp("unclean"), UNCLEAN_SCENARIOS, UNCLEAN)
+
+
+@pytest.mark.parametrize("name", sorted(DEFAULT_SCENARIOS))
+def test_default_configuration(default_run: Any, name: str) -> None:
+    results, outcomes = default_run
+    assert_outcome(results, name, outcomes[name])
+
+
+def test_default_verdict(default_run: Any) -> None:
+    results, _ = default_run
+    assert results["valid"] is False
+    assert "int-send-skip" not in results["anomaly_types"]
+    assert results["allowed_anomaly_types"] == ["int-send-skip"]
+    assert results["expected_anomaly_types"] == ["lost-write", "unseen"]
+    assert results["config"]["test"]["promises_no_loss"] is False
+    assert "lost-acked-write" not in results["checkers"]["delivery"]["counts"]
+    counts = results["checkers"]["offsets"]["counts"]
+    assert counts == {"inconsistent-offsets": 4, "duplicate": 1}
+
+
+@pytest.mark.parametrize("name", sorted(PROMISE_SCENARIOS))
+def test_configuration_promising_no_loss(promise_run: Any, name: str) -> None:
+    results, outcomes = promise_run
+    assert_outcome(results, name, outcomes[name])
+
+
+def test_lost_acked_write_judged(promise_run: Any) -> None:
+    results, _ = promise_run
+    delivery = results["checkers"]["delivery"]
+    assert delivery["counts"]["lost-acked-write"] == 1
+    (sample,) = delivery["anomalies"]["lost-acked-write"]
+    assert (sample["value"], sample["offset"], sample["acks"]) == ("lostacked-1", 1, -1)
+    assert delivery["details"]["keys_without_complete_final_read"] == ["clean", "finalpartial"]
+
+
+@pytest.mark.parametrize("name", sorted(ACKS1_SCENARIOS))
+def test_acks1_losses_are_expected(acks1_run: Any, name: str) -> None:
+    results, outcomes = acks1_run
+    assert_outcome(results, name, as_expected(outcomes[name]))
+
+
+def test_acks1_history_is_valid(acks1_run: Any) -> None:
+    results, _ = acks1_run
+    assert results["valid"] is True
+    assert results["anomaly_types"] == []
+    assert results["checkers"]["delivery"]["expected_counts"] == {"lost-write": 1, "unseen": 2}
+    lost = results["checkers"]["delivery"]["expected"]["lost-write"][0]
+    assert lost["expected_because"] == "sent with acks=1"
+
+
+@pytest.mark.parametrize("name", sorted(UNCLEAN_SCENARIOS))
+def test_unclean_losses_are_expected_when_allowed(unclean_run: Any, name: str) -> None:
+    results, outcomes = unclean_run
+    assert_outcome(results, name, as_expected(outcomes[name]))
+
+
+def test_unclean_loss_window(unclean_run: Any) -> None:
+    results, _ = unclean_run
+    assert results["valid"] is True
+    section = results["checkers"]["unclean"]
+    (window,) = section["expected"]["unclean-loss-window"]
+    assert window["offsets"] == [2, 3]
+    assert window["lost"] == 2
+    assert window["lost_values"] == ["unclean-2", "unclean-3"]
+    assert window["window"][1] == window["time"]
+    assert section["details"] == {"leader_elections": 3, "unclean_elections": 2}
