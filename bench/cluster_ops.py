@@ -32,7 +32,9 @@ def main() -> int:
     os.environ.setdefault("SQUALL_HOME", tempfile.mkdtemp(prefix="squall-bench-"))
     client = docker.from_env()
     if args.rebuild_image:
-        recipe = dataclasses.replace(image.DEFAULT_RECIPE, version=1_000_000 + random.randrange(10**6))
+        recipe = dataclasses.replace(
+            image.DEFAULT_RECIPE, version=1_000_000 + random.randrange(10**6)
+        )
         started = time.monotonic()
         tag = image.ensure_image(client, recipe=recipe)
         seconds = time.monotonic() - started
