@@ -20,13 +20,13 @@ from checkers.config import CheckConfig, TestSettings, find_test_settings
 from checkers.consumer_groups import check_consumer_groups, consumption_details
 from checkers.delivery import check_delivery, delivery_details
 from checkers.evidence import Evidence
-from checkers.load import LoadedHistory, load_history
+from checkers.load import LoadedHistory, load_history, locate_history
 from checkers.losses import LossRules
 from checkers.offsets import check_offsets
 from checkers.order import check_order
 from checkers.results import CheckerReport, assemble_results, collect_findings
 from checkers.session import SparkSettings, get_spark
-from checkers.stats import history_stats
+from checkers.stats import DATA_FS, history_stats
 from checkers.unclean import check_unclean, election_counts, unclean_lost_writes
 
 
@@ -38,16 +38,19 @@ def check_history(
 ) -> dict[str, Any]:
     """Check the history at `path` (run directory, history.jsonl, history.parquet, .edn)."""
     config = config or CheckConfig()
-    spark = get_spark(None if spark_master is None else SparkSettings(master=spark_master))
+    settings = None if spark_master is None else SparkSettings(master=spark_master)
     started = time.monotonic()
+    location = locate_history(path)
+    tested = config.test if config.test is not None else find_test_settings(location.run_dir)
     loaded = load_history(
-        spark, path, loader=config.loader, spark_loader_bytes=config.spark_loader_bytes
+        lambda: get_spark(settings),
+        path,
+        loader=config.loader,
+        spark_loader_bytes=config.spark_loader_bytes,
     )
+    spark = get_spark(settings)
     loaded_at = time.monotonic()
-    settings = (
-        config.test if config.test is not None else find_test_settings(loaded.location.run_dir)
-    )
-    results = check_loaded(spark, loaded, settings, config)
+    results = check_loaded(spark, loaded, tested, config)
     results["history"]["seconds"] = {
         "load": round(loaded_at - started, 3),
         "check": round(time.monotonic() - loaded_at, 3),
@@ -65,7 +68,8 @@ def check_loaded(
     )
     try:
         losses = LossRules(settings, config.expect_loss, lost_in_windows)
-        has_ok = evidence.has_ok_client_op
+        stats = history_stats(spark, loaded.ops, loaded.events, window_s=config.stats_window_s)
+        has_ok = any(stats["by_f"].get(f, {}).get("ok", 0) for f in DATA_FS)
         elections = election_counts(loaded.events)
         unclean_notes = []
         if elections["unclean_elections"] and settings.unclean_leader_election is False:
@@ -96,7 +100,6 @@ def check_loaded(
         collected = collect_findings(
             [item for report in reports for item in report.findings], config.sample
         )
-        stats = history_stats(spark, loaded.ops, loaded.events, window_s=config.stats_window_s)
     finally:
         evidence.release()
         lost_in_windows.unpersist()

@@ -71,7 +71,8 @@ class CheckConfig:
     `test`: the tested configuration; None reads the run's `test.json`.
     `loader`: how `history.jsonl` becomes Parquet: `python` (the exact converter of
     `histories`), `spark` (Spark's JSON reader; falls back to python on anything it cannot
-    vouch for), `auto` (spark from `spark_loader_bytes` up).
+    vouch for), `auto` (spark from `spark_loader_bytes` up on 8 cores or more, see
+    `checkers.load`).
     `stats_window_s`: width of the stats time windows; None picks about 100 windows.
     """
 

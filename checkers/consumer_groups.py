@@ -111,8 +111,14 @@ def check_consumer_groups(
 
 def consumption_details(evidence: Evidence, assign: DataFrame) -> dict[str, Any]:
     """Members, commits, values consumed, and how many times each was consumed."""
-    members = group_members(assign).count()
-    commits = assign.filter((F.col("f") == "commit") & (F.col("type") == "ok")).count()
+    ok = F.col("type") == "ok"
+    row = assign.agg(
+        F.count_distinct(
+            F.when(ok & F.col("f").isin("subscribe", "commit"), F.col("process_id"))
+        ).alias("members"),
+        F.count(F.when(ok & (F.col("f") == "commit"), 1)).alias("commits"),
+    ).collect()[0]
+    members, commits = int(row["members"]), int(row["commits"])
     if members == 0:
         return {"members": 0, "commits": commits, "note": "no consumer group in the history"}
     distribution = (

@@ -92,51 +92,62 @@ class Evidence:
     @cached_property
     def writes(self) -> DataFrame:
         """One row per send micro-op, with its status, offset, and whether it committed."""
-        completion = F.col("type") != "invoke"
-        sends = (
-            self.mops.filter(F.col("f") == "send")
-            .groupBy("invoke_index", "mop_index")
-            .agg(
-                F.max("key").alias("key"),
-                F.max(F.when(~completion, F.col("value"))).alias("sent_value"),
-                F.max(F.when(completion, F.col("value"))).alias("done_value"),
-                F.max("offset").alias("offset"),
-                F.max(F.when(completion, F.col("type"))).alias("done_type"),
-                F.max(F.when(completion, F.col("index"))).alias("done_index"),
-                F.min("time").alias("invoke_time"),
-                F.max(F.when(completion, F.col("time"))).alias("done_time"),
-                F.max("process_id").alias("process_id"),
-                F.max("acks").cast("int").alias("acks"),
-                F.max("op_f").alias("op_f"),
-            )
-        )
-        # Completions that carry no value (fail/info with null) and pending invokes have no
-        # completion rows in mops; their outcome comes from the ops table.
-        outcome = self.ops.filter(
-            (F.col("type") == "invoke")
-            & F.col("f").isin("send", "txn")
-            & (F.col("complete_type").isNull() | (F.col("complete_type") != "ok"))
-        ).select(
-            F.col("index").alias("invoke_index"),
-            F.col("complete_type").alias("op_type"),
-            F.col("complete_index").alias("op_complete_index"),
-            (F.col("time") + F.col("latency_ns")).alias("op_complete_time"),
-        )
-        writes = sends.join(outcome, "invoke_index", "left").select(
+        sends = self.mops.filter(F.col("f") == "send")
+        ok = sends.filter(F.col("type") == "ok").select(
             "key",
-            F.coalesce("done_value", "sent_value").alias("value"),
+            "value",
             "offset",
-            F.coalesce("done_type", "op_type", F.lit("info")).alias("status"),
-            (F.col("done_type").isNull() & F.col("op_type").isNull()).alias("pending"),
+            F.lit("ok").alias("status"),
+            F.lit(False).alias("pending"),
             "invoke_index",
-            F.coalesce("done_index", "op_complete_index").alias("complete_index"),
+            F.col("index").alias("complete_index"),
             "mop_index",
             "process_id",
-            "acks",
-            "invoke_time",
-            F.coalesce("done_time", "op_complete_time").alias("complete_time"),
+            F.col("acks").cast("int").alias("acks"),
+            F.col("time").alias("complete_time"),
             "op_f",
         )
+        # Operations that did not complete ok (fail, info, never) are few; their completion
+        # may carry no value, so their sends come from the invocation.
+        unsettled = F.broadcast(
+            self.ops.filter(
+                (F.col("type") == "invoke")
+                & F.col("f").isin("send", "txn")
+                & (F.col("complete_type").isNull() | (F.col("complete_type") != "ok"))
+            ).select(
+                F.col("index").alias("invoke_index"),
+                F.col("complete_type").alias("op_type"),
+                F.col("complete_index").alias("op_complete_index"),
+                (F.col("time") + F.col("latency_ns")).alias("op_complete_time"),
+            )
+        )
+        reported = sends.filter(F.col("type").isin("fail", "info")).select(
+            "invoke_index",
+            "mop_index",
+            F.col("value").alias("done_value"),
+            F.col("offset").alias("done_offset"),
+            F.col("acks").alias("done_acks"),
+        )
+        others = (
+            sends.filter(F.col("type") == "invoke")
+            .join(unsettled, "invoke_index")
+            .join(reported, ["invoke_index", "mop_index"], "left")
+            .select(
+                "key",
+                F.coalesce("done_value", "value").alias("value"),
+                F.col("done_offset").alias("offset"),
+                F.coalesce("op_type", F.lit("info")).alias("status"),
+                F.col("op_type").isNull().alias("pending"),
+                "invoke_index",
+                F.col("op_complete_index").alias("complete_index"),
+                "mop_index",
+                "process_id",
+                F.coalesce("done_acks", "acks").cast("int").alias("acks"),
+                F.col("op_complete_time").alias("complete_time"),
+                "op_f",
+            )
+        )
+        writes = ok.unionByName(others)
         read = self.read_values.select(
             "key", "value", "reads", "last_read_time", "first_reader", F.lit(True).alias("was_read")
         )
@@ -207,13 +218,4 @@ class Evidence:
             self.indexed_reads.filter(F.col("type") == "ok")
             .groupBy("key")
             .agg(F.max("didx").alias("max_read_idx"), F.max("offset").alias("max_read_offset"))
-        )
-
-    @cached_property
-    def has_ok_client_op(self) -> bool:
-        """Whether any send, poll or txn completed `ok` (else the history shows nothing)."""
-        return bool(
-            self.ops.filter((F.col("type") == "ok") & F.col("f").isin("send", "poll", "txn"))
-            .limit(1)
-            .count()
         )

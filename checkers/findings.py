@@ -9,7 +9,7 @@ when samples are collected, so `"value": 17` reads as in the history.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
@@ -20,27 +20,32 @@ FINDING_COLUMNS = ("checker", "anomaly", "key", "order", "expected", "detail")
 
 @dataclass(frozen=True)
 class Finding:
-    """One anomaly type found (or looked for) by one checker."""
+    """Anomaly types found (or looked for) by one checker, in one frame."""
 
     checker: str
-    anomaly: str
+    anomalies: tuple[str, ...]
     frame: DataFrame
     json_fields: tuple[str, ...] = ()
-    allowed: bool = False
+    allowed: frozenset[str] = frozenset()
 
 
 def finding(
     checker: str,
-    anomaly: str,
+    anomaly: str | Mapping[str, Column],
     rows: DataFrame,
     *,
     order: Column | str,
     detail: Sequence[Column | str],
     expected: Column | None = None,
     json_fields: Sequence[str] = ("value",),
-    allowed: bool = False,
+    allowed: Iterable[str] = (),
 ) -> Finding:
-    """Shape `rows` (one per anomaly) into a finding frame; `detail` columns become JSON."""
+    """Shape `rows` into a finding frame; `detail` columns become JSON (nulls left out).
+
+    `anomaly` is a type name (every row is one), or types with the condition that makes a
+    row one of them (the first that holds; rows matching none are dropped): one frame for
+    several types computes what they share once.
+    """
     fields = [F.col(item) if isinstance(item, str) else item for item in detail]
     if expected is None:
         expected_column = F.lit(False)
@@ -48,12 +53,24 @@ def finding(
         # `rows` then carries `expected_reason`, saying which allowance applies.
         expected_column = F.coalesce(expected, F.lit(False))
         fields.append(F.when(expected_column, F.col("expected_reason")).alias("expected_because"))
+    if isinstance(anomaly, str):
+        names: tuple[str, ...] = (anomaly,)
+        kind = F.lit(anomaly)
+    else:
+        names = tuple(anomaly)
+        cases = iter(anomaly.items())
+        first, condition = next(cases)
+        kind = F.when(condition, F.lit(first))
+        for name, condition in cases:
+            kind = kind.when(condition, F.lit(name))
+        rows = rows.withColumn("_anomaly", kind).filter(F.col("_anomaly").isNotNull())
+        kind = F.col("_anomaly")
     frame = rows.select(
         F.lit(checker).alias("checker"),
-        F.lit(anomaly).alias("anomaly"),
+        kind.alias("anomaly"),
         F.col("key").cast("string").alias("key"),
         (F.col(order) if isinstance(order, str) else order).cast("long").alias("order"),
         expected_column.alias("expected"),
         F.to_json(F.struct(*fields)).alias("detail"),
     )
-    return Finding(checker, anomaly, frame, tuple(json_fields), allowed)
+    return Finding(checker, names, frame, tuple(json_fields), frozenset(allowed))

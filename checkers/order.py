@@ -36,13 +36,6 @@ ANOMALIES = (
 ALLOWED = frozenset({"int-send-skip"})
 
 
-def _pair(first: Column | str, second: Column | str) -> Column:
-    return F.array(
-        F.col(first) if isinstance(first, str) else first,
-        F.col(second) if isinstance(second, str) else second,
-    )
-
-
 def assignment_resets(assign: DataFrame, pairs: DataFrame) -> DataFrame:
     """(process_id, key, index) where an assign/subscribe of the process dropped the key.
 
@@ -59,202 +52,152 @@ def assignment_resets(assign: DataFrame, pairs: DataFrame) -> DataFrame:
     )
 
 
-def internal_poll_steps(evidence: Evidence) -> DataFrame:
-    """Consecutive records of a key inside one poll, with `delta` in dense index."""
-    inside = Window.partitionBy("index", "key").orderBy("mop_index", "poll_seq")
+def _with_resets(rows: DataFrame, assign: DataFrame) -> DataFrame:
+    """`rows` (kind "read"/"send") plus reset rows for their (process, key) pairs."""
+    pairs = rows.select("process_id", "key").distinct()
+    resets = assignment_resets(assign, pairs)
+    for name, kind in rows.dtypes:
+        if name not in ("process_id", "key", "index"):
+            resets = resets.withColumn(name, F.lit(None).cast(kind))
+    return rows.unionByName(resets.withColumn("kind", F.lit("reset")))
+
+
+def _steps(rows: DataFrame, order: tuple[str, ...], counted: Column) -> DataFrame:
+    """Each row with the row before it (same operation: `inner`), and for an operation's first
+    row, the last `counted` row before it and whether a reset came after that one."""
+    ordered = Window.partitionBy("process_id", "key").orderBy(*order)
+    before = ordered.rowsBetween(Window.unboundedPreceding, -1)
+    position = F.struct("index", "didx", "offset", "value")
+    previous = F.lag(position).over(ordered)
     return (
-        evidence.indexed_reads.withColumn("prev_idx", F.lag("didx").over(inside))
-        .withColumn("prev_offset", F.lag("offset").over(inside))
-        .withColumn("prev_value", F.lag("value").over(inside))
-        .filter(F.col("prev_idx").isNotNull())
-        .withColumn("delta", F.col("didx") - F.col("prev_idx"))
-    )
-
-
-def poll_steps(evidence: Evidence, assign: DataFrame) -> DataFrame:
-    """Each completed poll of a key against the process's previous `ok` read of it."""
-    position = F.struct("didx", "offset", "value")
-    by_record = F.struct("mop_index", "poll_seq")
-    per_op = (
-        evidence.indexed_reads.groupBy("process_id", "key", "index")
-        .agg(
-            F.min_by(position, by_record).alias("start"),
-            F.max_by(position, by_record).alias("end"),
-            F.first("type").alias("type"),
-        )
-        .withColumn("kind", F.lit("read"))
-    )
-    pairs = per_op.select("process_id", "key").distinct()
-    resets = assignment_resets(assign, pairs).select(
-        "process_id",
-        "key",
-        "index",
-        F.lit(None).cast(per_op.schema["start"].dataType).alias("start"),
-        F.lit(None).cast(per_op.schema["end"].dataType).alias("end"),
-        F.lit(None).cast("string").alias("type"),
-        F.lit("reset").alias("kind"),
-    )
-    rows = per_op.unionByName(resets)
-    before = (
-        Window.partitionBy("process_id", "key")
-        .orderBy("index")
-        .rowsBetween(Window.unboundedPreceding, -1)
-    )
-    ok_read = (F.col("kind") == "read") & (F.col("type") == "ok")
-    rows = (
-        rows.withColumn("prev_index", F.last(F.when(ok_read, F.col("index")), True).over(before))
-        .withColumn("prev_end", F.last(F.when(ok_read, F.col("end")), True).over(before))
+        rows.withColumn("prev", previous)
+        .withColumn("prev_kind", F.lag("kind").over(ordered))
+        .withColumn("prev_counted", F.last(F.when(counted, position), True).over(before))
         .withColumn(
             "last_reset",
             F.last(F.when(F.col("kind") == "reset", F.col("index")), True).over(before),
         )
+        .filter(F.col("kind") != "reset")
+        .withColumn(
+            "inner",
+            F.coalesce(
+                (F.col("prev_kind") == F.col("kind")) & (F.col("prev.index") == F.col("index")),
+                F.lit(False),
+            ),
+        )
+        .withColumn(
+            "first_of_op",
+            F.col("prev").isNull() | (F.col("prev.index") != F.col("index")),
+        )
+        .withColumn(
+            "follows",
+            F.col("first_of_op")
+            & F.col("prev_counted").isNotNull()
+            & (F.col("last_reset").isNull() | (F.col("last_reset") < F.col("prev_counted.index"))),
+        )
     )
-    return rows.filter(
-        (F.col("kind") == "read")
-        & F.col("prev_index").isNotNull()
-        & (F.col("last_reset").isNull() | (F.col("last_reset") < F.col("prev_index")))
-    ).withColumn("delta", F.col("start.didx") - F.col("prev_end.didx"))
 
 
-def send_steps(evidence: Evidence, assign: DataFrame) -> DataFrame:
-    """Each `ok`/`info` send operation's first send to a key against the previous one's last."""
-    position = F.struct(F.col("first_idx").alias("didx"), "offset", "value")
-    per_op = (
-        evidence.indexed_writes.filter(
-            F.col("status").isin("ok", "info") & F.col("complete_index").isNotNull()
-        )
-        .groupBy("process_id", "key", F.col("complete_index").alias("index"))
-        .agg(
-            F.min_by(position, F.col("mop_index")).alias("start"),
-            F.max_by(position, F.col("mop_index")).alias("end"),
-        )
-        .withColumn("kind", F.lit("send"))
-    )
-    pairs = per_op.select("process_id", "key").distinct()
-    resets = assignment_resets(assign, pairs).select(
+def read_steps(evidence: Evidence, assign: DataFrame) -> DataFrame:
+    """Every record read, with the record before it in its poll (`inner`, `delta`), or for a
+    poll's first record, the end of the process's previous `ok` read of the key (`follows`,
+    `delta`), in dense index."""
+    reads = evidence.indexed_reads.select(
         "process_id",
         "key",
         "index",
-        F.lit(None).cast(per_op.schema["start"].dataType).alias("start"),
-        F.lit(None).cast(per_op.schema["end"].dataType).alias("end"),
-        F.lit("reset").alias("kind"),
+        "mop_index",
+        "poll_seq",
+        "type",
+        "didx",
+        "offset",
+        "value",
+        F.lit("read").alias("kind"),
     )
-    ordered = Window.partitionBy("process_id", "key").orderBy("index")
-    rows = (
-        per_op.unionByName(resets)
-        .withColumn("prev_kind", F.lag("kind").over(ordered))
-        .withColumn("prev_index", F.lag("index").over(ordered))
-        .withColumn("prev_end", F.lag("end").over(ordered))
+    ok_read = (F.col("kind") == "read") & (F.col("type") == "ok")
+    steps = _steps(_with_resets(reads, assign), ("index", "mop_index", "poll_seq"), ok_read)
+    return steps.withColumn(
+        "delta",
+        F.when(F.col("inner"), F.col("didx") - F.col("prev.didx")).when(
+            F.col("follows"), F.col("didx") - F.col("prev_counted.didx")
+        ),
     )
-    return rows.filter(
-        (F.col("kind") == "send")
-        & (F.col("prev_kind") == "send")
-        & F.col("start.didx").isNotNull()
-        & F.col("prev_end.didx").isNotNull()
-    ).withColumn("delta", F.col("start.didx") - F.col("prev_end.didx"))
 
 
-def internal_send_steps(evidence: Evidence) -> DataFrame:
-    """Consecutive sends to a key inside one completed operation, with `delta`."""
-    inside = Window.partitionBy("invoke_index", "key").orderBy("mop_index")
-    return (
-        evidence.indexed_writes.filter(F.col("complete_index").isNotNull())
-        .withColumn("prev_idx", F.lag("first_idx").over(inside))
-        .withColumn("prev_value", F.lag("value").over(inside))
-        .withColumn("prev_offset", F.lag("offset").over(inside))
-        .filter(F.col("prev_idx").isNotNull() & F.col("first_idx").isNotNull())
-        .withColumn("delta", F.col("first_idx") - F.col("prev_idx"))
+def send_steps(evidence: Evidence, assign: DataFrame) -> DataFrame:
+    """Every completed send, with the send before it in its operation (`inner`), or for an
+    `ok`/`info` operation's first send to a key, the last send of the process's previous
+    such operation (`follows`); `delta` in dense index where both positions are known."""
+    sends = evidence.indexed_writes.filter(F.col("complete_index").isNotNull()).select(
+        "process_id",
+        "key",
+        F.col("complete_index").alias("index"),
+        "mop_index",
+        "status",
+        F.col("first_idx").alias("didx"),
+        "offset",
+        "value",
+        F.lit("send").alias("kind"),
     )
+    counted = (F.col("kind") == "send") & F.col("status").isin("ok", "info")
+    steps = _steps(_with_resets(sends, assign), ("index", "mop_index"), counted)
+    return steps.withColumn(
+        "delta",
+        F.when(F.col("inner"), F.col("didx") - F.col("prev.didx")).when(
+            F.col("follows") & F.col("status").isin("ok", "info"),
+            F.col("didx") - F.col("prev_counted.didx"),
+        ),
+    )
+
+
+def _step_detail(op_status: str) -> list[Column | str]:
+    """Between operations: ops, values, offsets of the two; inside one: the op and the pair."""
+    inner = F.col("inner")
+    before = F.when(inner, F.col("prev")).otherwise(F.col("prev_counted"))
+    return [
+        "key",
+        F.col("process_id").alias("process"),
+        F.when(~inner, F.array(before.getField("index"), F.col("index"))).alias("ops"),
+        F.when(inner, F.col("index")).alias("op"),
+        F.when(inner, F.col(op_status)).alias(op_status),
+        F.array(before.getField("value"), F.col("value")).alias("values"),
+        F.array(before.getField("offset"), F.col("offset")).alias("offsets"),
+        "delta",
+    ]
 
 
 def check_order(evidence: Evidence, assign: DataFrame) -> list[Finding]:
-    """The findings of this checker."""
-    polls = poll_steps(evidence, assign)
+    """The findings of this checker: one frame for the reads, one for the sends."""
+    reads = read_steps(evidence, assign).withColumn(
+        "skipped", F.when(~F.col("inner") & (F.col("delta") > 1), F.col("delta") - 1)
+    )
     sends = send_steps(evidence, assign)
-    inner_polls = internal_poll_steps(evidence)
-    inner_sends = internal_send_steps(evidence)
-    between_detail: list[Column | str] = [
-        "key",
-        F.col("process_id").alias("process"),
-        _pair("prev_index", "index").alias("ops"),
-        _pair("prev_end.value", "start.value").alias("values"),
-        _pair("prev_end.offset", "start.offset").alias("offsets"),
-        "delta",
-    ]
-    inner_poll_detail: list[Column | str] = [
-        "key",
-        F.col("process_id").alias("process"),
-        F.col("index").alias("op"),
-        "type",
-        _pair("prev_value", "value").alias("values"),
-        _pair("prev_offset", "offset").alias("offsets"),
-        "delta",
-    ]
-    inner_send_detail: list[Column | str] = [
-        "key",
-        F.col("process_id").alias("process"),
-        F.col("complete_index").alias("op"),
-        "status",
-        _pair("prev_value", "value").alias("values"),
-        _pair("prev_offset", "offset").alias("offsets"),
-        "delta",
-    ]
+    inner, delta = F.col("inner"), F.col("delta")
     return [
         finding(
             CHECKER,
-            "poll-skip",
-            polls.filter(F.col("delta") > 1).withColumn("skipped", F.col("delta") - 1),
+            {
+                "int-poll-skip": inner & (delta > 1),
+                "int-nonmonotonic-poll": inner & (delta < 1),
+                "poll-skip": ~inner & (delta > 1),
+                "nonmonotonic-poll": ~inner & (delta < 1),
+            },
+            reads,
             order="index",
-            detail=[*between_detail, "skipped"],
+            detail=[*_step_detail("type"), "skipped"],
             json_fields=("values",),
         ),
         finding(
             CHECKER,
-            "nonmonotonic-poll",
-            polls.filter(F.col("delta") < 1),
+            {
+                "int-send-skip": inner & (delta > 1),
+                "int-nonmonotonic-send": inner & (delta < 1),
+                "nonmonotonic-send": ~inner & (delta < 1),
+            },
+            sends,
             order="index",
-            detail=between_detail,
+            detail=_step_detail("status"),
             json_fields=("values",),
-        ),
-        finding(
-            CHECKER,
-            "int-poll-skip",
-            inner_polls.filter(F.col("delta") > 1),
-            order="index",
-            detail=inner_poll_detail,
-            json_fields=("values",),
-        ),
-        finding(
-            CHECKER,
-            "int-nonmonotonic-poll",
-            inner_polls.filter(F.col("delta") < 1),
-            order="index",
-            detail=inner_poll_detail,
-            json_fields=("values",),
-        ),
-        finding(
-            CHECKER,
-            "nonmonotonic-send",
-            sends.filter(F.col("delta") < 1),
-            order="index",
-            detail=between_detail,
-            json_fields=("values",),
-        ),
-        finding(
-            CHECKER,
-            "int-send-skip",
-            inner_sends.filter(F.col("delta") > 1),
-            order="complete_index",
-            detail=inner_send_detail,
-            json_fields=("values",),
-            allowed=True,
-        ),
-        finding(
-            CHECKER,
-            "int-nonmonotonic-send",
-            inner_sends.filter(F.col("delta") < 1),
-            order="complete_index",
-            detail=inner_send_detail,
-            json_fields=("values",),
+            allowed=ALLOWED,
         ),
     ]

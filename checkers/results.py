@@ -72,7 +72,9 @@ def collect_findings(
         .withColumn("rank", F.row_number().over(group.orderBy("order", "key", "detail")))
         .filter(F.col("rank") <= max(sample, 1))
     )
-    fields = {(item.checker, item.anomaly): item.json_fields for item in findings}
+    fields = {
+        (item.checker, name): item.json_fields for item in findings for name in item.anomalies
+    }
     out: dict[tuple[str, str, bool], Collected] = {}
     for row in sorted(ranked.collect(), key=lambda r: (r["checker"], r["anomaly"], r["rank"])):
         slot = (row["checker"], row["anomaly"], bool(row["expected"]))
@@ -115,18 +117,19 @@ def checker_section(
     expected: dict[str, list[dict[str, Any]]] = {}
     invalid = False
     for item in report.findings:
-        counts[item.anomaly] = 0
-        found = collected.get((report.name, item.anomaly, False))
-        if found is not None:
-            counts[item.anomaly] = found.count
-            if found.samples:
-                anomalies[item.anomaly] = found.samples
-            invalid = invalid or (found.count > 0 and not item.allowed)
-        loss = collected.get((report.name, item.anomaly, True))
-        if loss is not None:
-            expected_counts[item.anomaly] = loss.count
-            if loss.samples:
-                expected[item.anomaly] = loss.samples
+        for name in item.anomalies:
+            counts[name] = 0
+            found = collected.get((report.name, name, False))
+            if found is not None:
+                counts[name] = found.count
+                if found.samples:
+                    anomalies[name] = found.samples
+                invalid = invalid or (found.count > 0 and name not in item.allowed)
+            loss = collected.get((report.name, name, True))
+            if loss is not None:
+                expected_counts[name] = loss.count
+                if loss.samples:
+                    expected[name] = loss.samples
     valid: Validity = False if invalid else (True if has_ok else "unknown")
     section: dict[str, Any] = {"valid": valid, "anomalies": anomalies, "counts": counts}
     if expected_counts:
@@ -153,7 +156,9 @@ def assemble_results(
     sections = {
         report.name: checker_section(report, collected, has_ok=has_ok) for report in reports
     }
-    allowed_types = {item.anomaly for report in reports for item in report.findings if item.allowed}
+    allowed_types = {
+        name for report in reports for item in report.findings for name in item.allowed
+    }
     found: set[str] = set()
     allowed: set[str] = set()
     expected: set[str] = set()

@@ -219,10 +219,14 @@ def _pairing(lines: DataFrame) -> DataFrame:
         .withColumn("_next_time", F.lead("time").over(by_process))
         .withColumn(
             "paired",
-            F.when(
-                invoke,
-                F.col("_prev_type").isNull() | F.col("_prev_type").isin("ok", "fail"),
-            ).otherwise((F.col("_prev_type") == "invoke") & (F.col("_prev_f") == F.col("f_text"))),
+            _sure(
+                F.when(
+                    invoke,
+                    F.col("_prev_type").isNull() | F.col("_prev_type").isin("ok", "fail"),
+                ).otherwise(
+                    (F.col("_prev_type") == "invoke") & (F.col("_prev_f") == F.col("f_text"))
+                )
+            ),
         )
         .withColumn("invoke_index", F.when(invoke, F.col("index")).otherwise(F.col("_prev_index")))
         .withColumn(

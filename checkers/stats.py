@@ -114,19 +114,25 @@ def _label(p: float) -> str:
 
 
 def operation_counts(ops: DataFrame) -> dict[str, Any]:
-    """Client operations by completion type and by f; nemesis and SUT events."""
+    """Client operations by completion type and by f; nemesis and SUT events; the first and
+    last time (`start`, `end`, removed by `history_stats`)."""
     rows = ops.groupBy("process", F.col("process_id").isNull().alias("event"), "f", "type").agg(
         F.count(F.lit(1)).alias("n"),
         F.count(F.when((F.col("type") == "invoke") & F.col("complete_type").isNull(), 1)).alias(
             "pending"
         ),
+        F.min("time").alias("start"),
+        F.max("time").alias("end"),
     )
     by_f: dict[str, dict[str, int]] = {}
     events: dict[str, int] = {}
     totals = {"ops": 0, "ok": 0, "fail": 0, "info": 0, "pending": 0}
     lines = 0
+    starts, ends = [], []
     for row in rows.collect():
         lines += row["n"]
+        starts.append(row["start"])
+        ends.append(row["end"])
         if row["event"]:
             events[row["process"]] = events.get(row["process"], 0) + row["n"]
             continue
@@ -136,7 +142,14 @@ def operation_counts(ops: DataFrame) -> dict[str, Any]:
         totals[name] += row["n"]
         entry["pending"] += row["pending"]
         totals["pending"] += row["pending"]
-    return {**totals, "lines": lines, "events": events, "by_f": dict(sorted(by_f.items()))}
+    return {
+        **totals,
+        "lines": lines,
+        "events": events,
+        "by_f": dict(sorted(by_f.items())),
+        "start": min(starts, default=None),
+        "end": max(ends, default=None),
+    }
 
 
 def latency_by_f(ops: DataFrame) -> dict[str, Any]:
@@ -158,7 +171,8 @@ def latency_by_f(ops: DataFrame) -> dict[str, Any]:
 
 
 def time_windows(ops: DataFrame, start: int, end: int, width_s: float | None) -> dict[str, Any]:
-    """Completions per second and ok latency percentiles per time window."""
+    """Completions per second and ok latency percentiles per time window (and the totals
+    `ok` and `completions`, removed by `history_stats`)."""
     duration = max(end - start, 1)
     width = int(width_s * NS_PER_S) if width_s else max(NS_PER_S, math.ceil(duration / 100))
     done = ops.filter(
@@ -173,7 +187,10 @@ def time_windows(ops: DataFrame, start: int, end: int, width_s: float | None) ->
     )
     seconds = width / NS_PER_S
     windows = []
+    ok_total = completions = 0
     for row in sorted(rows.collect(), key=lambda r: r["window"]):
+        ok_total += row["ok"]
+        completions += row["ok"] + row["fail"] + row["info"]
         p = row["p"] or [None, None]
         windows.append(
             {
@@ -184,7 +201,7 @@ def time_windows(ops: DataFrame, start: int, end: int, width_s: float | None) ->
                 "latency_ms": {"p50": _ms(p[0]), "p99": _ms(p[1])},
             }
         )
-    return {"width_s": seconds, "windows": windows}
+    return {"width_s": seconds, "windows": windows, "ok": ok_total, "completions": completions}
 
 
 def fault_availability(
@@ -239,10 +256,9 @@ def history_stats(
 ) -> dict[str, Any]:
     """The `stats` section of results.json."""
     counts = operation_counts(ops)
-    bounds = ops.agg(F.min("time").alias("start"), F.max("time").alias("end")).collect()[0]
-    if bounds["start"] is None:
+    start, end = counts.pop("start"), counts.pop("end")
+    if start is None:
         return {**counts, "duration_s": 0.0}
-    start, end = int(bounds["start"]), int(bounds["end"])
     nemesis = [
         (row["index"], row["time"], row["f"], row["value_json"])
         for row in events.filter(F.col("process") == "nemesis")
@@ -250,18 +266,14 @@ def history_stats(
         .collect()
     ]
     intervals, instants = fault_intervals(nemesis)
-    data = ops.filter(
-        (F.col("type") != "invoke") & F.col("process_id").isNotNull() & F.col("f").isin(*DATA_FS)
-    )
-    overall = data.agg(
-        F.count(F.when(F.col("type") == "ok", 1)).alias("ok"), F.count(F.lit(1)).alias("n")
-    ).collect()[0]
+    throughput = time_windows(ops, start, end, window_s)
+    ok, total = throughput.pop("ok"), throughput.pop("completions")
     return {
         **counts,
         "duration_s": round((end - start) / NS_PER_S, 3),
-        "availability": None if not overall["n"] else round(overall["ok"] / overall["n"], 4),
+        "availability": None if not total else round(ok / total, 4),
         "latency_ms": latency_by_f(ops),
-        "throughput": time_windows(ops, start, end, window_s),
+        "throughput": throughput,
         "faults": fault_availability(spark, ops, intervals, end),
         "instant_faults": instants,
     }

@@ -14,7 +14,7 @@ election was allowed; the lost writes' own `lost-write`/`unseen` are then expect
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from checkers.evidence import Evidence
@@ -45,24 +45,24 @@ def unclean_elections(events: DataFrame) -> DataFrame:
 
 def unclean_lost_writes(evidence: Evidence, events: DataFrame) -> DataFrame:
     """Acknowledged writes lost in an unclean election: write columns plus the election's."""
-    elections = F.broadcast(unclean_elections(events))
+    by_key = Window.partitionBy("key").orderBy("election_time", "election_index")
+    elections = F.broadcast(
+        unclean_elections(events)
+        .select("key", "election_index", "election_time")
+        .withColumn("previous_time", F.lag("election_time").over(by_key))
+    )
     acked = evidence.writes.filter((F.col("status") == "ok") & F.col("offset").isNotNull())
     last_sign = F.greatest(
         F.col("complete_time"), F.coalesce(F.col("last_read_time"), F.col("complete_time"))
     )
-    election = F.struct("election_time", "election_index")
-    candidates = (
-        acked.join(elections.select("key", "election_index", "election_time"), "key")
-        .filter(F.col("election_time") > last_sign)
-        .groupBy("key", "value")
-        .agg(
-            F.min_by(election, F.col("election_time")).alias("election"),
-            F.first("offset").alias("offset"),
-            F.first("complete_time").alias("complete_time"),
-            F.first("complete_index").alias("complete_index"),
-        )
-        .select("key", "value", "offset", "complete_time", "complete_index", "election.*")
-    )
+    # The first unclean election of the key after the write's acknowledgement and last read:
+    # the one whose window (previous election, this election] holds that moment.
+    candidates = acked.join(
+        elections,
+        (acked["key"] == elections["key"])
+        & (F.col("election_time") > last_sign)
+        & (F.col("previous_time").isNull() | (F.col("previous_time") <= last_sign)),
+    ).select(acked["key"], "value", "offset", "complete_time", "complete_index", "election_index")
     reach = (
         evidence.reads.filter(F.col("type") == "ok")
         .join(elections.select("key", "election_index", "election_time"), "key")
@@ -70,7 +70,9 @@ def unclean_lost_writes(evidence: Evidence, events: DataFrame) -> DataFrame:
         .groupBy("election_index")
         .agg(F.max("offset").alias("reach_offset"))
     )
-    return candidates.join(reach, "election_index").filter(F.col("offset") <= F.col("reach_offset"))
+    return candidates.join(F.broadcast(reach), "election_index").filter(
+        F.col("offset") <= F.col("reach_offset")
+    )
 
 
 def loss_windows(lost: DataFrame, events: DataFrame) -> DataFrame:

@@ -10,6 +10,8 @@ import typer
 
 from squall.commands._common import EXIT_INFRASTRUCTURE, EXIT_USAGE, fail
 
+_RUNS = ("run", "edn")  # a directory holding the history (not a bare history.parquet/)
+
 
 def check(
     path: Path = typer.Argument(
@@ -29,6 +31,12 @@ def check(
         "--expect-loss",
         help="acks0, acks1 or unclean: losses to report as expected, not invalid.",
     ),
+    loader: str = typer.Option(
+        "auto", "--loader", help="auto | python | spark: how history.jsonl becomes Parquet."
+    ),
+    write: bool = typer.Option(
+        True, "--write/--no-write", help="Write results.json into the run directory."
+    ),
 ) -> None:
     """Check a history; exit 0 valid, 1 anomalies, 2 invalid input, 3 Spark unavailable."""
     from checkers import (
@@ -38,6 +46,7 @@ def check(
         SparkUnavailableError,
         TestConfigError,
         check_history,
+        write_results,
     )
     from histories import HistoryFormatError
     from squall.report.console import print_results
@@ -48,8 +57,14 @@ def check(
             "or a Jepsen history.edn",
             EXIT_USAGE,
         )
+    if loader not in ("auto", "python", "spark"):
+        fail(f"--loader {loader!r}: expected auto, python or spark", EXIT_USAGE)
     try:
-        config = CheckConfig(sample=sample, expect_loss=frozenset(expect_loss))  # type: ignore[arg-type]
+        config = CheckConfig(
+            sample=sample,
+            expect_loss=frozenset(expect_loss),  # type: ignore[arg-type]
+            loader=loader,  # type: ignore[arg-type]
+        )
     except (ValueError, TypeError) as err:
         fail(f"--expect-loss: {err}", EXIT_USAGE)
     try:
@@ -62,9 +77,15 @@ def check(
         fail(str(err), EXIT_USAGE)
     except ValueError as err:  # malformed EDN or history content the readers reject
         fail(str(err), EXIT_USAGE)
-    run_dir = path if path.is_dir() and (path / "history.jsonl").exists() else None
-    if run_dir is not None:
-        (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    except OSError as err:
+        fail(f"cannot read or convert {path}: {err}", EXIT_INFRASTRUCTURE)
+    except Exception as err:  # Spark or its JVM failing mid-run (py4j errors)
+        if type(err).__module__.startswith(("py4j", "pyspark")):
+            fail(f"Spark failed while checking {path}: {err}", EXIT_INFRASTRUCTURE)
+        raise
+    run_dir = path if path.is_dir() and results.get("history", {}).get("kind") in _RUNS else None
+    if run_dir is not None and write:
+        write_results(results, run_dir / "results.json")
     if as_json:
         print(json.dumps(results, default=str))
     else:

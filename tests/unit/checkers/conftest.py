@@ -13,6 +13,7 @@ TEST_SPARK = SparkSettings(
     master="local[2]",
     shuffle_partitions=2,
     driver_memory="1g",
+    java_options="-XX:TieredStopAtLevel=1",  # short-lived: skip the slow optimising JIT
     # Tiny data: adaptive execution only adds a job per stage.
     extra={"spark.sql.adaptive.enabled": "false"},
 )

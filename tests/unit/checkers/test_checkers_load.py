@@ -1,0 +1,126 @@
+"""Finding a history, converting it once, reading the tested configuration."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checkers import CheckConfig, HistoryNotFoundError, TestConfigError, load_history
+from checkers.config import TestSettings, find_test_settings, read_test_settings
+from checkers.load import locate_history
+from histories import HistoryFormatError, HistoryWriter, write_parquet
+
+FIXTURE = Path(__file__).parent.parent / "data" / "histories" / "jepsen_kafka_history.edn"
+
+
+def _history(path: Path) -> Path:
+    with HistoryWriter(path) as writer:
+        invoke = writer.invoke(0, "send", [["send", "k", 1]])
+        writer.complete(invoke, "ok", [["send", "k", [0, 1]]])
+    return path
+
+
+def test_locate_every_kind_of_path(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    jsonl = _history(run / "history.jsonl")
+    located = locate_history(run)
+    assert (located.kind, located.source, located.parquet) == (
+        "run", jsonl, run / "history.parquet")  # fmt: skip
+    assert locate_history(jsonl).parquet == run / "history.parquet"
+    other = _history(tmp_path / "other.jsonl")
+    assert locate_history(other).parquet == tmp_path / "other.parquet"
+    write_parquet(jsonl, run / "history.parquet")
+    assert locate_history(run / "history.parquet").kind == "parquet"
+    edn_run = tmp_path / "jepsen"
+    edn_run.mkdir()
+    (edn_run / "history.edn").write_text(FIXTURE.read_text())
+    assert locate_history(edn_run).kind == "edn"
+    assert locate_history(edn_run / "history.edn").parquet == edn_run / "history.parquet"
+
+
+@pytest.mark.parametrize("name", ["empty", "missing", "broken.parquet"])
+def test_paths_without_a_history_are_refused(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    if name != "missing":
+        path.mkdir()
+    with pytest.raises(HistoryNotFoundError, match=str(path)):
+        locate_history(path)
+
+
+def test_converted_once_then_reused_until_the_history_changes(spark: Any, tmp_path: Path) -> None:
+    jsonl = _history(tmp_path / "history.jsonl")
+    assert load_history(spark, tmp_path).loader == "python"
+    loaded = load_history(spark, tmp_path)
+    assert loaded.loader == "existing"
+    assert loaded.mops.count() == 2
+    with HistoryWriter(jsonl) as writer:
+        writer.invoke(1, "poll", [["poll"]])
+    later = os.stat(jsonl).st_mtime_ns + 1_000_000
+    os.utime(jsonl, ns=(later, later))
+    again = load_history(spark, tmp_path)
+    assert again.loader == "python"
+    assert again.ops.count() == 3
+
+
+def test_malformed_history_is_reported_before_spark_starts(tmp_path: Path) -> None:
+    path = _history(tmp_path / "history.jsonl")
+    with open(path, "a") as fh:
+        fh.write('{"index": 2, "time": 5, "process": 0, "type": "bogus", "f": "send"}\n')
+
+    def no_spark() -> Any:
+        raise AssertionError("Spark must not start for a malformed history")
+
+    with pytest.raises(HistoryFormatError, match=r"history.jsonl, line 3"):
+        load_history(no_spark, tmp_path)
+
+
+def test_torn_last_line_is_noted(spark: Any, tmp_path: Path) -> None:
+    path = _history(tmp_path / "history.jsonl")
+    with open(path, "a") as fh:
+        fh.write('{"index": 2, "ti')
+    loaded = load_history(spark, tmp_path)
+    assert any("torn" in note for note in loaded.notes)
+    assert loaded.ops.count() == 2
+
+
+def test_test_json(tmp_path: Path) -> None:
+    path = tmp_path / "test.json"
+    path.write_text(
+        json.dumps(
+            {
+                "name": "x",
+                "topic": {"replication_factor": 3, "min_insync_replicas": 2,
+                          "unclean_leader_election": False},
+                "workload": {"acks": "all"},
+            }
+        )
+    )  # fmt: skip
+    settings = read_test_settings(path)
+    assert settings.acks == -1 and settings.promises_no_loss
+    assert find_test_settings(tmp_path) == settings
+    assert find_test_settings(tmp_path / "nowhere") == TestSettings()
+    assert not TestSettings(min_insync_replicas=1, unclean_leader_election=False).promises_no_loss
+    assert not TestSettings(min_insync_replicas=2).promises_no_loss
+    path.write_text('{"topic": {"min_insync_replicas": "two"}}')
+    with pytest.raises(TestConfigError, match="min_insync_replicas is 'two'"):
+        read_test_settings(path)
+    path.write_text('{"workload": {"acks": 2}}')
+    with pytest.raises(TestConfigError, match=r"workload\.acks"):
+        read_test_settings(path)
+    path.write_text("{not json")
+    with pytest.raises(TestConfigError, match="cannot be read as JSON"):
+        read_test_settings(path)
+
+
+def test_check_config_is_validated() -> None:
+    with pytest.raises(ValueError, match="sample"):
+        CheckConfig(sample=-1)
+    with pytest.raises(ValueError, match="expect_loss"):
+        CheckConfig(expect_loss=frozenset({"acks2"}))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="loader"):
+        CheckConfig(loader="fast")  # type: ignore[arg-type]
