@@ -84,7 +84,7 @@ def check_loaded(
                 check_delivery(evidence, losses),
                 details=delivery_details(evidence, losses),
             ),
-            CheckerReport("order", check_order(evidence, loaded.assign)),
+            CheckerReport("order", check_order(evidence, loaded.assign, losses)),
             CheckerReport(
                 "consumer_groups",
                 check_consumer_groups(evidence, loaded.assign, losses),

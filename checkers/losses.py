@@ -4,6 +4,10 @@ A lost write is expected when it was sent with acks=0 or acks=1 (the operation's
 field, else `workload.acks` of `test.json`, else the one declared with `--expect-loss
 acks0|acks1`), or when it was lost in an unclean-loss window while unclean leader election
 was allowed (`topic.unclean_leader_election` true, or `--expect-loss unclean`).
+
+Such a loss truncates the log: offsets are handed out again, so a producer's next send or a
+consumer's next read may land at or before where it was. `truncated_positions` lists the
+lost values that explain such a step back (see `checkers.order`).
 """
 
 from __future__ import annotations
@@ -89,3 +93,35 @@ class LossRules:
             )
             .drop("_election")
         )
+
+    def truncated_positions(self, writes: DataFrame) -> DataFrame:
+        """(key, value, truncated_reason): committed writes whose loss the configuration
+        allows and that the log lost: in an allowed unclean-loss window, or sent with
+        acks=0/1 and never read by an `ok` read. `writes` is `Evidence.writes`."""
+        lossy = self.with_acks(writes).filter(
+            F.col("committed") & ~F.col("was_read") & F.col("effective_acks").isin(0, 1)
+        )
+        positions = lossy.select(
+            "key",
+            "value",
+            F.concat(
+                F.lit("the log lost the previous position (sent with acks="),
+                F.col("effective_acks").cast("string"),
+                F.lit(")"),
+            ).alias("truncated_reason"),
+        )
+        if self.unclean_lost is not None and self.unclean_allowed:
+            positions = positions.unionByName(
+                self.unclean_lost.select(
+                    "key",
+                    "value",
+                    F.concat(
+                        F.lit(
+                            "the log lost the previous position in the unclean-loss window "
+                            "of the leader election at index "
+                        ),
+                        F.col("election_index").cast("string"),
+                    ).alias("truncated_reason"),
+                )
+            )
+        return positions.dropDuplicates(["key", "value"])

@@ -13,6 +13,10 @@ Inside one completed operation, consecutive records/sends of a key:
 - int-poll-skip / int-nonmonotonic-poll: more than one index apart / not forward.
 - int-send-skip (allowed: another producer wrote between) / int-nonmonotonic-send.
 Positions that are unknown (a value never seen in the log) are not compared.
+
+A nonmonotonic-poll or nonmonotonic-send between operations is an expected consequence,
+not an anomaly, when the previous position was a write whose loss the configuration allows
+(`LossRules.truncated_positions`): the log was truncated below it and its offsets reused.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pyspark.sql import functions as F
 
 from checkers.evidence import Evidence
 from checkers.findings import Finding, finding
+from checkers.losses import LossRules
 
 CHECKER = "order"
 ANOMALIES = (
@@ -166,12 +171,29 @@ def _step_detail(op_status: str) -> list[Column | str]:
     ]
 
 
-def check_order(evidence: Evidence, assign: DataFrame) -> list[Finding]:
+def _after_truncation(steps: DataFrame, truncated: DataFrame) -> DataFrame:
+    """`steps` plus `expected_reason` where a step back follows a position the log lost."""
+    lost = truncated.select(
+        F.col("key").alias("_key"), F.col("value").alias("_value"), "truncated_reason"
+    )
+    back = ~F.col("inner") & (F.col("delta") < 1)
+    joined = steps.join(
+        lost,
+        back & (F.col("key") == F.col("_key")) & (F.col("prev_counted.value") == F.col("_value")),
+        "left",
+    )
+    return joined.withColumnRenamed("truncated_reason", "expected_reason").drop("_key", "_value")
+
+
+def check_order(evidence: Evidence, assign: DataFrame, losses: LossRules) -> list[Finding]:
     """The findings of this checker: one frame for the reads, one for the sends."""
+    truncated = losses.truncated_positions(evidence.writes)
     reads = read_steps(evidence, assign).withColumn(
         "skipped", F.when(~F.col("inner") & (F.col("delta") > 1), F.col("delta") - 1)
     )
-    sends = send_steps(evidence, assign)
+    reads = _after_truncation(reads, truncated)
+    sends = _after_truncation(send_steps(evidence, assign), truncated)
+    expected = F.col("expected_reason").isNotNull()
     inner, delta = F.col("inner"), F.col("delta")
     return [
         finding(
@@ -185,6 +207,7 @@ def check_order(evidence: Evidence, assign: DataFrame) -> list[Finding]:
             reads,
             order="index",
             detail=[*_step_detail("type"), "skipped"],
+            expected=expected,
             json_fields=("values",),
         ),
         finding(
@@ -197,6 +220,7 @@ def check_order(evidence: Evidence, assign: DataFrame) -> list[Finding]:
             sends,
             order="index",
             detail=_step_detail("status"),
+            expected=expected,
             json_fields=("values",),
             allowed=ALLOWED,
         ),

@@ -6,6 +6,8 @@ Syntax (one string per target):
 - ``zk``: the ZooKeeper node.
 - ``leader:TOPIC-PARTITION``: the partition's leader now (``leader`` alone: the topic hint).
 - ``follower:TOPIC-PARTITION``: a random ISR member that is not the leader.
+- ``followers:TOPIC-PARTITION``: every ISR member that is not the leader.
+- ``isr:TOPIC-PARTITION``: every ISR member, the leader included.
 - ``controller``: the broker that is controller now.
 - ``random``: one random broker; ``minority``: a random minority of the brokers
   (``max(1, (n - 1) // 2)`` of them); ``brokers``: every broker; ``all``: every node,
@@ -34,7 +36,7 @@ from system_under_test.client.metadata import ClusterMetadata
 from system_under_test.zookeeper import ClusterMetadataStore, MetadataError
 
 NODE_ROLES = ("zk", "controller", "random", "minority", "brokers", "all")
-PARTITION_ROLES = ("leader", "follower")
+PARTITION_ROLES = ("leader", "follower", "followers", "isr")
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,8 @@ def parse_target(text: str) -> TargetSpec:
             parse_key(argument)
             return TargetSpec(role, argument)
         raise FaultError(
-            f"target {text!r}: expected node:NAME, leader:TOPIC-PARTITION or "
-            "follower:TOPIC-PARTITION"
+            f"target {text!r}: expected node:NAME, or leader, follower, followers or isr "
+            "followed by :TOPIC-PARTITION"
         )
     if role in NODE_ROLES or role in PARTITION_ROLES:
         return TargetSpec(role)
@@ -73,7 +75,8 @@ def parse_target(text: str) -> TargetSpec:
         return TargetSpec("node", role)
     raise FaultError(
         f"target {text!r} is neither a node name nor a role; roles: "
-        f"{', '.join(NODE_ROLES)}, leader:TOPIC-PARTITION, follower:TOPIC-PARTITION"
+        f"{', '.join(NODE_ROLES)}, and leader, follower, followers or isr with "
+        ":TOPIC-PARTITION"
     )
 
 
@@ -204,13 +207,19 @@ def resolve_targets(
                 if state.leader < 0:
                     raise TargetError(f"{key} has no leader right now (offline partition)")
                 names = [broker_node(state.leader, brokers, f"the leader of {key}")]
+            elif spec.role == "isr":
+                if not state.isr:
+                    raise TargetError(f"{key} has an empty ISR right now")
+                names = [broker_node(b, brokers, f"an ISR member of {key}") for b in state.isr]
             else:
                 followers = sorted(b for b in state.isr if b != state.leader)
                 if not followers:
                     raise TargetError(
                         f"{key} has no follower in its ISR {list(state.isr)} right now"
                     )
-                names = [broker_node(rng.choice(followers), brokers, f"a follower of {key}")]
+                if spec.role == "follower":
+                    followers = [rng.choice(followers)]
+                names = [broker_node(b, brokers, f"a follower of {key}") for b in followers]
         roles[str(spec)] = names
         chosen += names
     return Resolution(tuple(sorted_nodes(chosen)), roles, observed)
@@ -219,32 +228,33 @@ def resolve_targets(
 def observe_cluster(
     cluster: Cluster, keys: Collection[str], *, controller: bool, timeout_s: float = 5.0
 ) -> ClusterView:
-    """Read partition leadership and the controller, as clients see them, from the brokers.
+    """Read partition leadership and the controller from ZooKeeper (the controller's record).
 
-    Falls back to ZooKeeper (the controller's own record) when no broker answers, e.g. when
-    every broker is paused. Only what is asked for is read.
+    ZooKeeper answers even when brokers are paused, which a broker-first read would wait
+    out a request timeout per paused broker. Falls back to the brokers' metadata when
+    ZooKeeper does not answer (paused, killed or cut off). Only what is asked for is read.
     """
     brokers = tuple(sorted_nodes(cluster.brokers))
     zookeeper = cluster.zookeeper.name
     if not keys and not controller:
         return ClusterView(brokers, zookeeper)
     try:
-        return ClusterView(
-            brokers,
-            zookeeper,
-            _partitions_from_brokers(cluster, keys, timeout_s),
-            _controller_from_brokers(cluster, timeout_s) if controller else None,
-            source="brokers",
-        )
-    except (ClientError, BrokerError, OSError) as broker_error:
-        try:
-            partitions, controller_id = _roles_from_zookeeper(cluster, keys, timeout_s)
-        except (MetadataError, KazooException, OSError) as zk_error:
-            raise TargetError(
-                f"cannot observe roles: no broker answered ({broker_error}) and ZooKeeper "
-                f"neither ({zk_error}); target nodes by name instead"
-            ) from None
+        partitions, controller_id = _roles_from_zookeeper(cluster, keys, min(timeout_s, 3.0))
         return ClusterView(brokers, zookeeper, partitions, controller_id, source="zookeeper")
+    except (MetadataError, KazooException, OSError) as zk_error:
+        try:
+            return ClusterView(
+                brokers,
+                zookeeper,
+                _partitions_from_brokers(cluster, keys, timeout_s),
+                _controller_from_brokers(cluster, timeout_s) if controller else None,
+                source="brokers",
+            )
+        except (ClientError, BrokerError, OSError) as broker_error:
+            raise TargetError(
+                f"cannot observe roles: ZooKeeper did not answer ({zk_error}) and no broker "
+                f"either ({broker_error}); target nodes by name instead"
+            ) from None
 
 
 def _partitions_from_brokers(

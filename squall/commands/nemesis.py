@@ -24,7 +24,7 @@ nemesis_app = typer.Typer(
 )
 
 TARGET_HELP = (
-    "n1.., zk, leader:TOPIC-PARTITION, follower:TOPIC-PARTITION, controller, minority, "
+    "n1.., zk, leader:TOPIC-PARTITION, follower:TOPIC-PARTITION, followers:TOPIC-PARTITION, isr:TOPIC-PARTITION, controller, minority, "
     "brokers, all; repeatable."
 )
 

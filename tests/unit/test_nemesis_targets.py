@@ -70,6 +70,10 @@ def test_partition_roles() -> None:
     followers = {resolve("follower:t-0", seed=s)[0] for s in range(40)}
     assert followers == {"n3", "n4"}
     assert resolve("leader", hint="lonely-0") == ["n1"]
+    assert resolve("followers:t-0") == ["n3", "n4"]
+    assert resolve("isr:t-0") == ["n2", "n3", "n4"]
+    assert resolve("isr:t-1") == ["n3"]
+    assert parse_target("isr:t-0") == TargetSpec("isr", "t-0")
 
 
 def test_roles_without_a_holder_fail_clearly() -> None:
@@ -77,6 +81,8 @@ def test_roles_without_a_holder_fail_clearly() -> None:
         resolve("leader:t-1")
     with pytest.raises(TargetError, match="no follower"):
         resolve("follower:lonely-0")
+    with pytest.raises(TargetError, match="no follower"):
+        resolve("followers:lonely-0")
     with pytest.raises(TargetError, match="unknown to the cluster"):
         resolve("leader:nope-0")
     with pytest.raises(TargetError, match="no node 'n9'"):

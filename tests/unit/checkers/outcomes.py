@@ -30,11 +30,12 @@ def as_expected(outcome: Outcome) -> Outcome:
     """The same outcome under a configuration that allows its losses."""
     moved = Outcome()
     for key, names in outcome.anomalies.items():
-        kept = names - LOSS_TYPES
+        loss = LOSS_TYPES | outcome.caused_by_loss
+        kept = names - loss
         if kept:
             moved.anomalies[key] = kept
-        if names & LOSS_TYPES:
-            moved.expected[key] = names & LOSS_TYPES
+        if names & loss:
+            moved.expected[key] = names & loss
     for key, names in outcome.expected.items():
         moved.expected.setdefault(key, set()).update(names)
     return moved

@@ -18,6 +18,8 @@ from tests.unit.checkers.history_builder import HistoryBuilder
 class Outcome:
     anomalies: dict[str, set[str]] = field(default_factory=dict)
     expected: dict[str, set[str]] = field(default_factory=dict)
+    caused_by_loss: set[str] = field(default_factory=set)
+    """Anomaly types (beyond the loss types) that become expected when the loss is allowed."""
 
 
 Scenario = Callable[[HistoryBuilder, str], Outcome]
@@ -275,6 +277,32 @@ def unclean_election_loss(b: HistoryBuilder, k: str) -> Outcome:
     return Outcome({k: {"unclean-loss-window", "lost-write", "unseen", "inconsistent-offsets"}})
 
 
+def unclean_truncation_steps_back(b: HistoryBuilder, k: str) -> Outcome:
+    """After an unclean election truncated the log, the producer's next send lands before
+    its previous one and a consumer reset to the earliest offset re-reads from 0: steps
+    back that the lost positions explain (expected where the loss is)."""
+    p, c = b.process(), b.process()
+    v = [f"{k}-{i}" for i in range(4)]
+    for offset, value in enumerate(v):
+        b.send1(p, k, value, offset)
+    b.poll(c, {k: [(0, v[0]), (1, v[1]), (2, v[2]), (3, v[3])]})
+    b.election(k, unclean=True)
+    b.send1(p, k, f"{k}-new-2", 2)
+    b.send1(p, k, f"{k}-new-3", 3)
+    b.poll(c, {k: [(0, v[0]), (1, v[1]), (2, f"{k}-new-2"), (3, f"{k}-new-3")]})
+    return Outcome(
+        {
+            k: {
+                "unclean-loss-window",
+                "inconsistent-offsets",
+                "nonmonotonic-send",
+                "nonmonotonic-poll",
+            }
+        },
+        caused_by_loss={"nonmonotonic-send", "nonmonotonic-poll"},
+    )
+
+
 def elections_without_loss(b: HistoryBuilder, k: str) -> Outcome:
     """A clean election, and an unclean one after which everything acknowledged is still read."""
     v = _log(b, k, 2)
@@ -291,6 +319,21 @@ def acks1_loss(b: HistoryBuilder, k: str) -> Outcome:
     b.send1(p, k, f"{k}-1", 1, acks=1)
     b.poll(q, {k: [(1, f"{k}-1")]})
     return Outcome(expected={k: {"lost-write", "unseen"}})
+
+
+def acks1_truncation_steps_back(b: HistoryBuilder, k: str) -> Outcome:
+    """An acks=1 write lost with its leader: the offset is reused, so the producer's next
+    send lands on it (nonmonotonic-send, explained by the loss)."""
+    p, c = b.process(), b.process()
+    b.send1(p, k, f"{k}-0", 0)
+    b.send1(p, k, f"{k}-1", 1)
+    b.election(k, unclean=False)
+    b.send1(p, k, f"{k}-2", 1)
+    b.poll(c, {k: [(0, f"{k}-0"), (1, f"{k}-2")]})
+    return Outcome(
+        {k: {"lost-write", "unseen", "inconsistent-offsets", "nonmonotonic-send"}},
+        caused_by_loss={"nonmonotonic-send"},
+    )
 
 
 DEFAULT_SCENARIOS: dict[str, Scenario] = {
@@ -318,6 +361,7 @@ DEFAULT_SCENARIOS: dict[str, Scenario] = {
     "alo": at_least_once_violation,
     "group": group_consumes_everything,
     "unclean": unclean_election_loss,
+    "truncated": unclean_truncation_steps_back,
     "elections": elections_without_loss,
     "acks1": acks1_loss,
 }
@@ -375,12 +419,14 @@ PROMISE_SCENARIOS: dict[str, Scenario] = {
 
 ACKS1_SCENARIOS: dict[str, Scenario] = {
     "lost": lost_write,
+    "truncated": acks1_truncation_steps_back,
     "unseen": unseen_tail,
     "clean": clean_log,
 }
 
 UNCLEAN_SCENARIOS: dict[str, Scenario] = {
     "unclean": unclean_election_loss,
+    "truncated": unclean_truncation_steps_back,
     "elections": elections_without_loss,
 }
 

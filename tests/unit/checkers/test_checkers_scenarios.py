@@ -79,7 +79,7 @@ def test_default_verdict(default_run: Any) -> None:
     assert results["config"]["test"]["promises_no_loss"] is False
     assert "lost-acked-write" not in results["checkers"]["delivery"]["counts"]
     counts = results["checkers"]["offsets"]["counts"]
-    assert counts == {"inconsistent-offsets": 4, "duplicate": 1}
+    assert counts == {"inconsistent-offsets": 6, "duplicate": 1}
 
 
 @pytest.mark.parametrize("name", sorted(PROMISE_SCENARIOS))
@@ -107,7 +107,7 @@ def test_acks1_history_is_valid(acks1_run: Any) -> None:
     results, _ = acks1_run
     assert results["valid"] is True
     assert results["anomaly_types"] == []
-    assert results["checkers"]["delivery"]["expected_counts"] == {"lost-write": 1, "unseen": 2}
+    assert results["checkers"]["delivery"]["expected_counts"] == {"lost-write": 2, "unseen": 3}
     lost = results["checkers"]["delivery"]["expected"]["lost-write"][0]
     assert lost["expected_because"] == "sent with acks=1"
 
@@ -122,9 +122,17 @@ def test_unclean_loss_window(unclean_run: Any) -> None:
     results, _ = unclean_run
     assert results["valid"] is True
     section = results["checkers"]["unclean"]
-    (window,) = section["expected"]["unclean-loss-window"]
+    windows = {w["key"]: w for w in section["expected"]["unclean-loss-window"]}
+    assert set(windows) == {"unclean", "truncated"}
+    window = windows["unclean"]
     assert window["offsets"] == [2, 3]
     assert window["lost"] == 2
     assert window["lost_values"] == ["unclean-2", "unclean-3"]
     assert window["window"][1] == window["time"]
-    assert section["details"] == {"leader_elections": 3, "unclean_elections": 2}
+    assert section["details"] == {"leader_elections": 4, "unclean_elections": 3}
+    steps = results["checkers"]["order"]["expected"]
+    (send,) = steps["nonmonotonic-send"]
+    assert send["key"] == "truncated" and send["offsets"] == [3, 2]
+    assert "unclean-loss window" in send["expected_because"]
+    (poll,) = steps["nonmonotonic-poll"]
+    assert poll["key"] == "truncated" and poll["offsets"] == [3, 0]
