@@ -2,8 +2,9 @@
 
 The group's members are the processes with an `ok` subscribe or an `ok` commit. A commit
 `{key: offset}` says the group is done with everything below `offset`. An `ok` write at a
-known offset below the highest committed offset of its key, never read by an `ok` poll of
-a member, is an at-least-once violation: the group moved past it without consuming it.
+known offset below an offset committed after the write was invoked, never read by an `ok`
+poll of a member, is an at-least-once violation: the group moved past it without consuming
+it.
 When nobody at all read the value and its loss is allowed (acks=0/1, allowed unclean
 window), the violation is expected: the record was gone before the group got there.
 Values consumed more than once are allowed by at-least-once delivery and only counted.
@@ -64,23 +65,27 @@ def consumed_values(evidence: Evidence, assign: DataFrame) -> DataFrame:
 
 
 def at_least_once_violations(evidence: Evidence, assign: DataFrame, losses: LossRules) -> DataFrame:
-    """`ok` writes below a committed offset that no member consumed, with the first commit past."""
+    """`ok` writes that no member consumed although a later commit moved past their offset,
+    with that first commit. Only commits after the write was invoked count: after a
+    truncation, an offset committed earlier may hold a newer value."""
     commits = group_commits(assign)
     highest = commits.groupBy("key").agg(F.max("committed").alias("max_committed"))
-    skipped = (
+    candidates = (
         evidence.writes.filter((F.col("status") == "ok") & F.col("offset").isNotNull())
         .join(highest, "key")
         .filter(F.col("offset") < F.col("max_committed"))
         .join(consumed_values(evidence, assign), ["key", "value"], "left_anti")
     )
     first_commit = (
-        skipped.select("key", "value", "offset")
+        candidates.select("key", "value", "offset", "invoke_index")
         .join(commits.select("key", "committed", F.col("index").alias("commit_op")), "key")
-        .filter(F.col("committed") > F.col("offset"))
+        .filter(
+            (F.col("committed") > F.col("offset")) & (F.col("commit_op") > F.col("invoke_index"))
+        )
         .groupBy("key", "value")
         .agg(F.min_by(F.struct("commit_op", "committed"), F.col("commit_op")).alias("first"))
     )
-    classified = losses.classify(skipped.join(first_commit, ["key", "value"], "left"))
+    classified = losses.classify(candidates.join(first_commit, ["key", "value"]))
     return classified.withColumn("expected", F.col("expected") & ~F.col("was_read"))
 
 

@@ -16,7 +16,9 @@ Positions that are unknown (a value never seen in the log) are not compared.
 
 A nonmonotonic-poll or nonmonotonic-send between operations is an expected consequence,
 not an anomaly, when the previous position was a write whose loss the configuration allows
-(`LossRules.truncated_positions`): the log was truncated below it and its offsets reused.
+(`LossRules.truncated_positions`), or when an allowed unclean election that lost
+acknowledged writes of the key came between the two operations: the log was truncated and
+its offsets reused (a consumer past the new end resets, a producer lands lower).
 """
 
 from __future__ import annotations
@@ -171,8 +173,11 @@ def _step_detail(op_status: str) -> list[Column | str]:
     ]
 
 
-def _after_truncation(steps: DataFrame, truncated: DataFrame) -> DataFrame:
-    """`steps` plus `expected_reason` where a step back follows a position the log lost."""
+def _after_truncation(
+    steps: DataFrame, truncated: DataFrame, elections: list[tuple[str, int]]
+) -> DataFrame:
+    """`steps` plus `expected_reason` where a step back between operations follows a
+    position the log lost, or crosses an allowed unclean election that lost data."""
     lost = truncated.select(
         F.col("key").alias("_key"), F.col("value").alias("_value"), "truncated_reason"
     )
@@ -181,8 +186,31 @@ def _after_truncation(steps: DataFrame, truncated: DataFrame) -> DataFrame:
         lost,
         back & (F.col("key") == F.col("_key")) & (F.col("prev_counted.value") == F.col("_value")),
         "left",
-    )
-    return joined.withColumnRenamed("truncated_reason", "expected_reason").drop("_key", "_value")
+    ).drop("_key", "_value")
+    crossing = [
+        F.when(
+            back
+            & (F.col("key") == key)
+            & (F.col("prev_counted.index") < election)
+            & (F.col("index") > election),
+            F.lit(
+                "the unclean leader election at index "
+                f"{election} truncated the log between the two operations"
+            ),
+        )
+        for key, election in elections
+    ]
+    return joined.withColumn(
+        "expected_reason", F.coalesce(F.col("truncated_reason"), *crossing)
+    ).drop("truncated_reason")
+
+
+def lossy_elections(losses: LossRules) -> list[tuple[str, int]]:
+    """(key, election index) of the allowed unclean elections that lost acknowledged writes."""
+    if losses.unclean_lost is None or not losses.unclean_allowed:
+        return []
+    rows = losses.unclean_lost.select("key", "election_index").distinct().collect()
+    return sorted((str(row["key"]), int(row["election_index"])) for row in rows)
 
 
 def check_order(evidence: Evidence, assign: DataFrame, losses: LossRules) -> list[Finding]:
@@ -191,8 +219,9 @@ def check_order(evidence: Evidence, assign: DataFrame, losses: LossRules) -> lis
     reads = read_steps(evidence, assign).withColumn(
         "skipped", F.when(~F.col("inner") & (F.col("delta") > 1), F.col("delta") - 1)
     )
-    reads = _after_truncation(reads, truncated)
-    sends = _after_truncation(send_steps(evidence, assign), truncated)
+    elections = lossy_elections(losses)
+    reads = _after_truncation(reads, truncated, elections)
+    sends = _after_truncation(send_steps(evidence, assign), truncated, elections)
     expected = F.col("expected_reason").isNotNull()
     inner, delta = F.col("inner"), F.col("delta")
     return [

@@ -303,6 +303,39 @@ def unclean_truncation_steps_back(b: HistoryBuilder, k: str) -> Outcome:
     )
 
 
+def unclean_shortened_log(b: HistoryBuilder, k: str) -> Outcome:
+    """The log after an unclean election is shorter than where a consumer was: it resets
+    to the earliest offset (a step back across the election, expected where allowed)."""
+    p, c = b.process(), b.process()
+    v = [f"{k}-{i}" for i in range(4)]
+    for offset, value in enumerate(v):
+        b.send1(p, k, value, offset)
+    b.poll(c, {k: [(0, v[0]), (1, v[1]), (2, v[2]), (3, v[3])]})
+    b.election(k, unclean=True)
+    b.send1(b.process(), k, f"{k}-new-2", 2)
+    b.poll(c, {k: [(0, v[0]), (1, v[1]), (2, f"{k}-new-2")]})
+    return Outcome(
+        {k: {"unclean-loss-window", "inconsistent-offsets", "nonmonotonic-poll"}},
+        caused_by_loss={"nonmonotonic-poll"},
+    )
+
+
+def commit_before_truncation(b: HistoryBuilder, k: str) -> Outcome:
+    """The group committed past offset 2 before an unclean election; the value written at
+    offset 2 afterwards is not covered by that commit (no at-least-once violation)."""
+    p, c, r = b.process(), b.process(), b.process()
+    v = [f"{k}-{i}" for i in range(4)]
+    for offset, value in enumerate(v):
+        b.send1(p, k, value, offset)
+    b.subscribe(c, [k])
+    b.poll(c, {k: [(0, v[0]), (1, v[1]), (2, v[2]), (3, v[3])]})
+    b.commit(c, {k: 4})
+    b.election(k, unclean=True)
+    b.send1(b.process(), k, f"{k}-new-2", 2)
+    b.poll(r, {k: [(0, v[0]), (1, v[1]), (2, f"{k}-new-2")]})
+    return Outcome({k: {"unclean-loss-window", "inconsistent-offsets"}})
+
+
 def elections_without_loss(b: HistoryBuilder, k: str) -> Outcome:
     """A clean election, and an unclean one after which everything acknowledged is still read."""
     v = _log(b, k, 2)
@@ -362,6 +395,8 @@ DEFAULT_SCENARIOS: dict[str, Scenario] = {
     "group": group_consumes_everything,
     "unclean": unclean_election_loss,
     "truncated": unclean_truncation_steps_back,
+    "shortened": unclean_shortened_log,
+    "recommitted": commit_before_truncation,
     "elections": elections_without_loss,
     "acks1": acks1_loss,
 }
@@ -427,6 +462,8 @@ ACKS1_SCENARIOS: dict[str, Scenario] = {
 UNCLEAN_SCENARIOS: dict[str, Scenario] = {
     "unclean": unclean_election_loss,
     "truncated": unclean_truncation_steps_back,
+    "shortened": unclean_shortened_log,
+    "recommitted": commit_before_truncation,
     "elections": elections_without_loss,
 }
 

@@ -79,7 +79,7 @@ def test_default_verdict(default_run: Any) -> None:
     assert results["config"]["test"]["promises_no_loss"] is False
     assert "lost-acked-write" not in results["checkers"]["delivery"]["counts"]
     counts = results["checkers"]["offsets"]["counts"]
-    assert counts == {"inconsistent-offsets": 6, "duplicate": 1}
+    assert counts == {"inconsistent-offsets": 8, "duplicate": 1}
 
 
 @pytest.mark.parametrize("name", sorted(PROMISE_SCENARIOS))
@@ -123,16 +123,18 @@ def test_unclean_loss_window(unclean_run: Any) -> None:
     assert results["valid"] is True
     section = results["checkers"]["unclean"]
     windows = {w["key"]: w for w in section["expected"]["unclean-loss-window"]}
-    assert set(windows) == {"unclean", "truncated"}
+    assert set(windows) == {"unclean", "truncated", "shortened", "recommitted"}
     window = windows["unclean"]
     assert window["offsets"] == [2, 3]
     assert window["lost"] == 2
     assert window["lost_values"] == ["unclean-2", "unclean-3"]
     assert window["window"][1] == window["time"]
-    assert section["details"] == {"leader_elections": 4, "unclean_elections": 3}
+    assert section["details"] == {"leader_elections": 6, "unclean_elections": 5}
     steps = results["checkers"]["order"]["expected"]
     (send,) = steps["nonmonotonic-send"]
     assert send["key"] == "truncated" and send["offsets"] == [3, 2]
     assert "unclean-loss window" in send["expected_because"]
-    (poll,) = steps["nonmonotonic-poll"]
-    assert poll["key"] == "truncated" and poll["offsets"] == [3, 0]
+    polls = {poll["key"]: poll for poll in steps["nonmonotonic-poll"]}
+    assert polls["truncated"]["offsets"] == [3, 0]
+    assert polls["shortened"]["offsets"] == [3, 0]
+    assert "truncated the log between" in polls["shortened"]["expected_because"]
