@@ -1,11 +1,16 @@
 """Unclean-loss windows: acknowledged data lost when a leader outside the ISR was elected.
 
 From the SUT's `leader-election` events with `unclean: true`. An `ok` write with a known
-offset is lost in the window of election E (of its key) when
+offset is lost in the window of election E (of its key) when either
 - it was acknowledged, and last read by an `ok` read, before E (E is the first unclean
-  election of the key after both), and
-- no `ok` read completed after E saw it, although `ok` reads completed after E reached
-  its offset or beyond (so the log after E no longer held it there).
+  election of the key after both), and no `ok` read completed after E saw it, although
+  `ok` reads completed after E reached its offset or beyond (so the log after E no longer
+  held it there); or
+- it was acknowledged after E (E is the last unclean election of the key before) by the
+  deposed leader, which had not yet learned of E: acknowledged and last read before the
+  deposed leader (E's `previous_leader`) rejoined the ISR of the new leader (a later
+  `isr-change` or `leader-election` of the key whose ISR holds it), and `ok` reads after
+  that rejoin reached its offset or beyond without seeing it.
 One `unclean-loss-window` per election that lost something: the key, the election, the
 lost offset range, how many acknowledged values were lost, and the time window from the
 first lost acknowledgement to the election. Expected (not invalid) when unclean leader
@@ -43,35 +48,86 @@ def unclean_elections(events: DataFrame) -> DataFrame:
     )
 
 
+def _rejoins(events: DataFrame, elections: DataFrame) -> DataFrame:
+    """Per unclean election: when its deposed leader was next seen back in the key's ISR."""
+    changes = events.filter(
+        (F.col("process") == "sut")
+        & F.col("f").isin("isr-change", "leader-election")
+        & F.col("isr").isNotNull()
+    ).select(F.col("key").alias("_key"), F.col("time").alias("_time"), "isr")
+    return (
+        elections.join(
+            changes,
+            (F.col("key") == F.col("_key"))
+            & (F.col("_time") > F.col("election_time"))
+            & F.array_contains(F.col("isr"), F.col("previous_leader")),
+        )
+        .groupBy("election_index")
+        .agg(F.min("_time").alias("rejoin_time"))
+    )
+
+
 def unclean_lost_writes(evidence: Evidence, events: DataFrame) -> DataFrame:
     """Acknowledged writes lost in an unclean election: write columns plus the election's."""
     by_key = Window.partitionBy("key").orderBy("election_time", "election_index")
+    found = unclean_elections(events).select(
+        "key", "election_index", "election_time", "previous_leader"
+    )
     elections = F.broadcast(
-        unclean_elections(events)
-        .select("key", "election_index", "election_time")
-        .withColumn("previous_time", F.lag("election_time").over(by_key))
+        found.withColumn("previous_time", F.lag("election_time").over(by_key))
+        .withColumn("next_time", F.lead("election_time").over(by_key))
+        .join(_rejoins(events, found), "election_index", "left")
     )
     acked = evidence.writes.filter((F.col("status") == "ok") & F.col("offset").isNotNull())
     last_sign = F.greatest(
         F.col("complete_time"), F.coalesce(F.col("last_read_time"), F.col("complete_time"))
     )
-    # The first unclean election of the key after the write's acknowledgement and last read:
-    # the one whose window (previous election, this election] holds that moment.
-    candidates = acked.join(
-        elections,
-        (acked["key"] == elections["key"])
-        & (F.col("election_time") > last_sign)
-        & (F.col("previous_time").isNull() | (F.col("previous_time") <= last_sign)),
-    ).select(acked["key"], "value", "offset", "complete_time", "complete_index", "election_index")
-    reach = (
-        evidence.reads.filter(F.col("type") == "ok")
-        .join(elections.select("key", "election_index", "election_time"), "key")
-        .filter(F.col("time") >= F.col("election_time"))
-        .groupBy("election_index")
-        .agg(F.max("offset").alias("reach_offset"))
+    # Before E: E is the first unclean election of the key after the acknowledgement and
+    # the last read (the one whose window (previous election, this election] holds it).
+    before = (F.col("election_time") > last_sign) & (
+        F.col("previous_time").isNull() | (F.col("previous_time") <= last_sign)
     )
-    return candidates.join(F.broadcast(reach), "election_index").filter(
-        F.col("offset") <= F.col("reach_offset")
+    # After E, by the deposed leader: E is the last unclean election before the
+    # acknowledgement, and the acknowledgement and last read came before the rejoin.
+    deposed = (
+        (F.col("election_time") < F.col("complete_time"))
+        & (F.col("next_time").isNull() | (F.col("next_time") >= F.col("complete_time")))
+        & (last_sign < F.col("rejoin_time"))
+    )
+    candidates = acked.join(
+        elections, (acked["key"] == elections["key"]) & (before | deposed)
+    ).select(
+        acked["key"],
+        "value",
+        "offset",
+        "complete_time",
+        "complete_index",
+        "election_index",
+        before.alias("_before"),
+    )
+    ok_reads = evidence.reads.filter(F.col("type") == "ok").select("key", "offset", "time")
+    reach_after = (
+        ok_reads.join(
+            elections.select("key", "election_index", "election_time", "rejoin_time"), "key"
+        )
+        .groupBy("election_index")
+        .agg(
+            F.max(F.when(F.col("time") >= F.col("election_time"), F.col("offset"))).alias(
+                "reach_election"
+            ),
+            F.max(F.when(F.col("time") >= F.col("rejoin_time"), F.col("offset"))).alias(
+                "reach_rejoin"
+            ),
+        )
+    )
+    # The log after E (after the rejoin, for the deposed leader's writes) reached the offset.
+    return (
+        candidates.join(F.broadcast(reach_after), "election_index")
+        .filter(
+            F.col("offset")
+            <= F.when(F.col("_before"), F.col("reach_election")).otherwise(F.col("reach_rejoin"))
+        )
+        .drop("_before", "reach_election", "reach_rejoin")
     )
 
 
@@ -115,7 +171,9 @@ def check_unclean(lost: DataFrame, events: DataFrame, losses: LossRules) -> list
                 "isr",
                 F.array("first_offset", "last_offset").alias("offsets"),
                 "lost",
-                F.array("first_ack_time", "election_time").alias("window"),
+                F.array("first_ack_time", F.greatest("last_ack_time", "election_time")).alias(
+                    "window"
+                ),
                 "lost_values",
             ],
             expected=F.lit(losses.unclean_allowed),

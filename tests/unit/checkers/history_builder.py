@@ -112,5 +112,13 @@ class HistoryBuilder:
             time=self.tick(),
         )
 
+    def isr_change(self, key: str, isr: Sequence[int], *, leader: int = 2) -> None:
+        self.writer.event(
+            "isr-change",
+            {"key": key, "isr": list(isr), "leader": leader},
+            process="sut",
+            time=self.tick(),
+        )
+
     def nemesis(self, f: str, value: Any = None) -> None:
         self.writer.event(f, value, time=self.tick())

@@ -20,6 +20,8 @@ class Outcome:
     expected: dict[str, set[str]] = field(default_factory=dict)
     caused_by_loss: set[str] = field(default_factory=set)
     """Anomaly types (beyond the loss types) that become expected when the loss is allowed."""
+    unexcused: set[str] = field(default_factory=set)
+    """Keys whose anomalies stay anomalies even where the configuration allows losses."""
 
 
 Scenario = Callable[[HistoryBuilder, str], Outcome]
@@ -336,6 +338,35 @@ def commit_before_truncation(b: HistoryBuilder, k: str) -> Outcome:
     return Outcome({k: {"unclean-loss-window", "inconsistent-offsets"}})
 
 
+def deposed_leader_acks(b: HistoryBuilder, k: str) -> Outcome:
+    """After an unclean election, the deposed leader (1) acknowledges a write before it
+    rejoins the new leader's ISR: that write is lost in the election's window too. A write
+    acknowledged after the rejoin and lost is not the election's (lost-write, unseen)."""
+    p, q, r = b.process(), b.process(), b.process()
+    b.send1(p, k, f"{k}-0", 0)
+    b.send1(p, k, f"{k}-1", 1)
+    b.election(k, unclean=True)
+    b.send1(q, k, f"{k}-deposed", 2)
+    b.send1(r, k, f"{k}-new-1", 1)
+    b.send1(r, k, f"{k}-new-2", 2)
+    b.isr_change(k, [2, 1])
+    b.poll(b.process(), {k: [(0, f"{k}-0"), (1, f"{k}-new-1"), (2, f"{k}-new-2")]})
+    late = f"{k}-late"
+    b.send1(p, late, f"{late}-0", 0)
+    b.election(late, unclean=True)
+    b.isr_change(late, [2, 1])
+    b.send1(q, late, f"{late}-after-rejoin", 1)
+    b.send1(r, late, f"{late}-new-1", 1)
+    b.poll(b.process(), {late: [(0, f"{late}-0"), (1, f"{late}-new-1")]})
+    return Outcome(
+        {
+            k: {"unclean-loss-window", "inconsistent-offsets", "lost-write", "unseen"},
+            late: {"inconsistent-offsets", "lost-write", "unseen"},
+        },
+        unexcused={late},
+    )
+
+
 def elections_without_loss(b: HistoryBuilder, k: str) -> Outcome:
     """A clean election, and an unclean one after which everything acknowledged is still read."""
     v = _log(b, k, 2)
@@ -397,6 +428,7 @@ DEFAULT_SCENARIOS: dict[str, Scenario] = {
     "truncated": unclean_truncation_steps_back,
     "shortened": unclean_shortened_log,
     "recommitted": commit_before_truncation,
+    "deposed": deposed_leader_acks,
     "elections": elections_without_loss,
     "acks1": acks1_loss,
 }
@@ -465,6 +497,7 @@ UNCLEAN_SCENARIOS: dict[str, Scenario] = {
     "shortened": unclean_shortened_log,
     "recommitted": commit_before_truncation,
     "elections": elections_without_loss,
+    "deposed": deposed_leader_acks,
 }
 
 

@@ -79,7 +79,7 @@ def test_default_verdict(default_run: Any) -> None:
     assert results["config"]["test"]["promises_no_loss"] is False
     assert "lost-acked-write" not in results["checkers"]["delivery"]["counts"]
     counts = results["checkers"]["offsets"]["counts"]
-    assert counts == {"inconsistent-offsets": 8, "duplicate": 1}
+    assert counts == {"inconsistent-offsets": 11, "duplicate": 1}
 
 
 @pytest.mark.parametrize("name", sorted(PROMISE_SCENARIOS))
@@ -120,16 +120,20 @@ def test_unclean_losses_are_expected_when_allowed(unclean_run: Any, name: str) -
 
 def test_unclean_loss_window(unclean_run: Any) -> None:
     results, _ = unclean_run
-    assert results["valid"] is True
+    # Only the loss after the deposed leader rejoined is not the election's.
+    assert results["valid"] is False
+    assert results["anomaly_types"] == ["inconsistent-offsets", "lost-write", "unseen"]
     section = results["checkers"]["unclean"]
     windows = {w["key"]: w for w in section["expected"]["unclean-loss-window"]}
-    assert set(windows) == {"unclean", "truncated", "shortened", "recommitted"}
+    assert set(windows) == {"unclean", "truncated", "shortened", "recommitted", "deposed"}
+    assert windows["deposed"]["lost"] == 2
+    assert windows["deposed"]["lost_values"] == ["deposed-1", "deposed-deposed"]
     window = windows["unclean"]
     assert window["offsets"] == [2, 3]
     assert window["lost"] == 2
     assert window["lost_values"] == ["unclean-2", "unclean-3"]
     assert window["window"][1] == window["time"]
-    assert section["details"] == {"leader_elections": 6, "unclean_elections": 5}
+    assert section["details"] == {"leader_elections": 8, "unclean_elections": 7}
     steps = results["checkers"]["order"]["expected"]
     (send,) = steps["nonmonotonic-send"]
     assert send["key"] == "truncated" and send["offsets"] == [3, 2]
