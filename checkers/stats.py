@@ -6,7 +6,8 @@
 - windows: per time window (about 100 over the run unless set), completions per second by
   type and latency percentiles of `ok` completions;
 - faults: intervals from nemesis events (`start-X` .. `stop-X`, `kill` .. `start`,
-  `pause` .. `resume`, by kind, not by target; an interval never stopped runs to the end of
+  `pause` .. `resume`; a heal naming targets closes the intervals of the nodes it names, one
+  without targets every interval of its kind; an interval never stopped runs to the end of
   the history), each with the `ok` fraction of send/poll/txn completions inside it;
   other nemesis events are listed as instantaneous.
 """
@@ -48,44 +49,66 @@ def _stop_of(f: str) -> str | None:
     return None
 
 
+def _targets(value: Any) -> frozenset[str] | None:
+    targets = value.get("targets") if isinstance(value, dict) else None
+    return frozenset(map(str, targets)) if isinstance(targets, list) and targets else None
+
+
+def _heals(heal: frozenset[str] | None, fault: frozenset[str] | None) -> bool:
+    """Whether a heal on `heal` targets ends a fault on `fault` targets (None: all)."""
+    return heal is None or fault is None or bool(heal & fault)
+
+
 def fault_intervals(
     events: list[tuple[int, int, str, str | None]],
 ) -> tuple[list[FaultInterval], list[dict[str, Any]]]:
     """Pair nemesis events (index, time, f, value JSON) in time order into intervals.
 
-    A start while the same kind is open extends it; a stop closes it; another stop right
-    after moves the end (Jepsen logs both the invocation and the completion of a fault).
-    Events that are neither, or stops without a start, are instantaneous.
+    A start while the same kind is open on the same targets extends it; a stop closes the
+    open intervals of its kind on the targets it names (all of them when it names none);
+    another stop right after moves the end (Jepsen logs both the invocation and the
+    completion of a fault). Events that are neither, or stops without a start, are
+    instantaneous.
     """
     starts_of = {stop: f for _, _, f, _ in events if (stop := _stop_of(f)) is not None}
-    opened: dict[str, FaultInterval] = {}
+    opened: list[FaultInterval] = []
     closed: list[FaultInterval] = []
-    just_closed: dict[str, int] = {}
+    just_closed: dict[str, list[int]] = {}
     instants: list[dict[str, Any]] = []
     for index, time, f, value in sorted(events, key=lambda event: (event[1], event[0])):
         decoded = _decode(value)
+        targets = _targets(decoded)
         if _stop_of(f) is not None:
-            opened.setdefault(f, FaultInterval(f, time, None, index, None, decoded))
+            if not any(o.fault == f and _targets(o.value) == targets for o in opened):
+                opened.append(FaultInterval(f, time, None, index, None, decoded))
             just_closed.pop(f, None)
             continue
         started = starts_of.get(f)
-        if started is not None and started in opened:
-            interval = opened.pop(started)
-            closed.append(
-                FaultInterval(started, interval.start, time, interval.start_index, index,
-                              interval.value)
-            )  # fmt: skip
-            just_closed[started] = len(closed) - 1
-        elif started is not None and started in just_closed:
-            at = just_closed[started]
-            previous = closed[at]
-            closed[at] = FaultInterval(
-                previous.fault, previous.start, time, previous.start_index, index, previous.value
-            )
+        if started is None:
+            instants.append({"fault": f, "time_s": round(time / NS_PER_S, 3), "index": index,
+                             "value": decoded})  # fmt: skip
+            continue
+        healed = [o for o in opened if o.fault == started and _heals(targets, _targets(o.value))]
+        if healed:
+            just_closed[started] = []
+            for interval in healed:
+                opened.remove(interval)
+                closed.append(
+                    FaultInterval(started, interval.start, time, interval.start_index, index,
+                                  interval.value)
+                )  # fmt: skip
+                just_closed[started].append(len(closed) - 1)
+        elif started in just_closed:
+            for at in just_closed[started]:
+                previous = closed[at]
+                closed[at] = FaultInterval(
+                    previous.fault, previous.start, time, previous.start_index, index,
+                    previous.value,
+                )  # fmt: skip
         else:
             instants.append({"fault": f, "time_s": round(time / NS_PER_S, 3), "index": index,
                              "value": decoded})  # fmt: skip
-    closed.extend(opened.values())
+    closed.extend(opened)
     closed.sort(key=lambda interval: (interval.start, interval.start_index))
     return closed, instants
 

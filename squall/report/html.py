@@ -48,24 +48,36 @@ def render_html(
             f"<p>seed {test.get('seed')} · runtime {html.escape(str(test.get('runtime')))} · "
             f"{test.get('nodes')} brokers · topic {_json(topic)}</p>"
         )
-    out.append("<h2>Checkers</h2><table><tr><th>checker</th><th>verdict</th><th>counts</th></tr>")
+    out.append(
+        "<h2>Checkers</h2><table><tr><th>checker</th><th>verdict</th><th>anomalies</th>"
+        "<th>expected losses</th></tr>"
+    )
     for checker, found in sorted(results.get("checkers", {}).items()):
         counts = {k: v for k, v in found.get("counts", {}).items() if v}
+        expected = {k: v for k, v in found.get("expected_counts", {}).items() if v}
         out.append(
             f"<tr><td>{html.escape(checker)}</td><td>{_verdict(found.get('valid'))}</td>"
-            f"<td>{_json(counts) if counts else '-'}</td></tr>"
+            f"<td>{_json(counts) if counts else '-'}</td>"
+            f"<td>{_json(expected) if expected else '-'}</td></tr>"
         )
     out.append("</table>")
-    for checker, found in sorted(results.get("checkers", {}).items()):
-        for anomaly, listed in sorted(found.get("anomalies", {}).items()):
-            if not listed:
-                continue
-            out.append(
-                f"<h3>{html.escape(anomaly)} ({found.get('counts', {}).get(anomaly, len(listed))}) "
-                f"from {html.escape(checker)}</h3><ul>"
-            )
-            out += [f"<li>{_json(sample)}</li>" for sample in listed[:samples]]
-            out.append("</ul>")
+    for note in results.get("notes", []):
+        out.append(f"<p><em>{html.escape(str(note))}</em></p>")
+    for group, counts_of, title in (
+        ("anomalies", "counts", ""),
+        ("expected", "expected_counts", " (expected loss: the configuration allows it)"),
+    ):
+        for checker, found in sorted(results.get("checkers", {}).items()):
+            for anomaly, listed in sorted(found.get(group, {}).items()):
+                if not listed:
+                    continue
+                count = found.get(counts_of, {}).get(anomaly, len(listed))
+                out.append(
+                    f"<h3>{html.escape(anomaly)} ({count}) from {html.escape(checker)}"
+                    f"{html.escape(title)}</h3><ul>"
+                )
+                out += [f"<li>{_json(sample)}</li>" for sample in listed[:samples]]
+                out.append("</ul>")
     for image in images:
         out.append(f"<h2>{html.escape(Path(image).stem)}</h2><img src='{html.escape(image)}'>")
     if faults:
@@ -80,6 +92,66 @@ def render_html(
         out.append("</table>")
     stats = results.get("stats", {})
     if stats:
-        out.append(f"<h2>Statistics</h2><p>{_json(stats)}</p>")
+        out += _statistics(stats)
     out.append("</body></html>")
     return "\n".join(out)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    cells = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    out = [f"<table><tr>{cells}</tr>"]
+    for row in rows:
+        out.append("<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in row) + "</tr>")
+    out.append("</table>")
+    return out
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.3f}".rstrip("0").rstrip(".")
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _statistics(stats: Mapping[str, Any]) -> list[str]:
+    """Counts by f, latency percentiles, availability during each fault, then the raw JSON."""
+    out = [
+        "<h2>Statistics</h2>",
+        f"<p>{_cell(stats.get('ops'))} operations over {_cell(stats.get('duration_s'))} s; "
+        f"ok {_cell(stats.get('ok'))}, fail {_cell(stats.get('fail'))}, info "
+        f"{_cell(stats.get('info'))}, pending {_cell(stats.get('pending'))}; availability "
+        f"(ok share of send/poll/txn completions) {_cell(stats.get('availability'))}</p>",
+    ]
+    by_f = stats.get("by_f", {})
+    if by_f:
+        out += _table(
+            ["f", "ops", "ok", "fail", "info", "pending"],
+            [[f, *(c.get(k) for k in ("ops", "ok", "fail", "info", "pending"))]
+             for f, c in sorted(by_f.items())],
+        )  # fmt: skip
+    latency = stats.get("latency_ms", {})
+    rows = [
+        [f, kind, p.get("count"), p.get("p50"), p.get("p90"), p.get("p99"), p.get("p999"),
+         p.get("max")]
+        for f, kinds in sorted(latency.items())
+        for kind, p in sorted(kinds.items())
+    ]  # fmt: skip
+    if rows:
+        out.append("<h3>Latency (ms)</h3>")
+        out += _table(["f", "outcome", "count", "p50", "p90", "p99", "p99.9", "max"], rows)
+    faults = stats.get("faults", [])
+    if faults:
+        out.append("<h3>Availability during each fault</h3>")
+        out += _table(
+            ["fault", "targets", "from (s)", "to (s)", "completions", "ok", "availability"],
+            [
+                [fault.get("fault"), ", ".join(map(str, (fault.get("value") or {}).get("targets", [])))
+                 if isinstance(fault.get("value"), Mapping) else "", fault.get("start_s"),
+                 fault.get("end_s"), fault.get("completions"), fault.get("ok"),
+                 fault.get("availability")]
+                for fault in faults
+            ],
+        )  # fmt: skip
+    out.append(f"<details><summary>all statistics (JSON)</summary>{_json(stats)}</details>")
+    return out

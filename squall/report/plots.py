@@ -16,13 +16,6 @@ import matplotlib.pyplot as plt
 import pyarrow.parquet as pq
 
 COLORS = {"ok": "#2e7d32", "fail": "#f9a825", "info": "#c62828"}
-FAULT_STARTS = {
-    "kill": "start",
-    "pause": "resume",
-    "freeze": "unfreeze",
-    "start-partition": "stop-partition",
-    "start-netem": "stop-netem",
-}
 
 
 @dataclass(frozen=True)
@@ -34,22 +27,17 @@ class FaultInterval:
     end_s: float
 
 
-def fault_intervals(events: Any, end_s: float) -> list[FaultInterval]:
-    """Pair each fault with the op that healed it; unhealed faults run to the end."""
-    rows = sorted(
-        (int(t), str(f))
-        for t, f, p in zip(events["time"], events["f"], events["process"], strict=True)
-        if p == "nemesis"
-    )
-    open_faults: dict[str, float] = {}
-    out: list[FaultInterval] = []
-    heals = {v: k for k, v in FAULT_STARTS.items()}
-    for time_ns, f in rows:
-        if f in FAULT_STARTS and f not in open_faults:
-            open_faults[f] = time_ns / 1e9
-        elif f in heals and heals[f] in open_faults:
-            out.append(FaultInterval(heals[f], open_faults.pop(heals[f]), time_ns / 1e9))
-    out += [FaultInterval(f, start, end_s) for f, start in open_faults.items()]
+def fault_intervals(results: Mapping[str, Any] | None, end_s: float) -> list[FaultInterval]:
+    """The fault intervals the checkers paired (results' `stats.faults`); open ones run to
+    the end."""
+    out = []
+    for fault in (results or {}).get("stats", {}).get("faults", []):
+        end = fault.get("end_s")
+        out.append(
+            FaultInterval(
+                str(fault["fault"]), float(fault["start_s"]), end_s if end is None else float(end)
+            )
+        )
     return out
 
 
@@ -78,16 +66,14 @@ def _shade(ax: Any, intervals: list[FaultInterval]) -> None:
 def write_plots(
     parquet_dir: Path, out_dir: Path, results: Mapping[str, Any] | None = None
 ) -> list[Path]:
-    """latency.png, rate.png and (when anomalies name keys) anomalies.png; their paths."""
+    """latency.png, rate.png, and where results have them anomalies.png (per key) and
+    windows.png (loss windows on a time line); their paths."""
     ops = pq.read_table(
         parquet_dir / "ops.parquet", columns=["time", "type", "f", "latency_ns", "process"]
     ).to_pydict()
-    events = pq.read_table(
-        parquet_dir / "events.parquet", columns=["time", "f", "process"]
-    ).to_pydict()
     times = [t / 1e9 for t in ops["time"]]
     end_s = max(times, default=0.0)
-    intervals = fault_intervals(events, end_s)
+    intervals = fault_intervals(results, end_s)
     written: list[Path] = []
 
     fig, ax = plt.subplots(figsize=(11, 4))
@@ -131,26 +117,74 @@ def write_plots(
     fig.savefig(written[-1], dpi=110)
     plt.close(fig)
 
-    per_key: Counter[tuple[str, str]] = Counter()
-    for checker in (results or {}).get("checkers", {}).values():
-        for anomaly, samples in checker.get("anomalies", {}).items():
-            for sample in samples:
-                if isinstance(sample, Mapping) and "key" in sample:
-                    per_key[(str(sample["key"]), anomaly)] += 1
+    per_key = anomalies_per_key(results)
     if per_key:
         keys = sorted({k for k, _ in per_key})
-        anomalies = sorted({a for _, a in per_key})
+        names = sorted({a for _, a in per_key})
         fig, ax = plt.subplots(figsize=(11, 3.5))
         bottom = [0] * len(keys)
-        for anomaly in anomalies:
-            heights = [per_key.get((k, anomaly), 0) for k in keys]
-            ax.bar(keys, heights, bottom=bottom, label=anomaly)
+        for name in names:
+            heights = [per_key.get((k, name), 0) for k in keys]
+            hatch = "//" if name.endswith("(expected)") else None
+            ax.bar(keys, heights, bottom=bottom, label=name, hatch=hatch)
             bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
         ax.set_ylabel("anomalies (sampled)")
-        ax.set_title("anomalies per key")
+        ax.set_title("anomalies and expected losses per key")
         ax.legend(fontsize=8)
+        ax.tick_params(axis="x", labelrotation=30)
         fig.tight_layout()
         written.append(out_dir / "anomalies.png")
         fig.savefig(written[-1], dpi=110)
         plt.close(fig)
+
+    windows = loss_windows(results)
+    if windows:
+        keys = sorted({w["key"] for w in windows})
+        fig, ax = plt.subplots(figsize=(11, 1.2 + 0.5 * len(keys)))
+        for window in windows:
+            row = keys.index(window["key"])
+            start, end = (t / 1e9 for t in window["window"])
+            color = "#ef6c00" if window["expected"] else "#c62828"
+            ax.barh(row, max(end - start, 0.05), left=start, height=0.5, color=color, alpha=0.8)
+            ax.plot([window["time"] / 1e9], [row], marker="v", color="black")
+            ax.annotate(
+                f"election {window['election']}: {window['lost']} lost",
+                (start, row + 0.3),
+                fontsize=8,
+            )
+        _shade(ax, intervals)
+        ax.set_yticks(range(len(keys)), keys)
+        ax.set_xlim(0, max(end_s, 1.0))
+        ax.set_xlabel(
+            "seconds since the test began (bars: first lost acknowledgement to last; "
+            "triangle: the unclean election)"
+        )
+        ax.set_title("unclean-election loss windows, faults shaded")
+        fig.tight_layout()
+        written.append(out_dir / "windows.png")
+        fig.savefig(written[-1], dpi=110)
+        plt.close(fig)
     return written
+
+
+def anomalies_per_key(results: Mapping[str, Any] | None) -> Counter[tuple[str, str]]:
+    """(key, anomaly) -> sampled count, expected losses labelled "NAME (expected)"."""
+    per_key: Counter[tuple[str, str]] = Counter()
+    for checker in (results or {}).get("checkers", {}).values():
+        for group, suffix in (("anomalies", ""), ("expected", " (expected)")):
+            for anomaly, samples in checker.get(group, {}).items():
+                for sample in samples:
+                    if isinstance(sample, Mapping) and "key" in sample:
+                        per_key[(str(sample["key"]), anomaly + suffix)] += 1
+    return per_key
+
+
+def loss_windows(results: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Every unclean-loss window sample, with `expected` saying which group it came from."""
+    section = (results or {}).get("checkers", {}).get("unclean", {})
+    out = []
+    for group, expected in (("anomalies", False), ("expected", True)):
+        for window in section.get(group, {}).get("unclean-loss-window", []):
+            if isinstance(window, Mapping) and len(window.get("window") or []) == 2:
+                out.append({**window, "expected": expected})
+    return out

@@ -114,6 +114,22 @@ def test_fault_intervals() -> None:
     assert [(i["fault"], i["index"]) for i in instants] == [("bounce", 5)]
 
 
+def test_fault_intervals_pair_heals_with_their_targets() -> None:
+    s = 1_000_000_000
+    events = [
+        (0, 1 * s, "pause", '{"targets": ["n3"]}'),
+        (1, 2 * s, "pause", '{"targets": ["n1"]}'),
+        (2, 3 * s, "resume", '{"targets": ["n3"]}'),
+        (3, 4 * s, "kill", '{"targets": ["n2"]}'),
+        (4, 9 * s, "resume", '{"targets": ["n1"]}'),
+        (5, 10 * s, "start", "{}"),
+    ]
+    intervals, instants = fault_intervals(events)
+    spans = [(i.fault, i.start // s, None if i.end is None else i.end // s) for i in intervals]
+    assert spans == [("pause", 1, 3), ("pause", 2, 9), ("kill", 4, 10)]
+    assert instants == []
+
+
 def test_loss_rules() -> None:
     assert LossRules(TestSettings(acks=1), frozenset()).default_acks == 1
     assert LossRules(TestSettings(), frozenset({"acks0"})).default_acks == 0
