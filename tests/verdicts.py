@@ -15,6 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
+from checkers import stop_spark
 from nemesis import Fault, Schedule, ScheduledFault
 from squall.runner import RunOutcome, TestRunner
 from squall.spec import TestSpec
@@ -109,7 +110,10 @@ def run_scenario(
     runner = TestRunner(
         spec, store=RunStore(root / "store"), console=console, replay_schedule=schedule
     )
-    outcome = runner.run()
+    try:
+        outcome = runner.run()
+    finally:
+        stop_spark()  # the run's checkers started Spark in this process
     history = [
         json.loads(line) for line in outcome.run_dir.history.read_text().splitlines() if line
     ]

@@ -21,6 +21,7 @@ TEST_SPARK = SparkSettings(
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
+    stop_spark()  # a session another test left (a real run checks with local[*])
     session = get_spark(TEST_SPARK)
     yield session
     stop_spark()
