@@ -24,6 +24,23 @@ from workloads import WorkloadSpec
 
 TOPIC = "squall-queue"
 KEY = f"{TOPIC}-0"
+WORKLOAD: dict[str, Any] = {
+    "partitions": 1,
+    "replication_factor": 3,
+    "producers": 2,
+    "consumers": 2,
+    "producer_mode": "sync",
+    "rate": 200.0,
+    "final_read_deadline_s": 30.0,
+}
+"""One partition (so roles name one leader), two sync producers, two group consumers."""
+
+
+def topic_config(min_insync: int, *, unclean: bool) -> dict[str, str]:
+    return {
+        "min.insync.replicas": str(min_insync),
+        "unclean.leader.election.enable": str(unclean).lower(),
+    }
 
 
 @dataclass(frozen=True)

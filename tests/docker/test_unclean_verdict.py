@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from squall.cluster.cluster import STATE_DIR_ENV
-from tests.verdicts import KEY, Step, run_scenario
+from tests.verdicts import KEY, WORKLOAD, Step, run_scenario, topic_config
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
@@ -39,20 +39,7 @@ def test_isolating_the_isr_with_unclean_election_reports_the_loss_window(
         squall_root,
         "verdict-unclean",
         runtime="docker",
-        workload={
-            "partitions": 1,
-            "replication_factor": 3,
-            "producers": 2,
-            "consumers": 2,
-            "producer_mode": "sync",
-            "rate": 200.0,
-            "acks": -1,
-            "topic_config": {
-                "min.insync.replicas": "1",
-                "unclean.leader.election.enable": "true",
-            },
-            "final_read_deadline_s": 30.0,
-        },
+        workload={**WORKLOAD, "acks": -1, "topic_config": topic_config(1, unclean=True)},
         broker={
             "zookeeper.session.timeout.ms": "4000",
             "replica.lag.time.max.ms": "2000",

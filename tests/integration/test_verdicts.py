@@ -17,19 +17,10 @@ from pathlib import Path
 import pytest
 
 from squall.cluster.cluster import STATE_DIR_ENV
-from tests.verdicts import KEY, Step, run_scenario
+from tests.verdicts import KEY, WORKLOAD, Step, run_scenario, topic_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
-WORKLOAD = {
-    "partitions": 1,
-    "replication_factor": 3,
-    "producers": 2,
-    "consumers": 2,
-    "producer_mode": "sync",
-    "rate": 200.0,
-    "final_read_deadline_s": 30.0,
-}
 BROKER = {
     "zookeeper.session.timeout.ms": "4000",
     "replica.lag.time.max.ms": "10000",
@@ -50,10 +41,7 @@ def test_acks_all_with_leader_kills_is_valid(squall_root: Path) -> None:
         workload={
             **WORKLOAD,
             "acks": -1,
-            "topic_config": {
-                "min.insync.replicas": "2",
-                "unclean.leader.election.enable": "false",
-            },
+            "topic_config": topic_config(2, unclean=False),
         },
         broker=BROKER,
         steps=[
@@ -87,10 +75,7 @@ def test_acks_one_losses_after_a_leader_kill_are_expected_not_invalid(squall_roo
         workload={
             **WORKLOAD,
             "acks": 1,
-            "topic_config": {
-                "min.insync.replicas": "2",
-                "unclean.leader.election.enable": "false",
-            },
+            "topic_config": topic_config(2, unclean=False),
         },
         broker=BROKER,
         steps=[

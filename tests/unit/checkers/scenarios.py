@@ -126,9 +126,9 @@ def info_write_uncommitted(b: HistoryBuilder, k: str) -> Outcome:
     return Outcome()
 
 
-def _log(b: HistoryBuilder, k: str, n: int) -> list[str]:
-    """n ok sends at offsets 0..n-1 by a fresh process; returns the values."""
-    p = b.process()
+def _log(b: HistoryBuilder, k: str, n: int, p: int | None = None) -> list[str]:
+    """n ok sends at offsets 0..n-1 by process p (a fresh one by default); the values."""
+    p = b.process() if p is None else p
     values = [f"{k}-{i}" for i in range(n)]
     for offset, value in enumerate(values):
         b.send1(p, k, value, offset)
@@ -284,9 +284,7 @@ def unclean_truncation_steps_back(b: HistoryBuilder, k: str) -> Outcome:
     its previous one and a consumer reset to the earliest offset re-reads from 0: steps
     back that the lost positions explain (expected where the loss is)."""
     p, c = b.process(), b.process()
-    v = [f"{k}-{i}" for i in range(4)]
-    for offset, value in enumerate(v):
-        b.send1(p, k, value, offset)
+    v = _log(b, k, 4, p)
     b.poll(c, {k: [(0, v[0]), (1, v[1]), (2, v[2]), (3, v[3])]})
     b.election(k, unclean=True)
     b.send1(p, k, f"{k}-new-2", 2)
@@ -309,9 +307,7 @@ def unclean_shortened_log(b: HistoryBuilder, k: str) -> Outcome:
     """The log after an unclean election is shorter than where a consumer was: it resets
     to the earliest offset (a step back across the election, expected where allowed)."""
     p, c = b.process(), b.process()
-    v = [f"{k}-{i}" for i in range(4)]
-    for offset, value in enumerate(v):
-        b.send1(p, k, value, offset)
+    v = _log(b, k, 4, p)
     b.poll(c, {k: [(0, v[0]), (1, v[1]), (2, v[2]), (3, v[3])]})
     b.election(k, unclean=True)
     b.send1(b.process(), k, f"{k}-new-2", 2)
@@ -326,9 +322,7 @@ def commit_before_truncation(b: HistoryBuilder, k: str) -> Outcome:
     """The group committed past offset 2 before an unclean election; the value written at
     offset 2 afterwards is not covered by that commit (no at-least-once violation)."""
     p, c, r = b.process(), b.process(), b.process()
-    v = [f"{k}-{i}" for i in range(4)]
-    for offset, value in enumerate(v):
-        b.send1(p, k, value, offset)
+    v = _log(b, k, 4, p)
     b.subscribe(c, [k])
     b.poll(c, {k: [(0, v[0]), (1, v[1]), (2, v[2]), (3, v[3])]})
     b.commit(c, {k: 4})
