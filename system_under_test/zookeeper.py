@@ -137,6 +137,7 @@ class ClusterMetadataStore:
         self._on_session_lost = on_session_lost
         self._on_reconnected = on_reconnected
         self._was_lost = False
+        self._suspended = False
         self._closing = False
         self.client.add_listener(self._state_changed)
 
@@ -150,10 +151,14 @@ class ClusterMetadataStore:
                 self._on_session_lost()
         elif state == KazooState.SUSPENDED:
             log.warning("ZooKeeper connection suspended (%s)", self.connect)
+            self._suspended = True
         elif state == KazooState.CONNECTED and self._was_lost:
-            self._was_lost = False
+            self._was_lost = self._suspended = False
             if self._on_reconnected is not None:
                 self._on_reconnected()
+        elif state == KazooState.CONNECTED and self._suspended:
+            self._suspended = False
+            log.info("ZooKeeper connection restored, session kept (%s)", self.connect)
 
     def start(self) -> None:
         """Connect, or raise MetadataError naming the connect string."""
