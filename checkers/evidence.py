@@ -22,21 +22,6 @@ from pyspark.sql import functions as F
 
 from checkers.dense import offset_contents, value_positions, with_dense_index
 
-_EVIDENCE_COLUMNS = (
-    "key",
-    "offset",
-    "value",
-    "kind",
-    "type",
-    "index",
-    "invoke_index",
-    "process_id",
-    "mop_index",
-    "poll_seq",
-    "final",
-    "time",
-)
-
 
 class Evidence:
     """Reads, writes, commitment and the dense index of one history, built lazily."""
@@ -185,9 +170,7 @@ class Evidence:
             F.lit(False).alias("final"),
             F.col("complete_time").alias("time"),
         )
-        evidence = reads.select(*_EVIDENCE_COLUMNS).unionByName(
-            committed.select(*_EVIDENCE_COLUMNS)
-        )
+        evidence = reads.unionByName(committed)
         return self._persist(with_dense_index(evidence))
 
     @cached_property

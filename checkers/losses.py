@@ -94,6 +94,14 @@ class LossRules:
             .drop("_election")
         )
 
+    def lossy_unclean_elections(self) -> list[tuple[str, int]]:
+        """(key, election index) of the allowed unclean elections that lost acknowledged
+        writes: each truncated its key's log."""
+        if self.unclean_lost is None or not self.unclean_allowed:
+            return []
+        rows = self.unclean_lost.select("key", "election_index").distinct().collect()
+        return sorted((str(row["key"]), int(row["election_index"])) for row in rows)
+
     def truncated_positions(self, writes: DataFrame) -> DataFrame:
         """(key, value, truncated_reason): committed writes whose loss the configuration
         allows and that the log lost: in an allowed unclean-loss window, or sent with

@@ -205,21 +205,13 @@ def _after_truncation(
     ).drop("truncated_reason")
 
 
-def lossy_elections(losses: LossRules) -> list[tuple[str, int]]:
-    """(key, election index) of the allowed unclean elections that lost acknowledged writes."""
-    if losses.unclean_lost is None or not losses.unclean_allowed:
-        return []
-    rows = losses.unclean_lost.select("key", "election_index").distinct().collect()
-    return sorted((str(row["key"]), int(row["election_index"])) for row in rows)
-
-
 def check_order(evidence: Evidence, assign: DataFrame, losses: LossRules) -> list[Finding]:
     """The findings of this checker: one frame for the reads, one for the sends."""
     truncated = losses.truncated_positions(evidence.writes)
     reads = read_steps(evidence, assign).withColumn(
         "skipped", F.when(~F.col("inner") & (F.col("delta") > 1), F.col("delta") - 1)
     )
-    elections = lossy_elections(losses)
+    elections = losses.lossy_unclean_elections()
     reads = _after_truncation(reads, truncated, elections)
     sends = _after_truncation(send_steps(evidence, assign), truncated, elections)
     expected = F.col("expected_reason").isNotNull()

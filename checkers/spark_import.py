@@ -339,14 +339,7 @@ def _mops(client: DataFrame) -> tuple[DataFrame, DataFrame]:
         )
     )
     columns: list[Column | str] = [
-        "index",
-        "invoke_index",
-        "time",
-        F.col("process_text").alias("process"),
-        "process_id",
-        "type",
-        F.col("f_text").alias("op_f"),
-        "final",
+        *_operation_columns(f_as="op_f"),
         F.col("acks").cast("byte").alias("acks"),
         F.col("mop_index").cast("int").alias("mop_index"),
         "f",
@@ -428,19 +421,26 @@ def _events(lines: DataFrame) -> DataFrame:
     )
 
 
-def _assign(paired: DataFrame) -> DataFrame:
-    value = F.col("value")
-    commit = F.try_variant_get(value, "$", "map<string,bigint>")
-    keys = F.try_variant_get(value, "$", "array<string>")
-    return paired.filter(F.col("f_text").isin("assign", "subscribe", "commit")).select(
+def _operation_columns(*, f_as: str) -> list[Column | str]:
+    """The operation's own columns that head the mops and assign tables."""
+    return [
         "index",
         "invoke_index",
         "time",
         F.col("process_text").alias("process"),
         "process_id",
         "type",
-        F.col("f_text").alias("f"),
+        F.col("f_text").alias(f_as),
         "final",
+    ]
+
+
+def _assign(paired: DataFrame) -> DataFrame:
+    value = F.col("value")
+    commit = F.try_variant_get(value, "$", "map<string,bigint>")
+    keys = F.try_variant_get(value, "$", "array<string>")
+    return paired.filter(F.col("f_text").isin("assign", "subscribe", "commit")).select(
+        *_operation_columns(f_as="f"),
         F.when(F.col("f_text") == "commit", F.map_keys(commit)).otherwise(keys).alias("keys"),
         F.when(F.col("f_text") == "commit", F.map_values(commit)).alias("offsets"),
     )

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from nemesis.errors import FaultError
-from nemesis.node_fanout import on_each_node
 from squall.cluster.cluster import Cluster, UnsupportedFaultError
+from squall.cluster.fanout import on_each_node
 from squall.cluster.node import CommandFailed
 
 DISTRIBUTIONS = ("normal", "pareto", "paretonormal")

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 from nemesis.errors import FaultError
 from nemesis.grudge import PartitionGrudge, sorted_nodes
-from nemesis.node_fanout import on_each_node
 from squall.cluster.cluster import Cluster, UnsupportedFaultError
+from squall.cluster.fanout import on_each_node
 
 CHAIN = "SQUALL"
 COMMAND_TIMEOUT_S = 15.0

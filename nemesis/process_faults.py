@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from nemesis.node_fanout import on_each_node
 from squall.cluster.cluster import Cluster, UnsupportedFaultError
+from squall.cluster.fanout import on_each_node
 from system_under_test.deploy import BrokerDeployment, ZooKeeperDeployment
 
 FREEZE_RUNTIMES = ("docker",)

@@ -301,7 +301,7 @@ def _roles_from_zookeeper(
         session_timeout_ms=int(max(timeout_s, 4.0) * 1000),
         connection_timeout_ms=int(timeout_s * 1000),
     )
-    store.start()
+    store.start(create_layout=False)
     try:
         partitions: dict[str, PartitionView] = {}
         for key in keys:

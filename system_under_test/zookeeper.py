@@ -160,8 +160,12 @@ class ClusterMetadataStore:
             self._suspended = False
             log.info("ZooKeeper connection restored, session kept (%s)", self.connect)
 
-    def start(self) -> None:
-        """Connect, or raise MetadataError naming the connect string."""
+    def start(self, *, create_layout: bool = True) -> None:
+        """Connect, or raise MetadataError naming the connect string.
+
+        `create_layout` creates the chroot and Kafka's top-level znodes where missing, as a
+        broker does; observers that only read pass False and write nothing.
+        """
         try:
             with warnings.catch_warnings():
                 # kazoo warns that a chroot is missing; _ensure_chroot creates it just below.
@@ -174,6 +178,8 @@ class ClusterMetadataStore:
                 f"{self.connection_timeout_ms} ms ({err}); is it running? "
                 "(zookeeper.connect, zookeeper.connection.timeout.ms)"
             ) from None
+        if not create_layout:
+            return
         self._ensure_chroot()
         for path in (BROKER_IDS, TOPICS, TOPIC_CONFIGS, ISR_CHANGES, CONSUMERS, "/admin"):
             self.client.ensure_path(path)

@@ -7,6 +7,8 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
+from squall.cluster.runtimes import docker_available
+
 settings.register_profile("dev", deadline=None, max_examples=60)
 settings.register_profile(
     "ci", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow]
@@ -18,15 +20,8 @@ _docker_skip_reason: str | None = None
 
 def _docker_engine_answers() -> str | None:
     """None when a Docker engine answers, else why not."""
-    try:
-        import docker
-
-        client = docker.from_env(timeout=5)
-        client.ping()
-        client.close()
-    except Exception as err:
-        return f"no Docker engine answers ({type(err).__name__}: {err})"
-    return None
+    why = docker_available()
+    return None if why is None else f"no Docker engine answers ({why})"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

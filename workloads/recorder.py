@@ -29,7 +29,7 @@ from workloads.outcomes import (
     send_outcome,
 )
 from workloads.spec import key_name
-from workloads.values import decode_value
+from workloads.values import NumberSequence, decode_value
 
 T = TypeVar("T")
 PollValue = dict[str, list[list[int | str]]]
@@ -45,25 +45,10 @@ class HistorySink(Protocol):
     ) -> Operation: ...
 
 
-class ProcessNumbers:
-    """Hands out client process numbers 0, 1, 2, ... once each; thread-safe."""
+class ProcessNumbers(NumberSequence):
+    """Client process numbers 0, 1, 2, ...: each handed out once, to one logical client."""
 
-    def __init__(self, start: int = 0) -> None:
-        if isinstance(start, bool) or not isinstance(start, int) or start < 0:
-            raise ValueError(f"start is {start!r}, expected an integer >= 0")
-        self._next = start
-        self._lock = threading.Lock()
-
-    def next(self) -> int:
-        with self._lock:
-            number = self._next
-            self._next = number + 1
-        return number
-
-    @property
-    def issued(self) -> int:
-        """How far numbering has gone: every number below this one is taken."""
-        return self._next
+    __slots__ = ()
 
 
 class Client:

@@ -13,7 +13,7 @@ import threading
 _PAD = b" "
 
 
-class ValueSequence:
+class NumberSequence:
     """Hands out consecutive ints from `start`, each exactly once; thread-safe."""
 
     __slots__ = ("_lock", "_next")
@@ -35,6 +35,12 @@ class ValueSequence:
     def issued(self) -> int:
         """The next value to be handed out (so every value below it has been)."""
         return self._next
+
+
+class ValueSequence(NumberSequence):
+    """The values of one test's sends: consecutive ints, each handed out once."""
+
+    __slots__ = ()
 
 
 def encode_value(value: int, size: int = 0) -> bytes:

@@ -12,10 +12,8 @@ import json
 import logging
 import re
 import shlex
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TypeVar
 
 from squall.cluster.cluster import (
     ZOOKEEPER_NODE,
@@ -24,13 +22,12 @@ from squall.cluster.cluster import (
     ClusterStateError,
     state_dir,
 )
+from squall.cluster.fanout import on_each_node
 from squall.cluster.node import (
     NodeError,
 )
 from squall.cluster.ssh import Progress, SshNode
 from system_under_test.deploy import Daemon
-
-T = TypeVar("T")
 
 CAPABILITIES_DIR = "capabilities"
 _ROUTE_DEV = re.compile(r"\bdev\s+(\S+)")
@@ -92,7 +89,7 @@ def check_fault_support(cluster: Cluster, say: Progress = _quiet) -> None:
     """iptables must work on every node (partitions); netem is optional: without it the
     cluster's ``supports_netem`` becomes False, remembered for later ``attach``es."""
     names = [n.name for n in cluster.all_nodes()]
-    results, failures = _each(names, lambda name: _probe(cluster, name))
+    results, failures = on_each_node(names, lambda name: _probe(cluster, name))
     if failures:
         raise next(iter(failures.values()))
     missing = {name: why for name, why in results.items() if why}
@@ -147,22 +144,7 @@ def _probe(cluster: Cluster, name: str) -> str:
     )
 
 
-def _each(
-    names: Sequence[str], action: Callable[[str], T]
-) -> tuple[dict[str, T], dict[str, Exception]]:
-    results: dict[str, T] = {}
-    failures: dict[str, Exception] = {}
-    with ThreadPoolExecutor(max_workers=max(1, len(names)), thread_name_prefix="ssh") as pool:
-        futures = {name: pool.submit(action, name) for name in names}
-        for name, future in futures.items():
-            try:
-                results[name] = future.result()
-            except Exception as err:
-                failures[name] = err
-    return results, failures
-
-
-def _raise_first(failures: Mapping[str, Exception]) -> None:
+def _raise_first(failures: Mapping[str, BaseException]) -> None:
     for error in failures.values():
         raise error
 
@@ -196,10 +178,10 @@ def deploy_system_under_test(cluster: Cluster, say: Progress = _quiet) -> None:
 
     say("starting ZooKeeper on zk1, installing the SUT on the brokers")
     names = ["zk1", *cluster.brokers]
-    _, failures = _each(names, lambda n: start_zookeeper() if n == "zk1" else install(n))
+    _, failures = on_each_node(names, lambda n: start_zookeeper() if n == "zk1" else install(n))
     _raise_first(failures)
     say(f"starting brokers {', '.join(cluster.brokers)}")
-    _, failures = _each(list(cluster.brokers), lambda n: cluster.broker(n).start())
+    _, failures = on_each_node(list(cluster.brokers), lambda n: cluster.broker(n).start())
     _raise_first(failures)
 
 
@@ -216,7 +198,7 @@ def stop_daemons(cluster: Cluster) -> list[str]:
                 stopped.append(f"{daemon} on {name} ({cluster.node(name).address})")
         return stopped
 
-    results, failures = _each([n.name for n in cluster.all_nodes()], stop)
+    results, failures = on_each_node([n.name for n in cluster.all_nodes()], stop)
     _raise_first(failures)
     return [line for lines in results.values() for line in lines]
 
@@ -242,7 +224,7 @@ class SshRuntime:
         cluster = ssh_cluster(state, supports_freeze=False)
         try:
             say(f"connecting to {len(cluster.all_nodes())} hosts")
-            _, failures = _each(
+            _, failures = on_each_node(
                 [n.name for n in cluster.all_nodes()], lambda n: cluster.node(n).run("true")
             )
             _raise_first(failures)

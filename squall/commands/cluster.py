@@ -108,7 +108,7 @@ def _status(run_id: str | None) -> dict[str, Any]:
     }
     try:
         store = ClusterMetadataStore(cluster.zookeeper_connect, connection_timeout_ms=3000)
-        store.start()
+        store.start(create_layout=False)
         try:
             doc["controller"] = store.controller_id()
             doc["registered_brokers"] = store.broker_ids()

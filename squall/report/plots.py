@@ -69,102 +69,114 @@ def write_plots(
     """latency.png, rate.png, and where results have them anomalies.png (per key) and
     windows.png (loss windows on a time line); their paths."""
     ops = pq.read_table(
-        parquet_dir / "ops.parquet", columns=["time", "type", "f", "latency_ns", "process"]
+        parquet_dir / "ops.parquet", columns=["time", "type", "f", "latency_ns"]
     ).to_pydict()
-    times = [t / 1e9 for t in ops["time"]]
-    end_s = max(times, default=0.0)
+    latency: dict[str, tuple[list[float], list[float]]] = {kind: ([], []) for kind in COLORS}
+    per_second: dict[str, Counter[int]] = {kind: Counter() for kind in COLORS}
+    end_s = 0.0
+    for time_ns, kind, f, latency_ns in zip(
+        ops["time"], ops["type"], ops["f"], ops["latency_ns"], strict=True
+    ):
+        seconds = time_ns / 1e9
+        end_s = max(end_s, seconds)
+        if kind not in COLORS:
+            continue
+        per_second[kind][int(seconds)] += 1
+        if latency_ns is not None and f in ("send", "poll"):
+            latency[kind][0].append(seconds)
+            latency[kind][1].append(latency_ns / 1e6)
     intervals = fault_intervals(results, end_s)
-    written: list[Path] = []
+    written = [
+        _save(_latency_plot(latency, intervals), out_dir / "latency.png"),
+        _save(_rate_plot(per_second, end_s, intervals), out_dir / "rate.png"),
+    ]
+    per_key = anomalies_per_key(results)
+    if per_key:
+        written.append(_save(_anomalies_plot(per_key), out_dir / "anomalies.png"))
+    windows = loss_windows(results)
+    if windows:
+        written.append(_save(_windows_plot(windows, end_s, intervals), out_dir / "windows.png"))
+    return written
 
+
+def _save(fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _latency_plot(
+    latency: Mapping[str, tuple[list[float], list[float]]], intervals: list[FaultInterval]
+) -> Any:
     fig, ax = plt.subplots(figsize=(11, 4))
-    for kind, color in COLORS.items():
-        xs = [
-            t
-            for t, ty, lat, f in zip(times, ops["type"], ops["latency_ns"], ops["f"], strict=True)
-            if ty == kind and lat is not None and f in ("send", "poll")
-        ]
-        ys = [
-            lat / 1e6
-            for ty, lat, f in zip(ops["type"], ops["latency_ns"], ops["f"], strict=True)
-            if ty == kind and lat is not None and f in ("send", "poll")
-        ]
+    for kind, (xs, ys) in latency.items():
         if xs:
-            ax.scatter(xs, ys, s=3, color=color, label=kind, alpha=0.6)
+            ax.scatter(xs, ys, s=3, color=COLORS[kind], label=kind, alpha=0.6)
     _shade(ax, intervals)
     ax.set_yscale("log")
     ax.set_xlabel("seconds since the test began")
     ax.set_ylabel("latency (ms)")
     ax.set_title("operation latency (send, poll), faults shaded")
     ax.legend(loc="upper right", fontsize=8, markerscale=3)
-    fig.tight_layout()
-    written.append(out_dir / "latency.png")
-    fig.savefig(written[-1], dpi=110)
-    plt.close(fig)
+    return fig
 
+
+def _rate_plot(
+    per_second: Mapping[str, Counter[int]], end_s: float, intervals: list[FaultInterval]
+) -> Any:
     fig, ax = plt.subplots(figsize=(11, 3.5))
-    for kind, color in COLORS.items():
-        buckets = Counter(int(t) for t, ty in zip(times, ops["type"], strict=True) if ty == kind)
+    xs = list(range(int(end_s) + 1))
+    for kind, buckets in per_second.items():
         if buckets:
-            xs = list(range(int(end_s) + 1))
-            ax.plot(xs, [buckets.get(x, 0) for x in xs], color=color, label=kind, lw=1.2)
+            ax.plot(xs, [buckets.get(x, 0) for x in xs], color=COLORS[kind], label=kind, lw=1.2)
     _shade(ax, intervals)
     ax.set_xlabel("seconds since the test began")
     ax.set_ylabel("completions / s")
     ax.set_title("throughput by outcome, faults shaded")
     ax.legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
-    written.append(out_dir / "rate.png")
-    fig.savefig(written[-1], dpi=110)
-    plt.close(fig)
+    return fig
 
-    per_key = anomalies_per_key(results)
-    if per_key:
-        keys = sorted({k for k, _ in per_key})
-        names = sorted({a for _, a in per_key})
-        fig, ax = plt.subplots(figsize=(11, 3.5))
-        bottom = [0] * len(keys)
-        for name in names:
-            heights = [per_key.get((k, name), 0) for k in keys]
-            hatch = "//" if name.endswith("(expected)") else None
-            ax.bar(keys, heights, bottom=bottom, label=name, hatch=hatch)
-            bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-        ax.set_ylabel("anomalies (sampled)")
-        ax.set_title("anomalies and expected losses per key")
-        ax.legend(fontsize=8)
-        ax.tick_params(axis="x", labelrotation=30)
-        fig.tight_layout()
-        written.append(out_dir / "anomalies.png")
-        fig.savefig(written[-1], dpi=110)
-        plt.close(fig)
 
-    windows = loss_windows(results)
-    if windows:
-        keys = sorted({w["key"] for w in windows})
-        fig, ax = plt.subplots(figsize=(11, 1.2 + 0.5 * len(keys)))
-        for window in windows:
-            row = keys.index(window["key"])
-            start, end = (t / 1e9 for t in window["window"])
-            color = "#ef6c00" if window["expected"] else "#c62828"
-            ax.barh(row, max(end - start, 0.05), left=start, height=0.5, color=color, alpha=0.8)
-            ax.plot([window["time"] / 1e9], [row], marker="v", color="black")
-            ax.annotate(
-                f"election {window['election']}: {window['lost']} lost",
-                (start, row + 0.3),
-                fontsize=8,
-            )
-        _shade(ax, intervals)
-        ax.set_yticks(range(len(keys)), keys)
-        ax.set_xlim(0, max(end_s, 1.0))
-        ax.set_xlabel(
-            "seconds since the test began (bars: first lost acknowledgement to last; "
-            "triangle: the unclean election)"
+def _anomalies_plot(per_key: Counter[tuple[str, str]]) -> Any:
+    keys = sorted({k for k, _ in per_key})
+    fig, ax = plt.subplots(figsize=(11, 3.5))
+    bottom = [0] * len(keys)
+    for name in sorted({a for _, a in per_key}):
+        heights = [per_key.get((k, name), 0) for k in keys]
+        hatch = "//" if name.endswith("(expected)") else None
+        ax.bar(keys, heights, bottom=bottom, label=name, hatch=hatch)
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    ax.set_ylabel("anomalies (sampled)")
+    ax.set_title("anomalies and expected losses per key")
+    ax.legend(fontsize=8)
+    ax.tick_params(axis="x", labelrotation=30)
+    return fig
+
+
+def _windows_plot(
+    windows: list[dict[str, Any]], end_s: float, intervals: list[FaultInterval]
+) -> Any:
+    keys = sorted({w["key"] for w in windows})
+    fig, ax = plt.subplots(figsize=(11, 1.2 + 0.5 * len(keys)))
+    for window in windows:
+        row = keys.index(window["key"])
+        start, end = (t / 1e9 for t in window["window"])
+        color = "#ef6c00" if window["expected"] else "#c62828"
+        ax.barh(row, max(end - start, 0.05), left=start, height=0.5, color=color, alpha=0.8)
+        ax.plot([window["time"] / 1e9], [row], marker="v", color="black")
+        ax.annotate(
+            f"election {window['election']}: {window['lost']} lost", (start, row + 0.3), fontsize=8
         )
-        ax.set_title("unclean-election loss windows, faults shaded")
-        fig.tight_layout()
-        written.append(out_dir / "windows.png")
-        fig.savefig(written[-1], dpi=110)
-        plt.close(fig)
-    return written
+    _shade(ax, intervals)
+    ax.set_yticks(range(len(keys)), keys)
+    ax.set_xlim(0, max(end_s, 1.0))
+    ax.set_xlabel(
+        "seconds since the test began (bars: first lost acknowledgement to last; "
+        "triangle: the unclean election)"
+    )
+    ax.set_title("unclean-election loss windows, faults shaded")
+    return fig
 
 
 def anomalies_per_key(results: Mapping[str, Any] | None) -> Counter[tuple[str, str]]:

@@ -19,20 +19,14 @@ import pytest
 
 from squall.cluster.runtimes import attach
 from system_under_test.client import AdminClient, Producer
+from tests.support import run_squall
+from tests.support import wait_for as _wait_for
 
 pytestmark = pytest.mark.docker
 
 
 def squall(home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SQUALL_HOME": str(home)}
-    return subprocess.run(
-        [sys.executable, "-m", "squall", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env=env,
-    )
+    return run_squall(*args, home=home, timeout=timeout)
 
 
 def last_json(text: str) -> Any:
@@ -81,16 +75,7 @@ def describe(bootstrap: str) -> Any:
 
 
 def wait_for(condition: Any, timeout: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = condition()
-            if value:
-                return value
-        except Exception:
-            pass
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
+    return _wait_for(condition, timeout, what, interval=0.25, tolerate=(Exception,))
 
 
 def test_kill_then_start_brings_the_broker_back_into_the_isr(cli_cluster) -> None:

@@ -28,8 +28,8 @@ from nemesis import (
     replay,
 )
 from squall.cluster.cluster import BROKER_PORT, ZOOKEEPER_PORT, Cluster, UnsupportedFaultError
-from system_under_test.client import AdminClient, ClientError
-from system_under_test.errors import BrokerError
+from system_under_test.client import AdminClient
+from tests.support import wait_for as _wait_for
 
 pytestmark = pytest.mark.docker
 TOPIC = "chaos"
@@ -37,17 +37,7 @@ KEY = "chaos-0"
 
 
 def wait_for(condition: Callable[[], Any], *, timeout: float = 60.0, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = condition()
-            if value:
-                return value
-        except (ClientError, BrokerError, OSError) as err:
-            last = err
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last})")
+    return _wait_for(condition, timeout, what, interval=0.2)
 
 
 def partition_state(cluster: Cluster) -> tuple[int, list[int]]:

@@ -15,6 +15,8 @@ from typing import Any
 import docker
 import pytest
 
+from tests.support import run_squall
+
 pytestmark = pytest.mark.docker
 
 RUN_FLAGS = [
@@ -42,16 +44,7 @@ RUN_FLAGS = [
 
 
 def squall(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SQUALL_HOME": str(cwd / ".squall")}
-    return subprocess.run(
-        [sys.executable, "-m", "squall", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env=env,
-    )
+    return run_squall(*args, cwd=cwd, home=cwd / ".squall", timeout=timeout)
 
 
 def history(run_dir: Path) -> list[dict[str, Any]]:

@@ -13,27 +13,7 @@ from typing import Any
 from squall.cluster.broker_process import BrokerProcess
 from squall.cluster.zookeeper_server import ZooKeeperServer
 from system_under_test.client import AdminClient, Consumer
-from system_under_test.client.exceptions import ClientError
-from system_under_test.errors import BrokerError
-
-
-def wait_for(
-    condition: Callable[[], Any], *, timeout: float = 30.0, what: str = "condition"
-) -> Any:
-    """Poll until condition() is truthy; its value, or AssertionError naming what."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = condition()
-            if value:
-                return value
-        except (ClientError, BrokerError, OSError) as err:
-            last_error = err
-        time.sleep(0.05)
-    raise AssertionError(
-        f"timed out after {timeout}s waiting for {what} (last error: {last_error})"
-    )
+from tests.support import wait_for
 
 
 class LocalCluster:

@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support import run_squall
 
 pytestmark = pytest.mark.integration
 
 
 def squall(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "squall", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env=dict(os.environ),
-    )
+    return run_squall(*args, cwd=cwd, timeout=timeout)
 
 
 def test_a_malformed_history_line_is_rejected_with_its_line_number(tmp_path: Path) -> None:

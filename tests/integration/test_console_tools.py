@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 
 from squall.cluster.broker_process import BrokerProcess
 from squall.cluster.zookeeper_server import free_port
+from tests.support import run_squall
 
 pytestmark = pytest.mark.integration
 
@@ -19,14 +19,7 @@ pytestmark = pytest.mark.integration
 def squall(
     *args: str, stdin: str | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "squall", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run_squall(*args, stdin=stdin, timeout=timeout)
 
 
 @pytest.fixture

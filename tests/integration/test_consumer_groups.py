@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
@@ -29,6 +27,7 @@ from system_under_test.client import (
     OffsetStoreError,
     Producer,
 )
+from tests.support import REPO, run_squall
 
 pytestmark = pytest.mark.integration
 
@@ -246,14 +245,7 @@ def test_unreachable_zookeeper_is_a_clear_error(broker: BrokerProcess) -> None:
 
 
 def squall(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "squall", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        cwd=Path(__file__).resolve().parents[2],
-    )
+    return run_squall(*args, cwd=REPO, timeout=timeout)
 
 
 def lines(text: str) -> list[dict[str, object]]:

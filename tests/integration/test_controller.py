@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from system_under_test.zookeeper import (
     ControllerMovedError,
     LeaderAndIsr,
 )
+from tests.support import wait_for as _wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -68,12 +68,7 @@ class FakeBroker:
 def wait_for(
     condition: Callable[[], object], timeout: float = 15.0, what: str = "condition"
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    _wait_for(condition, timeout, what, interval=0.05, tolerate=())
 
 
 @pytest.fixture

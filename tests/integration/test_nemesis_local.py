@@ -10,9 +10,8 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -27,8 +26,8 @@ from nemesis import (
 )
 from nemesis.partitioner import heal_command, install_command, remove_chain_command
 from squall.cluster.cluster import Cluster, UnsupportedFaultError
-from system_under_test.client import AdminClient, ClientError
-from system_under_test.errors import BrokerError
+from system_under_test.client import AdminClient
+from tests.support import wait_for
 
 local = pytest.importorskip(
     "squall.cluster.local", reason="squall.cluster.local (the local runtime) is not there yet"
@@ -37,20 +36,6 @@ local = pytest.importorskip(
 pytestmark = pytest.mark.integration
 TOPIC = "t"
 KEY = "t-0"
-
-
-def wait_for(condition: Callable[[], Any], *, timeout: float = 30.0, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = condition()
-            if value:
-                return value
-        except (ClientError, BrokerError, OSError) as err:
-            last = err
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last})")
 
 
 def leader_of(cluster: Cluster) -> int:

@@ -19,7 +19,8 @@ from squall.cluster.zookeeper_server import ZooKeeperServer
 from system_under_test.client import Producer
 from system_under_test.client.exceptions import ProduceError
 from system_under_test.errors import ErrorCode
-from tests.integration.cluster import LocalCluster, wait_for
+from tests.integration.cluster import LocalCluster
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 

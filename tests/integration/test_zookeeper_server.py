@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from squall.cluster.zookeeper_server import (
     find_zookeeper_classpath,
     kill_leftover,
 )
+from tests.support import wait_for as _wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -61,11 +61,7 @@ def kazoo_client() -> Iterator[Callable[..., KazooClient]]:
 
 
 def wait_for(condition: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
+    _wait_for(condition, timeout, what, interval=0.05, tolerate=())
 
 
 def alive(pid: int) -> bool:

@@ -21,7 +21,7 @@ def on_each_node(
     failures: dict[str, BaseException] = {}
     if not names:
         return results, failures
-    with ThreadPoolExecutor(max_workers=len(names), thread_name_prefix="nemesis") as pool:
+    with ThreadPoolExecutor(max_workers=len(names), thread_name_prefix="on-each-node") as pool:
         futures = {name: pool.submit(action, name) for name in dict.fromkeys(names)}
         for name, future in futures.items():
             try:
