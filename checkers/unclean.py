@@ -6,6 +6,11 @@ offset is lost in the window of election E (of its key) when either
   election of the key after both), and no `ok` read completed after E saw it, although
   `ok` reads completed after E reached its offset or beyond (so the log after E no longer
   held it there); or
+- it was acknowledged before E (E is the first unclean election of the key after the
+  acknowledgement) and last read after E but before the deposed leader rejoined the new
+  leader's ISR (see below): clients may still read from a deposed leader that has not
+  learned of E; `ok` reads after that rejoin reached its offset or beyond without seeing
+  it; or
 - it was acknowledged after E (E is the last unclean election of the key before) by the
   deposed leader, which had not yet learned of E: acknowledged and last read before the
   deposed leader (E's `previous_leader`) rejoined the ISR of the new leader (a later
@@ -89,11 +94,17 @@ def unclean_lost_writes(evidence: Evidence, events: DataFrame) -> DataFrame:
     )
     # After E, by the deposed leader: E is the last unclean election before the
     # acknowledgement, and the acknowledgement and last read came before the rejoin.
-    deposed = (
-        (F.col("election_time") < F.col("complete_time"))
-        & (F.col("next_time").isNull() | (F.col("next_time") >= F.col("complete_time")))
-        & (last_sign < F.col("rejoin_time"))
+    acked_after = (F.col("election_time") < F.col("complete_time")) & (
+        F.col("next_time").isNull() | (F.col("next_time") >= F.col("complete_time"))
     )
+    # Acknowledged before E, read after E from the deposed leader: E is the first unclean
+    # election after the acknowledgement.
+    read_after = (
+        (F.col("election_time") > F.col("complete_time"))
+        & (F.col("previous_time").isNull() | (F.col("previous_time") <= F.col("complete_time")))
+        & (F.col("last_read_time") >= F.col("election_time"))
+    )
+    deposed = (acked_after | read_after) & (last_sign < F.col("rejoin_time"))
     candidates = acked.join(
         elections, (acked["key"] == elections["key"]) & (before | deposed)
     ).select(
@@ -121,13 +132,16 @@ def unclean_lost_writes(evidence: Evidence, events: DataFrame) -> DataFrame:
         )
     )
     # The log after E (after the rejoin, for the deposed leader's writes) reached the offset.
+    lost = candidates.join(F.broadcast(reach_after), "election_index").filter(
+        F.col("offset")
+        <= F.when(F.col("_before"), F.col("reach_election")).otherwise(F.col("reach_rejoin"))
+    )
+    # A write read on both sides of an election may match two: it was lost in the first.
+    first = Window.partitionBy("key", "value").orderBy("election_index")
     return (
-        candidates.join(F.broadcast(reach_after), "election_index")
-        .filter(
-            F.col("offset")
-            <= F.when(F.col("_before"), F.col("reach_election")).otherwise(F.col("reach_rejoin"))
-        )
-        .drop("_before", "reach_election", "reach_rejoin")
+        lost.withColumn("_rank", F.row_number().over(first))
+        .filter(F.col("_rank") == 1)
+        .drop("_before", "reach_election", "reach_rejoin", "_rank")
     )
 
 

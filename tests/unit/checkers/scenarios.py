@@ -361,6 +361,24 @@ def deposed_leader_acks(b: HistoryBuilder, k: str) -> Outcome:
     )
 
 
+def deposed_leader_read(b: HistoryBuilder, k: str) -> Outcome:
+    """A write acknowledged before an unclean election is read after it from the deposed
+    leader, before that leader rejoins the new leader's ISR; reads after the rejoin pass
+    its offset without it: lost in the election's window."""
+    p, c = b.process(), b.process()
+    b.send1(p, k, f"{k}-0", 0)
+    b.send1(p, k, f"{k}-1", 1)
+    b.poll(c, {k: [(0, f"{k}-0")]})
+    b.election(k, unclean=True)
+    b.poll(c, {k: [(1, f"{k}-1")]})
+    r = b.process()
+    b.send1(r, k, f"{k}-new-1", 1)
+    b.send1(r, k, f"{k}-new-2", 2)
+    b.isr_change(k, [2, 1])
+    b.poll(b.process(), {k: [(0, f"{k}-0"), (1, f"{k}-new-1"), (2, f"{k}-new-2")]})
+    return Outcome({k: {"unclean-loss-window", "inconsistent-offsets"}})
+
+
 def elections_without_loss(b: HistoryBuilder, k: str) -> Outcome:
     """A clean election, and an unclean one after which everything acknowledged is still read."""
     v = _log(b, k, 2)
@@ -423,6 +441,7 @@ DEFAULT_SCENARIOS: dict[str, Scenario] = {
     "shortened": unclean_shortened_log,
     "recommitted": commit_before_truncation,
     "deposed": deposed_leader_acks,
+    "deposedread": deposed_leader_read,
     "elections": elections_without_loss,
     "acks1": acks1_loss,
 }
@@ -492,6 +511,7 @@ UNCLEAN_SCENARIOS: dict[str, Scenario] = {
     "recommitted": commit_before_truncation,
     "elections": elections_without_loss,
     "deposed": deposed_leader_acks,
+    "deposedread": deposed_leader_read,
 }
 
 

@@ -125,15 +125,23 @@ def test_unclean_loss_window(unclean_run: Any) -> None:
     assert results["anomaly_types"] == ["inconsistent-offsets", "lost-write", "unseen"]
     section = results["checkers"]["unclean"]
     windows = {w["key"]: w for w in section["expected"]["unclean-loss-window"]}
-    assert set(windows) == {"unclean", "truncated", "shortened", "recommitted", "deposed"}
+    assert set(windows) == {
+        "unclean",
+        "truncated",
+        "shortened",
+        "recommitted",
+        "deposed",
+        "deposedread",
+    }
     assert windows["deposed"]["lost"] == 2
     assert windows["deposed"]["lost_values"] == ["deposed-1", "deposed-deposed"]
+    assert windows["deposedread"]["lost_values"] == ["deposedread-1"]
     window = windows["unclean"]
     assert window["offsets"] == [2, 3]
     assert window["lost"] == 2
     assert window["lost_values"] == ["unclean-2", "unclean-3"]
     assert window["window"][1] == window["time"]
-    assert section["details"] == {"leader_elections": 8, "unclean_elections": 7}
+    assert section["details"] == {"leader_elections": 9, "unclean_elections": 8}
     steps = results["checkers"]["order"]["expected"]
     (send,) = steps["nonmonotonic-send"]
     assert send["key"] == "truncated" and send["offsets"] == [3, 2]
