@@ -11,6 +11,9 @@ checking; reports peak memory (this process + the JVM, from /proc) and precision
 per anomaly type against the truth. Prints one JSON document.
 
     .venv/bin/python bench/check_scale.py --lines 1000000 [--loader spark|python] [--dir /tmp]
+
+`--keep` keeps the run directory (history.jsonl, truth.json, history.parquet/); `--reuse`
+checks a kept run again, converting it anew (or not, with `--reuse-parquet`).
 """
 
 from __future__ import annotations
@@ -528,6 +531,19 @@ def _identity(kind: str, sample: dict[str, Any]) -> tuple[Any, ...]:
     return (key, sample["value"])
 
 
+def save_truth(truth: Truth, path: Path) -> None:
+    path.write_text(
+        json.dumps({kind: [list(item) for item in found] for kind, found in truth.items()})
+    )
+
+
+def load_truth(path: Path) -> Truth:
+    saved = json.loads(path.read_text())
+    return defaultdict(
+        set, {kind: {tuple(item) for item in found} for kind, found in saved.items()}
+    )
+
+
 def score(results: dict[str, Any], truth: Truth) -> dict[str, Any]:
     found: dict[str, set[tuple[Any, ...]]] = defaultdict(set)
     for section in results["checkers"].values():
@@ -556,18 +572,30 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="6g")
     parser.add_argument("--keep", action="store_true", help="keep the run directory")
+    parser.add_argument(
+        "--reuse", action="store_true", help="check a kept run of this size again (implies --keep)"
+    )
+    parser.add_argument(
+        "--reuse-parquet", action="store_true", help="with --reuse: keep its history.parquet too"
+    )
     parser.add_argument("--seed", type=int, default=11)
     args = parser.parse_args()
 
     run = args.dir / f"squall-check-scale-{args.lines}"
-    shutil.rmtree(run, ignore_errors=True)
-    run.mkdir(parents=True)
-    (run / "test.json").write_text(json.dumps(TEST_JSON))
     figures: dict[str, Any] = {"lines": args.lines, "loader": args.loader, "master": args.master}
-
-    started = time.perf_counter()
-    truth = SyntheticHistory(run / "history.jsonl", args.lines, args.seed).run(args.injections)
-    figures["generate_s"] = round(time.perf_counter() - started, 2)
+    if args.reuse and (run / "truth.json").is_file():
+        # The kept history is converted again unless --reuse-parquet.
+        if not args.reuse_parquet:
+            shutil.rmtree(run / "history.parquet", ignore_errors=True)
+        truth = load_truth(run / "truth.json")
+    else:
+        shutil.rmtree(run, ignore_errors=True)
+        run.mkdir(parents=True)
+        (run / "test.json").write_text(json.dumps(TEST_JSON))
+        started = time.perf_counter()
+        truth = SyntheticHistory(run / "history.jsonl", args.lines, args.seed).run(args.injections)
+        figures["generate_s"] = round(time.perf_counter() - started, 2)
+        save_truth(truth, run / "truth.json")
     figures["history_bytes"] = (run / "history.jsonl").stat().st_size
 
     sampler = MemorySampler()
@@ -592,7 +620,7 @@ def main() -> None:
     figures["scores"] = score(results, truth)
     figures["notes"] = results["notes"]
     print(json.dumps(figures, indent=2))
-    if not args.keep:
+    if not (args.keep or args.reuse):
         shutil.rmtree(run, ignore_errors=True)
 
 

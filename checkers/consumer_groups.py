@@ -54,13 +54,17 @@ def group_commits(assign: DataFrame) -> DataFrame:
 
 
 def consumed_values(evidence: Evidence, assign: DataFrame) -> DataFrame:
-    """Per (key, value) read by an `ok` poll of a member: how many times."""
+    """Per (key, value) read by an `ok` poll of a member: how many times (kept by
+    `evidence`: the check and the details both read it)."""
     members = F.broadcast(group_members(assign))
-    return (
-        evidence.reads.filter(F.col("type") == "ok")
-        .join(members, "process_id", "left_semi")
-        .groupBy("key", "value")
-        .agg(F.count(F.lit(1)).alias("times"))
+    return evidence.keep(
+        "consumed_values",
+        lambda: (
+            evidence.reads.filter(F.col("type") == "ok")
+            .join(members, "process_id", "left_semi")
+            .groupBy("key", "value")
+            .agg(F.count(F.lit(1)).alias("times"))
+        ),
     )
 
 

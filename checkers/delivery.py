@@ -1,7 +1,8 @@
 """Delivery: `lost-write`, `unseen`, `G1a` and `lost-acked-write` (HISTORY.md).
 
 - lost-write (Jepsen): a committed write whose value's last dense index is at or below the
-  highest index an `ok` read reached in its key, and that no `ok` read saw.
+  highest index an `ok` read reached in its key, and that no `ok` read saw (compared by
+  offset: the dense index is increasing in the offset).
 - unseen (Jepsen): an `ok` write that no `ok` read saw by the end of the history.
 - G1a (Jepsen): an `ok` read saw a value whose send completed `fail`; one anomaly per
   (key, value), with the first reader and the number of reads.
@@ -43,13 +44,14 @@ def _write_detail() -> list[Column | str]:
 
 def lost_writes(evidence: Evidence, losses: LossRules) -> DataFrame:
     """Committed writes at or below the highest read index of their key, never read ok."""
-    candidates = evidence.indexed_writes.filter(
-        F.col("committed") & ~F.col("was_read") & F.col("last_idx").isNotNull()
+    candidates = evidence.located_writes.filter(
+        F.col("committed") & ~F.col("was_read") & F.col("last_offset").isNotNull()
     )
     lost = candidates.join(evidence.read_bounds, "key").filter(
-        F.col("last_idx") <= F.col("max_read_idx")
+        F.col("last_offset") <= F.col("max_read_offset")
     )
-    return losses.classify(lost)
+    lost = evidence.dense_index(lost, "first_offset", "first_idx")
+    return losses.classify(evidence.dense_index(lost, "max_read_offset", "max_read_idx"))
 
 
 def unseen_writes(evidence: Evidence, losses: LossRules) -> DataFrame:
@@ -70,7 +72,7 @@ def final_read_coverage(evidence: Evidence) -> DataFrame:
         .groupBy("key")
         .agg(F.max("offset").alias("max_acked_offset"))
     )
-    lowest = evidence.indexed.groupBy("key").agg(F.min("offset").alias("min_known_offset"))
+    lowest = evidence.offset_index.groupBy("key").agg(F.min("offset").alias("min_known_offset"))
     final = (
         evidence.reads.filter((F.col("type") == "ok") & F.col("final"))
         .groupBy("key", "process_id")

@@ -2,9 +2,12 @@
 
 Kafka offsets may have holes (transaction markers, truncation), so checkers compare
 positions by dense index instead: two reads one dense index apart read neighbouring
-records. The index is computed once over all evidence rows with a window partitioned by
-key (`dense_rank() - 1` over the offset), so every evidence row carries its own `didx`
-without a join; rows with the same offset share it.
+records. The index numbers the distinct offsets of the evidence once (a window per key
+over distinct offsets, not over every record), and is looked up only where a verdict or a
+sample needs it. The index is strictly increasing in the offset and both offsets of a
+comparison are in it, so offsets alone decide most comparisons: one offset apart is one
+index apart, and at or before is at or before. Only a step of two offsets or more needs
+the index, to tell a skip from a hole.
 """
 
 from __future__ import annotations
@@ -13,35 +16,18 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 
-def with_dense_index(evidence: DataFrame) -> DataFrame:
-    """`evidence` (columns key, offset, ...) plus `didx`, the offset's dense index in its key."""
+def with_dense_index(offsets: DataFrame) -> DataFrame:
+    """Distinct `offsets` (columns key, offset, ...) plus `didx`, the offset's dense index."""
     by_offset = Window.partitionBy("key").orderBy("offset")
-    return evidence.withColumn("didx", F.dense_rank().over(by_offset) - 1)
+    return offsets.withColumn("didx", F.row_number().over(by_offset) - 1)
 
 
-def value_positions(indexed: DataFrame) -> DataFrame:
-    """Per (key, value): first and last dense index and offset, and the offsets holding it."""
-    return (
-        indexed.groupBy("key", "value")
-        .agg(
-            F.min("didx").alias("first_idx"),
-            F.max("didx").alias("last_idx"),
-            F.min("offset").alias("first_offset"),
-            F.max("offset").alias("last_offset"),
-            F.array_sort(F.collect_set("offset")).alias("offsets"),
-        )
-        .withColumn("offset_count", F.size("offsets"))
+def look_up(rows: DataFrame, index: DataFrame, offset: str, into: str) -> DataFrame:
+    """`rows` (with `key`) plus `into`, the dense index of their `offset` column (null: none)."""
+    found = index.select(
+        F.col("key").alias("_lookup_key"),
+        F.col("offset").alias("_lookup_offset"),
+        F.col("didx").alias(into),
     )
-
-
-def offset_contents(indexed: DataFrame) -> DataFrame:
-    """Per (key, offset): its dense index, the distinct values seen there, how many."""
-    return indexed.groupBy("key", "offset").agg(
-        F.min("didx").alias("didx"),
-        F.array_sort(F.collect_set("value")).alias("values"),
-    )
-
-
-def key_offsets(indexed: DataFrame) -> DataFrame:
-    """The dense index itself: distinct (key, offset, didx)."""
-    return indexed.select("key", "offset", "didx").distinct()
+    matches = (F.col("key") == F.col("_lookup_key")) & (F.col(offset) == F.col("_lookup_offset"))
+    return rows.join(found, matches, "left").drop("_lookup_key", "_lookup_offset")

@@ -6,21 +6,23 @@
   or info; a send never completed counts as info, `pending`) and the offset if known.
 - committed: a write that must have happened: `ok`, or `info` with one of its
   operation's sent values read by an `ok` operation (Jepsen's `must-have-committed?`).
-- evidence of what sits at an offset: all reads and the committed writes with an offset;
-  it defines the dense index (`checkers.dense`).
+- evidence of what sits at an offset: all reads and the committed writes with an offset,
+  kept as distinct (key, offset, value) `contents`; its offsets define the dense index
+  (`checkers.dense`), looked up only where a verdict or a sample needs it.
 
 Frames used by several checkers are persisted once and released by `release()`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from checkers.dense import offset_contents, value_positions, with_dense_index
+from checkers.dense import look_up, with_dense_index
 
 
 class Evidence:
@@ -30,17 +32,25 @@ class Evidence:
         self.ops = ops
         self.mops = mops
         self._persisted: list[DataFrame] = []
+        self._kept: dict[str, DataFrame] = {}
 
     def _persist(self, frame: DataFrame) -> DataFrame:
         frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
         self._persisted.append(frame)
         return frame
 
+    def keep(self, name: str, build: Callable[[], DataFrame]) -> DataFrame:
+        """A checker's own frame, built and persisted once under `name`, released with the rest."""
+        if name not in self._kept:
+            self._kept[name] = self._persist(build())
+        return self._kept[name]
+
     def release(self) -> None:
         """Drop every persisted frame."""
         for frame in self._persisted:
             frame.unpersist()
         self._persisted.clear()
+        self._kept.clear()
 
     @cached_property
     def reads(self) -> DataFrame:
@@ -62,15 +72,28 @@ class Evidence:
         )
 
     @cached_property
+    def read_records(self) -> DataFrame:
+        """Per (key, offset, value) read by any completed poll: how often an `ok` poll read
+        it, the first such reader and the last such read's time (null: no `ok` read)."""
+        ok = F.col("type") == "ok"
+        return self._persist(
+            self.reads.groupBy("key", "offset", "value").agg(
+                F.count(F.when(ok, 1)).alias("reads"),
+                F.min(F.when(ok, F.col("index"))).alias("first_reader"),
+                F.max(F.when(ok, F.col("time"))).alias("last_read_time"),
+            )
+        )
+
+    @cached_property
     def read_values(self) -> DataFrame:
         """Per (key, value) read by an `ok` operation: how often, first reader, last read time."""
         return (
-            self.reads.filter(F.col("type") == "ok")
+            self.read_records.filter(F.col("reads") > 0)
             .groupBy("key", "value")
             .agg(
-                F.count(F.lit(1)).alias("reads"),
-                F.min("index").alias("first_reader"),
-                F.max("time").alias("last_read_time"),
+                F.sum("reads").alias("reads"),
+                F.min("first_reader").alias("first_reader"),
+                F.max("last_read_time").alias("last_read_time"),
             )
         )
 
@@ -136,10 +159,13 @@ class Evidence:
         read = self.read_values.select(
             "key", "value", "reads", "last_read_time", "first_reader", F.lit(True).alias("was_read")
         )
-        writes = writes.join(read, ["key", "value"], "left").withColumn(
-            "was_read", F.coalesce(F.col("was_read"), F.lit(False))
+        writes = self._persist(
+            writes.join(read, ["key", "value"], "left").withColumn(
+                "was_read", F.coalesce(F.col("was_read"), F.lit(False))
+            )
         )
-        seen_ops = (
+        # Read from the persisted frame: the join with the reads runs once.
+        seen_ops = F.broadcast(
             writes.filter((F.col("status") == "info") & F.col("was_read"))
             .select("invoke_index")
             .distinct()
@@ -153,52 +179,63 @@ class Evidence:
         return self._persist(writes.drop("op_seen"))
 
     @cached_property
-    def indexed(self) -> DataFrame:
-        """Evidence rows (reads, committed writes with an offset) with their dense index."""
-        reads = self.reads.withColumn("kind", F.lit("read"))
-        committed = self.writes.filter(F.col("committed") & F.col("offset").isNotNull()).select(
-            "key",
-            "offset",
-            "value",
-            F.lit("write").alias("kind"),
-            F.col("status").alias("type"),
-            F.col("complete_index").alias("index"),
-            "invoke_index",
-            "process_id",
-            "mop_index",
-            F.lit(None).cast("int").alias("poll_seq"),
-            F.lit(False).alias("final"),
-            F.col("complete_time").alias("time"),
+    def contents(self) -> DataFrame:
+        """Distinct (key, offset, value) of the evidence: what each offset was seen holding."""
+        committed = self.writes.filter(F.col("committed") & F.col("offset").isNotNull())
+        seen = self.read_records.select("key", "offset", "value").unionByName(
+            committed.select("key", "offset", "value")
         )
-        evidence = reads.unionByName(committed)
-        return self._persist(with_dense_index(evidence))
+        return self._persist(seen.distinct())
 
     @cached_property
-    def indexed_reads(self) -> DataFrame:
-        """The reads, each with the dense index of its offset."""
-        return self.indexed.filter(F.col("kind") == "read").drop("kind")
+    def offset_index(self) -> DataFrame:
+        """Per (key, offset) in the evidence: its dense index `didx`, and `value_count`, how
+        many distinct values were seen there."""
+        per_offset = self.contents.groupBy("key", "offset").agg(
+            F.count(F.lit(1)).alias("value_count")
+        )
+        return self._persist(with_dense_index(per_offset))
+
+    def dense_index(self, rows: DataFrame, offset: str, into: str) -> DataFrame:
+        """`rows` (with `key`) plus `into`, the dense index of their `offset` column."""
+        return look_up(rows, self.offset_index, offset, into)
 
     @cached_property
     def values(self) -> DataFrame:
-        """Per (key, value) in the evidence: first/last dense index and offset, offset count."""
-        return value_positions(self.indexed)
+        """Per (key, value) in the evidence: first and last offset, at how many offsets."""
+        return self.contents.groupBy("key", "value").agg(
+            F.min("offset").alias("first_offset"),
+            F.max("offset").alias("last_offset"),
+            F.count(F.lit(1)).alias("offset_count"),
+        )
+
+    def offsets_of(self, values: DataFrame) -> DataFrame:
+        """Per (key, value) of `values`: the sorted offsets holding it (for samples)."""
+        return self._listed(values, "value", "offset", "offsets")
+
+    def values_at(self, offsets: DataFrame) -> DataFrame:
+        """Per (key, offset) of `offsets`: the sorted distinct values seen there (for samples)."""
+        return self._listed(offsets, "offset", "value", "values")
+
+    def _listed(self, rows: DataFrame, by: str, listed: str, into: str) -> DataFrame:
+        """Per (key, `by`) of `rows`: the sorted `listed` of the contents, as `into`."""
+        return (
+            self.contents.join(rows.select("key", by), ["key", by], "left_semi")
+            .groupBy("key", by)
+            .agg(F.array_sort(F.collect_list(listed)).alias(into))
+        )
 
     @cached_property
-    def offsets(self) -> DataFrame:
-        """Per (key, offset) in the evidence: dense index and the sorted distinct values."""
-        return offset_contents(self.indexed)
-
-    @cached_property
-    def indexed_writes(self) -> DataFrame:
-        """The writes with their value's first and last dense index (null: not in the log)."""
-        positions = self.values.select("key", "value", "first_idx", "last_idx", "first_offset")
+    def located_writes(self) -> DataFrame:
+        """The writes with their value's first and last offset (null: not in the log)."""
+        positions = self.values.select("key", "value", "first_offset", "last_offset")
         return self._persist(self.writes.join(positions, ["key", "value"], "left"))
 
     @cached_property
     def read_bounds(self) -> DataFrame:
-        """Per key: the highest dense index and offset an `ok` read reached."""
+        """Per key: the highest offset an `ok` read reached."""
         return (
-            self.indexed_reads.filter(F.col("type") == "ok")
+            self.reads.filter(F.col("type") == "ok")
             .groupBy("key")
-            .agg(F.max("didx").alias("max_read_idx"), F.max("offset").alias("max_read_offset"))
+            .agg(F.max("offset").alias("max_read_offset"))
         )

@@ -22,8 +22,9 @@ ANOMALIES = ("inconsistent-offsets", "duplicate")
 
 def inconsistent_offsets(evidence: Evidence, losses: LossRules) -> DataFrame:
     """Per (key, offset) holding several values: key, offset, didx, values, expected, reason."""
-    inconsistent = evidence.offsets.filter(F.size("values") > 1)
-    writes = evidence.indexed_writes.filter(F.col("committed")).select(
+    several = evidence.offset_index.filter(F.col("value_count") > 1).select("key", "offset", "didx")
+    inconsistent = evidence.values_at(several).join(several, ["key", "offset"])
+    writes = evidence.located_writes.filter(F.col("committed")).select(
         "key",
         F.coalesce("offset", "first_offset").alias("offset"),
         "value",
@@ -44,7 +45,10 @@ def inconsistent_offsets(evidence: Evidence, losses: LossRules) -> DataFrame:
 def check_offsets(evidence: Evidence, losses: LossRules) -> list[Finding]:
     """The findings of this checker."""
     inconsistent = inconsistent_offsets(evidence, losses)
-    duplicates = evidence.values.filter(F.col("offset_count") > 1)
+    several = evidence.values.filter(F.col("offset_count") > 1)
+    duplicates = evidence.dense_index(
+        several.join(evidence.offsets_of(several), ["key", "value"]), "first_offset", "first_idx"
+    )
     return [
         finding(
             CHECKER,

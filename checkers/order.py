@@ -69,12 +69,12 @@ def _with_resets(rows: DataFrame, assign: DataFrame) -> DataFrame:
     return rows.unionByName(resets.withColumn("kind", F.lit("reset")))
 
 
-def _steps(rows: DataFrame, order: tuple[str, ...], counted: Column) -> DataFrame:
-    """Each row with the row before it (same operation: `inner`), and for an operation's first
-    row, the last `counted` row before it and whether a reset came after that one."""
+def _steps(rows: DataFrame, order: tuple[str, ...], counted: Column, position: Column) -> DataFrame:
+    """Each row with the `position` of the row before it (same operation: `inner`), and for
+    an operation's first row, the last `counted` row's position before it and whether a
+    reset came after that one (`follows`)."""
     ordered = Window.partitionBy("process_id", "key").orderBy(*order)
     before = ordered.rowsBetween(Window.unboundedPreceding, -1)
-    position = F.struct("index", "didx", "offset", "value")
     previous = F.lag(position).over(ordered)
     return (
         rows.withColumn("prev", previous)
@@ -93,74 +93,197 @@ def _steps(rows: DataFrame, order: tuple[str, ...], counted: Column) -> DataFram
             ),
         )
         .withColumn(
-            "first_of_op",
-            F.col("prev").isNull() | (F.col("prev.index") != F.col("index")),
-        )
-        .withColumn(
             "follows",
-            F.col("first_of_op")
+            ~F.col("inner")
             & F.col("prev_counted").isNotNull()
             & (F.col("last_reset").isNull() | (F.col("last_reset") < F.col("prev_counted.index"))),
         )
     )
 
 
-def read_steps(evidence: Evidence, assign: DataFrame) -> DataFrame:
-    """Every record read, with the record before it in its poll (`inner`, `delta`), or for a
-    poll's first record, the end of the process's previous `ok` read of the key (`follows`,
-    `delta`), in dense index."""
-    reads = evidence.indexed_reads.select(
+def _index_deltas(evidence: Evidence, steps: DataFrame) -> DataFrame:
+    """The steps with a `prev_pos` that are not one position forward, with `delta` in dense
+    index.
+
+    Positions are offsets (`pos`), and the dense index is increasing in the offset: a step
+    of one offset is one index (never an anomaly) and a step back is a step back, so only
+    the remaining steps look up their two indices.
+    """
+    stepped = steps.filter(
+        F.col("pos").isNotNull()
+        & F.col("prev_pos").isNotNull()
+        & (F.col("pos") - F.col("prev_pos") != 1)
+    )
+    stepped = evidence.dense_index(stepped, "pos", "didx")
+    stepped = evidence.dense_index(stepped, "prev_pos", "prev_didx")
+    return stepped.withColumn("delta", F.col("didx") - F.col("prev_didx"))
+
+
+def _poll_runs(evidence: Evidence) -> DataFrame:
+    """Per completed poll micro-op and key: its records as one run, with the first and last
+    position (offset at the first and last `poll_seq`) and whether every record sits one
+    offset after the one before it (`consecutive`: no step inside the run can be an
+    anomaly). Records of one poll are stored together, so this aggregates mostly before
+    any shuffle."""
+    drift = F.col("offset") - F.col("poll_seq")
+    return evidence.reads.groupBy("process_id", "key", "index", "mop_index", "type").agg(
+        F.min_by("offset", "poll_seq").alias("first_pos"),
+        F.max_by("offset", "poll_seq").alias("last_pos"),
+        F.max("poll_seq").alias("last_seq"),
+        (F.min(drift) == F.max(drift)).alias("consecutive"),
+    )
+
+
+def _steps_inside_runs(evidence: Evidence, runs: DataFrame) -> DataFrame:
+    """Steps between neighbouring records of the polls whose runs are not consecutive."""
+    uneven = runs.filter(~F.col("consecutive")).select("index", "mop_index", "key")
+    records = evidence.reads.join(F.broadcast(uneven), ["index", "mop_index", "key"], "left_semi")
+    in_run = Window.partitionBy("index", "mop_index", "key").orderBy("poll_seq")
+    previous = F.lag(F.struct("index", "offset", "value")).over(in_run)
+    return records.select(
+        "process_id",
+        "key",
+        "index",
+        "type",
+        F.col("offset").alias("pos"),
+        "offset",
+        "value",
+        F.lit(True).alias("inner"),
+        previous.alias("before"),
+        previous.getField("offset").alias("prev_pos"),
+    )
+
+
+def _steps_between_runs(runs: DataFrame, assign: DataFrame) -> DataFrame:
+    """Steps into each run from the run before it in the same operation (`inner`), or from
+    the end of the process's previous `ok` read of the key (`follows`), without values."""
+    rows = runs.select(
         "process_id",
         "key",
         "index",
         "mop_index",
-        "poll_seq",
         "type",
-        "didx",
-        "offset",
-        "value",
+        "first_pos",
+        F.col("last_pos").alias("pos"),
+        F.col("last_seq").alias("seq"),
         F.lit("read").alias("kind"),
     )
     ok_read = (F.col("kind") == "read") & (F.col("type") == "ok")
-    steps = _steps(_with_resets(reads, assign), ("index", "mop_index", "poll_seq"), ok_read)
-    return steps.withColumn(
-        "delta",
-        F.when(F.col("inner"), F.col("didx") - F.col("prev.didx")).when(
-            F.col("follows"), F.col("didx") - F.col("prev_counted.didx")
+    end = F.struct("index", "mop_index", "pos", "seq")
+    steps = _steps(_with_resets(rows, assign), ("index", "mop_index"), ok_read, end)
+    return steps.select(
+        "process_id",
+        "key",
+        "index",
+        "type",
+        F.col("first_pos").alias("pos"),
+        "inner",
+        F.col("mop_index").alias("first_mop"),
+        F.when(F.col("inner"), F.col("prev"))
+        .when(F.col("follows"), F.col("prev_counted"))
+        .alias("origin"),
+    ).withColumn("prev_pos", F.col("origin.pos"))
+
+
+def _with_read_values(evidence: Evidence, steps: DataFrame) -> DataFrame:
+    """Steps between runs (few: only those that are not one index forward) with the values
+    and offsets of their two records, as `offset`, `value` and `before`."""
+    wanted = steps.select(
+        "key",
+        F.col("origin.index").alias("index"),
+        F.col("origin.mop_index").alias("mop_index"),
+        F.col("origin.seq").alias("poll_seq"),
+    ).unionByName(
+        steps.select(
+            "key", "index", F.col("first_mop").alias("mop_index"), F.lit(0).alias("poll_seq")
+        )
+    )
+    columns = ["key", "index", "mop_index", "poll_seq"]
+    found = evidence.keep(
+        "uneven_read_records",
+        lambda: evidence.reads.join(F.broadcast(wanted.distinct()), columns).select(
+            *columns, "offset", "value"
         ),
     )
+    earlier = found.select(
+        F.col("key").alias("_k"),
+        F.col("index").alias("_i"),
+        F.col("mop_index").alias("_m"),
+        F.col("poll_seq").alias("_s"),
+        F.struct("index", "offset", "value").alias("before"),
+    )
+    later = found.filter(F.col("poll_seq") == 0).select(
+        F.col("key").alias("_k"),
+        F.col("index").alias("_i"),
+        F.col("mop_index").alias("_m"),
+        "offset",
+        "value",
+    )
+    with_before = steps.join(
+        earlier,
+        (F.col("key") == F.col("_k"))
+        & (F.col("origin.index") == F.col("_i"))
+        & (F.col("origin.mop_index") == F.col("_m"))
+        & (F.col("origin.seq") == F.col("_s")),
+    ).drop("_k", "_i", "_m", "_s")
+    return with_before.join(
+        later,
+        (F.col("key") == F.col("_k"))
+        & (F.col("index") == F.col("_i"))
+        & (F.col("first_mop") == F.col("_m")),
+    ).drop("_k", "_i", "_m")
+
+
+def read_steps(evidence: Evidence, assign: DataFrame) -> DataFrame:
+    """Every step of a reader that is not one index forward: between neighbouring records of
+    a poll, or into a poll's first record of a key from the record before it in the same
+    operation (`inner`) or from the end of the process's previous `ok` read of the key
+    (`follows`); `delta` in dense index, `before` the earlier record.
+
+    Polls are taken as runs of records (`_poll_runs`): only the few runs whose offsets are
+    not consecutive are looked at record by record."""
+    runs = _poll_runs(evidence)
+    inside = _index_deltas(evidence, _steps_inside_runs(evidence, runs))
+    between = _index_deltas(
+        evidence,
+        _steps_between_runs(runs, assign),
+    )
+    # Kept: the value look-up reads these few rows three times.
+    uneven = evidence.keep("uneven_read_steps", lambda: between.filter(F.col("delta") != 1))
+    between = _with_read_values(evidence, uneven)
+    columns = ["process_id", "key", "index", "type", "inner", "delta", "offset", "value", "before"]
+    return inside.select(*columns).unionByName(between.select(*columns))
 
 
 def send_steps(evidence: Evidence, assign: DataFrame) -> DataFrame:
-    """Every completed send, with the send before it in its operation (`inner`), or for an
-    `ok`/`info` operation's first send to a key, the last send of the process's previous
-    such operation (`follows`); `delta` in dense index where both positions are known."""
-    sends = evidence.indexed_writes.filter(F.col("complete_index").isNotNull()).select(
+    """Every completed send that is not one index after the send before it in its operation
+    (`inner`) or, for an `ok`/`info` operation's first send to a key, after the last send of
+    the process's previous such operation (`follows`); `delta` in dense index where both
+    positions are known. A send's position is its value's first offset in the log."""
+    sends = evidence.located_writes.filter(F.col("complete_index").isNotNull()).select(
         "process_id",
         "key",
         F.col("complete_index").alias("index"),
         "mop_index",
         "status",
-        F.col("first_idx").alias("didx"),
+        F.col("first_offset").alias("pos"),
         "offset",
         "value",
         F.lit("send").alias("kind"),
     )
     counted = (F.col("kind") == "send") & F.col("status").isin("ok", "info")
-    steps = _steps(_with_resets(sends, assign), ("index", "mop_index"), counted)
-    return steps.withColumn(
-        "delta",
-        F.when(F.col("inner"), F.col("didx") - F.col("prev.didx")).when(
-            F.col("follows") & F.col("status").isin("ok", "info"),
-            F.col("didx") - F.col("prev_counted.didx"),
-        ),
-    )
+    position = F.struct("index", "pos", "offset", "value")
+    steps = _steps(_with_resets(sends, assign), ("index", "mop_index"), counted, position)
+    compared = F.col("inner") | (F.col("follows") & F.col("status").isin("ok", "info"))
+    before = F.when(F.col("inner"), F.col("prev")).otherwise(F.col("prev_counted"))
+    steps = steps.withColumn("before", F.when(compared, before))
+    return _index_deltas(evidence, steps.withColumn("prev_pos", F.col("before.pos")))
 
 
 def _step_detail(op_status: str) -> list[Column | str]:
     """Between operations: ops, values, offsets of the two; inside one: the op and the pair."""
     inner = F.col("inner")
-    before = F.when(inner, F.col("prev")).otherwise(F.col("prev_counted"))
+    before = F.col("before")
     return [
         "key",
         F.col("process_id").alias("process"),
@@ -184,14 +307,14 @@ def _after_truncation(
     back = ~F.col("inner") & (F.col("delta") < 1)
     joined = steps.join(
         lost,
-        back & (F.col("key") == F.col("_key")) & (F.col("prev_counted.value") == F.col("_value")),
+        back & (F.col("key") == F.col("_key")) & (F.col("before.value") == F.col("_value")),
         "left",
     ).drop("_key", "_value")
     crossing = [
         F.when(
             back
             & (F.col("key") == key)
-            & (F.col("prev_counted.index") < election)
+            & (F.col("before.index") < election)
             & (F.col("index") > election),
             F.lit(
                 "the unclean leader election at index "

@@ -12,7 +12,7 @@ from checkers.session import SparkSettings, get_spark, stop_spark
 TEST_SPARK = SparkSettings(
     master="local[2]",
     shuffle_partitions=2,
-    driver_memory="1g",
+    driver_memory="2g",
     java_options="-XX:TieredStopAtLevel=1",  # short-lived: skip the slow optimising JIT
     # Tiny data: adaptive execution only adds a job per stage.
     extra={"spark.sql.adaptive.enabled": "false"},
