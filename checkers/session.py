@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -88,6 +89,9 @@ class SparkSettings:
         if self.is_local:
             conf["spark.driver.host"] = "127.0.0.1"
             conf["spark.driver.bindAddress"] = "127.0.0.1"
+            # Python workers (if any) run on the driver's interpreter, not the first
+            # python3 on PATH, whose version may differ.
+            conf["spark.pyspark.python"] = sys.executable
         conf.update(self.extra)
         return conf
 

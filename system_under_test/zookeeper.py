@@ -241,7 +241,17 @@ class ClusterMetadataStore:
                 time.sleep(0.2)
 
     def broker_ids(self, watch: Callable[[Any], None] | None = None) -> list[int]:
-        return sorted(int(c) for c in self.client.get_children(BROKER_IDS, watch=watch))
+        return sorted(int(c) for c in self._children(BROKER_IDS, watch))
+
+    def _children(self, path: str, watch: Callable[[Any], None] | None) -> list[str]:
+        """The children of `path`; none while it does not exist (a ZooKeeper no broker
+        has laid out yet), watching for its creation when `watch` is given."""
+        try:
+            return list(self.client.get_children(path, watch=watch))
+        except NoNodeError:
+            if watch is not None:
+                self.client.exists(path, watch=watch)
+            return []
 
     def broker(self, broker_id: int) -> BrokerEndpoint | None:
         path = f"{BROKER_IDS}/{broker_id}"
@@ -323,7 +333,7 @@ class ClusterMetadataStore:
     # topics
 
     def topics(self, watch: Callable[[Any], None] | None = None) -> list[str]:
-        return sorted(self.client.get_children(TOPICS, watch=watch))
+        return sorted(self._children(TOPICS, watch))
 
     def create_topic(
         self, topic: str, assignment: Mapping[int, Sequence[int]], config: Mapping[str, object]

@@ -186,3 +186,17 @@ def test_controller_failover_and_fencing(cluster) -> None:
             controller_epoch_version=old_epoch_version,
         )
     assert old_store is not None
+
+
+def test_an_empty_zookeeper_reads_as_no_brokers_and_no_topics(zookeeper: str) -> None:
+    store = ClusterMetadataStore(zookeeper, connection_timeout_ms=5000)
+    store.start(create_layout=False)
+    try:
+        fired = threading.Event()
+        assert store.broker_ids() == [] and store.topics() == []
+        assert store.broker_ids(watch=lambda _event: fired.set()) == []
+        assert store.controller_id() is None
+        store.client.ensure_path("/brokers/ids")
+        wait_for(fired.is_set, what="the watch on /brokers/ids firing when it is created")
+    finally:
+        store.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 from unittest.mock import MagicMock
@@ -158,3 +159,4 @@ def test_spark_settings(master: str, cores: int | None, partitions: str) -> None
     assert conf["spark.driver.extraJavaOptions"].endswith("-Xss4m")
     assert conf["a.b"] == "c"
     assert ("spark.driver.host" in conf) == settings.is_local
+    assert conf.get("spark.pyspark.python") == (sys.executable if settings.is_local else None)
