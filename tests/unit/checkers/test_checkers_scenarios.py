@@ -79,7 +79,7 @@ def test_default_verdict(default_run: Any) -> None:
     assert results["config"]["test"]["promises_no_loss"] is False
     assert "lost-acked-write" not in results["checkers"]["delivery"]["counts"]
     counts = results["checkers"]["offsets"]["counts"]
-    assert counts == {"inconsistent-offsets": 11, "duplicate": 1}
+    assert counts == {"inconsistent-offsets": 12, "duplicate": 1}
 
 
 @pytest.mark.parametrize("name", sorted(PROMISE_SCENARIOS))
