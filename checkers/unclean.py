@@ -24,7 +24,7 @@ election was allowed; the lost writes' own `lost-write`/`unseen` are then expect
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from checkers.evidence import Evidence
@@ -84,26 +84,24 @@ def unclean_lost_writes(evidence: Evidence, events: DataFrame) -> DataFrame:
         .join(_rejoins(events, found), "election_index", "left")
     )
     acked = evidence.writes.filter((F.col("status") == "ok") & F.col("offset").isNotNull())
-    last_sign = F.greatest(
-        F.col("complete_time"), F.coalesce(F.col("last_read_time"), F.col("complete_time"))
+    complete = F.col("complete_time")
+    last_sign = F.greatest(complete, F.coalesce(F.col("last_read_time"), complete))
+
+    def first_after(moment: Column) -> Column:
+        """E is the first unclean election of the key after `moment`."""
+        return (F.col("election_time") > moment) & (
+            F.col("previous_time").isNull() | (F.col("previous_time") <= moment)
+        )
+
+    # Before E: E is the first election after the acknowledgement and the last read.
+    before = first_after(last_sign)
+    # After E, by the deposed leader: E is the last election before the acknowledgement.
+    acked_after = (F.col("election_time") < complete) & (
+        F.col("next_time").isNull() | (F.col("next_time") >= complete)
     )
-    # Before E: E is the first unclean election of the key after the acknowledgement and
-    # the last read (the one whose window (previous election, this election] holds it).
-    before = (F.col("election_time") > last_sign) & (
-        F.col("previous_time").isNull() | (F.col("previous_time") <= last_sign)
-    )
-    # After E, by the deposed leader: E is the last unclean election before the
-    # acknowledgement, and the acknowledgement and last read came before the rejoin.
-    acked_after = (F.col("election_time") < F.col("complete_time")) & (
-        F.col("next_time").isNull() | (F.col("next_time") >= F.col("complete_time"))
-    )
-    # Acknowledged before E, read after E from the deposed leader: E is the first unclean
-    # election after the acknowledgement.
-    read_after = (
-        (F.col("election_time") > F.col("complete_time"))
-        & (F.col("previous_time").isNull() | (F.col("previous_time") <= F.col("complete_time")))
-        & (F.col("last_read_time") >= F.col("election_time"))
-    )
+    # Acknowledged before E, read after E from the deposed leader.
+    read_after = first_after(complete) & (F.col("last_read_time") >= F.col("election_time"))
+    # Both only while the deposed leader had not rejoined the new leader's ISR.
     deposed = (acked_after | read_after) & (last_sign < F.col("rejoin_time"))
     candidates = acked.join(
         elections, (acked["key"] == elections["key"]) & (before | deposed)
