@@ -6,11 +6,11 @@ nemesis partitions; a final read), written as JSON lines directly (fast), with a
 anomalies of every type injected at known places. The generator keeps the ground truth,
 including the anomalies an injection causes as a side effect (a lost record makes every
 reader that crosses its offset skip an index). Then it times each stage with `local[2]`:
-Spark start, history.jsonl -> history.parquet (Spark import or the exact Python converter),
-checking; reports peak memory (this process + the JVM, from /proc) and precision/recall
+Spark start, history.jsonl -> history.parquet (the bulk converter; `--loader exact`: the
+line-by-line one), checking; reports peak memory (this process + the JVM, from /proc) and precision/recall
 per anomaly type against the truth. Prints one JSON document.
 
-    .venv/bin/python bench/check_scale.py --lines 1000000 [--loader spark|python] [--dir /tmp]
+    .venv/bin/python bench/check_scale.py --lines 1000000 [--loader auto|exact] [--dir /tmp]
 
 `--keep` keeps the run directory (history.jsonl, truth.json, history.parquet/); `--reuse`
 checks a kept run again, converting it anew (or not, with `--reuse-parquet`).
@@ -566,7 +566,7 @@ def score(results: dict[str, Any], truth: Truth) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=1_000_000, help="history lines (1M, 10M, 30M)")
-    parser.add_argument("--loader", choices=("spark", "python"), default="spark")
+    parser.add_argument("--loader", choices=("auto", "exact"), default="auto")
     parser.add_argument("--injections", type=int, default=3, help="per anomaly type")
     parser.add_argument("--dir", type=Path, default=Path("/tmp"))
     parser.add_argument("--master", default="local[2]")
@@ -603,7 +603,7 @@ def main() -> None:
     begin = time.perf_counter()
     get_spark(SparkSettings(master=args.master, driver_memory=args.driver_memory))
     figures["spark_start_s"] = round(time.perf_counter() - begin, 2)
-    config = CheckConfig(sample=100_000, loader=args.loader, spark_loader_bytes=0)
+    config = CheckConfig(sample=100_000, loader=args.loader)
     results = check_history(run, config=config)
     figures["end_to_end_s"] = round(time.perf_counter() - begin, 2)
     figures["to_parquet_s"] = results["history"]["seconds"]["load"]

@@ -4,10 +4,10 @@
     results = check_history("store/latest", config=CheckConfig(sample=5))
 
 `results` is the results.json document of HISTORY.md. Modules: `session` (the shared
-SparkSession), `load` (path -> Parquet tables), `spark_import` (fast JSON-lines import),
-`evidence` and `dense` (reads, writes, commitment, the dense offset index), the checkers
-`offsets`, `delivery`, `order`, `consumer_groups`, `unclean`, plus `losses` (expected
-losses), `stats`, `results` and `check`.
+SparkSession), `load` (path -> Parquet tables), `evidence` and `dense` (reads, writes,
+commitment, the dense offset index), the checkers `offsets`, `delivery`, `order`,
+`consumer_groups`, `unclean`, plus `losses` (expected losses), `stats`, `results` and
+`check`.
 """
 
 from checkers.check import check_history, check_loaded

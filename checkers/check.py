@@ -46,7 +46,6 @@ def check_history(
         lambda: get_spark(settings),
         path,
         loader=config.loader,
-        spark_loader_bytes=config.spark_loader_bytes,
     )
     spark = get_spark(settings)
     loaded_at = time.monotonic()

@@ -24,7 +24,7 @@ from checkers.errors import TestConfigError
 
 ExpectedLoss = Literal["acks0", "acks1", "unclean"]
 EXPECTED_LOSSES: tuple[ExpectedLoss, ...] = ("acks0", "acks1", "unclean")
-Loader = Literal["auto", "python", "spark"]
+Loader = Literal["auto", "exact"]
 
 
 @dataclass(frozen=True)
@@ -69,10 +69,8 @@ class CheckConfig:
     `acks1` make writes whose acks is not recorded count as sent with that acks; `unclean`
     allows unclean-election losses.
     `test`: the tested configuration; None reads the run's `test.json`.
-    `loader`: how `history.jsonl` becomes Parquet: `python` (the exact converter of
-    `histories`), `spark` (Spark's JSON reader; falls back to python on anything it cannot
-    vouch for), `auto` (spark from `spark_loader_bytes` up on 8 cores or more, see
-    `checkers.load`).
+    `loader`: how `history.jsonl` becomes Parquet: `auto` (the bulk converter, which leaves
+    what it cannot vouch for to the exact one) or `exact` (line by line); see `checkers.load`.
     `stats_window_s`: width of the stats time windows; None picks about 100 windows.
     """
 
@@ -80,7 +78,6 @@ class CheckConfig:
     expect_loss: frozenset[ExpectedLoss] = field(default_factory=frozenset)
     test: TestSettings | None = None
     loader: Loader = "auto"
-    spark_loader_bytes: int = 64 << 20
     stats_window_s: float | None = None
 
     def __post_init__(self) -> None:
@@ -91,8 +88,8 @@ class CheckConfig:
             raise ValueError(
                 f"expect_loss has {sorted(unknown)}, expected some of {list(EXPECTED_LOSSES)}"
             )
-        if self.loader not in ("auto", "python", "spark"):
-            raise ValueError(f"loader is {self.loader!r}, expected auto, python or spark")
+        if self.loader not in ("auto", "exact"):
+            raise ValueError(f"loader is {self.loader!r}, expected auto or exact")
         if self.stats_window_s is not None and self.stats_window_s <= 0:
             raise ValueError(f"stats_window_s is {self.stats_window_s}, expected > 0")
 

@@ -4,7 +4,8 @@
 in index order) into the directory `out_dir` (by convention `<run>/history.parquet`),
 holding at most two row groups of operations in memory, so histories of any length convert.
 The directory is written beside its destination and renamed into place when complete.
-The tables and their columns are described in `histories.parquet_schema`.
+The tables and their columns are described in `histories.parquet_schema`. The building
+of rows from a line is shared with the bulk converter, `histories.bulk_parquet`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import json
 import os
 import shutil
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from histories.contract import KEY_LIST_FS, MICRO_OP_FS
+from histories.contract import KEY_LIST_FS, MICRO_OP_FS, Process
 from histories.errors import HistoryFormatError, OperationError, PairingError
 from histories.jsonline import to_json
 from histories.operation import Operation
@@ -45,12 +47,18 @@ from histories.reader import (
 )
 
 _ENCODE_STR = json.encoder.encode_basestring_ascii
+COMPRESSION = "snappy"
 
+# An ops row as buffered: `operation_row` (the columns of OPS_SCHEMA up to key, then
+# value_json), then invoke_index and latency_ns (known on completions); the pairing of
+# invokes is filled in at flush time.
+_OPS_BUFFER_TYPES = [*[field.type for field in OPS_SCHEMA][:11], STR, I64, I64]
+_O_INDEX, _O_TIME, _O_TYPE, _O_VALUE, _O_INVOKE, _O_LATENCY = 0, 1, 4, 11, 12, 13
 
-# An ops row as buffered: the columns of OPS_SCHEMA up to invoke_index, then latency_ns
-# (known on completions) and value_json; the pairing of invokes is filled in at flush time.
-_OPS_BUFFER_TYPES = [*[field.type for field in OPS_SCHEMA][:12], I64, STR]
-_O_INDEX, _O_TIME, _O_TYPE, _O_INVOKE, _O_LATENCY = 0, 1, 4, 11, 12
+OperationFields = tuple[
+    int, int, Process, str, str, Any, str | None, str | None, int | None, bool | None, str | None
+]
+"""index, time, process, type, f, value, error, node, acks, final, key (as text)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +73,8 @@ class ParquetSummary:
     truncated_tail: TruncatedTail | None = None
 
 
-def _value_json(index: int, value: Any) -> str:
+def value_json(index: int, value: Any) -> str:
+    """The ops/events `value_json` of an operation's value."""
     try:
         return to_json(value)
     except (TypeError, ValueError, RecursionError) as err:
@@ -81,7 +90,7 @@ def _key_text(key: Any) -> str | None:
     return key if type(key) is str else str(key)
 
 
-def _values_as_json(values: list[Any]) -> pa.Array:
+def values_as_json(values: list[Any]) -> pa.Array:
     """JSON text of int/str values, in C++ when they are all ints."""
     try:
         return pa.array(values, I64).cast(STR)
@@ -92,6 +101,109 @@ def _values_as_json(values: list[Any]) -> pa.Array:
         )
 
 
+def record_fields(record: dict[str, Any]) -> OperationFields:
+    """The fields of a validated history line, its key as text."""
+    if len(record) == 6:
+        return (
+            record["index"], record["time"], record["process"], record["type"], record["f"],
+            record["value"], None, None, None, None, None,
+        )  # fmt: skip
+    get = record.get
+    key = get("key")
+    if key is not None and type(key) is not str:
+        key = str(key)
+    return (
+        record["index"], record["time"], record["process"], record["type"], record["f"],
+        record["value"], get("error"), get("node"), get("acks"), get("final"), key,
+    )  # fmt: skip
+
+
+def operation_row(fields: OperationFields) -> tuple[Any, ...]:
+    """The ops columns of an operation up to `key`, then `value_json` (pairing left out)."""
+    index, time, process, op_type, f, value, error, node, acks, final, key = fields
+    if type(process) is not int:
+        return (index, time, process, None, op_type, f, final, acks, node, error, key,
+                value_json(index, value))  # fmt: skip
+    return (index, time, str(process), process, op_type, f, final, acks, node, error, key,
+            None if f in MICRO_OP_FS else value_json(index, value))  # fmt: skip
+
+
+def add_mop_rows(rows: list[tuple[Any, ...]], ref: int, value: list[Any]) -> None:
+    """Append the mops rows of a send/poll/txn value, each `(ref, mop_index, f, key, value,
+    offset, poll_seq, has_results)`; the value is a valid one, not null."""
+    append = rows.append
+    for position, mop in enumerate(value):
+        if mop[0] == "send":
+            key = mop[1]
+            if type(key) is not str:
+                key = str(key)
+            sent = mop[2]
+            if type(sent) is list:
+                append((ref, position, "send", key, sent[1], sent[0], None, None))
+            else:
+                append((ref, position, "send", key, sent, None, None, None))
+        elif len(mop) == 1:
+            append((ref, position, "poll", None, None, None, None, False))
+        elif mop[1]:
+            for key, records in mop[1].items():
+                if records:
+                    for seq, (offset, read) in enumerate(records):
+                        append((ref, position, "poll", key, read, offset, seq, True))
+                else:
+                    append((ref, position, "poll", key, None, None, None, True))
+        else:
+            append((ref, position, "poll", None, None, None, None, True))
+
+
+def event_row(
+    index: int,
+    time: int,
+    process: Process,
+    f: str,
+    value: Any,
+    error: str | None,
+    node: str | None,
+    key: str | None,
+) -> tuple[Any, ...]:
+    """The events row of a nemesis or SUT operation."""
+    leader = epoch = isr = previous = unclean = None
+    if process == "sut" and type(value) is dict:
+        key = _key_text(value.get("key", key))
+        leader = value.get("leader")
+        epoch = value.get("leader_epoch")
+        isr = value.get("isr")
+        previous = value.get("previous_leader")
+        unclean = value.get("unclean")
+    return (index, time, process, f, node, error, value_json(index, value), key, leader,
+            epoch, isr, previous, unclean)  # fmt: skip
+
+
+def assign_lists(value: Any) -> tuple[list[str] | None, list[int] | None]:
+    """The `keys` and `offsets` of an assign, subscribe or commit value."""
+    if value is None:
+        return None, None
+    if type(value) is dict:
+        return list(value), list(value.values())
+    return [k if type(k) is str else str(k) for k in value], None
+
+
+@contextmanager
+def staged_directory(target: Path) -> Iterator[Path]:
+    """A fresh directory beside `target`, renamed into place (replacing `target`) when the
+    block completes, and removed if it raises."""
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    shutil.rmtree(temporary, ignore_errors=True)
+    temporary.mkdir(parents=True)
+    try:
+        yield temporary
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(temporary, target)
+
+
 class _TableWriter:
     """One Parquet file written row group by row group."""
 
@@ -99,7 +211,7 @@ class _TableWriter:
         self.schema = schema
         self.rows = 0
         self._row_group_size = row_group_size
-        self._writer = pq.ParquetWriter(path, schema, compression="snappy")
+        self._writer = pq.ParquetWriter(path, schema, compression=COMPRESSION)
 
     def write(self, columns: list[Any]) -> None:
         table = pa.Table.from_arrays(columns, schema=self.schema)
@@ -135,32 +247,19 @@ class HistoryTables:
 
     def add(self, record: dict[str, Any]) -> None:
         """Add the next operation, a validated history line (its index must be the next one)."""
-        index = record["index"]
+        fields = record_fields(record)
+        index, time, process, op_type, f, value, error, node, acks, final, key = fields
         if index != self.count:
             raise OperationError(
                 f"operation {self.count} of the history has index {index}; indices must be "
                 "dense from 0 and in order"
             )
         self.count = index + 1
-        time = record["time"]
-        process = record["process"]
-        op_type = record["type"]
-        f = record["f"]
-        value = record["value"]
-        if len(record) == 6:
-            error = node = acks = final = key = None
-        else:
-            get = record.get
-            error, node, acks, final = get("error"), get("node"), get("acks"), get("final")
-            key = get("key")
-            if key is not None and type(key) is not str:
-                key = str(key)
         if type(process) is not int:
-            self._ops.append(
-                (index, time, process, None, op_type, f, final, acks, node, error, key, None,
-                 None, _value_json(index, value))
-            )  # fmt: skip
-            self._add_event(index, time, process, f, value, error, node, key)
+            self._ops.append((*operation_row(fields), None, None))
+            self._events.append(event_row(index, time, process, f, value, error, node, key))
+            if len(self._events) >= self._rg:
+                self._flush_rows("events", self._events)
         else:
             pending = self._observe(index, time, process, op_type, f)
             if pending is None:
@@ -169,98 +268,24 @@ class HistoryTables:
                 invoke_index, latency = pending[0], time - pending[1]
                 if invoke_index < self._ops_start:
                     self._late[invoke_index] = (index, op_type, latency)
-            process_text = str(process)
+            row = operation_row(fields)
+            self._ops.append((*row, invoke_index, latency))
+            op_row = (index, invoke_index, time, row[2], process, op_type, f, final)
             if f in MICRO_OP_FS:
-                self._ops.append(
-                    (index, time, process_text, process, op_type, f, final, acks, node, error,
-                     key, invoke_index, latency, None)
-                )  # fmt: skip
                 if value is not None:
-                    self._add_mops(
-                        (index, invoke_index, time, process_text, process, op_type, f, final,
-                         acks),
-                        value,
-                    )  # fmt: skip
-            else:
-                self._ops.append(
-                    (index, time, process_text, process, op_type, f, final, acks, node, error,
-                     key, invoke_index, latency, _value_json(index, value))
-                )  # fmt: skip
-                if f in KEY_LIST_FS or f == "commit":
-                    self._add_assign(
-                        (index, invoke_index, time, process_text, process, op_type, f, final),
-                        value,
-                    )
+                    self._add_mops((*op_row, acks), value)
+            elif f in KEY_LIST_FS or f == "commit":
+                self._assign.append((*op_row, *assign_lists(value)))
+                if len(self._assign) >= self._rg:
+                    self._flush_rows("assign", self._assign)
         if len(self._ops) >= self._ops_limit:
             self._flush_ops(self._rg)
 
     def _add_mops(self, op_row: tuple[Any, ...], value: list[Any]) -> None:
-        ref = len(self._mop_ops)
         self._mop_ops.append(op_row)
-        rows = self._mops
-        append = rows.append
-        for position, mop in enumerate(value):
-            if mop[0] == "send":
-                key = mop[1]
-                if type(key) is not str:
-                    key = str(key)
-                sent = mop[2]
-                if type(sent) is list:
-                    append((ref, position, "send", key, sent[1], sent[0], None, None))
-                else:
-                    append((ref, position, "send", key, sent, None, None, None))
-            elif len(mop) == 1:
-                append((ref, position, "poll", None, None, None, None, False))
-            elif mop[1]:
-                for key, records in mop[1].items():
-                    if records:
-                        for seq, (offset, read) in enumerate(records):
-                            append((ref, position, "poll", key, read, offset, seq, True))
-                    else:
-                        append((ref, position, "poll", key, None, None, None, True))
-            else:
-                append((ref, position, "poll", None, None, None, None, True))
-        if len(rows) >= self._rg:
+        add_mop_rows(self._mops, len(self._mop_ops) - 1, value)
+        if len(self._mops) >= self._rg:
             self._flush_mops()
-
-    def _add_event(
-        self,
-        index: int,
-        time: int,
-        process: str,
-        f: str,
-        value: Any,
-        error: str | None,
-        node: str | None,
-        key: str | None,
-    ) -> None:
-        leader = epoch = isr = previous = unclean = None
-        if process == "sut" and type(value) is dict:
-            key = _key_text(value.get("key", key))
-            leader = value.get("leader")
-            epoch = value.get("leader_epoch")
-            isr = value.get("isr")
-            previous = value.get("previous_leader")
-            unclean = value.get("unclean")
-        self._events.append(
-            (index, time, process, f, node, error, _value_json(index, value), key, leader,
-             epoch, isr, previous, unclean)
-        )  # fmt: skip
-        if len(self._events) >= self._rg:
-            self._flush_rows("events", self._events)
-
-    def _add_assign(self, op_row: tuple[Any, ...], value: Any) -> None:
-        keys: list[str] | None
-        offsets: list[int] | None = None
-        if value is None:
-            keys = None
-        elif type(value) is dict:
-            keys, offsets = list(value), list(value.values())
-        else:
-            keys = [k if type(k) is str else str(k) for k in value]
-        self._assign.append((*op_row, keys, offsets))
-        if len(self._assign) >= self._rg:
-            self._flush_rows("assign", self._assign)
 
     def _flush_rows(self, name: str, rows: list[tuple[Any, ...]]) -> None:
         if not rows:
@@ -288,7 +313,7 @@ class HistoryTables:
                 pa.array(mop_index, pa.int32()),
                 pa.array(f, STR),
                 pa.array(key, STR),
-                _values_as_json(list(value)),
+                values_as_json(list(value)),
                 pa.array(offset, I64),
                 pa.array(seq, pa.int32()),
                 pa.array(has_results, BOOL),
@@ -335,8 +360,8 @@ class HistoryTables:
             is_invoke, done_type.take(found), pc.if_else(h_completed, h_type, pa.nulls(count, STR))
         )
         latency_ns = pc.if_else(is_invoke, pc.subtract(done_time.take(found), h_time), h_latency)
-        out = arrays[:_O_INVOKE]
-        out += [h_invoke, complete_index, complete_type, latency_ns, arrays[-1]]
+        out = arrays[:_O_VALUE]
+        out += [h_invoke, complete_index, complete_type, latency_ns, arrays[_O_VALUE]]
         self._writers["ops"].write(out)
         del window[:count]
         self._ops_start += count
@@ -369,7 +394,7 @@ class HistoryTables:
         late_type = pa.array([item[1][1] for item in late], STR)
         late_latency = pa.array([item[1][2] for item in late], I64)
         source = pq.ParquetFile(path)
-        writer = pq.ParquetWriter(patched, OPS_SCHEMA, compression="snappy")
+        writer = pq.ParquetWriter(patched, OPS_SCHEMA, compression=COMPRESSION)
         try:
             for batch in source.iter_batches(batch_size=self._rg):
                 table = pa.Table.from_batches([batch], schema=OPS_SCHEMA)
@@ -402,26 +427,20 @@ def write_parquet(
     `PairingError`.
     """
     target = Path(out_dir)
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    shutil.rmtree(temporary, ignore_errors=True)
-    temporary.mkdir(parents=True)
-    tables = HistoryTables(temporary, row_group_size=row_group_size)
     tail: TruncatedTail | None = None
-    try:
-        with collector_paused():
-            if isinstance(source, (str, os.PathLike)):
-                tail = _add_file(tables, Path(source))
-            else:
-                for op in source:
-                    tables.add(op.to_json_dict())
-            tables.close()
-    except BaseException:
-        tables.abort()
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise
-    if target.exists():
-        shutil.rmtree(target)
-    os.replace(temporary, target)
+    with staged_directory(target) as temporary:
+        tables = HistoryTables(temporary, row_group_size=row_group_size)
+        try:
+            with collector_paused():
+                if isinstance(source, (str, os.PathLike)):
+                    tail = _add_file(tables, Path(source))
+                else:
+                    for op in source:
+                        tables.add(op.to_json_dict())
+                tables.close()
+        except BaseException:
+            tables.abort()
+            raise
     rows = tables.rows()
     return ParquetSummary(target, rows["ops"], rows["mops"], rows["events"], rows["assign"], tail)
 

@@ -32,7 +32,9 @@ def check(
         help="acks0, acks1 or unclean: losses to report as expected, not invalid.",
     ),
     loader: str = typer.Option(
-        "auto", "--loader", help="auto | python | spark: how history.jsonl becomes Parquet."
+        "auto",
+        "--loader",
+        help="auto (bulk, exact where it must) | exact: how history.jsonl becomes Parquet.",
     ),
     write: bool = typer.Option(
         True, "--write/--no-write", help="Write results.json into the run directory."
@@ -57,8 +59,8 @@ def check(
             "or a Jepsen history.edn",
             EXIT_USAGE,
         )
-    if loader not in ("auto", "python", "spark"):
-        fail(f"--loader {loader!r}: expected auto, python or spark", EXIT_USAGE)
+    if loader not in ("auto", "exact"):
+        fail(f"--loader {loader!r}: expected auto or exact", EXIT_USAGE)
     try:
         config = CheckConfig(
             sample=sample,

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from checkers import CheckConfig, HistoryNotFoundError, TestConfigError, load_history
+from checkers import CheckConfig, HistoryNotFoundError, TestConfigError, load, load_history
 from checkers.config import TestSettings, find_test_settings, read_test_settings
 from checkers.load import locate_history
 from histories import HistoryFormatError, HistoryWriter, write_parquet
+from histories.bulk_parquet import BulkOutcome
 
 FIXTURE = Path(__file__).parent.parent / "data" / "histories" / "jepsen_kafka_history.edn"
 
@@ -54,7 +55,7 @@ def test_paths_without_a_history_are_refused(tmp_path: Path, name: str) -> None:
 
 def test_converted_once_then_reused_until_the_history_changes(spark: Any, tmp_path: Path) -> None:
     jsonl = _history(tmp_path / "history.jsonl")
-    assert load_history(spark, tmp_path).loader == "python"
+    assert load_history(spark, tmp_path).loader == "bulk"
     loaded = load_history(spark, tmp_path)
     assert loaded.loader == "existing"
     assert loaded.mops.count() == 2
@@ -62,9 +63,24 @@ def test_converted_once_then_reused_until_the_history_changes(spark: Any, tmp_pa
         writer.invoke(1, "poll", [["poll"]])
     later = os.stat(jsonl).st_mtime_ns + 1_000_000
     os.utime(jsonl, ns=(later, later))
-    again = load_history(spark, tmp_path)
-    assert again.loader == "python"
+    again = load_history(spark, tmp_path, loader="exact")
+    assert again.loader == "exact"
     assert again.ops.count() == 3
+
+
+def test_what_the_bulk_converter_leaves_is_converted_exactly_and_noted(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _history(tmp_path / "history.jsonl")
+
+    def declines(source: Path, target: Path) -> BulkOutcome:
+        return BulkOutcome(None, "line 2: a shape it does not know")
+
+    monkeypatch.setattr(load, "write_parquet_bulk", declines)
+    loaded = load_history(spark, tmp_path)
+    assert loaded.loader == "exact"
+    assert loaded.ops.count() == 2
+    assert any("a shape it does not know" in note for note in loaded.notes), loaded.notes
 
 
 def test_malformed_history_is_reported_before_spark_starts(tmp_path: Path) -> None:
