@@ -82,8 +82,17 @@ class SparkSettings:
             "spark.sql.adaptive.maxShuffledHashJoinLocalMapThreshold": str(256 << 20),
             "spark.sql.session.timeZone": "UTC",
             "spark.driver.memory": self.driver_memory,
-            "spark.driver.extraJavaOptions": (
-                f"-Dlog4j2.configurationFile=file:{_log4j2_file()} {self.java_options}".strip()
+            "spark.driver.extraJavaOptions": " ".join(
+                option
+                for option in (
+                    f"-Dlog4j2.configurationFile=file:{_log4j2_file()}",
+                    # A local master's tasks run in the driver. G1's concurrent threads
+                    # compete with them for few cores: measured on 3M lines with local[2],
+                    # the parallel collector checks in 70 s instead of 79 s.
+                    "-XX:+UseParallelGC" if self.is_local else "",
+                    self.java_options,
+                )
+                if option
             ),
             # Row groups of our Parquet files are small (about 2 MB); split files finely
             # enough that every core gets a share of each scan.

@@ -161,3 +161,5 @@ def test_spark_settings(master: str, cores: int | None, partitions: str) -> None
     assert ("spark.driver.host" in conf) == settings.is_local
     assert conf.get("spark.pyspark.python") == (sys.executable if settings.is_local else None)
     assert conf["spark.sql.adaptive.enabled"] == ("false" if settings.is_local else "true")
+    java = conf["spark.driver.extraJavaOptions"].split()
+    assert ("-XX:+UseParallelGC" in java) == settings.is_local
