@@ -139,15 +139,13 @@ def _convert(location: HistoryLocation, target: Path, loader: Loader) -> tuple[s
         warnings.simplefilter("always", TruncatedHistoryWarning)
         if location.kind == "edn":
             write_parquet(iter_jepsen_history(source), target)
+        elif loader == "exact":
+            write_parquet(source, target)
+        elif (fallback := write_parquet_bulk(source, target).fallback) is None:
+            how = "bulk"
         else:
-            fallback = None
-            if loader == "auto":
-                fallback = write_parquet_bulk(source, target).fallback
-                how = "bulk" if fallback is None else "exact"
-            if how == "exact":
-                if fallback is not None:
-                    notes.append(f"the bulk converter left {source} to the exact one: {fallback}")
-                write_parquet(source, target)
+            notes.append(f"the bulk converter left {source} to the exact one: {fallback}")
+            write_parquet(source, target)
     for warning in caught:
         if issubclass(warning.category, TruncatedHistoryWarning):
             notes.append(str(warning.message))
