@@ -78,7 +78,7 @@ def at_least_once_violations(evidence: Evidence, assign: DataFrame, losses: Loss
         evidence.writes.filter((F.col("status") == "ok") & F.col("offset").isNotNull())
         .join(highest, "key")
         .filter(F.col("offset") < F.col("max_committed"))
-        .join(consumed_values(evidence, assign), ["key", "value"], "left_anti")
+        .join(consumed_values(evidence, assign), ["value", "key"], "left_anti")
     )
     first_commit = (
         candidates.select("key", "value", "offset", "invoke_index")
@@ -89,7 +89,7 @@ def at_least_once_violations(evidence: Evidence, assign: DataFrame, losses: Loss
         .groupBy("key", "value")
         .agg(F.min_by(F.struct("commit_op", "committed"), F.col("commit_op")).alias("first"))
     )
-    classified = losses.classify(candidates.join(first_commit, ["key", "value"]))
+    classified = losses.classify(candidates.join(first_commit, ["value", "key"]))
     return classified.withColumn("expected", F.col("expected") & ~F.col("was_read"))
 
 

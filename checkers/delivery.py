@@ -102,7 +102,7 @@ def lost_acked_writes(evidence: Evidence, losses: LossRules) -> DataFrame:
         evidence.writes.filter((F.col("status") == "ok") & F.col("offset").isNotNull())
     ).filter(F.col("effective_acks") == -1)
     return acked.join(complete.select("key", "final_read_to"), "key").join(
-        final_values, ["key", "value"], "left_anti"
+        final_values, ["value", "key"], "left_anti"
     )
 
 

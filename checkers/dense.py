@@ -29,5 +29,5 @@ def look_up(rows: DataFrame, index: DataFrame, offset: str, into: str) -> DataFr
         F.col("offset").alias("_lookup_offset"),
         F.col("didx").alias(into),
     )
-    matches = (F.col("key") == F.col("_lookup_key")) & (F.col(offset) == F.col("_lookup_offset"))
+    matches = (F.col(offset) == F.col("_lookup_offset")) & (F.col("key") == F.col("_lookup_key"))
     return rows.join(found, matches, "left").drop("_lookup_key", "_lookup_offset")

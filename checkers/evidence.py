@@ -10,7 +10,11 @@
   kept as distinct (key, offset, value) `contents`; its offsets define the dense index
   (`checkers.dense`), looked up only where a verdict or a sample needs it.
 
-Frames used by several checkers are persisted once and released by `release()`.
+Frames used by several checkers are computed once and kept (`_persist`) until
+`release()`. The record-sized ones (reads, sends, writes) are partitioned by key, and every
+join and aggregation after them groups by key, so they are shuffled once: later joins on
+(value, key) or (offset, key) find both sides already partitioned. Join keys put the
+many-valued column first, so the sorts of sort-merge joins compare it, not the few keys.
 """
 
 from __future__ import annotations
@@ -35,9 +39,12 @@ class Evidence:
         self._kept: dict[str, DataFrame] = {}
 
     def _persist(self, frame: DataFrame) -> DataFrame:
-        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
-        self._persisted.append(frame)
-        return frame
+        """`frame`, computed now and kept in memory (spilling to disk). Its plan becomes a scan
+        of the kept rows that knows their partitioning: later plans neither re-analyse its
+        lineage nor shuffle it again, and nothing is compressed into a columnar cache."""
+        kept = frame.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK_DESER)
+        self._persisted.append(kept)
+        return kept
 
     def keep(self, name: str, build: Callable[[], DataFrame]) -> DataFrame:
         """A checker's own frame, built and persisted once under `name`, released with the rest."""
@@ -48,27 +55,31 @@ class Evidence:
     def release(self) -> None:
         """Drop every persisted frame."""
         for frame in self._persisted:
-            frame.unpersist()
+            # The kept rows belong to the plan's RDD, which the DataFrame API does not release.
+            frame._jdf.queryExecution().logical().rdd().unpersist(False)
         self._persisted.clear()
         self._kept.clear()
 
     @cached_property
     def reads(self) -> DataFrame:
         """Every record read by a completed poll: key, offset, value, and the operation's fields."""
-        return self.mops.filter(
+        polls = self.mops.filter(
             (F.col("type") != "invoke") & (F.col("f") == "poll") & F.col("offset").isNotNull()
-        ).select(
-            "key",
-            "offset",
-            "value",
-            "type",
-            "index",
-            "invoke_index",
-            "process_id",
-            "mop_index",
-            "poll_seq",
-            F.coalesce(F.col("final"), F.lit(False)).alias("final"),
-            "time",
+        )
+        return self._persist(
+            polls.select(
+                "key",
+                "offset",
+                "value",
+                "type",
+                "index",
+                "invoke_index",
+                "process_id",
+                "mop_index",
+                "poll_seq",
+                F.coalesce(F.col("final"), F.lit(False)).alias("final"),
+                "time",
+            ).repartition("key")
         )
 
     @cached_property
@@ -98,9 +109,30 @@ class Evidence:
         )
 
     @cached_property
+    def sends(self) -> DataFrame:
+        """Every send micro-op, invoked or completed."""
+        return self._persist(
+            self.mops.filter(F.col("f") == "send")
+            .select(
+                "key",
+                "value",
+                "offset",
+                "type",
+                "invoke_index",
+                "index",
+                "mop_index",
+                "process_id",
+                "acks",
+                "time",
+                "op_f",
+            )
+            .repartition("key")
+        )
+
+    @cached_property
     def writes(self) -> DataFrame:
         """One row per send micro-op, with its status, offset, and whether it committed."""
-        sends = self.mops.filter(F.col("f") == "send")
+        sends = self.sends
         ok = sends.filter(F.col("type") == "ok").select(
             "key",
             "value",
@@ -154,13 +186,14 @@ class Evidence:
                 F.col("op_complete_time").alias("complete_time"),
                 "op_f",
             )
+            .repartition("key")  # few rows; the union then keeps the partitioning by key
         )
         writes = ok.unionByName(others)
         read = self.read_values.select(
             "key", "value", "reads", "last_read_time", "first_reader", F.lit(True).alias("was_read")
         )
         writes = self._persist(
-            writes.join(read, ["key", "value"], "left").withColumn(
+            writes.join(read, ["value", "key"], "left").withColumn(
                 "was_read", F.coalesce(F.col("was_read"), F.lit(False))
             )
         )
@@ -220,7 +253,7 @@ class Evidence:
     def _listed(self, rows: DataFrame, by: str, listed: str, into: str) -> DataFrame:
         """Per (key, `by`) of `rows`: the sorted `listed` of the contents, as `into`."""
         return (
-            self.contents.join(rows.select("key", by), ["key", by], "left_semi")
+            self.contents.join(rows.select("key", by), [by, "key"], "left_semi")
             .groupBy("key", by)
             .agg(F.array_sort(F.collect_list(listed)).alias(into))
         )
@@ -229,7 +262,7 @@ class Evidence:
     def located_writes(self) -> DataFrame:
         """The writes with their value's first and last offset (null: not in the log)."""
         positions = self.values.select("key", "value", "first_offset", "last_offset")
-        return self._persist(self.writes.join(positions, ["key", "value"], "left"))
+        return self._persist(self.writes.join(positions, ["value", "key"], "left"))
 
     @cached_property
     def read_bounds(self) -> DataFrame:

@@ -78,8 +78,8 @@ class LossRules:
             )
         windows = self.unclean_lost.select(
             "key", "value", F.col("election_index").alias("_election")
-        ).dropDuplicates(["key", "value"])
-        rows = rows.join(windows, ["key", "value"], "left")
+        ).dropDuplicates(["value", "key"])
+        rows = rows.join(windows, ["value", "key"], "left")
         in_window = F.col("_election").isNotNull()
         window_reason = F.concat(
             F.lit("lost in the unclean-loss window of the leader election at index "),
@@ -132,4 +132,4 @@ class LossRules:
                     ).alias("truncated_reason"),
                 )
             )
-        return positions.dropDuplicates(["key", "value"])
+        return positions.dropDuplicates(["value", "key"])

@@ -23,21 +23,21 @@ ANOMALIES = ("inconsistent-offsets", "duplicate")
 def inconsistent_offsets(evidence: Evidence, losses: LossRules) -> DataFrame:
     """Per (key, offset) holding several values: key, offset, didx, values, expected, reason."""
     several = evidence.offset_index.filter(F.col("value_count") > 1).select("key", "offset", "didx")
-    inconsistent = evidence.values_at(several).join(several, ["key", "offset"])
+    inconsistent = evidence.values_at(several).join(several, ["offset", "key"])
     writes = evidence.located_writes.filter(F.col("committed")).select(
         "key",
         F.coalesce("offset", "first_offset").alias("offset"),
         "value",
         "acks",
     )
-    at_offsets = writes.join(inconsistent.select("key", "offset"), ["key", "offset"], "left_semi")
+    at_offsets = writes.join(inconsistent.select("key", "offset"), ["offset", "key"], "left_semi")
     lossy = (
         losses.classify(at_offsets)
         .filter(F.col("expected"))
         .groupBy("key", "offset")
         .agg(F.min("expected_reason").alias("expected_reason"))
     )
-    return inconsistent.join(lossy, ["key", "offset"], "left").withColumn(
+    return inconsistent.join(lossy, ["offset", "key"], "left").withColumn(
         "expected", F.col("expected_reason").isNotNull()
     )
 
@@ -47,7 +47,7 @@ def check_offsets(evidence: Evidence, losses: LossRules) -> list[Finding]:
     inconsistent = inconsistent_offsets(evidence, losses)
     several = evidence.values.filter(F.col("offset_count") > 1)
     duplicates = evidence.dense_index(
-        several.join(evidence.offsets_of(several), ["key", "value"]), "first_offset", "first_idx"
+        several.join(evidence.offsets_of(several), ["value", "key"]), "first_offset", "first_idx"
     )
     return [
         finding(

@@ -307,7 +307,7 @@ def _after_truncation(
     back = ~F.col("inner") & (F.col("delta") < 1)
     joined = steps.join(
         lost,
-        back & (F.col("key") == F.col("_key")) & (F.col("before.value") == F.col("_value")),
+        back & (F.col("before.value") == F.col("_value")) & (F.col("key") == F.col("_key")),
         "left",
     ).drop("_key", "_value")
     crossing = [

@@ -163,3 +163,6 @@ def test_spark_settings(master: str, cores: int | None, partitions: str) -> None
     assert conf["spark.sql.adaptive.enabled"] == ("false" if settings.is_local else "true")
     java = conf["spark.driver.extraJavaOptions"].split()
     assert ("-XX:+UseParallelGC" in java) == settings.is_local
+    assert conf["spark.sql.requireAllClusterKeysForCoPartition"] == "false"
+    bloom = conf.get("spark.sql.optimizer.runtime.bloomFilter.enabled")
+    assert bloom == ("false" if settings.is_local else None)
