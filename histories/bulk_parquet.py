@@ -63,7 +63,12 @@ from histories.parquet_schema import (
     STR,
     TABLES,
 )
-from histories.reader import TruncatedHistoryWarning, TruncatedTail, collector_paused
+from histories.reader import (
+    TruncatedHistoryWarning,
+    TruncatedTail,
+    WholeLineBlocks,
+    collector_paused,
+)
 from histories.validation import check_json_dict
 
 Ints = npt.NDArray[np.int64]
@@ -902,24 +907,18 @@ class _BlockReader:
         self.truncated_tail: TruncatedTail | None = None
 
     def __iter__(self) -> Iterator[tuple[memoryview, int]]:
-        lines = consumed = 0
-        carry = b""
-        with open(self.path, "rb") as fh:
-            while chunk := fh.read(self.block_bytes):
-                data = carry + chunk if carry else chunk
-                cut = data.rfind(b"\n") + 1
-                if cut == 0:
-                    carry = data
-                    continue
-                carry = data[cut:]
-                yield memoryview(data)[:cut], lines
-                lines += data.count(b"\n", 0, cut)
-                consumed += cut
-        if carry:
+        lines = 0
+        blocks = WholeLineBlocks(self.path, self.block_bytes)
+        for data, cut in blocks:
+            yield memoryview(data)[:cut], lines
+            lines += data.count(b"\n", 0, cut)
+        if carry := blocks.tail:
             try:
                 json.loads(carry)
             except ValueError:
-                self.truncated_tail = TruncatedTail(lines + 1, consumed, len(carry), carry[:200])
+                self.truncated_tail = TruncatedTail(
+                    lines + 1, blocks.consumed, len(carry), carry[:200]
+                )
             else:
                 yield memoryview(carry + b"\n"), lines
 

@@ -27,6 +27,36 @@ _CHUNK_BYTES = 1 << 20
 _SCAN: Any = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
+class WholeLineBlocks:
+    """The blocks of whole lines of a file, read `block_bytes` at a time.
+
+    Iterating yields `(data, cut)`: `data[:cut]` ends at a newline (the rest of `data` is
+    carried into the next block). Afterwards `tail` holds what follows the last newline (a
+    last line without one) and `consumed` the bytes before it.
+    """
+
+    def __init__(self, path: Path, block_bytes: int) -> None:
+        self.path = path
+        self.block_bytes = block_bytes
+        self.tail = b""
+        self.consumed = 0
+
+    def __iter__(self) -> Iterator[tuple[bytes, int]]:
+        self.tail, self.consumed = b"", 0
+        carry = b""
+        with open(self.path, "rb") as fh:
+            while chunk := fh.read(self.block_bytes):
+                data = carry + chunk if carry else chunk
+                cut = data.rfind(b"\n") + 1
+                if cut == 0:
+                    carry = data
+                    continue
+                carry = data[cut:]
+                self.consumed += cut
+                yield data, cut
+        self.tail = carry
+
+
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while millions of acyclic objects are built.
@@ -97,67 +127,58 @@ class HistoryReader:
         check = check_json_dict
         expected = 0
         line_number = 0
-        consumed = 0  # bytes of the file before `carry`
-        carry = b""
-        with open(self.path, "rb") as fh:
-            while block := fh.read(_CHUNK_BYTES):
-                data = carry + block if carry else block
-                cut = data.rfind(b"\n") + 1
-                if cut == 0:
-                    carry = data
-                    continue
-                carry = data[cut:]
-                consumed += cut
-                not_utf8: str | None = None
-                try:
-                    text = data[:cut].decode("utf-8")
-                except UnicodeDecodeError as err:
-                    # Read the lines before the one that is not UTF-8, then blame that one.
-                    start = data.rfind(b"\n", 0, err.start) + 1
-                    not_utf8 = f"not UTF-8 text: {err.reason} at byte {err.start - start}"
-                    text = data[:start].decode("utf-8")
-                pos = 0
-                size = len(text)
-                while pos < size:
-                    line_number += 1
-                    # Fast path: the C scanner over the chunk, one object per line.
-                    try:
-                        record, end = scan(text, pos)
-                        if text[end] != "\n":
-                            raise ValueError("more than one JSON value on the line")
-                        check(record)
-                    except (StopIteration, ValueError, OperationError):
-                        end = text.index("\n", pos)
-                        record = self._decode_line(text[pos : end + 1], line_number)
-                    if record["index"] != expected:
-                        raise HistoryFormatError(
-                            self.path,
-                            line_number,
-                            f"field 'index' is {record['index']}, expected {expected}: indices "
-                            "are dense from 0, so a line is missing, repeated or out of order",
-                        )
-                    expected += 1
-                    pos = end + 1
-                    self.lines = line_number
-                    yield record
-                if not_utf8 is not None:
-                    raise HistoryFormatError(self.path, line_number + 1, not_utf8)
-            if carry:
+        blocks = WholeLineBlocks(self.path, _CHUNK_BYTES)
+        for data, cut in blocks:
+            not_utf8: str | None = None
+            try:
+                text = data[:cut].decode("utf-8")
+            except UnicodeDecodeError as err:
+                # Read the lines before the one that is not UTF-8, then blame that one.
+                start = data.rfind(b"\n", 0, err.start) + 1
+                not_utf8 = f"not UTF-8 text: {err.reason} at byte {err.start - start}"
+                text = data[:start].decode("utf-8")
+            pos = 0
+            size = len(text)
+            while pos < size:
                 line_number += 1
+                # Fast path: the C scanner over the chunk, one object per line.
                 try:
-                    json.loads(carry)
-                except ValueError:
-                    self._torn(line_number, consumed, carry)
-                else:
-                    record = self._decode_line(carry, line_number)
-                    if record["index"] != expected:
-                        raise HistoryFormatError(
-                            self.path,
-                            line_number,
-                            f"field 'index' is {record['index']}, expected {expected}",
-                        )
-                    self.lines = line_number
-                    yield record
+                    record, end = scan(text, pos)
+                    if text[end] != "\n":
+                        raise ValueError("more than one JSON value on the line")
+                    check(record)
+                except (StopIteration, ValueError, OperationError):
+                    end = text.index("\n", pos)
+                    record = self._decode_line(text[pos : end + 1], line_number)
+                if record["index"] != expected:
+                    raise HistoryFormatError(
+                        self.path,
+                        line_number,
+                        f"field 'index' is {record['index']}, expected {expected}: indices "
+                        "are dense from 0, so a line is missing, repeated or out of order",
+                    )
+                expected += 1
+                pos = end + 1
+                self.lines = line_number
+                yield record
+            if not_utf8 is not None:
+                raise HistoryFormatError(self.path, line_number + 1, not_utf8)
+        if carry := blocks.tail:
+            line_number += 1
+            try:
+                json.loads(carry)
+            except ValueError:
+                self._torn(line_number, blocks.consumed, carry)
+            else:
+                record = self._decode_line(carry, line_number)
+                if record["index"] != expected:
+                    raise HistoryFormatError(
+                        self.path,
+                        line_number,
+                        f"field 'index' is {record['index']}, expected {expected}",
+                    )
+                self.lines = line_number
+                yield record
         self.lines = line_number
 
     def _decode_line(self, raw: bytes | str, line_number: int) -> dict[str, Any]:
