@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from checkers.findings import FINDING_COLUMNS, Finding
+from histories.atomic import write_json_atomically
 
 Validity = bool | Literal["unknown"]
 _RANK: dict[Any, int] = {True: 0, "unknown": 1, False: 2}
@@ -187,15 +188,4 @@ def assemble_results(
 
 def write_results(results: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     """Write results.json atomically (temporary file, fsync, rename)."""
-    target = Path(path)
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        with open(temporary, "w", encoding="utf-8") as fh:
-            json.dump(results, fh, indent=2, sort_keys=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(temporary, target)
-    finally:
-        temporary.unlink(missing_ok=True)
-    return target
+    return write_json_atomically(path, results)

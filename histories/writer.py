@@ -19,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, cast
 
+from histories.atomic import atomic_file
 from histories.contract import Process, show
 from histories.errors import HistoryFormatError, HistoryWriterClosedError, OperationError
 from histories.jsonline import encode_body, encode_line, line_of
@@ -282,21 +283,14 @@ def write_history(path: str | os.PathLike[str], ops: Iterable[Operation]) -> int
     The operations keep their indices and times, which must be dense from 0.
     """
     target = Path(path)
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     count = 0
-    try:
-        with open(temporary, "wb") as fh:
-            for op in ops:
-                if op.index != count:
-                    raise OperationError(
-                        f"operation {count} of the history has index {op.index}; indices must "
-                        "be dense from 0 (re-index with Operation.with_index)"
-                    )
-                fh.write(encode_line(op))
-                count += 1
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(temporary, target)
-    finally:
-        temporary.unlink(missing_ok=True)
+    with atomic_file(target) as fh:
+        for op in ops:
+            if op.index != count:
+                raise OperationError(
+                    f"operation {count} of the history has index {op.index}; indices must "
+                    "be dense from 0 (re-index with Operation.with_index)"
+                )
+            fh.write(encode_line(op))
+            count += 1
     return count

@@ -19,6 +19,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from histories.atomic import write_json_atomically
+
 DEFAULT_STORE = Path("store")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
@@ -96,13 +98,7 @@ class RunDirectory:
 
     def write_json(self, path: Path, doc: Any) -> None:
         """Atomically (temp file, fsync, rename)."""
-        temp = path.with_name(path.name + ".tmp")
-        with temp.open("w") as f:
-            json.dump(doc, f, indent=2, sort_keys=False, default=str)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        temp.replace(path)
+        write_json_atomically(path, doc, default=str)
 
     def write_test(self, spec: dict[str, Any]) -> None:
         doc = {

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from histories.atomic import write_json_atomically
 from squall.cluster.node import Node
 from system_under_test.deploy import BrokerDeployment, ZooKeeperDeployment
 
@@ -71,9 +72,7 @@ class ClusterState:
         directory = state_dir() / "clusters"
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{self.run_id}.json"
-        temp = path.with_suffix(".json.tmp")
-        temp.write_text(json.dumps(asdict(self), indent=2) + "\n")
-        temp.replace(path)
+        write_json_atomically(path, asdict(self))
         (state_dir() / "current").write_text(self.run_id + "\n")
         return path
 
