@@ -7,7 +7,7 @@ Jepsen `history.edn`. A history file is converted once into `history.parquet/` b
 directory cannot be written, into a temporary directory.
 
 A JSON-lines history is converted by `histories.bulk_parquet` (the `auto` loader: Arrow
-and numpy over blocks of lines, about 400k lines a second on two cores) or by
+and numpy over blocks of lines, 350k to 500k lines a second on two cores) or by
 `histories.write_parquet` (the `exact` loader: one line at a time, about 80k lines a
 second). Both write the same tables. The bulk converter hands the file to the exact one
 whenever it cannot vouch for it, so a malformed line is always reported with its file and
