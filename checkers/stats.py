@@ -2,7 +2,10 @@
 
 - counts: client operations (`ops` = invocations, `ok`/`fail`/`info` by completion,
   `pending` never completed), per `f`, and nemesis/SUT events;
-- latency: completion time - invocation time, per `f`, percentiles in milliseconds;
+- latency: completion time - invocation time, per `f`, percentiles in milliseconds. Each
+  is a latency the history holds, at most 0.55% above the exact percentile: latencies
+  are counted in buckets 0.55% wide, and a percentile is the largest latency of the
+  bucket holding its rank (the rank of percentile p among n latencies is ceil(p * n));
 - windows: per time window (about 100 over the run unless set), completions per second by
   type and latency percentiles of `ok` completions;
 - faults: intervals from nemesis events (`start-X` .. `stop-X`, `kill` .. `start`,
@@ -19,13 +22,14 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 NS_PER_S = 1_000_000_000
 NS_PER_MS = 1_000_000
 PERCENTILES = (0.5, 0.9, 0.99, 0.999)
 DATA_FS = ("send", "poll", "txn")
+_BUCKETS_PER_DOUBLING = 128
 _PAIRED_STOPS = {"kill": "start", "pause": "resume"}
 
 
@@ -126,14 +130,37 @@ def _ms(value: Any) -> float | None:
     return None if value is None else round(float(value) / NS_PER_MS, 3)
 
 
-def _percentiles(values: list[Any] | None) -> dict[str, float | None]:
-    if not values:
-        return {f"p{_label(p)}": None for p in PERCENTILES}
-    return {f"p{_label(p)}": _ms(v) for p, v in zip(PERCENTILES, values, strict=True)}
+def _percentiles(histogram: list[tuple[int, int]]) -> dict[str, float | None]:
+    """PERCENTILES (ms) of a latency histogram: (count, max) per bucket, in bucket order."""
+    return {f"p{_label(p)}": _ms(v) for p, v in zip(PERCENTILES, _ranked(histogram, PERCENTILES),
+                                                     strict=True)}  # fmt: skip
+
+
+def _ranked(histogram: list[tuple[int, int]], fractions: tuple[float, ...]) -> list[int | None]:
+    """For each fraction p, the largest latency of the bucket holding the ceil(p * n)-th
+    smallest latency; `histogram` is (count, max) per bucket, in bucket order."""
+    total = sum(count for count, _ in histogram)
+    if total == 0:
+        return [None for _ in fractions]
+    out: list[int | None] = []
+    for fraction in fractions:
+        rank = max(1, math.ceil(round(fraction * total, 9)))
+        seen = 0
+        for count, largest in histogram:
+            seen += count
+            if seen >= rank:
+                out.append(largest)
+                break
+    return out
 
 
 def _label(p: float) -> str:
     return f"{p * 100:g}".replace(".", "")
+
+
+def _bucket(latency: Column) -> Column:
+    """A latency's histogram bucket: 128 per doubling (each spans 0.55%); -1 for <= 0."""
+    return F.when(latency > 0, F.floor(F.log2(latency) * _BUCKETS_PER_DOUBLING)).otherwise(-1)
 
 
 def operation_counts(ops: DataFrame) -> dict[str, Any]:
@@ -175,56 +202,90 @@ def operation_counts(ops: DataFrame) -> dict[str, Any]:
     }
 
 
-def latency_by_f(ops: DataFrame) -> dict[str, Any]:
-    """Latency percentiles (ms) of completions, per f and completion type."""
-    done = ops.filter((F.col("type") != "invoke") & F.col("latency_ns").isNotNull())
-    rows = done.groupBy("f", "type").agg(
-        F.percentile_approx("latency_ns", list(PERCENTILES), 1000).alias("p"),
-        F.max("latency_ns").alias("max"),
-        F.count(F.lit(1)).alias("n"),
-    )
-    out: dict[str, Any] = {}
-    for row in sorted(rows.collect(), key=lambda r: (r["f"], r["type"])):
-        out.setdefault(row["f"], {})[row["type"]] = {
-            "count": row["n"],
-            **_percentiles(row["p"]),
-            "max": _ms(row["max"]),
-        }
-    return out
-
-
-def time_windows(ops: DataFrame, start: int, end: int, width_s: float | None) -> dict[str, Any]:
-    """Completions per second and ok latency percentiles per time window (and the totals
-    `ok` and `completions`, removed by `history_stats`)."""
+def latency_and_windows(
+    ops: DataFrame, start: int, end: int, width_s: float | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Latency percentiles (ms) per f and completion type; and per time window, completions
+    per second by type and percentiles of `ok` latencies (with the totals `ok` and
+    `completions`, removed by `history_stats`). One scan: each completion counts in three
+    grouping sets of one aggregation, latencies as histograms (`_bucket`)."""
     duration = max(end - start, 1)
     width = int(width_s * NS_PER_S) if width_s else max(NS_PER_S, math.ceil(duration / 100))
-    done = ops.filter(
-        (F.col("type") != "invoke") & F.col("process_id").isNotNull() & F.col("f").isin(*DATA_FS)
-    ).withColumn("window", F.floor((F.col("time") - F.lit(start)) / F.lit(width)).cast("long"))
+    latency = F.col("latency_ns")
+    data = F.col("process_id").isNotNull() & F.col("f").isin(*DATA_FS)
     ok = F.col("type") == "ok"
-    rows = done.groupBy("window").agg(
-        F.count(F.when(ok, 1)).alias("ok"),
-        F.count(F.when(F.col("type") == "fail", 1)).alias("fail"),
-        F.count(F.when(F.col("type") == "info", 1)).alias("info"),
-        F.percentile_approx(F.when(ok, F.col("latency_ns")), [0.5, 0.99], 1000).alias("p"),
+    window = F.floor((F.col("time") - F.lit(start)) / F.lit(width)).cast("long")
+    rows = ops.filter(F.col("type") != "invoke").select(
+        "f",
+        "type",
+        latency,
+        F.when(latency.isNotNull(), _bucket(latency)).alias("bucket"),
+        F.when(data, window).alias("window"),
+        F.when(data & ok & latency.isNotNull(), _bucket(latency)).alias("ok_bucket"),
     )
+    by_f_set, window_set, ok_set = (
+        ("f", "type", "bucket"),
+        ("window", "type"),
+        ("window", "ok_bucket"),
+    )
+    columns = ("f", "type", "bucket", "window", "ok_bucket")
+
+    def set_id(grouped: tuple[str, ...]) -> int:
+        """Spark's grouping id: a bit per column, 1 where it is not grouped, first column first."""
+        return sum(1 << (len(columns) - 1 - i) for i, c in enumerate(columns) if c not in grouped)
+
+    groups = rows.groupingSets([by_f_set, window_set, ok_set], *columns).agg(
+        F.grouping_id().alias("set"),
+        F.count(F.lit(1)).alias("n"),
+        F.max(latency).alias("max"),
+    )
+    histograms: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
+    counts: dict[int, dict[str, int]] = {}
+    ok_histograms: dict[int, list[tuple[int, int, int]]] = {}
+    for row in groups.collect():
+        if row["set"] == set_id(by_f_set) and row["bucket"] is not None:
+            histograms.setdefault((row["f"], row["type"]), []).append(
+                (row["bucket"], row["n"], row["max"])
+            )
+        elif row["set"] == set_id(window_set) and row["window"] is not None:
+            counts.setdefault(row["window"], {})[row["type"]] = row["n"]
+        elif (
+            row["set"] == set_id(ok_set)
+            and row["window"] is not None
+            and row["ok_bucket"] is not None
+        ):
+            ok_histograms.setdefault(row["window"], []).append(
+                (row["ok_bucket"], row["n"], row["max"])
+            )
+    by_f: dict[str, Any] = {}
+    for (f, kind), buckets in sorted(histograms.items()):
+        histogram = [(n, largest) for _, n, largest in sorted(buckets)]
+        by_f.setdefault(f, {})[kind] = {
+            "count": sum(n for n, _ in histogram),
+            **_percentiles(histogram),
+            "max": _ms(histogram[-1][1]),
+        }
     seconds = width / NS_PER_S
     windows = []
     ok_total = completions = 0
-    for row in sorted(rows.collect(), key=lambda r: r["window"]):
-        ok_total += row["ok"]
-        completions += row["ok"] + row["fail"] + row["info"]
-        p = row["p"] or [None, None]
+    for number, by_type in sorted(counts.items()):
+        ok_n, fail_n, info_n = (by_type.get(kind, 0) for kind in ("ok", "fail", "info"))
+        ok_total += ok_n
+        completions += ok_n + fail_n + info_n
+        histogram = [(n, largest) for _, n, largest in sorted(ok_histograms.get(number, []))]
+        p50, p99 = _ranked(histogram, (0.5, 0.99))
         windows.append(
             {
-                "start_s": round(row["window"] * seconds, 3),
-                "ok_per_s": round(row["ok"] / seconds, 3),
-                "fail_per_s": round(row["fail"] / seconds, 3),
-                "info_per_s": round(row["info"] / seconds, 3),
-                "latency_ms": {"p50": _ms(p[0]), "p99": _ms(p[1])},
+                "start_s": round(number * seconds, 3),
+                "ok_per_s": round(ok_n / seconds, 3),
+                "fail_per_s": round(fail_n / seconds, 3),
+                "info_per_s": round(info_n / seconds, 3),
+                "latency_ms": {"p50": _ms(p50), "p99": _ms(p99)},
             }
         )
-    return {"width_s": seconds, "windows": windows, "ok": ok_total, "completions": completions}
+    throughput = {"width_s": seconds, "windows": windows, "ok": ok_total,
+                  "completions": completions}  # fmt: skip
+    return by_f, throughput
 
 
 def fault_availability(
@@ -289,13 +350,13 @@ def history_stats(
         .collect()
     ]
     intervals, instants = fault_intervals(nemesis)
-    throughput = time_windows(ops, start, end, window_s)
+    latency, throughput = latency_and_windows(ops, start, end, window_s)
     ok, total = throughput.pop("ok"), throughput.pop("completions")
     return {
         **counts,
         "duration_s": round((end - start) / NS_PER_S, 3),
         "availability": None if not total else round(ok / total, 4),
-        "latency_ms": latency_by_f(ops),
+        "latency_ms": latency,
         "throughput": throughput,
         "faults": fault_availability(spark, ops, intervals, end),
         "instant_faults": instants,

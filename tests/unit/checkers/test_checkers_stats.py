@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+import random
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from checkers import CheckConfig, check_history
+from checkers.stats import PERCENTILES, _label, latency_and_windows
 from histories import HistoryWriter
 
 MS = 1_000_000
@@ -104,3 +107,33 @@ def test_availability_during_each_fault(stats: dict[str, Any]) -> None:
     assert (fault["fault"], fault["start_s"], fault["end_s"]) == ("start-partition", 2.0, 4.0)
     assert (fault["completions"], fault["ok"], fault["availability"]) == (2, 0, 0.0)
     assert stats["instant_faults"] == []
+
+
+def _exact(latencies: list[int], p: float) -> int:
+    ordered = sorted(latencies)
+    return ordered[max(1, math.ceil(round(p * len(ordered), 9))) - 1]
+
+
+def test_percentiles_are_latencies_of_the_history_within_the_bucket_width(spark: Any) -> None:
+    rng = random.Random(7)
+    latencies = [max(1, int(rng.lognormvariate(14, 1.5))) for _ in range(3000)] + [0, 0, -5]
+    rows = [(i, 1_000 * i, 1, "ok", "send", latency) for i, latency in enumerate(latencies)] + [
+        (len(latencies), 0, None, "info", "start-kill", None)
+    ]
+    ops = spark.createDataFrame(
+        rows, "index long, time long, process_id long, type string, f string, latency_ns long"
+    )
+    by_f, throughput = latency_and_windows(ops, 0, 1_000 * len(latencies), 2e-6)
+    reported = by_f["send"]["ok"]
+    assert reported["count"] == len(latencies)
+    assert set(by_f) == {"send"}  # the nemesis event has no latency
+    held = {round(latency / MS, 3) for latency in latencies}
+    for p in PERCENTILES:
+        exact = _exact(latencies, p) / MS
+        value = reported[f"p{_label(p)}"]
+        assert value in held
+        assert exact <= value <= max(exact * 1.0055, exact + 1e-3), (p, exact, value)
+    assert reported["max"] == round(max(latencies) / MS, 3)
+    first = throughput["windows"][0]  # windows of 2 us: two completions each
+    assert first["ok_per_s"] == 2 / throughput["width_s"]
+    assert first["latency_ms"]["p99"] == round(max(latencies[:2]) / MS, 3)
