@@ -59,9 +59,11 @@ class FakeBroker:
         self.alive = True
 
     def crash(self) -> None:
-        """The session closes: ephemeral znodes vanish at once, as after a kill detected by ZK."""
+        """The session closes: ephemeral znodes vanish at once, as after a kill detected by ZK.
+        The broker is dead: its controller thread ends too."""
         self.controller.session_lost()
         self.store.close()
+        self.controller.shutdown()
         self.alive = False
 
 
