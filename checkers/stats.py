@@ -132,8 +132,8 @@ def _ms(value: Any) -> float | None:
 
 def _percentiles(histogram: list[tuple[int, int]]) -> dict[str, float | None]:
     """PERCENTILES (ms) of a latency histogram: (count, max) per bucket, in bucket order."""
-    return {f"p{_label(p)}": _ms(v) for p, v in zip(PERCENTILES, _ranked(histogram, PERCENTILES),
-                                                     strict=True)}  # fmt: skip
+    values = _ranked(histogram, PERCENTILES)
+    return {f"p{_label(p)}": _ms(v) for p, v in zip(PERCENTILES, values, strict=True)}
 
 
 def _ranked(histogram: list[tuple[int, int]], fractions: tuple[float, ...]) -> list[int | None]:
