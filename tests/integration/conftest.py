@@ -18,17 +18,20 @@ from squall.cluster.zookeeper_server import ZooKeeperServer
 CHROOT_PARENT = "/squall-tests"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    """One real ZooKeeper for the whole session; tests isolate themselves with `zookeeper`.
+    """One real ZooKeeper for the integration tests; they isolate themselves with `zookeeper`.
 
     Tests that kill, pause or restart ZooKeeper use `zookeeper_server_factory` instead.
+    Package-scoped: it and its admin client stop when the integration tests end. A kazoo
+    client calls the global `random` on every heartbeat, which Hypothesis warns about in
+    the property tests that run later in the same session.
     """
     with ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")) as server:
         yield server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def _zookeeper_admin(zookeeper_server: ZooKeeperServer) -> Iterator[KazooClient]:
     client = KazooClient(hosts=zookeeper_server.connect_string, timeout=10)
     client.start(timeout=15)
