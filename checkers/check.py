@@ -13,7 +13,6 @@ import os
 import time
 from typing import Any
 
-from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 
 from checkers.config import CheckConfig, TestSettings, find_test_settings
@@ -63,11 +62,11 @@ def check_loaded(
     """Run every checker over loaded tables and assemble results.json."""
     evidence = Evidence(loaded.ops, loaded.mops)
     elections = election_counts(loaded.events)
-    lost_in_windows = unclean_lost_writes(evidence, loaded.events)
-    if not elections["unclean_elections"]:
-        lost_in_windows = lost_in_windows.limit(0)  # planned as empty: no pass over the reads
-    lost_in_windows = lost_in_windows.persist(StorageLevel.MEMORY_AND_DISK)
     try:
+        lost = unclean_lost_writes(evidence, loaded.events)
+        if not elections["unclean_elections"]:
+            lost = lost.limit(0)  # planned as empty: no pass over the reads
+        lost_in_windows = evidence.keep("unclean_lost_writes", lambda: lost)
         losses = LossRules(settings, config.expect_loss, lost_in_windows)
         stats = history_stats(spark, loaded.ops, loaded.events, window_s=config.stats_window_s)
         has_ok = any(stats["by_f"].get(f, {}).get("ok", 0) for f in DATA_FS)
@@ -102,7 +101,6 @@ def check_loaded(
         )
     finally:
         evidence.release()
-        lost_in_windows.unpersist()
     notes = list(loaded.notes)
     if settings.source is None and config.test is None:
         notes.append(

@@ -234,6 +234,7 @@ def latency_and_windows(
         """Spark's grouping id: a bit per column, 1 where it is not grouped, first column first."""
         return sum(1 << (len(columns) - 1 - i) for i, c in enumerate(columns) if c not in grouped)
 
+    by_f_id, window_id, ok_id = set_id(by_f_set), set_id(window_set), set_id(ok_set)
     groups = rows.groupingSets([by_f_set, window_set, ok_set], *columns).agg(
         F.grouping_id().alias("set"),
         F.count(F.lit(1)).alias("n"),
@@ -243,17 +244,13 @@ def latency_and_windows(
     counts: dict[int, dict[str, int]] = {}
     ok_histograms: dict[int, list[tuple[int, int, int]]] = {}
     for row in groups.collect():
-        if row["set"] == set_id(by_f_set) and row["bucket"] is not None:
+        if row["set"] == by_f_id and row["bucket"] is not None:
             histograms.setdefault((row["f"], row["type"]), []).append(
                 (row["bucket"], row["n"], row["max"])
             )
-        elif row["set"] == set_id(window_set) and row["window"] is not None:
+        elif row["set"] == window_id and row["window"] is not None:
             counts.setdefault(row["window"], {})[row["type"]] = row["n"]
-        elif (
-            row["set"] == set_id(ok_set)
-            and row["window"] is not None
-            and row["ok_bucket"] is not None
-        ):
+        elif row["set"] == ok_id and row["window"] is not None and row["ok_bucket"] is not None:
             ok_histograms.setdefault(row["window"], []).append(
                 (row["ok_bucket"], row["n"], row["max"])
             )
