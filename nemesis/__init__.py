@@ -7,17 +7,19 @@ for the history; ``heal_all`` heals any cluster; ``generate_schedule`` and
 """
 
 from nemesis.errors import (
+    ClusterError,
     FaultApplicationError,
     FaultError,
     HealError,
     NemesisError,
     TargetError,
+    UnsupportedFaultError,
 )
 from nemesis.fault import FAULT_NAMES, Fault
 from nemesis.grudge import SHAPES, PartitionGrudge, shape_grudge
 from nemesis.nemesis import ActiveFaults, Nemesis, heal_all
 from nemesis.netem import NetemSpec
-from nemesis.process_faults import NodeFreezer
+from nemesis.protocols import Capabilities, Daemons, FaultableCluster, Freezer, RoleObserver
 from nemesis.schedule import (
     Schedule,
     ScheduledFault,
@@ -32,22 +34,28 @@ __all__ = [
     "FAULT_NAMES",
     "SHAPES",
     "ActiveFaults",
+    "Capabilities",
+    "ClusterError",
     "ClusterView",
+    "Daemons",
     "Fault",
     "FaultApplicationError",
     "FaultError",
+    "FaultableCluster",
+    "Freezer",
     "HealError",
     "Nemesis",
     "NemesisError",
     "NetemSpec",
-    "NodeFreezer",
     "PartitionGrudge",
     "PartitionView",
+    "RoleObserver",
     "Schedule",
     "ScheduleRunner",
     "ScheduleSpec",
     "ScheduledFault",
     "TargetError",
+    "UnsupportedFaultError",
     "generate_schedule",
     "heal_all",
     "parse_target",

@@ -20,24 +20,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nemesis import process_faults
-from nemesis.errors import FaultApplicationError, HealError, NemesisError
+from nemesis.errors import (
+    ClusterError,
+    FaultApplicationError,
+    HealError,
+    NemesisError,
+    UnsupportedFaultError,
+)
 from nemesis.fault import Fault
 from nemesis.grudge import PartitionGrudge, shape_grudge, sorted_nodes
 from nemesis.netem import NetemSpec, NetworkShaper
 from nemesis.partitioner import Partitioner
-from nemesis.process_faults import NodeFreezer
+from nemesis.protocols import FaultableCluster
 from nemesis.targets import (
     ClusterView,
     Resolution,
     TargetSpec,
     needs,
-    observe_cluster,
     parse_target,
     resolve_targets,
 )
-from squall.cluster.cluster import Cluster, UnsupportedFaultError
-from squall.cluster.node import NodeError
-from system_under_test.deploy import DeployError
 
 _Handler = Callable[[Fault], Fault]
 
@@ -63,10 +65,9 @@ class Nemesis:
 
     def __init__(
         self,
-        cluster: Cluster,
+        cluster: FaultableCluster,
         *,
         rng: random.Random,
-        freezer: NodeFreezer | None = None,
         topic_hint: str | None = None,
         start_timeout_s: float = 60.0,
         stop_timeout_s: float = 30.0,
@@ -76,7 +77,6 @@ class Nemesis:
         the ``TOPIC-PARTITION`` that ``leader`` and ``follower`` mean without one."""
         self.cluster = cluster
         self.rng = rng
-        self.freezer = freezer
         self.topic_hint = topic_hint
         self.start_timeout_s = start_timeout_s
         self.stop_timeout_s = stop_timeout_s
@@ -177,16 +177,16 @@ class Nemesis:
         return _finish(fault, names, details, outcomes, failures)
 
     def _freeze(self, fault: Fault) -> Fault:
-        process_faults.require_freezer(self.cluster, self.freezer)
+        process_faults.require_freezer(self.cluster)
         names, details = self._resolve(fault)
-        outcomes, failures = process_faults.freeze(self.cluster, self.freezer, names)
+        outcomes, failures = process_faults.freeze(self.cluster, names)
         self.active.frozen |= set(outcomes)
         return _finish(fault, names, details, outcomes, failures)
 
     def _unfreeze(self, fault: Fault) -> Fault:
-        process_faults.require_freezer(self.cluster, self.freezer)
+        process_faults.require_freezer(self.cluster)
         names, details = self._resolve(fault, default=sorted_nodes(self.active.frozen))
-        outcomes, failures = process_faults.unfreeze(self.cluster, self.freezer, names)
+        outcomes, failures = process_faults.unfreeze(self.cluster, names)
         self.active.frozen -= set(outcomes)
         return _finish(fault, names, details, outcomes, failures)
 
@@ -268,11 +268,8 @@ class Nemesis:
         every = [spec for key_specs in specs.values() for spec in key_specs]
         partition_keys, controller = needs(every, self.topic_hint)
         if partition_keys or controller:
-            view = observe_cluster(
-                self.cluster,
-                partition_keys,
-                controller=controller,
-                timeout_s=self.observe_timeout_s,
+            view = self.cluster.roles.observe(
+                partition_keys, controller=controller, timeout_s=self.observe_timeout_s
             )
         else:
             view = ClusterView(tuple(self.cluster.brokers), self.cluster.zookeeper.name)
@@ -326,7 +323,7 @@ def _raise_failures(applied: Fault, failures: Mapping[str, BaseException]) -> Fa
     return applied
 
 
-_STEP_ERRORS = (NemesisError, UnsupportedFaultError, NodeError, DeployError, KeyError, OSError)
+_STEP_ERRORS = (NemesisError, ClusterError, KeyError, OSError)
 
 
 def _run_steps(
@@ -347,15 +344,14 @@ def _run_steps(
 
 
 def heal_all(
-    cluster: Cluster,
-    freezer: NodeFreezer | None = None,
+    cluster: FaultableCluster,
     *,
     restart_killed: bool = False,
     start_timeout_s: float = 60.0,
 ) -> list[Fault]:
     """Heal a cluster without knowing what was done to it; safe to call any number of times.
 
-    Thaws every node (with a freezer, on runtimes that freeze), continues every daemon,
+    Thaws every node (on runtimes that freeze), continues every daemon,
     flushes the SQUALL chain and removes netem everywhere (where the runtime has them), and
     with ``restart_killed`` starts every daemon that is not running (ZooKeeper first).
     Every node is tried; HealError lists all failures at the end.
@@ -372,13 +368,14 @@ def heal_all(
             failures.extend(f"{f} on {n}: {e}" for n, e in sorted(errors.items()))
         done.append(Fault(f, value))
 
-    if freezer is not None and cluster.supports_freeze:
-        record("unfreeze", process_faults.unfreeze(cluster, freezer, names))
+    capabilities = cluster.capabilities
+    if cluster.freezer is not None and capabilities.freeze:
+        record("unfreeze", process_faults.unfreeze(cluster, names))
     record("resume", process_faults.resume(cluster, names))
-    if cluster.supports_partitions:
+    if capabilities.partitions:
         errors = Partitioner(cluster).heal()
         record("stop-partition", ({n: "healed" for n in names if n not in errors}, errors))
-    if cluster.supports_netem:
+    if capabilities.netem:
         record("stop-netem", NetworkShaper(cluster).clear(names))
     if restart_killed:
         record("start", process_faults.start(cluster, names, timeout_s=start_timeout_s))

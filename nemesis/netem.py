@@ -13,10 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nemesis.errors import FaultError
-from squall.cluster.cluster import Cluster, UnsupportedFaultError
-from squall.cluster.fanout import on_each_node
-from squall.cluster.node import CommandFailed
+from nemesis.errors import FaultError, NodeCommandError, UnsupportedFaultError
+from nemesis.fanout import on_each_node
+from nemesis.protocols import NETWORK_RUNTIMES, FaultableCluster
 
 DISTRIBUTIONS = ("normal", "pareto", "paretonormal")
 COMMAND_TIMEOUT_S = 15.0
@@ -120,22 +119,23 @@ def parse_route_interface(output: str) -> str:
 class NetworkShaper:
     """Applies and clears netem on the nodes of a cluster."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: FaultableCluster) -> None:
         self.cluster = cluster
         self._interfaces: dict[str, str] = {}
 
     def require_support(self) -> None:
-        if self.cluster.supports_netem:
+        capabilities = self.cluster.capabilities
+        if capabilities.netem:
             return
-        if self.cluster.runtime in ("docker", "ssh"):
+        if capabilities.runtime in NETWORK_RUNTIMES:
             raise UnsupportedFaultError(
-                f"network shaping (netem) is unavailable on this {self.cluster.runtime} cluster: "
+                f"network shaping (netem) is unavailable on this {capabilities.runtime} cluster: "
                 "the nodes' kernel has no sch_netem (`modprobe sch_netem` on the host, then "
                 "bring the cluster up again)"
             )
         raise UnsupportedFaultError(
-            "network shaping (netem) needs the docker or ssh runtime; this cluster runs "
-            f"on {self.cluster.runtime}"
+            f"network shaping (netem) needs the {' or '.join(NETWORK_RUNTIMES)} runtime; this "
+            f"cluster runs on {capabilities.runtime}"
         )
 
     def interface(self, name: str) -> str:
@@ -164,7 +164,7 @@ class NetworkShaper:
                     f"{name}: the kernel has no netem qdisc (`{command}`: "
                     f"{result.output.strip()}); load it on the host with `modprobe sch_netem`"
                 )
-            raise CommandFailed(name, result.command, result.exit_code, result.output)
+            raise NodeCommandError(name, result.command, result.exit_code, result.output)
 
         return on_each_node(names, shape)
 
@@ -181,6 +181,6 @@ class NetworkShaper:
                 return "cleared"
             if is_no_qdisc_error(result.output):
                 return "none"
-            raise CommandFailed(name, result.command, result.exit_code, result.output)
+            raise NodeCommandError(name, result.command, result.exit_code, result.output)
 
         return on_each_node(names, clear)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-from nemesis.errors import FaultError
+from nemesis.errors import FaultError, UnsupportedFaultError
+from nemesis.fanout import on_each_node
 from nemesis.grudge import PartitionGrudge, sorted_nodes
-from squall.cluster.cluster import Cluster, UnsupportedFaultError
-from squall.cluster.fanout import on_each_node
+from nemesis.protocols import NETWORK_RUNTIMES, FaultableCluster
 
 CHAIN = "SQUALL"
 COMMAND_TIMEOUT_S = 15.0
@@ -67,14 +67,15 @@ def remove_chain_command() -> str:
 class Partitioner:
     """Applies grudges to, and heals, the nodes of one cluster."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: FaultableCluster) -> None:
         self.cluster = cluster
 
     def require_support(self) -> None:
-        if not self.cluster.supports_partitions:
+        capabilities = self.cluster.capabilities
+        if not capabilities.partitions:
             raise UnsupportedFaultError(
-                "partitions need the docker or ssh runtime; this cluster runs on "
-                f"{self.cluster.runtime}"
+                f"partitions need the {' or '.join(NETWORK_RUNTIMES)} runtime; this cluster "
+                f"runs on {capabilities.runtime}"
             )
 
     def commands(self, grudge: PartitionGrudge) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""Fault schedules: generated from a seed, saved as ``schedule.json``, run and replayed.
+"""Fault schedules: generated from a seed, run, and replayed from their JSON form.
 
 ``generate_schedule(spec)`` draws faults and their healing operations from
 ``random.Random(spec.seed)``: the same spec gives the same schedule. A ``ScheduleRunner``
@@ -17,16 +17,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
-from nemesis.errors import FaultApplicationError, FaultError, TargetError
+from nemesis.errors import ClusterError, FaultApplicationError, FaultError, TargetError
 from nemesis.fault import PARTITION_AMONG, TARGETS_DEFAULT_TO_ACTIVE, Fault
 from nemesis.grudge import SHAPES, TARGETED_SHAPES
 from nemesis.netem import NetemSpec
 from nemesis.targets import parse_target
-from squall.cluster.node import NodeError
-from system_under_test.deploy import DeployError
 
 SCHEDULE_FILE = "schedule.json"
 SCHEDULE_VERSION = 1
@@ -246,27 +243,6 @@ class Schedule:
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2) + "\n"
 
-    def save(self, path: Path) -> Path:
-        """Write to path (a directory gets ``schedule.json``), atomically."""
-        target = path / SCHEDULE_FILE if path.is_dir() else path
-        temp = target.with_name(target.name + ".tmp")
-        temp.write_text(self.dumps())
-        temp.replace(target)
-        return target
-
-    @classmethod
-    def load(cls, path: Path) -> Schedule:
-        """Read a schedule file (or a run directory's ``schedule.json``)."""
-        source = path / SCHEDULE_FILE if path.is_dir() else path
-        try:
-            doc = json.loads(source.read_text())
-        except (OSError, ValueError) as err:
-            raise FaultError(f"cannot read schedule {source}: {err}") from None
-        try:
-            return cls.from_json(doc)
-        except FaultError as err:
-            raise FaultError(f"{source}: {err}") from None
-
 
 def _draw_fault(kind: str, spec: ScheduleSpec, rng: random.Random) -> Fault:
     f = KINDS[kind][0]
@@ -317,7 +293,7 @@ class FaultApplier(Protocol):
     def apply(self, fault: Fault) -> Fault: ...
 
 
-_RECORDED_ERRORS = (TargetError, NodeError, DeployError, OSError)
+_RECORDED_ERRORS = (TargetError, ClusterError, OSError)
 """Failures that are part of the test (recorded, the schedule goes on), unlike bad data or an
 unsupported fault, which stop the run."""
 
@@ -381,7 +357,7 @@ def _with_healed_targets(entry: ScheduledFault, applied: Mapping[int, Fault]) ->
 
 
 def replay(
-    schedule: Schedule | Path,
+    schedule: Schedule,
     nemesis: FaultApplier,
     *,
     on_applied: Callable[[Fault], None] = lambda _fault: None,
@@ -389,5 +365,4 @@ def replay(
 ) -> Schedule:
     """Run a saved schedule again. A resolved schedule (as a run saved it) applies exactly
     the recorded nodes and grudges; an unresolved one resolves its roles anew."""
-    loaded = Schedule.load(schedule) if isinstance(schedule, Path) else schedule
-    return ScheduleRunner(nemesis, on_applied=on_applied, stop=stop).run(loaded)
+    return ScheduleRunner(nemesis, on_applied=on_applied, stop=stop).run(schedule)

@@ -13,9 +13,9 @@ Syntax (one string per target):
   (``max(1, (n - 1) // 2)`` of them); ``brokers``: every broker; ``all``: every node,
   ZooKeeper included.
 
-Resolution is split in two: ``observe_cluster`` reads what roles need from the live
-cluster into a ``ClusterView`` (plain data), and ``resolve_targets`` is a pure function of
-that view and a ``random.Random``. The resolved node names are what the history records, so
+Resolution is split in two: the cluster's ``RoleObserver`` (``nemesis.protocols``) reads
+what roles need from the live cluster into a ``ClusterView`` (plain data), and
+``resolve_targets`` is a pure function of that view and a ``random.Random``. The resolved node names are what the history records, so
 a replay hits exactly the same nodes.
 """
 
@@ -26,14 +26,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kazoo.exceptions import KazooException
-
 from nemesis.errors import FaultError, TargetError
 from nemesis.grudge import sorted_nodes
-from squall.cluster.cluster import Cluster
-from system_under_test.client import AdminClient, BrokerError, ClientError
-from system_under_test.client.metadata import ClusterMetadata
-from system_under_test.zookeeper import ClusterMetadataStore, MetadataError
 
 NODE_ROLES = ("zk", "controller", "random", "minority", "brokers", "all")
 PARTITION_ROLES = ("leader", "follower", "followers", "isr")
@@ -223,100 +217,3 @@ def resolve_targets(
         roles[str(spec)] = names
         chosen += names
     return Resolution(tuple(sorted_nodes(chosen)), roles, observed)
-
-
-def observe_cluster(
-    cluster: Cluster, keys: Collection[str], *, controller: bool, timeout_s: float = 5.0
-) -> ClusterView:
-    """Read partition leadership and the controller from ZooKeeper (the controller's record).
-
-    ZooKeeper answers even when brokers are paused, which a broker-first read would wait
-    out a request timeout per paused broker. Falls back to the brokers' metadata when
-    ZooKeeper does not answer (paused, killed or cut off). Only what is asked for is read.
-    """
-    brokers = tuple(sorted_nodes(cluster.brokers))
-    zookeeper = cluster.zookeeper.name
-    if not keys and not controller:
-        return ClusterView(brokers, zookeeper)
-    try:
-        partitions, controller_id = _roles_from_zookeeper(cluster, keys, min(timeout_s, 3.0))
-        return ClusterView(brokers, zookeeper, partitions, controller_id, source="zookeeper")
-    except (MetadataError, KazooException, OSError) as zk_error:
-        try:
-            return ClusterView(
-                brokers,
-                zookeeper,
-                _partitions_from_brokers(cluster, keys, timeout_s),
-                _controller_from_brokers(cluster, timeout_s) if controller else None,
-                source="brokers",
-            )
-        except (ClientError, BrokerError, OSError) as broker_error:
-            raise TargetError(
-                f"cannot observe roles: ZooKeeper did not answer ({zk_error}) and no broker "
-                f"either ({broker_error}); target nodes by name instead"
-            ) from None
-
-
-def _partitions_from_brokers(
-    cluster: Cluster, keys: Collection[str], timeout_s: float
-) -> dict[str, PartitionView]:
-    if not keys:
-        return {}
-    topics = sorted({parse_key(key)[0] for key in keys})
-    with AdminClient(cluster.bootstrap, request_timeout_ms=int(timeout_s * 1000)) as admin:
-        descriptions = admin.describe_topics(topics)
-    return {
-        f"{topic.name}-{p.partition}": PartitionView(
-            p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr)
-        )
-        for topic in descriptions
-        for p in topic.partitions
-        if f"{topic.name}-{p.partition}" in keys
-    }
-
-
-def _controller_from_brokers(cluster: Cluster, timeout_s: float) -> int | None:
-    metadata = ClusterMetadata(
-        cluster.bootstrap,
-        client_id="squall-nemesis",
-        request_timeout_s=timeout_s,
-        connect_timeout_s=timeout_s,
-    )
-    try:
-        controller_id = metadata.refresh([]).controller_id
-    finally:
-        metadata.close()
-    return controller_id if controller_id >= 0 else None
-
-
-def _zookeeper_connect(cluster: Cluster) -> str:
-    return str(cluster.state.settings.get("zookeeper.connect") or cluster.zookeeper_connect)
-
-
-def _roles_from_zookeeper(
-    cluster: Cluster, keys: Collection[str], timeout_s: float
-) -> tuple[dict[str, PartitionView], int | None]:
-    store = ClusterMetadataStore(
-        _zookeeper_connect(cluster),
-        session_timeout_ms=int(max(timeout_s, 4.0) * 1000),
-        connection_timeout_ms=int(timeout_s * 1000),
-    )
-    store.start(create_layout=False)
-    try:
-        partitions: dict[str, PartitionView] = {}
-        for key in keys:
-            topic, partition = parse_key(key)
-            found = store.partition_state(topic, partition)
-            if found is None:
-                continue
-            state, _version = found
-            assignment = store.topic_assignment(topic) or {}
-            partitions[key] = PartitionView(
-                state.leader,
-                state.leader_epoch,
-                tuple(assignment.get(partition, [])),
-                tuple(state.isr),
-            )
-        return partitions, store.controller_id()
-    finally:
-        store.close()

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from histories.atomic import write_json_atomically
+from nemesis import FaultError, Schedule
 
 DEFAULT_STORE = Path("store")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -109,6 +110,10 @@ class RunDirectory:
         }
         self.write_json(self.test_json, doc)
 
+    def write_schedule(self, schedule: Schedule) -> None:
+        """``schedule.json``: the schedule as applied, replayable."""
+        self.write_json(self.schedule, schedule.to_json())
+
     def read_test(self) -> dict[str, Any]:
         try:
             doc: dict[str, Any] = json.loads(self.test_json.read_text())
@@ -158,3 +163,16 @@ class RunStore:
         if not resolved.is_dir():
             raise StoreError(f"{path} is not a run directory")
         return RunDirectory(resolved)
+
+
+def load_schedule(path: Path) -> Schedule:
+    """Read a ``schedule.json`` (or a run directory's); FaultError naming the file."""
+    source = path / "schedule.json" if path.is_dir() else path
+    try:
+        doc = json.loads(source.read_text())
+    except (OSError, ValueError) as err:
+        raise FaultError(f"cannot read schedule {source}: {err}") from None
+    try:
+        return Schedule.from_json(doc)
+    except FaultError as err:
+        raise FaultError(f"{source}: {err}") from None

@@ -17,21 +17,24 @@ from pathlib import Path
 from typing import Any
 
 from histories.atomic import write_json_atomically
+from nemesis.protocols import Capabilities, Freezer
 from squall.cluster.node import Node
-from system_under_test.deploy import BrokerDeployment, ZooKeeperDeployment
+from squall.cluster.roles import ClusterRoles
+from squall.cluster.services import (
+    BROKER_PORT,
+    ZOOKEEPER_PORT,
+    BrokerService,
+    ServiceDaemons,
+    ZooKeeperService,
+)
 
 STATE_DIR_ENV = "SQUALL_HOME"
-BROKER_PORT = 9092
-ZOOKEEPER_PORT = 2181
 ZOOKEEPER_NODE = "zk1"
+__all__ = ["BROKER_PORT", "ZOOKEEPER_NODE", "ZOOKEEPER_PORT", "Cluster", "ClusterState"]
 
 
 class ClusterStateError(RuntimeError):
     """No cluster is up, or its state file cannot be read."""
-
-
-class UnsupportedFaultError(RuntimeError):
-    """The runtime cannot apply a kind of fault (e.g. partitions on the local runtime)."""
 
 
 def state_dir() -> Path:
@@ -124,7 +127,8 @@ def broker_id_of(node_name: str) -> int:
 
 
 class Cluster:
-    """The live nodes of one test and their runtime's abilities."""
+    """The live nodes of one test, their services and their runtime's abilities: squall's
+    implementation of ``nemesis.protocols.FaultableCluster``."""
 
     def __init__(
         self,
@@ -132,16 +136,14 @@ class Cluster:
         brokers: Mapping[str, Node],
         zookeeper: Node,
         *,
-        supports_partitions: bool,
-        supports_freeze: bool,
-        supports_netem: bool,
+        capabilities: Capabilities,
+        freezer: Freezer | None = None,
     ) -> None:
         self.state = state
         self.brokers: dict[str, Node] = dict(brokers)
         self.zookeeper = zookeeper
-        self.supports_partitions = supports_partitions
-        self.supports_freeze = supports_freeze
-        self.supports_netem = supports_netem
+        self.capabilities = capabilities
+        self.freezer = freezer if capabilities.freeze else None
 
     @property
     def run_id(self) -> str:
@@ -172,10 +174,10 @@ class Cluster:
                 return node_state
         raise KeyError(f"no node {name!r} in cluster {self.run_id}")
 
-    def broker(self, name: str) -> BrokerDeployment:
-        """The broker daemon on node ``name`` (start, stop, kill, pause, resume, logs)."""
+    def broker(self, name: str) -> BrokerService:
+        """The broker service on node ``name`` (start, stop, kill, pause, resume, logs)."""
         node = self.node(name)
-        return BrokerDeployment(
+        return BrokerService(
             node,
             broker_id=broker_id_of(name),
             zookeeper_connect=self.zookeeper_connect,
@@ -184,9 +186,31 @@ class Cluster:
             settings=self.state.settings,
         )
 
-    def zookeeper_service(self) -> ZooKeeperDeployment:
-        """The ZooKeeper daemon on ``zk1``."""
-        return ZooKeeperDeployment(self.zookeeper, root=self.state.zookeeper.root)
+    def zookeeper_service(self) -> ZooKeeperService:
+        """The ZooKeeper service on ``zk1``."""
+        return ZooKeeperService(self.zookeeper, root=self.state.zookeeper.root)
+
+    def service(self, name: str) -> BrokerService | ZooKeeperService:
+        """The daemon squall runs on node ``name``: ZooKeeper on its node, else the broker."""
+        if name == self.zookeeper.name:
+            return self.zookeeper_service()
+        self.node(name)  # KeyError naming the known nodes
+        return self.broker(name)
+
+    @property
+    def daemons(self) -> ServiceDaemons:
+        return ServiceDaemons(self.service)
+
+    @property
+    def roles(self) -> ClusterRoles:
+        return ClusterRoles(
+            brokers=list(self.brokers),
+            zookeeper=self.zookeeper.name,
+            bootstrap=self.bootstrap,
+            zookeeper_connect=str(
+                self.state.settings.get("zookeeper.connect") or self.zookeeper_connect
+            ),
+        )
 
     @property
     def bootstrap(self) -> str:

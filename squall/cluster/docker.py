@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from docker.models.containers import Container
 
+from nemesis.errors import ClusterError
 from squall.cluster.cluster import (
     ZOOKEEPER_NODE,
     Cluster,
@@ -59,7 +60,7 @@ _HOST_KEY_SCRIPT = (
 )
 
 
-class DockerRuntimeError(RuntimeError):
+class DockerRuntimeError(ClusterError):
     """The docker runtime could not provision or remove a cluster."""
 
 
@@ -148,7 +149,7 @@ def _authorized_keys_archive(public_key: bytes) -> bytes:
 
 
 class ContainerFreezer:
-    """``docker pause``/``unpause`` of a node's container (nemesis.process_faults.NodeFreezer)."""
+    """``docker pause``/``unpause`` of a node's container (``nemesis.protocols.Freezer``)."""
 
     def __init__(self, client: docker.DockerClient, state: ClusterState) -> None:
         self._client = client
@@ -207,14 +208,18 @@ class DockerRuntime:
     def up(
         self,
         run_id: str,
-        nodes: int = 3,
+        nodes: int | None = None,
         *,
+        inventory: Path | None = None,
         settings: Mapping[str, object] | None = None,
         progress: Progress | None = None,
     ) -> Cluster:
-        """Containers for zk1 and n1..n<nodes>, reachable over SSH, SUT deployed; the
-        cluster, its state saved. On failure, what was made is removed again."""
+        """Containers for zk1 and n1..n<nodes> (3 by default), reachable over SSH, SUT
+        deployed; the cluster, its state saved. On failure, what was made is removed again."""
         say = progress or _quiet
+        if inventory is not None:
+            raise ValueError("an inventory names existing hosts: use the ssh runtime for it")
+        nodes = 3 if nodes is None else nodes
         if not _RUN_ID.match(run_id):
             raise ValueError(f"run id {run_id!r}: use letters, digits, '_', '.', '-' (max 41)")
         if not 1 <= nodes <= MAX_NODES:
@@ -230,7 +235,7 @@ class DockerRuntime:
         started = time.monotonic()
         try:
             state = self._provision(run_id, nodes, image, settings, say)
-            cluster = ssh_cluster(state, supports_freeze=True)
+            cluster = self.attach(state)
             try:
                 say("waiting for sshd on every node")
                 for node in cluster.all_nodes():
@@ -363,7 +368,7 @@ class DockerRuntime:
         return f"{parts[0]} {parts[1]}"
 
     def attach(self, state: ClusterState) -> Cluster:
-        return ssh_cluster(state, supports_freeze=True)
+        return ssh_cluster(state, freezer=self.freezer(state))
 
     def freezer(self, state: ClusterState) -> ContainerFreezer:
         return ContainerFreezer(self.client, state)

@@ -18,10 +18,11 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
+from nemesis.protocols import Capabilities
 from squall.cluster.cluster import (
     ZOOKEEPER_NODE,
     Cluster,
@@ -177,13 +178,17 @@ class LocalRuntime:
     def up(
         self,
         run_id: str,
-        nodes: int,
+        nodes: int | None = None,
         *,
-        settings: dict[str, str] | None = None,
+        inventory: Path | None = None,
+        settings: Mapping[str, object] | None = None,
         progress: Progress | None = None,
     ) -> Cluster:
-        """Start zk1 and brokers n1..n<nodes>; return the cluster (state saved)."""
+        """Start zk1 and brokers n1..n<nodes> (3 by default); the cluster (state saved)."""
         say = progress or (lambda _message: None)
+        if inventory is not None:
+            raise ValueError("an inventory names existing hosts: use the ssh runtime for it")
+        nodes = 3 if nodes is None else nodes
         zk_address, broker_addresses = _addresses(run_id, nodes)
         root = self.root(run_id)
         state = ClusterState(
@@ -194,7 +199,7 @@ class LocalRuntime:
                 for i, address in enumerate(broker_addresses, start=1)
             ],
             zookeeper=NodeState(ZOOKEEPER_NODE, zk_address, root=str(root / ZOOKEEPER_NODE)),
-            settings=dict(settings or {}),
+            settings={k: str(v) for k, v in (settings or {}).items()},
             created=datetime.now(UTC).isoformat(timespec="seconds"),
         )
         state.save()
@@ -218,9 +223,7 @@ class LocalRuntime:
             state,
             brokers,
             zk,
-            supports_partitions=False,
-            supports_freeze=False,
-            supports_netem=False,
+            capabilities=Capabilities(self.name, partitions=False, freeze=False, netem=False),
         )
 
     def down(self, state: ClusterState) -> list[str]:

@@ -2,8 +2,8 @@
 
 Runtimes provide nodes: ``LocalNode`` (processes on this machine), ``SshNode`` (a container
 or a real host reached over SSH with paramiko, as Jepsen's control node does). Everything
-above this layer (the SUT's deployment, the nemeses) speaks only this protocol, so the same
-test drives containers, remote hosts and local processes.
+above this layer (the services, and the nemesis through ``nemesis.protocols``) speaks only
+this protocol, so the same test drives containers, remote hosts and local processes.
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from nemesis.errors import ClusterError
+
 DEFAULT_TIMEOUT_S = 60.0
 Command = str | Sequence[str]
 
 
-class NodeError(RuntimeError):
+class NodeError(ClusterError):
     """A node could not be reached or used."""
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Protocol
 
 from squall.cluster.cluster import Cluster, ClusterState
+
+Progress = Callable[[str], None]
 
 RUNTIMES = ("docker", "ssh", "local")
 
@@ -16,15 +19,35 @@ class RuntimeUnavailableError(RuntimeError):
 
 
 class Runtime(Protocol):
-    """What squall needs of a runtime once a cluster exists."""
+    """Where clusters live: brings one up, reattaches to it, takes it down, cleans leftovers."""
 
     name: str
 
-    def attach(self, state: ClusterState) -> Cluster: ...
+    def up(
+        self,
+        run_id: str,
+        nodes: int | None = None,
+        *,
+        inventory: Path | None = None,
+        settings: Mapping[str, object] | None = None,
+        progress: Progress | None = None,
+    ) -> Cluster:
+        """A cluster of ``nodes`` brokers and ZooKeeper with the SUT deployed and running, its
+        state saved. docker and local make the nodes (``nodes`` defaults to 3); ssh takes
+        them from ``inventory``."""
+        ...
 
-    def down(self, state: ClusterState) -> list[str]: ...
+    def attach(self, state: ClusterState) -> Cluster:
+        """The cluster of a saved state, from any process."""
+        ...
 
-    def clean(self, run_id: str | None = None) -> list[str]: ...
+    def down(self, state: ClusterState) -> list[str]:
+        """Take the cluster down and forget its state; what was removed."""
+        ...
+
+    def clean(self, run_id: str | None = None) -> list[str]:
+        """Remove what runs (one, or all) left behind; what was removed."""
+        ...
 
 
 def new_run_id() -> str:

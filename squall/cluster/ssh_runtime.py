@@ -13,8 +13,11 @@ import logging
 import re
 import shlex
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
+from nemesis.fanout import on_each_node
+from nemesis.protocols import Capabilities, Freezer
 from squall.cluster.cluster import (
     ZOOKEEPER_NODE,
     Cluster,
@@ -22,12 +25,9 @@ from squall.cluster.cluster import (
     ClusterStateError,
     state_dir,
 )
-from squall.cluster.fanout import on_each_node
-from squall.cluster.node import (
-    NodeError,
-)
+from squall.cluster.node import NodeError
+from squall.cluster.services import Daemon
 from squall.cluster.ssh import Progress, SshNode
-from system_under_test.deploy import Daemon
 
 CAPABILITIES_DIR = "capabilities"
 _ROUTE_DEV = re.compile(r"\bdev\s+(\S+)")
@@ -57,16 +57,24 @@ def vendored_packages() -> list[Path]:
     return [Path(kazoo.__file__).parent]
 
 
-def ssh_cluster(state: ClusterState, *, supports_freeze: bool) -> Cluster:
-    """A Cluster of SshNodes for a saved state (docker and ssh runtimes alike)."""
+def ssh_cluster(state: ClusterState, *, freezer: Freezer | None = None) -> Cluster:
+    """A Cluster of SshNodes for a saved state (docker and ssh runtimes alike); it can
+    freeze nodes when given a freezer."""
     brokers = {n.name: SshNode.from_state(n) for n in state.brokers}
+    netem_missing = _load_netem_missing(state.run_id)
+    capabilities = Capabilities(
+        runtime=state.runtime,
+        partitions=True,
+        freeze=freezer is not None,
+        netem=not netem_missing,
+        netem_missing=netem_missing,
+    )
     return Cluster(
         state,
         brokers,
         SshNode.from_state(state.zookeeper),
-        supports_partitions=True,
-        supports_freeze=supports_freeze,
-        supports_netem=_load_netem(state.run_id),
+        capabilities=capabilities,
+        freezer=freezer,
     )
 
 
@@ -74,11 +82,16 @@ def _capabilities_file(run_id: str) -> Path:
     return state_dir() / CAPABILITIES_DIR / f"{run_id}.json"
 
 
-def _load_netem(run_id: str) -> bool:
+def _load_netem_missing(run_id: str) -> str:
+    """Why netem failed on this cluster's nodes when it was brought up, or '' (it works)."""
     try:
-        return bool(json.loads(_capabilities_file(run_id).read_text()).get("netem", True))
-    except (OSError, ValueError, AttributeError):
-        return True
+        doc = json.loads(_capabilities_file(run_id).read_text())
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(doc, dict) or doc.get("netem", True):
+        return ""
+    missing = doc.get("netem_missing") or {}
+    return "; ".join(f"{node}: {why}" for node, why in sorted(missing.items())) or "unavailable"
 
 
 def forget_capabilities(run_id: str) -> None:
@@ -87,13 +100,17 @@ def forget_capabilities(run_id: str) -> None:
 
 def check_fault_support(cluster: Cluster, say: Progress = _quiet) -> None:
     """iptables must work on every node (partitions); netem is optional: without it the
-    cluster's ``supports_netem`` becomes False, remembered for later ``attach``es."""
+    cluster's capabilities say so, remembered for later ``attach``es."""
     names = [n.name for n in cluster.all_nodes()]
     results, failures = on_each_node(names, lambda name: _probe(cluster, name))
     if failures:
         raise next(iter(failures.values()))
     missing = {name: why for name, why in results.items() if why}
-    cluster.supports_netem = not missing
+    cluster.capabilities = replace(
+        cluster.capabilities,
+        netem=not missing,
+        netem_missing="; ".join(f"{n}: {why}" for n, why in sorted(missing.items())),
+    )
     path = _capabilities_file(cluster.run_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"netem": not missing, "netem_missing": missing}) + "\n")
@@ -211,17 +228,25 @@ class SshRuntime:
     def up(
         self,
         run_id: str,
-        inventory: Path,
+        nodes: int | None = None,
         *,
+        inventory: Path | None = None,
         settings: Mapping[str, object] | None = None,
         progress: Progress | None = None,
     ) -> Cluster:
-        """Reach every host, check iptables/netem, stop leftovers, deploy; state saved."""
+        """Reach every host of the inventory, check iptables/netem, stop leftovers, deploy;
+        state saved. ``nodes``, when given, must match the inventory's brokers."""
         from squall.cluster.inventory import load_inventory
 
         say = progress or _quiet
+        if inventory is None:
+            raise ValueError("the ssh runtime needs an inventory of hosts (--inventory FILE)")
         state = load_inventory(inventory).cluster_state(run_id, settings=settings)
-        cluster = ssh_cluster(state, supports_freeze=False)
+        if nodes is not None and nodes != len(state.brokers):
+            raise ValueError(
+                f"{inventory} lists {len(state.brokers)} brokers, but {nodes} were asked for"
+            )
+        cluster = ssh_cluster(state)
         try:
             say(f"connecting to {len(cluster.all_nodes())} hosts")
             _, failures = on_each_node(
@@ -244,7 +269,7 @@ class SshRuntime:
         return cluster
 
     def attach(self, state: ClusterState) -> Cluster:
-        return ssh_cluster(state, supports_freeze=False)
+        return ssh_cluster(state)
 
     def down(self, state: ClusterState) -> list[str]:
         """Stop the brokers and ZooKeeper; the hosts, their files and logs stay."""

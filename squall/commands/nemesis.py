@@ -14,7 +14,8 @@ from typing import Any
 
 import typer
 
-from squall.cluster.cluster import Cluster, ClusterStateError, UnsupportedFaultError
+from nemesis.errors import UnsupportedFaultError
+from squall.cluster.cluster import ClusterStateError
 from squall.cluster.runtimes import RuntimeUnavailableError, attach
 from squall.commands._common import EXIT_INFRASTRUCTURE, EXIT_USAGE, fail
 
@@ -29,14 +30,6 @@ TARGET_HELP = (
 )
 
 
-def _freezer(cluster: Cluster) -> Any:
-    if cluster.runtime != "docker":
-        return None
-    from squall.cluster.docker import DockerRuntime
-
-    return DockerRuntime().freezer(cluster.state)
-
-
 def _apply(f: str, value: dict[str, Any], seed: int | None) -> None:
     from nemesis import Fault, Nemesis, NemesisError
 
@@ -45,7 +38,7 @@ def _apply(f: str, value: dict[str, Any], seed: int | None) -> None:
     except (ClusterStateError, RuntimeUnavailableError) as err:
         fail(str(err), EXIT_USAGE)
     try:
-        nemesis = Nemesis(cluster, rng=random.Random(seed), freezer=_freezer(cluster))
+        nemesis = Nemesis(cluster, rng=random.Random(seed))
         applied = nemesis.apply(Fault(f, value))
     except UnsupportedFaultError as err:
         fail(str(err), EXIT_USAGE)
@@ -169,7 +162,7 @@ def heal(
     except (ClusterStateError, RuntimeUnavailableError) as err:
         fail(str(err), EXIT_USAGE)
     try:
-        healed = heal_all(cluster, _freezer(cluster), restart_killed=restart_killed)
+        healed = heal_all(cluster, restart_killed=restart_killed)
     except HealError as err:
         fail(str(err), EXIT_INFRASTRUCTURE)
     finally:

@@ -46,14 +46,15 @@ def wait_until(predicate, timeout: float, what: str) -> None:
 @docker_only
 def test_cluster_is_up_and_its_state_reattaches(docker_cluster: Cluster, docker_runtime) -> None:
     assert sorted(docker_cluster.brokers) == ["n1", "n2", "n3"]
-    assert docker_cluster.supports_partitions and docker_cluster.supports_freeze
+    assert docker_cluster.capabilities.partitions and docker_cluster.capabilities.freeze
+    assert docker_cluster.freezer is not None
     for node in docker_cluster.all_nodes():
         assert node.run("hostname").output.strip() == node.name
     # Another process rebuilds the same cluster from the saved state.
     again = docker_runtime.attach(ClusterState.load(docker_cluster.run_id))
     try:
         assert again.bootstrap == docker_cluster.bootstrap
-        assert again.supports_netem == docker_cluster.supports_netem
+        assert again.capabilities == docker_cluster.capabilities
         assert again.node("zk1").run("getent hosts n2").output.split()[0] == (
             docker_cluster.node("n2").address
         )
@@ -239,9 +240,9 @@ def test_ssh_runtime_drives_the_containers_from_an_inventory(
     inventory = write_inventory(docker_cluster.state, tmp_path / "hosts.toml")
     assert load_inventory(inventory).zookeeper.host == docker_cluster.zookeeper.address
     runtime = SshRuntime()
-    cluster = runtime.up(f"{docker_cluster.run_id}-ssh", inventory)
+    cluster = runtime.up(f"{docker_cluster.run_id}-ssh", inventory=inventory)
     try:
-        assert cluster.runtime == "ssh" and not cluster.supports_freeze
+        assert cluster.runtime == "ssh" and not cluster.capabilities.freeze
         for node in cluster.all_nodes():
             assert node.run("hostname").output.strip() == node.name
         with AdminClient(cluster.bootstrap) as admin:

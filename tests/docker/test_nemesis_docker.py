@@ -19,7 +19,6 @@ import pytest
 from nemesis import (
     Fault,
     Nemesis,
-    NodeFreezer,
     PartitionGrudge,
     Schedule,
     ScheduledFault,
@@ -27,7 +26,9 @@ from nemesis import (
     heal_all,
     replay,
 )
-from squall.cluster.cluster import BROKER_PORT, ZOOKEEPER_PORT, Cluster, UnsupportedFaultError
+from nemesis.errors import UnsupportedFaultError
+from nemesis.protocols import Freezer
+from squall.cluster.cluster import BROKER_PORT, ZOOKEEPER_PORT, Cluster
 from system_under_test.client import AdminClient
 from tests.support import wait_for as _wait_for
 
@@ -84,17 +85,17 @@ def cluster(squall_home: Path, docker_runtime: Any) -> Iterator[Cluster]:
 
 
 @pytest.fixture(scope="module")
-def freezer(cluster: Cluster, docker_runtime: Any) -> NodeFreezer:
-    found: NodeFreezer = docker_runtime.freezer(cluster.state)
-    assert isinstance(found, NodeFreezer)
+def freezer(cluster: Cluster, docker_runtime: Any) -> Freezer:
+    found = cluster.freezer
+    assert isinstance(found, Freezer)
     return found
 
 
 @pytest.fixture
-def nemesis(cluster: Cluster, freezer: NodeFreezer) -> Iterator[Nemesis]:
-    nemesis = Nemesis(cluster, rng=random.Random(11), freezer=freezer, topic_hint=KEY)
+def nemesis(cluster: Cluster, freezer: Freezer) -> Iterator[Nemesis]:
+    nemesis = Nemesis(cluster, rng=random.Random(11), topic_hint=KEY)
     yield nemesis
-    heal_all(cluster, freezer, restart_killed=True)
+    heal_all(cluster, restart_killed=True)
     wait_for(lambda: len(partition_state(cluster)[1]) == 3, what="the ISR to be full again")
 
 
@@ -157,7 +158,7 @@ def test_isolate_zookeeper_keeps_brokers_connected(cluster: Cluster, nemesis: Ne
 
 def test_netem_delays_or_is_refused_clearly(cluster: Cluster, nemesis: Nemesis) -> None:
     fault = Fault("start-netem", {"targets": ["n1"], "delay_ms": 300, "jitter_ms": 0})
-    if not cluster.supports_netem:
+    if not cluster.capabilities.netem:
         with pytest.raises(UnsupportedFaultError, match="sch_netem"):
             nemesis.apply(fault)
         return
@@ -201,15 +202,15 @@ def test_process_faults_over_ssh(cluster: Cluster, nemesis: Nemesis) -> None:
 
 
 def test_heal_all_undoes_everything_and_is_idempotent(cluster: Cluster, freezer: Any) -> None:
-    nemesis = Nemesis(cluster, rng=random.Random(3), freezer=freezer, topic_hint=KEY)
+    nemesis = Nemesis(cluster, rng=random.Random(3), topic_hint=KEY)
     nemesis.apply(Fault("start-partition", {"shape": "bridge"}))
     nemesis.apply(Fault("pause", {"targets": ["n1"]}))
     nemesis.apply(Fault("freeze", {"targets": ["n2"]}))
-    done = heal_all(cluster, freezer)
+    done = heal_all(cluster)
     assert [f.f for f in done][:3] == ["unfreeze", "resume", "stop-partition"]
     assert not freezer.is_frozen("n2")
     assert all(squall_rules(cluster, n.name) == [] for n in cluster.all_nodes())
-    assert heal_all(cluster, freezer)  # again: nothing to do, nothing fails
+    assert heal_all(cluster)  # again: nothing to do, nothing fails
     wait_for(lambda: len(partition_state(cluster)[1]) == 3, what="the ISR to be full again")
 
 

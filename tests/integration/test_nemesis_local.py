@@ -24,8 +24,9 @@ from nemesis import (
     heal_all,
     replay,
 )
+from nemesis.errors import UnsupportedFaultError
 from nemesis.partitioner import heal_command, install_command, remove_chain_command
-from squall.cluster.cluster import Cluster, UnsupportedFaultError
+from squall.cluster.cluster import Cluster
 from system_under_test.client import AdminClient
 from tests.support import wait_for
 

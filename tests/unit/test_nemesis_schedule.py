@@ -21,6 +21,7 @@ from nemesis.schedule import (
     _with_healed_targets,
     generate_schedule,
 )
+from squall.store import RunDirectory, load_schedule
 
 SPEC = ScheduleSpec(
     faults={"kill": 1, "partition": 1, "pause": 1, "bounce": 0.5, "netem": 0.5},
@@ -129,16 +130,18 @@ def test_drawn_faults_use_the_spec() -> None:
 
 def test_save_and_load(tmp_path: Path) -> None:
     schedule = generate_schedule(SPEC)
-    path = schedule.save(tmp_path)
-    assert path == tmp_path / "schedule.json"
-    assert Schedule.load(tmp_path) == schedule
-    assert Schedule.load(path) == schedule
+    run = RunDirectory(tmp_path)
+    run.write_schedule(schedule)
+    path = tmp_path / "schedule.json"
+    assert load_schedule(tmp_path) == schedule
+    assert load_schedule(path) == schedule
+    assert not list(tmp_path.glob("*.tmp*"))
     path.write_text('{"version": 9, "faults": []}')
     with pytest.raises(FaultError, match="version 9"):
-        Schedule.load(path)
+        load_schedule(path)
     path.write_text("{")
     with pytest.raises(FaultError, match="cannot read schedule"):
-        Schedule.load(path)
+        load_schedule(path)
 
 
 def test_a_healing_fault_gets_the_resolved_targets_of_its_fault() -> None:

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from nemesis import Fault, Nemesis, heal_all
-from squall.cluster.cluster import Cluster, ClusterState, NodeState, UnsupportedFaultError
+from nemesis.errors import UnsupportedFaultError
+from squall.cluster.cluster import Cluster, ClusterState, NodeState
 
 local = pytest.importorskip("squall.cluster.local", reason="the local runtime is not there yet")
 
