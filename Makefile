@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test lint typecheck unit integration bench clean
+.PHONY: setup demo test lint imports typecheck unit integration bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -14,12 +14,16 @@ demo: setup
 	$(PY) -m squall run --name demo --time-limit 60 --faults kill=1,partition=1 \
 	    --interval 8,12 --duration 4,8 --acks -1 --replication-factor 3 --min-insync-replicas 2
 
-test: setup lint typecheck
+test: setup lint imports typecheck
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+
+# The architecture's import contracts ([tool.importlinter] in pyproject.toml).
+imports: setup
+	$(VENV)/bin/lint-imports --no-cache
 
 typecheck: setup
 	$(PY) -m mypy squall system_under_test nemesis workloads histories checkers
