@@ -1,11 +1,14 @@
 """Workloads: generators and clients that turn a test into operations in a history.
 
 `QueueWorkload` is Jepsen's Kafka queue workload against squall's replicated log; a
-`WorkloadSpec` says what it does. The smaller pieces (recorder, values, rate limiter,
-counters, final read) are importable for other workloads.
+`WorkloadSpec` says what it does. It drives the system through the client protocol of
+`workloads.client`; `SquallClientFactory` (squall's own client) is the default
+implementation. The smaller pieces (recorder, values, rate limiter, counters, final read)
+are importable for other workloads.
 """
 
 from workloads.acknowledged import AcknowledgedSends
+from workloads.client import ClientFactory, OperationError
 from workloads.consumer_worker import ConsumerWorker
 from workloads.counters import CounterSnapshot, WorkloadCounters
 from workloads.errors import (
@@ -30,6 +33,7 @@ from workloads.recorder import (
     poll_value,
 )
 from workloads.spec import OpMix, WorkloadSpec, key_name, partition_of
+from workloads.squall_client import SquallClientFactory
 from workloads.topic_setup import ensure_topic
 from workloads.values import ValueSequence, decode_value, encode_value
 
@@ -37,6 +41,7 @@ __all__ = [
     "AcknowledgedSends",
     "Client",
     "ClientBusyError",
+    "ClientFactory",
     "ConsumerWorker",
     "CounterSnapshot",
     "ErrorOutcome",
@@ -45,12 +50,14 @@ __all__ = [
     "HistorySink",
     "LeaderView",
     "OpMix",
+    "OperationError",
     "OperationRecorder",
     "PendingOp",
     "ProcessNumbers",
     "ProducerWorker",
     "QueueWorkload",
     "RateLimiter",
+    "SquallClientFactory",
     "TopicSetupError",
     "ValueSequence",
     "WorkloadCounters",

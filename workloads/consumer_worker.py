@@ -26,13 +26,12 @@ import random
 import threading
 from collections.abc import Callable, Sequence
 
-from system_under_test.client import ConsumedRecord, Consumer
+from workloads.client import ClientFactory, Consumer, Record, TopicPartition
 from workloads.rate import RateLimiter
 from workloads.recorder import OperationRecorder
 from workloads.spec import WorkloadSpec, key_name
 
 FailureHandler = Callable[[BaseException], None]
-TopicPartition = tuple[str, int]
 
 
 class ConsumerWorker:
@@ -45,6 +44,7 @@ class ConsumerWorker:
         bootstrap: str,
         zookeeper_connect: str,
         *,
+        client_factory: ClientFactory,
         recorder: OperationRecorder,
         limiter: RateLimiter,
         rng: random.Random,
@@ -55,6 +55,7 @@ class ConsumerWorker:
         self.spec = spec
         self.bootstrap = bootstrap
         self.zookeeper_connect = zookeeper_connect
+        self.client_factory = client_factory
         self.recorder = recorder
         self.limiter = limiter
         self.rng = rng
@@ -169,14 +170,14 @@ class ConsumerWorker:
     # --- internals ---------------------------------------------------------------------
 
     def _connect(self) -> tuple[Consumer, dict[TopicPartition, int]]:
-        consumer = Consumer(
+        consumer = self.client_factory.consumer(
             self.bootstrap,
-            config=self.spec.consumer_settings(self.zookeeper_connect),
+            settings=self.spec.consumer_settings(self.zookeeper_connect),
             client_id=f"squall-consumer-{self.index}",
         )
         try:
             consumer.assign(self.partitions)
-            positions = {(t, p): consumer.position(t, p) for t, p in self.partitions}
+            positions = {tp: consumer.position(tp) for tp in self.partitions}
         except BaseException:
             with contextlib.suppress(Exception):
                 consumer.close()
@@ -188,10 +189,10 @@ class ConsumerWorker:
             raise RuntimeError(f"consumer worker {self.index} has no client; open() first")
         return self.consumer
 
-    def _advance(self, records: Sequence[ConsumedRecord]) -> None:
+    def _advance(self, records: Sequence[Record]) -> None:
         for record in records:
             self.delivered[(record.topic, record.partition)] = record.offset + 1
 
     def _rewind(self, consumer: Consumer) -> None:
-        for (topic, partition), offset in self.delivered.items():
-            consumer.seek(topic, partition, offset)
+        for tp, offset in self.delivered.items():
+            consumer.seek(tp, offset)

@@ -16,13 +16,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from system_under_test.client import AdminClient, ClientError, Consumer
-from system_under_test.errors import BrokerError
 from workloads.acknowledged import AcknowledgedSends
+from workloads.client import ClientFactory, Consumer, OperationError, TopicPartition
 from workloads.recorder import OperationRecorder
 from workloads.spec import WorkloadSpec, key_name
 
-TopicPartition = tuple[str, int]
 _RETRY_PAUSE_S = 0.2
 
 
@@ -54,6 +52,7 @@ class FinalRead:
         recorder: OperationRecorder,
         acknowledged: AcknowledgedSends,
         *,
+        client_factory: ClientFactory,
         deadline_s: float | None = None,
         settle_s: float | None = None,
         stop: threading.Event | None = None,
@@ -61,6 +60,7 @@ class FinalRead:
     ) -> None:
         self.spec = spec
         self.bootstrap = bootstrap
+        self.client_factory = client_factory
         self.recorder = recorder
         self.acknowledged = acknowledged
         self.deadline_s = spec.final_read_deadline_s if deadline_s is None else deadline_s
@@ -92,14 +92,14 @@ class FinalRead:
                         time.sleep(_RETRY_PAUSE_S)
                         continue
                     for tp in self.partitions:
-                        reached.setdefault(tp, consumer.position(*tp))
+                        reached.setdefault(tp, consumer.position(tp))
                 pending = self.recorder.invoke_poll(client)
                 polls += 1
                 try:
                     records = consumer.poll(self.spec.poll_timeout_ms)
                 except Exception as err:
                     for tp, offset in reached.items():
-                        consumer.seek(*tp, offset)
+                        consumer.seek(tp, offset)
                     self.recorder.complete_poll(pending, err)
                     time.sleep(_RETRY_PAUSE_S)
                     continue
@@ -144,18 +144,18 @@ class FinalRead:
 
     def _open(self, resume: dict[TopicPartition, int]) -> Consumer:
         """A consumer outside the group at the start of each log (or where a read got to)."""
-        consumer = Consumer(
+        consumer = self.client_factory.consumer(
             self.bootstrap,
-            config=self.spec.consumer_settings(None),
+            settings=self.spec.consumer_settings(None),
             client_id="squall-final-read",
         )
         try:
             consumer.assign(self.partitions)
             for tp in self.partitions:
                 if tp in resume:
-                    consumer.seek(*tp, resume[tp])
+                    consumer.seek(tp, resume[tp])
                 else:
-                    consumer.seek_to_beginning(*tp)
+                    consumer.seek_to_beginning(tp)
         except BaseException:
             with contextlib.suppress(Exception):
                 consumer.close()
@@ -165,10 +165,8 @@ class FinalRead:
     def _at_log_ends(self, reached: dict[TopicPartition, int]) -> bool:
         """Whether the read has got to every log's current end (high watermark)."""
         try:
-            with AdminClient(self.bootstrap, request_timeout_ms=5000) as admin:
-                return all(
-                    reached.get(tp, 0) >= admin.list_offsets(*tp, "latest")
-                    for tp in self.partitions
-                )
-        except (ClientError, BrokerError, OSError):
+            admin = self.client_factory.admin(self.bootstrap, request_timeout_ms=5000)
+            with contextlib.closing(admin):
+                return all(reached.get(tp, 0) >= admin.end_offset(tp) for tp in self.partitions)
+        except (OperationError, OSError):
             return False

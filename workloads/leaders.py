@@ -1,8 +1,8 @@
 """LeaderView: which node leads each partition, as last seen, for the `node` field of sends.
 
 The producer routes a send to the partition's leader but does not say which broker that
-was, so the workload keeps its own view from `AdminClient.describe_topics`, refreshed in the
-background. A send's `node` is therefore the leader the workload believed in when it
+was, so the workload keeps its own view from the admin client's `describe_topic`, refreshed
+in the background. A send's `node` is therefore the leader the workload believed in when it
 invoked the send: during a failover it may name the old leader for up to one refresh.
 Brokers are named as the cluster runtimes name them: broker id 3 runs on node ``n3``.
 """
@@ -13,8 +13,7 @@ import contextlib
 import logging
 import threading
 
-from system_under_test.client import AdminClient, ClientError
-from system_under_test.errors import BrokerError
+from workloads.client import Admin, ClientFactory, OperationError
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +31,13 @@ class LeaderView:
         bootstrap: str,
         topic: str,
         *,
+        client_factory: ClientFactory,
         interval_s: float = 1.0,
         request_timeout_ms: int = 2000,
     ) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
+        self.client_factory = client_factory
         self.interval_s = interval_s
         self._request_timeout_ms = request_timeout_ms
         self._leaders: dict[int, str] = {}
@@ -48,19 +49,18 @@ class LeaderView:
         """The node believed to lead `partition`, or None if unknown or leaderless."""
         return self._leaders.get(partition)
 
-    def refresh(self, admin: AdminClient) -> bool:
+    def refresh(self, admin: Admin) -> bool:
         """Describe the topic once; False if no broker answered."""
         try:
-            described = admin.describe_topics([self.topic])
-        except (ClientError, BrokerError, OSError) as err:
+            topic = admin.describe_topic(self.topic)
+        except (OperationError, OSError) as err:
             log.debug("leader view of %s not refreshed: %s", self.topic, err)
             return False
         leaders: dict[int, str] = {}
-        for topic in described:
-            if topic.name == self.topic:
-                for partition in topic.partitions:
-                    if partition.leader >= 0:
-                        leaders[partition.partition] = node_name(partition.leader)
+        if topic is not None:
+            for partition in topic.partitions:
+                if partition.leader is not None:
+                    leaders[partition.partition] = node_name(partition.leader)
         self._leaders = leaders  # swapped whole: readers need no lock
         return True
 
@@ -81,7 +81,9 @@ class LeaderView:
             self._thread = None
 
     def _run(self) -> None:
-        admin = AdminClient(self.bootstrap, request_timeout_ms=self._request_timeout_ms)
+        admin = self.client_factory.admin(
+            self.bootstrap, request_timeout_ms=self._request_timeout_ms
+        )
         try:
             while True:
                 self.refresh(admin)

@@ -1,17 +1,19 @@
 """What a client error means for the history: `fail` (certainly did not happen) or `info`.
 
 The rule (HISTORY.md) is that `fail` is only for definite errors; everything uncertain is
-`info`, after which the process is retired.
+`info`, after which the process is retired. The client says what is definite
+(`OperationError.definite`, see workloads.client); any other exception is uncertain.
 
-- send: `ProduceError.definite` decides (QueueFullError is definite); a closed producer sent
-  nothing; anything else (a timeout waiting for the future, a lost connection, an error after
-  the append such as NOT_ENOUGH_REPLICAS_AFTER_APPEND or NOT_LEADER) may have written it.
+- send: definite errors are `fail` (squall's client: a ProduceError that says so, such as a
+  full queue, or a closed producer); anything else (a timeout waiting for the outcome, a lost
+  connection, an error after the append such as NOT_ENOUGH_REPLICAS_AFTER_APPEND or
+  NOT_LEADER) may have written it.
 - poll: always `fail`. A poll has no durable effect: auto-commit is off, so only a commit
   moves the group, and after a failed poll the consumer workers seek back to the position
   after the last records they delivered, so records a half-done poll fetched but never
   returned are fetched again. Nothing was read as far as the history is concerned, which is
   exactly `fail`; `info` would only retire the process for no gain.
-- commit: `OffsetCommitError.definite` decides; any other error may have landed.
+- commit: definite errors are `fail`; any other error may have landed.
 - assign / subscribe: they read committed offsets and list offsets, which change nothing,
   so their errors are `fail`.
 """
@@ -21,12 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from system_under_test.client.exceptions import (
-    OffsetCommitError,
-    ProduceError,
-    ProducerClosedError,
-)
-from system_under_test.errors import BrokerError
+from workloads.client import OperationError
 
 ErrorType = Literal["fail", "info"]
 MAX_ERROR_CHARS = 400
@@ -41,14 +38,9 @@ class ErrorOutcome:
 
 
 def describe_error(err: BaseException) -> str:
-    """The `error` field for `err`: the broker's error code or the exception's class, then
-    its message, cut to `MAX_ERROR_CHARS`."""
-    if isinstance(err, ProduceError):
-        name = err.error.name
-    elif isinstance(err, BrokerError):
-        name = err.code.name
-    else:
-        name = type(err).__name__
+    """The `error` field for `err`: the client's error code (else the exception's class),
+    then its message, cut to `MAX_ERROR_CHARS`."""
+    name = err.code if isinstance(err, OperationError) else type(err).__name__
     message = str(err)
     text = f"{name}: {message}" if message else name
     if len(text) > MAX_ERROR_CHARS:
@@ -58,11 +50,7 @@ def describe_error(err: BaseException) -> str:
 
 def send_outcome(err: BaseException) -> ErrorOutcome:
     """A send that raised `err`: fail only if the record certainly was not written."""
-    if isinstance(err, ProduceError):
-        return ErrorOutcome("fail" if err.definite else "info", describe_error(err))
-    if isinstance(err, ProducerClosedError):
-        return ErrorOutcome("fail", describe_error(err))
-    return ErrorOutcome("info", describe_error(err))
+    return ErrorOutcome("fail" if _definite(err) else "info", describe_error(err))
 
 
 def poll_outcome(err: BaseException) -> ErrorOutcome:
@@ -72,11 +60,14 @@ def poll_outcome(err: BaseException) -> ErrorOutcome:
 
 def commit_outcome(err: BaseException) -> ErrorOutcome:
     """A commit that raised `err`: fail only if no offset was written."""
-    if isinstance(err, OffsetCommitError) and err.definite:
-        return ErrorOutcome("fail", describe_error(err))
-    return ErrorOutcome("info", describe_error(err))
+    return ErrorOutcome("fail" if _definite(err) else "info", describe_error(err))
 
 
 def assign_outcome(err: BaseException) -> ErrorOutcome:
     """An assign or subscribe that raised `err`: it changed nothing, so fail."""
     return ErrorOutcome("fail", describe_error(err))
+
+
+def _definite(err: BaseException) -> bool:
+    """Whether the client said the operation certainly had no effect."""
+    return isinstance(err, OperationError) and err.definite

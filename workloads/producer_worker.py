@@ -16,8 +16,8 @@ import random
 import threading
 from collections.abc import Callable
 
-from system_under_test.client import Producer, RecordMetadata, SendFuture
 from workloads.acknowledged import AcknowledgedSends
+from workloads.client import ClientFactory, Producer, SendFuture, SendResult
 from workloads.leaders import LeaderView
 from workloads.rate import RateLimiter
 from workloads.recorder import Client, OperationRecorder, PendingOp
@@ -37,6 +37,7 @@ class ProducerWorker:
         spec: WorkloadSpec,
         bootstrap: str,
         *,
+        client_factory: ClientFactory,
         recorder: OperationRecorder,
         values: ValueSequence,
         limiter: RateLimiter,
@@ -49,6 +50,7 @@ class ProducerWorker:
         self.index = index
         self.spec = spec
         self.bootstrap = bootstrap
+        self.client_factory = client_factory
         self.recorder = recorder
         self.values = values
         self.limiter = limiter
@@ -65,11 +67,11 @@ class ProducerWorker:
     def run(self) -> None:
         producer: Producer | None = None
         try:
-            producer = Producer(
+            producer = self.client_factory.producer(
                 self.bootstrap,
                 acks=self.spec.acks,
                 mode=self.spec.producer_mode,
-                config=self.spec.producer_settings(),
+                settings=self.spec.producer_settings(),
                 client_id=f"squall-producer-{self.index}",
             )
             if self.spec.producer_mode == "sync":
@@ -91,7 +93,7 @@ class ProducerWorker:
         )
         return pending, partition, encode_value(value, self.spec.value_size)
 
-    def _settle(self, pending: PendingOp, outcome: RecordMetadata | BaseException) -> None:
+    def _settle(self, pending: PendingOp, outcome: SendResult | BaseException) -> None:
         self.acknowledged.add_completion(self.recorder.complete_send(pending, outcome))
 
     # --- sync --------------------------------------------------------------------------
@@ -100,9 +102,9 @@ class ProducerWorker:
         client = self._idle.get()
         while self.limiter.acquire(self.stop):
             pending, partition, payload = self._next_send(client)
-            outcome: RecordMetadata | BaseException
+            outcome: SendResult | BaseException
             try:
-                outcome = producer.send(self.spec.topic, payload, partition=partition).result()
+                outcome = producer.send(self.spec.topic, partition, payload).result()
             except Exception as err:
                 outcome = err
             self._settle(pending, outcome)
@@ -116,7 +118,7 @@ class ProducerWorker:
                 return
             pending, partition, payload = self._next_send(client)
             try:
-                future = producer.send(self.spec.topic, payload, partition=partition)
+                future = producer.send(self.spec.topic, partition, payload)
             except Exception as err:
                 self._settle(pending, err)
                 self._idle.put(client)
@@ -134,7 +136,7 @@ class ProducerWorker:
 
     def _on_done(self, pending: PendingOp, future: SendFuture) -> None:
         try:
-            outcome: RecordMetadata | BaseException
+            outcome: SendResult | BaseException
             try:
                 outcome = future.result(0)
             except Exception as err:

@@ -1,4 +1,5 @@
-"""QueueWorkload: Jepsen's Kafka queue workload against squall's replicated log.
+"""QueueWorkload: Jepsen's Kafka queue workload against squall's replicated log (or any
+system with a `workloads.client.ClientFactory`).
 
 Producers send unique ints to random keys, consumers of one group poll, commit and crash,
 all at a total rate split by the op mix; every operation goes into the history as it
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from workloads.acknowledged import AcknowledgedSends
+from workloads.client import ClientFactory
 from workloads.consumer_worker import ConsumerWorker
 from workloads.counters import CounterSnapshot, WorkloadCounters
 from workloads.errors import WorkloadFailedError, WorkloadSpecError
@@ -32,6 +34,7 @@ from workloads.producer_worker import ProducerWorker
 from workloads.rate import RateLimiter
 from workloads.recorder import HistorySink, OperationRecorder, ProcessNumbers
 from workloads.spec import WorkloadSpec
+from workloads.squall_client import SquallClientFactory
 from workloads.topic_setup import ensure_topic
 from workloads.values import ValueSequence
 
@@ -56,12 +59,18 @@ class WorkloadRunSummary:
 
 class QueueWorkload:
     """The queue workload of one test; one instance per test (values and process numbers
-    stay unique across `run` and `final_read`)."""
+    stay unique across `run` and `final_read`). Its clients come from `client_factory`,
+    squall's own by default."""
 
     name = "queue"
 
-    def __init__(self, spec: WorkloadSpec | None = None) -> None:
+    def __init__(
+        self, spec: WorkloadSpec | None = None, *, client_factory: ClientFactory | None = None
+    ) -> None:
         self.spec = spec if spec is not None else WorkloadSpec()
+        self.client_factory = (
+            client_factory if client_factory is not None else SquallClientFactory()
+        )
         self.counters = WorkloadCounters()
         self.acknowledged = AcknowledgedSends()
         self.values = ValueSequence()
@@ -72,7 +81,7 @@ class QueueWorkload:
 
     def prepare(self, bootstrap: str, *, timeout_s: float = 60.0) -> None:
         """Create the topic unless it exists; wait for leaders and a full ISR."""
-        ensure_topic(bootstrap, self.spec, timeout_s=timeout_s)
+        ensure_topic(bootstrap, self.spec, client_factory=self.client_factory, timeout_s=timeout_s)
         self._prepared = bootstrap
 
     def run(
@@ -103,7 +112,11 @@ class QueueWorkload:
         self._failures.clear()
         halt = threading.Event()
         recorder = OperationRecorder(writer, numbers=self.processes, counters=self.counters)
-        leaders = LeaderView(bootstrap, spec.topic) if spec.producers > 0 else None
+        leaders = (
+            LeaderView(bootstrap, spec.topic, client_factory=self.client_factory)
+            if spec.producers > 0
+            else None
+        )
         threads = self._workers(bootstrap, zookeeper_connect or "", recorder, leaders, rng, halt)
         self.counters.restart_clock()
         started = time.monotonic()
@@ -164,6 +177,7 @@ class QueueWorkload:
             bootstrap,
             recorder,
             self.acknowledged,
+            client_factory=self.client_factory,
             deadline_s=deadline_s,
             stop=stop_event,
         ).run()
@@ -194,6 +208,7 @@ class QueueWorkload:
                 index,
                 spec,
                 bootstrap,
+                client_factory=self.client_factory,
                 recorder=recorder,
                 values=self.values,
                 limiter=send_limiter,
@@ -214,6 +229,7 @@ class QueueWorkload:
                     spec,
                     bootstrap,
                     zookeeper_connect,
+                    client_factory=self.client_factory,
                     recorder=recorder,
                     limiter=poll_limiter,
                     rng=random.Random(rng.getrandbits(64)),

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from histories import Operation
-from system_under_test.client import ConsumedRecord, OffsetCommitError, RecordMetadata
+from workloads.client import OperationError, Record, SendResult
 from workloads.counters import WorkloadCounters
 from workloads.errors import ClientBusyError
 from workloads.outcomes import (
@@ -174,13 +174,13 @@ class OperationRecorder:
         return self.invoke(client, "send", [["send", key, value]], **fields)
 
     def complete_send(
-        self, pending: PendingOp, outcome: RecordMetadata | BaseException
+        self, pending: PendingOp, outcome: SendResult | BaseException
     ) -> Operation | None:
         """Complete a send: ok with its offset (none for acks=0), else per the error."""
         _, key, value = pending.invocation.value[0]
         if isinstance(outcome, BaseException):
             return self.complete_error(pending, send_outcome(outcome), pending.invocation.value)
-        if outcome.offset >= 0:
+        if outcome.offset is not None:
             return self.complete(pending, "ok", [["send", key, [outcome.offset, value]]])
         return self.complete(pending, "ok", [["send", key, value]])
 
@@ -190,7 +190,7 @@ class OperationRecorder:
         return self.invoke(client, "poll", [["poll"]])
 
     def complete_poll(
-        self, pending: PendingOp, outcome: Sequence[ConsumedRecord] | BaseException
+        self, pending: PendingOp, outcome: Sequence[Record] | BaseException
     ) -> Operation | None:
         """Complete a poll: ok with the records read, by key, else fail (see outcomes)."""
         if isinstance(outcome, BaseException):
@@ -210,7 +210,7 @@ class OperationRecorder:
         except Exception as err:
             outcome = commit_outcome(err)
             extra: dict[str, Any] = {}
-            if isinstance(err, OffsetCommitError) and err.committed:
+            if isinstance(err, OperationError) and err.committed:
                 extra["committed"] = {key_name(t, p): o for (t, p), o in err.committed.items()}
             return self.complete(pending, outcome.type, value, error=outcome.error, **extra)
         return self.complete(pending, "ok", value)
@@ -239,7 +239,7 @@ class OperationRecorder:
         return self.complete(pending, "info", None, **error)
 
 
-def poll_value(records: Iterable[ConsumedRecord]) -> PollValue:
+def poll_value(records: Iterable[Record]) -> PollValue:
     """``{key: [[offset, value], ...]}`` for the records of one poll, in the order read."""
     out: PollValue = {}
     for record in records:

@@ -7,61 +7,53 @@ a moment, so creation is retried until the timeout.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
-from system_under_test.client import AdminClient, ClientError, TopicDescription
-from system_under_test.errors import (
-    BrokerError,
-    InvalidConfigError,
-    InvalidTopicError,
-    TopicAlreadyExistsError,
-)
+from workloads.client import ClientFactory, OperationError, TopicRefusedError, TopicState
 from workloads.errors import TopicSetupError
 from workloads.spec import WorkloadSpec
 
-_PERMANENT = (InvalidConfigError, InvalidTopicError)
 
-
-def ensure_topic(bootstrap: str, spec: WorkloadSpec, *, timeout_s: float = 60.0) -> None:
+def ensure_topic(
+    bootstrap: str, spec: WorkloadSpec, *, client_factory: ClientFactory, timeout_s: float = 60.0
+) -> None:
     """Create `spec.topic` unless it exists; wait for leaders and a full ISR everywhere."""
     deadline = time.monotonic() + timeout_s
     last = "no answer yet"
-    with AdminClient(bootstrap, request_timeout_ms=5000) as admin:
+    admin = client_factory.admin(bootstrap, request_timeout_ms=5000)
+    with contextlib.closing(admin):
         created = existed = False
         while not created:
             try:
-                admin.create_topic(
+                existed = not admin.create_topic(
                     spec.topic,
                     spec.partitions,
                     replication_factor=spec.replication_factor,
-                    config=dict(spec.topic_config),
+                    config=spec.topic_config,
                 )
                 created = True
-            except TopicAlreadyExistsError:
-                created = existed = True
-            except _PERMANENT as err:
+            except TopicRefusedError as err:
                 raise TopicSetupError(
                     f"creating topic {spec.topic!r} was refused: {err}; fix the workload's "
                     "topic or topic_config"
                 ) from None
-            except (ClientError, BrokerError, OSError) as err:
+            except (OperationError, OSError) as err:
                 last = str(err)
                 _pause_or_fail(deadline, f"creating topic {spec.topic!r} failed: {last}")
         while True:
             try:
-                described = admin.describe_topics([spec.topic])
-                last = _not_ready(described, spec, existed=existed)
-            except (ClientError, BrokerError, OSError) as err:
+                last = _not_ready(admin.describe_topic(spec.topic), spec, existed=existed)
+            except (OperationError, OSError) as err:
                 last = f"describing it failed: {err}"
             if not last:
                 return
             _pause_or_fail(deadline, f"topic {spec.topic!r} is not ready: {last}")
 
 
-def _not_ready(described: list[TopicDescription], spec: WorkloadSpec, *, existed: bool) -> str:
+def _not_ready(topic: TopicState | None, spec: WorkloadSpec, *, existed: bool) -> str:
     """Why the topic is not ready yet; empty when it is. A topic that existed before and
     has another shape is an error (a new one may show partial metadata for a moment)."""
-    topic = next((t for t in described if t.name == spec.topic), None)
     if topic is None:
         return "the cluster does not list it yet"
     if len(topic.partitions) != spec.partitions:
@@ -78,7 +70,7 @@ def _not_ready(described: list[TopicDescription], spec: WorkloadSpec, *, existed
                 f"partition {partition.partition} but the workload wants "
                 f"{spec.replication_factor}; delete the topic, or use another topic name"
             )
-        if partition.leader < 0:
+        if partition.leader is None:
             return f"partition {partition.partition} has no leader"
         if len(partition.isr) < spec.replication_factor:
             return (

@@ -10,10 +10,17 @@ from typing import Any
 
 import pytest
 
-import workloads.consumer_worker
+import workloads.squall_client
 from histories import HistoryWriter, Operation, pair_operations, read_history
 from system_under_test.client import BrokerUnavailableError, ConsumedRecord
-from workloads import ConsumerWorker, OperationRecorder, OpMix, RateLimiter, WorkloadSpec
+from workloads import (
+    ConsumerWorker,
+    OperationRecorder,
+    OpMix,
+    RateLimiter,
+    SquallClientFactory,
+    WorkloadSpec,
+)
 from workloads.spec import ConsumerMode
 
 TopicPartition = tuple[str, int]
@@ -76,7 +83,7 @@ class FakeConsumer:
 def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
     fake = FakeCluster({0: [10, 11, 12, 13, 14], 1: [20, 21, 22]})
     FakeConsumer.cluster = fake
-    monkeypatch.setattr(workloads.consumer_worker, "Consumer", FakeConsumer)
+    monkeypatch.setattr(workloads.squall_client, "Consumer", FakeConsumer)
     return fake
 
 
@@ -98,6 +105,7 @@ def make_worker(
         spec,
         "127.0.0.1:9092",
         "127.0.0.1:2181",
+        client_factory=SquallClientFactory(),
         recorder=OperationRecorder(writer),
         limiter=RateLimiter(None),
         rng=random.Random(5),

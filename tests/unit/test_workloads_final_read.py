@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import workloads.final_read
+import workloads.squall_client
 from histories import HistoryWriter, pair_operations, read_history
 from system_under_test.client import ConsumedRecord, RequestTimeoutError
 from workloads import (
@@ -15,6 +15,7 @@ from workloads import (
     FinalRead,
     FinalReadResult,
     OperationRecorder,
+    SquallClientFactory,
     WorkloadSpec,
 )
 
@@ -67,7 +68,7 @@ class EndsAtLogs(FinalRead):
 
 @pytest.fixture(autouse=True)
 def fake_consumer(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(workloads.final_read, "Consumer", FakeConsumer)
+    monkeypatch.setattr(workloads.squall_client, "Consumer", FakeConsumer)
     LOGS.clear()
     FAILURES.clear()
 
@@ -78,7 +79,13 @@ def final_read(tmp_path: Path, acknowledged: AcknowledgedSends) -> tuple[FinalRe
     with HistoryWriter(path) as writer:
         recorder = OperationRecorder(writer, final=True)
         result = EndsAtLogs(
-            spec, "127.0.0.1:9092", recorder, acknowledged, deadline_s=5.0, settle_s=0.3
+            spec,
+            "127.0.0.1:9092",
+            recorder,
+            acknowledged,
+            client_factory=SquallClientFactory(),
+            deadline_s=5.0,
+            settle_s=0.3,
         ).run()
     return result, path
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import workloads.producer_worker
+import workloads.squall_client
 from histories import HistoryWriter, Operation, pair_operations, read_history
 from system_under_test.client import ProduceError, SendFuture
 from system_under_test.client.batch import ProduceBatch
@@ -21,6 +21,7 @@ from workloads import (
     OpMix,
     ProducerWorker,
     RateLimiter,
+    SquallClientFactory,
     ValueSequence,
     WorkloadSpec,
 )
@@ -103,7 +104,7 @@ class FakeProducer:
 def test_sends_are_recorded_with_offsets_and_a_process_per_in_flight_send(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: ProducerMode
 ) -> None:
-    monkeypatch.setattr(workloads.producer_worker, "Producer", FakeProducer)
+    monkeypatch.setattr(workloads.squall_client, "Producer", FakeProducer)
     FakeProducer.peak_in_flight = 0
     stop = threading.Event()
     FakeProducer.stop = stop
@@ -124,6 +125,7 @@ def test_sends_are_recorded_with_offsets_and_a_process_per_in_flight_send(
             0,
             spec,
             "127.0.0.1:9092",
+            client_factory=SquallClientFactory(),
             recorder=OperationRecorder(writer),
             values=ValueSequence(),
             limiter=RateLimiter(None),

@@ -1,7 +1,8 @@
 """OperationRecorder: invoke/complete pairs, process retirement, and the op shapes of HISTORY.md.
 
 Every test writes with a real HistoryWriter to a temporary file and reads it back with the
-validating reader, then pairs it as the checkers will.
+validating reader, then pairs it as the checkers will. Errors of squall's client reach the
+recorder as the squall client module translates them (`send_error`, `commit_error`, ...).
 """
 
 from __future__ import annotations
@@ -16,17 +17,17 @@ from histories import HistoryWriter, Operation, pair_operations, read_history
 from system_under_test.client import (
     BrokerUnavailableError,
     ConnectionLostError,
-    ConsumedRecord,
     NoOffsetForPartitionError,
     OffsetCommitError,
     ProduceError,
     ProducerClosedError,
     QueueFullError,
-    RecordMetadata,
     RequestTimeoutError,
 )
 from system_under_test.errors import ErrorCode
 from workloads import ClientBusyError, OperationRecorder, ProcessNumbers, WorkloadCounters
+from workloads.client import Record, SendResult
+from workloads.squall_client import commit_error, operation_error, send_error
 
 Recorded = Callable[[], list[Operation]]
 
@@ -48,8 +49,8 @@ def history(tmp_path: Path) -> Iterator[tuple[OperationRecorder, Recorded]]:
     writer.close()
 
 
-def record(topic: str, partition: int, offset: int, value: bytes) -> ConsumedRecord:
-    return ConsumedRecord(topic, partition, offset, 0, None, value)
+def record(topic: str, partition: int, offset: int, value: bytes) -> Record:
+    return Record(topic, partition, offset, value)
 
 
 def completions(ops: list[Operation]) -> list[Operation]:
@@ -64,22 +65,18 @@ def test_ok_and_fail_keep_the_process_and_info_retires_it(history: Any) -> None:
     client = recorder.new_client()
     other = recorder.new_client()
     first = client.process
-    recorder.complete_send(
-        recorder.invoke_send(client, "t-0", 1, acks=-1), RecordMetadata("t", 0, 0)
-    )
+    recorder.complete_send(recorder.invoke_send(client, "t-0", 1, acks=-1), SendResult(0))
     assert client.process == first
     definite = ProduceError(
         ErrorCode.NOT_ENOUGH_REPLICAS, "x", definite=True, topic="t", partition=0
     )
-    recorder.complete_send(recorder.invoke_send(client, "t-0", 2, acks=-1), definite)
+    recorder.complete_send(recorder.invoke_send(client, "t-0", 2, acks=-1), send_error(definite))
     assert client.process == first
     maybe = ProduceError(ErrorCode.REQUEST_TIMED_OUT, "x", definite=False, topic="t", partition=0)
-    recorder.complete_send(recorder.invoke_send(client, "t-0", 3, acks=-1), maybe)
+    recorder.complete_send(recorder.invoke_send(client, "t-0", 3, acks=-1), send_error(maybe))
     retired = client.process
     assert retired not in (first, other.process)
-    recorder.complete_send(
-        recorder.invoke_send(client, "t-0", 4, acks=-1), RecordMetadata("t", 0, 1)
-    )
+    recorder.complete_send(recorder.invoke_send(client, "t-0", 4, acks=-1), SendResult(1))
     ops = read()
     processes = [op.process for op in ops]
     assert processes == [first] * 6 + [retired] * 2
@@ -121,7 +118,7 @@ def test_ok_send_shapes(history: Any) -> None:
     recorder, read = history
     client = recorder.new_client()
     pending = recorder.invoke_send(client, "t-1", 17, acks=-1, node="n2")
-    recorder.complete_send(pending, RecordMetadata("t", 1, 42))
+    recorder.complete_send(pending, SendResult(42))
     invoke, ok = read()
     assert invoke.value == [["send", "t-1", 17]]
     assert (invoke.acks, invoke.key, invoke.node) == (-1, "t-1", "n2")
@@ -133,9 +130,7 @@ def test_ok_send_shapes(history: Any) -> None:
 def test_acks_zero_send_completes_without_an_offset(history: Any) -> None:
     recorder, read = history
     client = recorder.new_client()
-    recorder.complete_send(
-        recorder.invoke_send(client, "t-0", 5, acks=0), RecordMetadata("t", 0, -1)
-    )
+    recorder.complete_send(recorder.invoke_send(client, "t-0", 5, acks=0), SendResult(None))
     _, ok = read()
     assert ok.type == "ok" and ok.value == [["send", "t-0", 5]] and ok.acks == 0
 
@@ -186,7 +181,7 @@ def test_failed_send_types_and_shapes(
 ) -> None:
     recorder, read = history
     client = recorder.new_client()
-    recorder.complete_send(recorder.invoke_send(client, "t-0", 9, acks=-1), error)
+    recorder.complete_send(recorder.invoke_send(client, "t-0", 9, acks=-1), send_error(error))
     _, done = read()
     assert done.type == expected_type
     assert done.value == [["send", "t-0", 9]]  # the value that may or may not be in the log
@@ -228,7 +223,7 @@ def test_failed_polls_are_fail_and_keep_the_process(history: Any, error: Excepti
     recorder, read = history
     client = recorder.new_client()
     process = client.process
-    recorder.complete_poll(recorder.invoke_poll(client), error)
+    recorder.complete_poll(recorder.invoke_poll(client), operation_error(error))
     assert client.process == process
     _, done = read()
     assert done.type == "fail" and done.value == [["poll"]]
@@ -246,13 +241,15 @@ def test_commit_outcomes(history: Any) -> None:
     assert ok is not None and ok.type == "ok"
 
     def refused() -> None:
-        raise OffsetCommitError("nothing written", definite=True)
+        raise commit_error(OffsetCommitError("nothing written", definite=True))
 
     def partial() -> None:
-        raise OffsetCommitError("lost session", definite=False, committed={("t", 0): 7})
+        raise commit_error(
+            OffsetCommitError("lost session", definite=False, committed={("t", 0): 7})
+        )
 
     def broken() -> None:
-        raise ConnectionError("zk gone")
+        raise commit_error(ConnectionError("zk gone"))
 
     failed = recorder.record_commit(client, offsets, refused)
     assert failed is not None and failed.type == "fail"
@@ -274,7 +271,7 @@ def test_assign_and_subscribe_return_the_action_result_or_fail(history: Any) -> 
     assert result == "consumer" and op is not None and op.type == "ok"
 
     def unreachable() -> str:
-        raise BrokerUnavailableError("no broker answered")
+        raise operation_error(BrokerUnavailableError("no broker answered"))
 
     op, result = recorder.record_assign(client, "assign", ["t-1"], unreachable)
     assert result is None and op is not None and op.type == "fail"
@@ -312,7 +309,7 @@ def test_abandoned_operations_complete_as_info_and_late_completions_are_dropped(
     client = recorder.new_client()
     pending = recorder.invoke_send(client, "t-0", 1, acks=-1)
     assert recorder.abandon_outstanding("gave up") == 1
-    assert recorder.complete_send(pending, RecordMetadata("t", 0, 0)) is None
+    assert recorder.complete_send(pending, SendResult(0)) is None
     assert recorder.outstanding() == []
     invoke, info = read()
     assert info.type == "info" and info.error == "gave up"
@@ -333,10 +330,10 @@ def test_a_final_recorder_marks_every_operation_final(tmp_path: Path) -> None:
 def test_counters_follow_the_recorded_operations(history: Any) -> None:
     recorder, read = history
     client = recorder.new_client()
-    recorder.complete_send(
-        recorder.invoke_send(client, "t-0", 1, acks=1), RecordMetadata("t", 0, 0)
+    recorder.complete_send(recorder.invoke_send(client, "t-0", 1, acks=1), SendResult(0))
+    recorder.complete_poll(
+        recorder.invoke_poll(client), operation_error(RequestTimeoutError("slow"))
     )
-    recorder.complete_poll(recorder.invoke_poll(client), RequestTimeoutError("slow"))
     recorder.record_crash(client, lambda: None)
     recorder.invoke_poll(client)
     snapshot = recorder.counters.snapshot()
