@@ -44,7 +44,6 @@ SEED_KAFKA: dict[tuple[int, int], int] = {
     (1, 2): 20_404,
 }
 READY_TIMEOUT_S = 60.0
-EVENT_LOG_NAME = "squall-events.jsonl"
 
 
 class BenchError(Exception):
@@ -141,7 +140,7 @@ def isr_events(brokers: list[BrokerProcess], topic: str) -> list[str]:
     """The ISR changes the brokers' event logs record for partition 0 of ``topic``."""
     out = []
     for broker in brokers:
-        path = broker.data_dir / "logs" / EVENT_LOG_NAME
+        path = broker.event_log
         with contextlib.suppress(OSError):
             for line in path.read_text().splitlines():
                 with contextlib.suppress(ValueError):

@@ -1,17 +1,20 @@
-"""A broker of the system under test as a child process on this machine."""
+"""A broker of the system under test as a process on this machine.
+
+It is the broker service of ``squall.cluster.services`` (the one launcher) on a
+``LocalNode`` rooted at ``data_dir``, for the console tools, the integration tests and the
+benches: the same configuration file, command line and readiness check as on a cluster node.
+"""
 
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
+from squall.cluster.local import LocalNode
+from squall.cluster.services import BrokerService, ServiceError
 from squall.cluster.zookeeper_server import free_port
 
 
@@ -20,7 +23,8 @@ class BrokerStartError(RuntimeError):
 
 
 class BrokerProcess:
-    """Starts ``python -m system_under_test broker`` and waits until it listens."""
+    """``python -m system_under_test broker`` on this machine, standalone unless the settings
+    name ``zookeeper.connect`` and ``standalone`` is False."""
 
     def __init__(
         self,
@@ -33,102 +37,78 @@ class BrokerProcess:
         standalone: bool = True,
         python: str = sys.executable,
     ) -> None:
-        self.data_dir = data_dir
+        self.data_dir = Path(data_dir).resolve()
         self.broker_id = broker_id
         self.host = host
         self.port = port or free_port(host)
-        self.settings = dict(settings or {})
-        self.standalone = standalone
-        self.python = python
-        self.process: subprocess.Popen[bytes] | None = None
+        options = dict(settings or {})
+        zookeeper_connect = options.pop("zookeeper.connect", None)
+        if not standalone and zookeeper_connect is None:
+            raise ValueError("a broker with a controller needs zookeeper.connect in its settings")
+        self.service = BrokerService(
+            LocalNode(f"broker-{broker_id}", host, self.data_dir),
+            broker_id=broker_id,
+            zookeeper_connect=None if standalone else str(zookeeper_connect),
+            root=str(self.data_dir),
+            python=python,
+            port=self.port,
+            settings=options,
+        )
 
     @property
     def bootstrap(self) -> str:
-        return f"{self.host}:{self.port}"
+        return self.service.bootstrap
+
+    @property
+    def zookeeper_connect(self) -> str | None:
+        """Where the broker finds ZooKeeper; None when it runs standalone."""
+        return self.service.zookeeper_connect
 
     @property
     def log_path(self) -> Path:
-        return self.data_dir / "broker.log"
+        return Path(self.service.logfile)
+
+    @property
+    def event_log(self) -> Path:
+        return Path(self.service.event_log)
+
+    @property
+    def pid(self) -> int | None:
+        try:
+            return int(Path(self.service.pidfile).read_text().strip())
+        except (OSError, ValueError):
+            return None
 
     def command(self) -> list[str]:
         """The command line that starts this broker."""
-        settings: dict[str, object] = {
-            "broker.id": self.broker_id,
-            "listeners": f"{self.host}:{self.port}",
-            "log.dirs": str(self.data_dir / "logs"),
-        }
-        settings.update(self.settings)
-        cmd = [self.python, "-m", "system_under_test", "broker"]
-        if self.standalone:
-            cmd.append("--standalone")
-        for key, value in settings.items():
-            cmd += ["--set", f"{key}={value}"]
-        return cmd
+        return self.service.command()
 
     def start(self, timeout: float = 30.0) -> None:
         """Start the process; return once it accepts connections."""
         if self.is_running():
             return
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                self.command(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        (self.data_dir / "broker.pid").write_text(f"{self.process.pid}\n")
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise BrokerStartError(
-                    f"broker {self.broker_id} exited with code {self.process.returncode} while "
-                    f"starting; last lines of {self.log_path}:\n{self.log_tail()}"
-                )
-            try:
-                with socket.create_connection((self.host, self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        self.kill()
-        raise BrokerStartError(
-            f"broker {self.broker_id} did not listen on {self.bootstrap} within {timeout:.0f}s; "
-            f"last lines of {self.log_path}:\n{self.log_tail()}"
-        )
+        try:
+            self.service.configure()
+            self.service.start(timeout=timeout)
+        except ServiceError as err:
+            raise BrokerStartError(f"broker {self.broker_id}: {err}") from None
 
     def is_running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
+        return self.service.is_running()
 
     def signal(self, signum: int) -> None:
         """Send a signal to the broker process, if it runs."""
-        if self.is_running() and self.process is not None:
-            os.kill(self.process.pid, signum)
+        pid = self.pid
+        if pid is not None and self.is_running():
+            os.kill(pid, signum)
 
     def kill(self) -> None:
         """SIGKILL, and wait for the process to go."""
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait(timeout=10)
+        self.service.kill()
 
-    def stop(self, timeout: float = 20.0) -> int | None:
-        """SIGTERM (a clean shutdown), then SIGKILL if it lingers; the exit code."""
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-        return self.process.returncode
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM (a clean shutdown), then SIGKILL if it lingers."""
+        self.service.stop(timeout=timeout)
 
     def log_tail(self, lines: int = 20) -> str:
         try:

@@ -1,8 +1,9 @@
-"""A real ZooKeeper server (Debian's `zookeeper` package) run as a child process.
+"""A real ZooKeeper server (Debian's `zookeeper` package) as a process on this machine.
 
-One standalone server per data directory, with its own generated `zoo.cfg`, log4j
-configuration, log file and pidfile, so that tests never share state and a crashed run's
-leftover server can be found and killed (`kill_leftover`). Faults: `kill`, `pause`, `resume`.
+It is the ZooKeeper service of `squall.cluster.services` (the one launcher) on a
+`LocalNode` rooted at its data directory, with its own port, so that tests never share
+state and a crashed run's leftover server can be found and killed (`kill_leftover`).
+Faults: `kill`, `pause`, `resume`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -21,28 +21,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-JAR_DIR = Path("/usr/share/java")
-# zookeeper.jar's manifest Class-Path names its other dependencies; these two give it a log backend.
-REQUIRED_JARS = ("zookeeper.jar", "slf4j-log4j12.jar", "log4j-1.2.jar")
-MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
+from squall.cluster.local import LocalNode
+from squall.cluster.services import (
+    JAR_DIR,
+    ZOOKEEPER_JARS,
+    ZOOKEEPER_MAIN,
+    ServiceError,
+    ZooKeeperService,
+)
+
 INSTALL_HINT = "run `apt-get install zookeeper default-jre-headless` (or `make setup`)"
-
-CONFIG_FILE = "zoo.cfg"
-LOG4J_FILE = "log4j.properties"
-LOG_FILE = "zookeeper.log"
-CONSOLE_FILE = "zookeeper.out"
-PID_FILE = "zookeeper.pid"
-STATE_DIR = "data"
-
-_LOG4J_TEMPLATE = """\
-log4j.rootLogger=INFO, FILE
-log4j.appender.FILE=org.apache.log4j.RollingFileAppender
-log4j.appender.FILE.File={log}
-log4j.appender.FILE.MaxFileSize=20MB
-log4j.appender.FILE.MaxBackupIndex=3
-log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
-log4j.appender.FILE.layout.ConversionPattern=%d{{ISO8601}} %-5p [%t:%C{{1}}@%L] - %m%n
-"""
+PID_FILE = "run/zookeeper.pid"
+"""The server's pidfile, relative to its data directory."""
+CONFIG_FILE = "config/zoo.cfg"
 
 
 class ZooKeeperServerError(Exception):
@@ -83,9 +74,9 @@ def find_java(java: str | None = None) -> str:
     return resolved
 
 
-def find_zookeeper_classpath(jar_dir: Path = JAR_DIR) -> list[Path]:
+def find_zookeeper_classpath(jar_dir: Path = Path(JAR_DIR)) -> list[Path]:
     """The jars that run the ZooKeeper server with log4j logging."""
-    jars = [jar_dir / name for name in REQUIRED_JARS]
+    jars = [jar_dir / name for name in ZOOKEEPER_JARS]
     missing = [str(jar) for jar in jars if not jar.is_file()]
     if missing:
         raise ZooKeeperNotInstalledError(
@@ -126,7 +117,7 @@ def kill_leftover(data_dir: Path) -> int | None:
         return None
     config = str((Path(data_dir) / CONFIG_FILE).resolve())
     killed = None
-    if _is_alive(pid) and {config, MAIN_CLASS} <= set(_cmdline(pid)):
+    if _is_alive(pid) and {config, ZOOKEEPER_MAIN} <= set(_cmdline(pid)):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
@@ -135,10 +126,6 @@ def kill_leftover(data_dir: Path) -> int | None:
         killed = pid
     pid_path.unlink(missing_ok=True)
     return killed
-
-
-def _last_lines(text: str, count: int = 40) -> str:
-    return "\n".join(text.splitlines()[-count:])
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -160,8 +147,9 @@ def _is_alive(pid: int) -> bool:
 class ZooKeeperServer:
     """A standalone ZooKeeper server process with its own data directory and port.
 
-    Layout of `data_dir`: `zoo.cfg`, `log4j.properties`, `zookeeper.log` (the server's log),
-    `zookeeper.out` (JVM stdout/stderr), `zookeeper.pid`, and `data/` (snapshots, txn logs).
+    Layout of `data_dir` (the service's): `config/zoo.cfg`, `config/log4j.properties`,
+    `logs/zookeeper-server.log` (the server's log), `logs/zookeeper.log` (JVM console),
+    `run/zookeeper.pid`, and `data/zookeeper/` (snapshots, transaction logs).
     """
 
     def __init__(
@@ -183,9 +171,19 @@ class ZooKeeperServer:
         self._java = java
         self._auto_port = port == 0
         self.port = free_port(host) if port == 0 else port
-        self._proc: subprocess.Popen[bytes] | None = None
         self._paused = False
         self._started_once = False
+
+    def _service(self, java: str = "java") -> ZooKeeperService:
+        return ZooKeeperService(
+            LocalNode("zookeeper", self.host, self.data_dir),
+            root=str(self.data_dir),
+            port=self.port,
+            heap_mb=self.heap_mb,
+            tick_time_ms=self.tick_time_ms,
+            java=java,
+            extra_config=self.extra_config,
+        )
 
     @property
     def client_host(self) -> str:
@@ -199,24 +197,22 @@ class ZooKeeperServer:
 
     @property
     def log_path(self) -> Path:
-        return self.data_dir / LOG_FILE
+        """The server's own log."""
+        return Path(self._service().server_log)
 
     @property
     def pid(self) -> int | None:
         """The server's pid while it runs (paused included), else None."""
-        return self._proc.pid if self._proc is not None and self.is_running() else None
-
-    @property
-    def returncode(self) -> int | None:
-        """The exit status of the last process once it has exited (negative: killed by signal)."""
-        return None if self._proc is None else self._proc.poll()
+        if not self.is_running():
+            return None
+        return _read_pid(self.data_dir / PID_FILE)
 
     @property
     def paused(self) -> bool:
         return self._paused and self.is_running()
 
     def is_running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self._service().is_running()
 
     def four_letter_word(self, word: str, *, timeout: float = 2.0) -> str:
         return four_letter_word(self.client_host, self.port, word, timeout=timeout)
@@ -233,11 +229,10 @@ class ZooKeeperServer:
                 "call kill_leftover() on that directory (or run `squall clean`) first"
             )
         java = find_java(self._java)
-        classpath = os.pathsep.join(str(jar) for jar in find_zookeeper_classpath())
-        deadline = time.monotonic() + timeout
+        find_zookeeper_classpath()
         for attempt in range(3):
             try:
-                self._launch(java, classpath, deadline)
+                self._launch(java, timeout)
                 break
             except _PortInUseError:
                 # Only a port we picked ourselves, and never after clients have learnt it.
@@ -248,32 +243,23 @@ class ZooKeeperServer:
 
     def stop(self, timeout: float = 10) -> None:
         """SIGTERM, then SIGKILL if the server has not exited within `timeout` seconds."""
-        proc = self._proc
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            if self._paused:
-                proc.send_signal(signal.SIGCONT)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        self._service().stop(timeout=timeout)
         self._reap()
 
     def kill(self) -> None:
         """SIGKILL the server, as a crash would; data already synced survives."""
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait()
+        self._service().kill()
         self._reap()
 
     def pause(self) -> None:
         """SIGSTOP: the server stays up, its port accepts connections, nothing answers."""
-        self._signal(signal.SIGSTOP)
+        if not self._service().pause():
+            raise ZooKeeperNotRunningError(f"ZooKeeper in {self.data_dir} is not running")
         self._paused = True
 
     def resume(self) -> None:
-        self._signal(signal.SIGCONT)
+        if not self._service().resume():
+            raise ZooKeeperNotRunningError(f"ZooKeeper in {self.data_dir} is not running")
         self._paused = False
 
     def restart(self, timeout: float = 30) -> None:
@@ -297,115 +283,51 @@ class ZooKeeperServer:
     def __repr__(self) -> str:
         return f"ZooKeeperServer({str(self.data_dir)!r}, {self.connect_string}, pid={self.pid})"
 
-    def _launch(self, java: str, classpath: str, deadline: float) -> None:
-        state_dir = self.data_dir / STATE_DIR
-        state_dir.mkdir(parents=True, exist_ok=True)
-        config_path = self._write_config(state_dir)
-        log4j_path = self.data_dir / LOG4J_FILE
-        log4j_path.write_text(_LOG4J_TEMPLATE.format(log=self.log_path))
-        log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        command = [
-            java,
-            f"-Xmx{self.heap_mb}m",
-            "-XX:+ExitOnOutOfMemoryError",
-            "-XX:-UsePerfData",
-            "-Djava.awt.headless=true",
-            f"-Dlog4j.configuration={log4j_path.as_uri()}",
-            "-cp",
-            classpath,
-            MAIN_CLASS,
-            str(config_path),
-        ]
-        with open(self.data_dir / CONSOLE_FILE, "ab") as console:
-            # A session of its own: a Ctrl-C meant for the test runner does not reach the server.
-            self._proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=console,
-                stderr=subprocess.STDOUT,
-                cwd=self.data_dir,
-                start_new_session=True,
-            )
+    def _launch(self, java: str, timeout: float) -> None:
+        service = self._service(java)
+        server_log = Path(service.server_log)
+        log_offset = server_log.stat().st_size if server_log.exists() else 0
         self._paused = False
-        (self.data_dir / PID_FILE).write_text(f"{self._proc.pid}\n")
-        self._wait_until_serving(state_dir, log_offset, deadline)
-
-    def _write_config(self, state_dir: Path) -> Path:
-        config = {
-            "tickTime": str(self.tick_time_ms),
-            "dataDir": str(state_dir),
-            "clientPort": str(self.port),
-            "clientPortAddress": self.host,
-            "minSessionTimeout": str(2 * self.tick_time_ms),
-            "maxSessionTimeout": str(max(60_000, 20 * self.tick_time_ms)),
-            "maxClientCnxns": "0",
-            "admin.enableServer": "false",
-            "4lw.commands.whitelist": "*",
-            **self.extra_config,
-        }
-        path = self.data_dir / CONFIG_FILE
-        path.write_text("".join(f"{key}={value}\n" for key, value in config.items()))
-        return path
-
-    def _wait_until_serving(self, state_dir: Path, log_offset: int, deadline: float) -> None:
-        assert self._proc is not None
-        while True:
-            returncode = self._proc.poll()
-            if returncode is not None:
-                self._reap()
-                log = self._log_since(log_offset)
-                port_taken = "java.net.BindException" in log
-                hint = f" (port {self.port} is in use; choose another or pass port=0)"
-                raise (_PortInUseError if port_taken else ZooKeeperStartError)(
-                    f"ZooKeeper exited with status {returncode} while starting on "
-                    f"{self.connect_string}{hint if port_taken else ''}; "
-                    f"last lines of {self.log_path} and {CONSOLE_FILE}:\n" + _last_lines(log)
-                )
-            if self._serves_from(state_dir):
-                return
-            if time.monotonic() > deadline:
-                self.kill()
-                raise ZooKeeperStartError(
-                    f"ZooKeeper did not answer on {self.connect_string} in time; "
-                    f"last lines of {self.log_path} and {CONSOLE_FILE}:\n"
-                    + _last_lines(self._log_since(log_offset))
-                )
-            time.sleep(0.05)
-
-    def _serves_from(self, state_dir: Path) -> bool:
-        """True once the server on our port serves requests and is ours: `conf` names our dataDir."""
         try:
-            serving = "Mode:" in self.four_letter_word("srvr", timeout=1)
-            return serving and f"dataDir={state_dir}" in self.four_letter_word("conf", timeout=1)
-        except OSError:
-            return False
-
-    def _log_since(self, offset: int) -> str:
-        """What this start wrote to the server log (from `offset`) and to the JVM console."""
-        texts = []
-        for path, start in ((self.log_path, offset), (self.data_dir / CONSOLE_FILE, 0)):
-            with contextlib.suppress(OSError), open(path, "rb") as file:
-                size = file.seek(0, os.SEEK_END)
-                file.seek(start if start <= size else 0)  # the log may have rolled over
-                texts.append(file.read().decode(errors="replace"))
-        return "\n".join(text.strip() for text in texts if text.strip())
+            service.configure()
+            service.start(timeout=timeout)
+        except ServiceError as err:
+            self._reap()
+            log = _read_from(server_log, log_offset)
+            port_taken = "java.net.BindException" in log
+            hint = f" (port {self.port} is in use; choose another or pass port=0)"
+            raise (_PortInUseError if port_taken else ZooKeeperStartError)(
+                f"ZooKeeper did not start on {self.connect_string}"
+                f"{hint if port_taken else ''}: {err}\nlast lines of {server_log}:\n"
+                + "\n".join(log.splitlines()[-40:])
+            ) from None
 
     def _leftover_pid(self) -> int | None:
-        try:
-            pid = int((self.data_dir / PID_FILE).read_text().strip())
-        except (FileNotFoundError, ValueError):
-            return None
+        pid = _read_pid(self.data_dir / PID_FILE)
         config = str(self.data_dir / CONFIG_FILE)
-        return pid if _is_alive(pid) and {config, MAIN_CLASS} <= set(_cmdline(pid)) else None
-
-    def _signal(self, signum: signal.Signals) -> None:
-        if self._proc is None or self._proc.poll() is not None:
-            raise ZooKeeperNotRunningError(f"ZooKeeper in {self.data_dir} is not running")
-        self._proc.send_signal(signum)
+        if pid is None:
+            return None
+        return pid if _is_alive(pid) and {config, ZOOKEEPER_MAIN} <= set(_cmdline(pid)) else None
 
     def _reap(self) -> None:
         self._paused = False
         (self.data_dir / PID_FILE).unlink(missing_ok=True)
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _read_from(path: Path, offset: int) -> str:
+    """What a file holds from `offset` on (all of it if it has rolled over since)."""
+    with contextlib.suppress(OSError), open(path, "rb") as file:
+        size = file.seek(0, os.SEEK_END)
+        file.seek(offset if offset <= size else 0)
+        return file.read().decode(errors="replace")
+    return ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -444,7 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         while not stop_requested.wait(0.5):
             if not server.is_running():
-                print(f"zookeeper exited with status {server.returncode}", file=sys.stderr)
+                print("zookeeper exited", file=sys.stderr)
                 return 1
     finally:
         server.stop()

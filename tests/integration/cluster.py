@@ -121,7 +121,7 @@ class LocalCluster:
         """Every broker's and controller's event lines, by time."""
         lines: list[dict[str, Any]] = []
         for broker in self.brokers.values():
-            path = broker.data_dir / "logs" / "squall-events.jsonl"
+            path = broker.event_log
             if path.exists():
                 lines += [json.loads(line) for line in path.read_text().splitlines() if line]
         return sorted(lines, key=lambda e: e["wall_time_ns"])

@@ -294,7 +294,8 @@ def test_preferred_leader_election_moves_leadership_back(make_cluster) -> None:
         "preferred", lambda d: preferred in d.isr, "the preferred replica to rejoin"
     )
     assert cluster.describe("preferred").leader != preferred
-    zk = cluster.brokers[1].settings["zookeeper.connect"]
+    zk = cluster.brokers[1].zookeeper_connect
+    assert zk is not None
     done = subprocess.run(
         [
             sys.executable,
