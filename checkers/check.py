@@ -1,4 +1,5 @@
-"""Checking a history: load it, run every checker on one SparkSession, assemble results.json.
+"""Checking a history: load it, build the evidence once, compose the registered checkers
+(`checkers.registry`) on one SparkSession, assemble results.json.
 
     results = check_history("store/latest", config=CheckConfig(sample=5))
 
@@ -11,22 +12,21 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from pyspark.sql import SparkSession
 
+from checkers.checker import CheckContext, Checker
 from checkers.config import CheckConfig, TestSettings, find_test_settings
-from checkers.consumer_groups import check_consumer_groups, consumption_details
-from checkers.delivery import check_delivery, delivery_details
 from checkers.evidence import Evidence
 from checkers.load import LoadedHistory, load_history, locate_history
 from checkers.losses import LossRules
-from checkers.offsets import check_offsets
-from checkers.order import check_order
-from checkers.results import CheckerReport, assemble_results, collect_findings
+from checkers.registry import REGISTRY, compose
+from checkers.results import assemble_results, collect_findings
 from checkers.session import SparkSettings, get_spark
 from checkers.stats import DATA_FS, history_stats
-from checkers.unclean import check_unclean, election_counts, unclean_lost_writes
+from checkers.unclean import election_counts, unclean_lost_writes
 
 
 def check_history(
@@ -34,8 +34,10 @@ def check_history(
     *,
     spark_master: str | None = None,
     config: CheckConfig | None = None,
+    checkers: Iterable[Checker] | None = None,
 ) -> dict[str, Any]:
-    """Check the history at `path` (run directory, history.jsonl, history.parquet, .edn)."""
+    """Check the history at `path` (run directory, history.jsonl, history.parquet, .edn)
+    with `checkers`, by default the registered ones."""
     config = config or CheckConfig()
     settings = None if spark_master is None else SparkSettings(master=spark_master)
     started = time.monotonic()
@@ -48,7 +50,7 @@ def check_history(
     )
     spark = get_spark(settings)
     loaded_at = time.monotonic()
-    results = check_loaded(spark, loaded, tested, config)
+    results = check_loaded(spark, loaded, tested, config, checkers=checkers)
     results["history"]["seconds"] = {
         "load": round(loaded_at - started, 3),
         "check": round(time.monotonic() - loaded_at, 3),
@@ -57,9 +59,15 @@ def check_history(
 
 
 def check_loaded(
-    spark: SparkSession, loaded: LoadedHistory, settings: TestSettings, config: CheckConfig
+    spark: SparkSession,
+    loaded: LoadedHistory,
+    settings: TestSettings,
+    config: CheckConfig,
+    *,
+    checkers: Iterable[Checker] | None = None,
 ) -> dict[str, Any]:
-    """Run every checker over loaded tables and assemble results.json."""
+    """Run `checkers` (by default the registered ones) over loaded tables and assemble
+    results.json; their sections follow their order."""
     evidence = Evidence(loaded.ops, loaded.mops)
     elections = election_counts(loaded.events)
     try:
@@ -70,32 +78,16 @@ def check_loaded(
         losses = LossRules(settings, config.expect_loss, lost_in_windows)
         stats = history_stats(spark, loaded.ops, loaded.events, window_s=config.stats_window_s)
         has_ok = any(stats["by_f"].get(f, {}).get("ok", 0) for f in DATA_FS)
-        unclean_notes = []
-        if elections["unclean_elections"] and settings.unclean_leader_election is False:
-            unclean_notes.append(
-                f"{elections['unclean_elections']} unclean leader election(s) although "
-                "test.json turned unclean leader election off"
-            )
-        reports = [
-            CheckerReport("offsets", check_offsets(evidence, losses)),
-            CheckerReport(
-                "delivery",
-                check_delivery(evidence, losses),
-                details=delivery_details(evidence, losses),
-            ),
-            CheckerReport("order", check_order(evidence, loaded.assign, losses)),
-            CheckerReport(
-                "consumer_groups",
-                check_consumer_groups(evidence, loaded.assign, losses),
-                details=consumption_details(evidence, loaded.assign),
-            ),
-            CheckerReport(
-                "unclean",
-                check_unclean(lost_in_windows, loaded.events, losses),
-                details=elections,
-                notes=unclean_notes,
-            ),
-        ]
+        context = CheckContext(
+            evidence=evidence,
+            assign=loaded.assign,
+            events=loaded.events,
+            losses=losses,
+            unclean_lost=lost_in_windows,
+            elections=elections,
+            config=config,
+        )
+        reports = compose(REGISTRY if checkers is None else checkers, context)
         collected = collect_findings(
             [item for report in reports for item in report.findings], config.sample
         )

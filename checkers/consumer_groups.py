@@ -17,9 +17,11 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from checkers.checker import CheckContext
 from checkers.evidence import Evidence
 from checkers.findings import Finding, finding
 from checkers.losses import LossRules
+from checkers.results import CheckerReport
 
 CHECKER = "consumer_groups"
 ANOMALIES = ("at-least-once-violation",)
@@ -141,3 +143,17 @@ def consumption_details(evidence: Evidence, assign: DataFrame) -> dict[str, Any]
         "duplicates_consumed": sum(n for times, n in counts.items() if times > 1),
         "consumption_counts": {str(times): n for times, n in sorted(counts.items())},
     }
+
+
+class ConsumerGroupsChecker:
+    """The `Checker` of this module; its details say how the group consumed."""
+
+    name = CHECKER
+    anomalies = ANOMALIES
+
+    def check(self, context: CheckContext) -> CheckerReport:
+        return CheckerReport(
+            self.name,
+            check_consumer_groups(context.evidence, context.assign, context.losses),
+            details=consumption_details(context.evidence, context.assign),
+        )

@@ -22,9 +22,11 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from checkers.checker import CheckContext
 from checkers.evidence import Evidence
 from checkers.findings import Finding, finding
 from checkers.losses import LossRules
+from checkers.results import CheckerReport
 
 CHECKER = "delivery"
 ANOMALIES = ("lost-write", "unseen", "G1a", "lost-acked-write")
@@ -184,3 +186,17 @@ def delivery_details(evidence: Evidence, losses: LossRules) -> dict[str, Any]:
         "keys_without_complete_final_read": incomplete[:50],
         "keys_without_complete_final_read_count": len(incomplete),
     }
+
+
+class DeliveryChecker:
+    """The `Checker` of this module; its details say what lost-acked-write could judge."""
+
+    name = CHECKER
+    anomalies = ANOMALIES
+
+    def check(self, context: CheckContext) -> CheckerReport:
+        return CheckerReport(
+            self.name,
+            check_delivery(context.evidence, context.losses),
+            details=delivery_details(context.evidence, context.losses),
+        )

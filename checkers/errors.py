@@ -27,3 +27,8 @@ class SparkUnavailableError(CheckerError, RuntimeError):
 
 class SparkSessionConflictError(CheckerError, RuntimeError):
     """A SparkSession with another master is already running in this process."""
+
+
+class CheckerDefinitionError(CheckerError, ValueError):
+    """A checker breaks the `Checker` protocol: its name is taken, or its report is named
+    otherwise or holds anomaly types it did not declare."""

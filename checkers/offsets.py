@@ -12,9 +12,11 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from checkers.checker import CheckContext
 from checkers.evidence import Evidence
 from checkers.findings import Finding, finding
 from checkers.losses import LossRules
+from checkers.results import CheckerReport
 
 CHECKER = "offsets"
 ANOMALIES = ("inconsistent-offsets", "duplicate")
@@ -73,3 +75,13 @@ def check_offsets(evidence: Evidence, losses: LossRules) -> list[Finding]:
             ],
         ),
     ]
+
+
+class OffsetsChecker:
+    """The `Checker` of this module."""
+
+    name = CHECKER
+    anomalies = ANOMALIES
+
+    def check(self, context: CheckContext) -> CheckerReport:
+        return CheckerReport(self.name, check_offsets(context.evidence, context.losses))

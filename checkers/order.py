@@ -26,9 +26,11 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from checkers.checker import CheckContext
 from checkers.evidence import Evidence
 from checkers.findings import Finding, finding
 from checkers.losses import LossRules
+from checkers.results import CheckerReport
 
 CHECKER = "order"
 ANOMALIES = (
@@ -369,3 +371,15 @@ def check_order(evidence: Evidence, assign: DataFrame, losses: LossRules) -> lis
             allowed=ALLOWED,
         ),
     ]
+
+
+class OrderChecker:
+    """The `Checker` of this module."""
+
+    name = CHECKER
+    anomalies = ANOMALIES
+
+    def check(self, context: CheckContext) -> CheckerReport:
+        return CheckerReport(
+            self.name, check_order(context.evidence, context.assign, context.losses)
+        )

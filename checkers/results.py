@@ -9,9 +9,10 @@ complete count and the first `sample` anomalies in order. The document:
 - `anomaly_types`: the types found that make the history invalid;
 - `allowed_anomaly_types` (found, always allowed: int-send-skip) and
   `expected_anomaly_types` (found, but losses the configuration allows);
-- `checkers`: per checker `valid`, `anomalies` (samples by type), `counts` (complete, every
-  type the checker judged, 0 when none), `expected` / `expected_counts` (the same for
-  expected losses), and `details` and `notes` where it has them;
+- `checkers`: per checker `valid` (its anomalies' verdict, combined with its own if it
+  gives one), `anomalies` (samples by type), `counts` (complete, every type the checker
+  judged, 0 when none), `expected` / `expected_counts` (the same for expected losses), and
+  `details` and `notes` where it has them;
 - `stats`, `config` (the tested configuration read, and what it promised), `history`
   (where it came from and how it was loaded), `notes`.
 """
@@ -38,12 +39,17 @@ _RANK: dict[Any, int] = {True: 0, "unknown": 1, False: 2}
 
 @dataclass
 class CheckerReport:
-    """One checker's findings, plus what it says beyond anomalies."""
+    """One checker's findings, plus what it says beyond anomalies.
+
+    `valid`: a verdict of its own ("unknown": it could not judge), combined with its
+    anomalies' (false > unknown > true); None leaves the verdict to the anomalies.
+    """
 
     name: str
     findings: list[Finding]
     details: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    valid: Validity | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +138,8 @@ def checker_section(
                 if loss.samples:
                     expected[name] = loss.samples
     valid: Validity = False if invalid else (True if has_ok else "unknown")
+    if report.valid is not None:
+        valid = worst([valid, report.valid])
     section: dict[str, Any] = {"valid": valid, "anomalies": anomalies, "counts": counts}
     if expected_counts:
         section["expected"] = expected

@@ -27,9 +27,11 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from checkers.checker import CheckContext
 from checkers.evidence import Evidence
 from checkers.findings import Finding, finding
 from checkers.losses import LossRules
+from checkers.results import CheckerReport
 
 CHECKER = "unclean"
 ANOMALIES = ("unclean-loss-window",)
@@ -205,3 +207,26 @@ def election_counts(events: DataFrame) -> dict[str, int]:
         .collect()[0]
     )
     return {"leader_elections": int(row["elections"]), "unclean_elections": int(row["unclean"])}
+
+
+class UncleanChecker:
+    """The `Checker` of this module: the loss windows of `CheckContext.unclean_lost`, with
+    the elections counted, and a note when test.json had turned unclean election off."""
+
+    name = CHECKER
+    anomalies = ANOMALIES
+
+    def check(self, context: CheckContext) -> CheckerReport:
+        unclean = context.elections["unclean_elections"]
+        notes = []
+        if unclean and context.settings.unclean_leader_election is False:
+            notes.append(
+                f"{unclean} unclean leader election(s) although "
+                "test.json turned unclean leader election off"
+            )
+        return CheckerReport(
+            self.name,
+            check_unclean(context.unclean_lost, context.events, context.losses),
+            details=dict(context.elections),
+            notes=notes,
+        )

@@ -1,5 +1,6 @@
 """PNG plots of a run: latency and throughput over time with fault intervals shaded, and
-anomalies per key. Read from the Parquet form of the history, so large runs plot quickly."""
+anomalies per key. Read from the Parquet form of the history, so large runs plot quickly;
+its columns are named by the history's schema (`histories.parquet_schema`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pyarrow.parquet as pq
 
+from histories.parquet_schema import OPS_SCHEMA
+
 COLORS = {"ok": "#2e7d32", "fail": "#f9a825", "info": "#c62828"}
+
+# The ops columns plotted, looked up in the history's schema: a column renamed there fails
+# here, on import, rather than in pyarrow on some run's Parquet.
+_TIME, _TYPE, _F, _LATENCY_NS = (
+    OPS_SCHEMA.field(name).name for name in ("time", "type", "f", "latency_ns")
+)
 
 
 @dataclass(frozen=True)
@@ -69,13 +78,13 @@ def write_plots(
     """latency.png, rate.png, and where results have them anomalies.png (per key) and
     windows.png (loss windows on a time line); their paths."""
     ops = pq.read_table(
-        parquet_dir / "ops.parquet", columns=["time", "type", "f", "latency_ns"]
+        parquet_dir / "ops.parquet", columns=[_TIME, _TYPE, _F, _LATENCY_NS]
     ).to_pydict()
     latency: dict[str, tuple[list[float], list[float]]] = {kind: ([], []) for kind in COLORS}
     per_second: dict[str, Counter[int]] = {kind: Counter() for kind in COLORS}
     end_s = 0.0
     for time_ns, kind, f, latency_ns in zip(
-        ops["time"], ops["type"], ops["f"], ops["latency_ns"], strict=True
+        ops[_TIME], ops[_TYPE], ops[_F], ops[_LATENCY_NS], strict=True
     ):
         seconds = time_ns / 1e9
         end_s = max(end_s, seconds)

@@ -1,0 +1,65 @@
+"""The Checker protocol, as Jepsen's: a named check of a history that reports anomalies.
+
+A checker has a `name` (its section of results.json), the anomaly types it can report
+(HISTORY.md's names), and `check`, which reads the evidence every checker shares from a
+`CheckContext` and returns its findings as a `CheckerReport`. It returns frames, not rows:
+`check_loaded` collects every checker's findings in one Spark job. Checkers are composed
+by `checkers.registry`; adding one is writing a module and registering it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from pyspark.sql import DataFrame
+
+from checkers.config import CheckConfig, TestSettings
+from checkers.evidence import Evidence
+from checkers.losses import LossRules
+from checkers.results import CheckerReport
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    """What one check gives every checker, built once.
+
+    `evidence`: reads, writes, commitment and the dense index (with the `ops` and `mops`
+    tables); `assign` and `events`: the history's other two tables; `losses`: what the
+    tested configuration allows; `unclean_lost`: the acknowledged writes lost in
+    unclean-loss windows (`checkers.unclean`), kept, as the loss rules read them too;
+    `elections`: the SUT's leader elections counted (`leader_elections`,
+    `unclean_elections`); `config`: the options of the check.
+    """
+
+    evidence: Evidence
+    assign: DataFrame
+    events: DataFrame
+    losses: LossRules
+    unclean_lost: DataFrame
+    elections: Mapping[str, int]
+    config: CheckConfig
+
+    @property
+    def settings(self) -> TestSettings:
+        """The tested configuration read from test.json (empty: nothing promised)."""
+        return self.losses.settings
+
+
+class Checker(Protocol):
+    """A check of a history: its name, the anomaly types it reports, and the check."""
+
+    @property
+    def name(self) -> str:
+        """Its section in results.json's `checkers`; unique among the registered ones."""
+        ...
+
+    @property
+    def anomalies(self) -> tuple[str, ...]:
+        """Every anomaly type it can report; its findings report no other."""
+        ...
+
+    def check(self, context: CheckContext) -> CheckerReport:
+        """Its findings (lazy frames), details and notes, named `name`."""
+        ...
