@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from squall.cluster.broker_process import BrokerProcess
+from squall.exit_codes import ExitCode
 from squall.perf import LatencyRecorder, percentile
 from system_under_test.client import AdminClient, Consumer, Producer
 
@@ -53,8 +54,8 @@ def _progress(console: Console) -> Progress:
     )
 
 
-def run_demo(*, records: int, record_size: int, workdir: Path | None = None) -> int:
-    """Run the demo; 0 when every acknowledged record survived the crash, else 1."""
+def run_demo(*, records: int, record_size: int, workdir: Path | None = None) -> ExitCode:
+    """Run the demo; SUCCESS when every acknowledged record survived the crash, else ANOMALIES."""
     console = Console()
     with tempfile.TemporaryDirectory(prefix="squall-demo-") as tmp:
         root = workdir or Path(tmp)
@@ -73,7 +74,7 @@ def run_demo(*, records: int, record_size: int, workdir: Path | None = None) -> 
         finally:
             broker.stop()
     _summarise(console, outcome, record_size)
-    return 0 if not outcome.lost and not outcome.changed else 1
+    return ExitCode.SUCCESS if not outcome.lost and not outcome.changed else ExitCode.ANOMALIES
 
 
 def _produce_crash_consume(

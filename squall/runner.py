@@ -36,6 +36,7 @@ from nemesis import (
 )
 from squall.cluster.cluster import Cluster
 from squall.cluster.runtimes import default_runtime, new_run_id, runtime_named
+from squall.exit_codes import ExitCode
 from squall.report.live import RunView
 from squall.spec import TestSpec
 from squall.store import RunDirectory, RunStore
@@ -43,10 +44,6 @@ from workloads import QueueWorkload
 
 log = logging.getLogger(__name__)
 
-EXIT_VALID = 0
-EXIT_INVALID = 1
-EXIT_USAGE = 2
-EXIT_INFRASTRUCTURE = 3
 SUT_EVENT_TYPES = {"leader-election", "isr-change"}
 
 
@@ -100,7 +97,7 @@ class TestRunner:
         runtime: Any = runtime_named(spec.runtime or "local")
         cluster: Cluster | None = None
         results: dict[str, Any] | None = None
-        exit_code = EXIT_INFRASTRUCTURE
+        exit_code: int = ExitCode.INFRASTRUCTURE
         with (
             self._signals(),
             Live(view, console=self.console, refresh_per_second=4, transient=False),
@@ -347,7 +344,7 @@ class TestRunner:
         except Exception as err:
             log.exception("checking %s failed", run_dir.history)
             self.console.print(f"[bold red]the checkers failed:[/] {err}")
-            return None, EXIT_INFRASTRUCTURE
+            return None, ExitCode.INFRASTRUCTURE
         run_dir.write_json(run_dir.results, results)
         try:
             write_reports(run_dir, results)
@@ -357,11 +354,11 @@ class TestRunner:
         valid = results.get("valid")
         return (
             results,
-            EXIT_VALID
+            ExitCode.VALID
             if valid is True
-            else EXIT_INVALID
+            else ExitCode.ANOMALIES
             if valid is False
-            else EXIT_INFRASTRUCTURE,
+            else ExitCode.INFRASTRUCTURE,
         )
 
 

@@ -1,4 +1,4 @@
-"""What every subcommand shares: exit codes and error output."""
+"""What every subcommand shares: error output and the exit code that goes with it."""
 
 from __future__ import annotations
 
@@ -8,9 +8,13 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-EXIT_ANOMALIES = 1
-EXIT_USAGE = 2
-EXIT_INFRASTRUCTURE = 3
+from squall.exit_codes import ExitCode
+
+# Transitional names for commands/run.py, cluster.py and nemesis.py, which still import
+# them; the values are ExitCode's, defined nowhere else.
+EXIT_ANOMALIES = ExitCode.ANOMALIES
+EXIT_USAGE = ExitCode.USAGE
+EXIT_INFRASTRUCTURE = ExitCode.INFRASTRUCTURE
 
 stderr = Console(stderr=True, soft_wrap=True)
 

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import typer
 
-from squall.commands._common import EXIT_INFRASTRUCTURE, EXIT_USAGE, fail
+from squall.commands._common import fail
+from squall.commands.choices import ExpectedLossName, LoaderName
+from squall.exit_codes import ExitCode
 
 _RUNS = ("run", "edn")  # a directory holding the history (not a bare history.parquet/)
 
@@ -26,13 +28,13 @@ def check(
     sample: int = typer.Option(
         8, "--sample", min=0, help="Anomalies kept per type (counts are complete)."
     ),
-    expect_loss: list[str] = typer.Option(
+    expect_loss: list[ExpectedLossName] = typer.Option(
         [],
         "--expect-loss",
         help="acks0, acks1 or unclean: losses to report as expected, not invalid.",
     ),
-    loader: str = typer.Option(
-        "auto",
+    loader: LoaderName = typer.Option(
+        LoaderName.AUTO,
         "--loader",
         help="auto (bulk, exact where it must) | exact: how history.jsonl becomes Parquet.",
     ),
@@ -57,33 +59,31 @@ def check(
         fail(
             f"{path} does not exist; give a run directory, a history.jsonl, a history.parquet/ "
             "or a Jepsen history.edn",
-            EXIT_USAGE,
+            ExitCode.USAGE,
         )
-    if loader not in ("auto", "exact"):
-        fail(f"--loader {loader!r}: expected auto or exact", EXIT_USAGE)
     try:
         config = CheckConfig(
             sample=sample,
-            expect_loss=frozenset(expect_loss),  # type: ignore[arg-type]
-            loader=loader,  # type: ignore[arg-type]
+            expect_loss=frozenset(loss.literal for loss in expect_loss),
+            loader=loader.literal,
         )
     except (ValueError, TypeError) as err:
-        fail(f"--expect-loss: {err}", EXIT_USAGE)
+        fail(str(err), ExitCode.USAGE)
     try:
         results = check_history(path, spark_master=spark_master, config=config)
     except (HistoryFormatError, HistoryNotFoundError, TestConfigError) as err:
-        fail(str(err), EXIT_USAGE)
+        fail(str(err), ExitCode.USAGE)
     except SparkUnavailableError as err:
-        fail(str(err), EXIT_INFRASTRUCTURE)
+        fail(str(err), ExitCode.INFRASTRUCTURE)
     except CheckerError as err:
-        fail(str(err), EXIT_USAGE)
+        fail(str(err), ExitCode.USAGE)
     except ValueError as err:  # malformed EDN or history content the readers reject
-        fail(str(err), EXIT_USAGE)
+        fail(str(err), ExitCode.USAGE)
     except OSError as err:
-        fail(f"cannot read or convert {path}: {err}", EXIT_INFRASTRUCTURE)
+        fail(f"cannot read or convert {path}: {err}", ExitCode.INFRASTRUCTURE)
     except Exception as err:  # Spark or its JVM failing mid-run (py4j errors)
         if type(err).__module__.startswith(("py4j", "pyspark")):
-            fail(f"Spark failed while checking {path}: {err}", EXIT_INFRASTRUCTURE)
+            fail(f"Spark failed while checking {path}: {err}", ExitCode.INFRASTRUCTURE)
         raise
     run_dir = path if path.is_dir() and results.get("history", {}).get("kind") in _RUNS else None
     if run_dir is not None and write:
@@ -93,4 +93,10 @@ def check(
     else:
         print_results(results, run_dir=run_dir)
     valid = results.get("valid")
-    raise typer.Exit(0 if valid is True else 1 if valid is False else EXIT_INFRASTRUCTURE)
+    raise typer.Exit(
+        ExitCode.VALID
+        if valid is True
+        else ExitCode.ANOMALIES
+        if valid is False
+        else ExitCode.INFRASTRUCTURE
+    )

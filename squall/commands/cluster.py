@@ -21,6 +21,7 @@ from squall.cluster.runtimes import (
     runtime_named,
 )
 from squall.commands._common import EXIT_INFRASTRUCTURE, EXIT_USAGE, fail, stderr
+from squall.commands.choices import RuntimeName
 from system_under_test.config import ConfigError, parse_assignments
 
 cluster_app = typer.Typer(
@@ -30,8 +31,8 @@ cluster_app = typer.Typer(
 
 @cluster_app.command("up")
 def up(
-    runtime: str = typer.Option(
-        "",
+    runtime: RuntimeName | None = typer.Option(
+        None,
         "--runtime",
         help=f"{' | '.join(RUNTIMES)}; default: docker where an engine answers, else local.",
     ),

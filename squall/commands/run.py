@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from squall.commands._common import EXIT_USAGE, fail
+from squall.commands.choices import RuntimeName
 from squall.spec import TOP_LEVEL, SpecError, TestSpec
 from squall.store import DEFAULT_STORE, RunStore, StoreError
 
@@ -69,7 +70,7 @@ def run(
         None, "--spec", help="A TOML test spec; flags override it."
     ),
     name: str | None = typer.Option(None, "--name", help="Test name (its store directory)."),
-    runtime: str | None = typer.Option(
+    runtime: RuntimeName | None = typer.Option(
         None, "--runtime", help="docker | ssh | local (default: docker if an engine answers)."
     ),
     nodes: int | None = typer.Option(None, "--nodes", min=1, help="Brokers."),
