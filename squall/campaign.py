@@ -29,19 +29,34 @@ import itertools
 import json
 import re
 import time
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-from xml.etree import ElementTree
+from typing import Annotated, Any
 
-from squall.spec import SpecError, TestSpec
+from pydantic import Field
+
+from squall.config import ConfigModel, ConfigurationError, read_toml, set_path, validate
+from squall.report.junit import JUnitCase, JUnitOutcome, render_suite
+from squall.spec import TestSpec
 
 
-class CampaignError(ValueError):
+class CampaignError(ConfigurationError):
     """A campaign file that cannot be run."""
+
+
+class CampaignFile(ConfigModel):
+    """A campaign: a base spec, a matrix of values to vary, and explicit cases."""
+
+    name: str | None = None
+    """The campaign's name (default: the base spec's name, else the file's)."""
+    base: dict[str, Any] = Field(default_factory=dict)
+    """A test spec shared by every case."""
+    matrix: dict[str, Annotated[list[Any], Field(min_length=1)]] = Field(default_factory=dict)
+    """Spec paths (``workload/acks``) and the values to try; every combination is a case."""
+    case: list[dict[str, Any]] = Field(default_factory=list)
+    """Explicit cases: spec paths and their values, and optionally a ``name``."""
 
 
 @dataclass(frozen=True)
@@ -50,16 +65,6 @@ class CampaignCase:
 
     parameters: dict[str, Any]
     spec: TestSpec
-
-
-def _set(doc: dict[str, Any], path: str, value: Any) -> None:
-    *parents, last = path.split("/")
-    for key in parents:
-        child = doc.setdefault(key, {})
-        if not isinstance(child, dict):
-            raise CampaignError(f"path {path!r}: {key!r} is not a table in the base spec")
-        doc = child
-    doc[last] = value
 
 
 def _slug(value: Any) -> str:
@@ -90,54 +95,35 @@ def _case_name(base: str, parameters: Mapping[str, Any]) -> str:
 
 def load_campaign(path: Path) -> tuple[str, list[CampaignCase]]:
     """The campaign's name and its cases, every spec validated before anything runs."""
-    try:
-        doc = tomllib.loads(path.read_text())
-    except OSError as err:
-        raise CampaignError(f"cannot read campaign {path}: {err.strerror}") from None
-    except tomllib.TOMLDecodeError as err:
-        raise CampaignError(f"{path}: not valid TOML: {err}") from None
-    unknown = sorted(set(doc) - {"base", "matrix", "case", "name"})
-    if unknown:
-        raise CampaignError(
-            f"{path}: unknown top-level key(s) {', '.join(unknown)}; use [base], [matrix], [[case]]"
-        )
-    base = doc.get("base", {})
-    name = str(doc.get("name") or base.get("name") or path.stem)
-    matrix: Mapping[str, Any] = doc.get("matrix", {})
-    for key, values in matrix.items():
-        if not isinstance(values, list) or not values:
-            raise CampaignError(f"{path}: [matrix] {key!r} must be a non-empty list of values")
-    combos: list[dict[str, Any]] = (
-        [
-            dict(zip(matrix.keys(), values, strict=True))
-            for values in itertools.product(*matrix.values())
-        ]
-        if matrix
-        else []
+    doc = validate(
+        CampaignFile,
+        read_toml(path, what="campaign", error=CampaignError),
+        source=str(path),
+        error=CampaignError,
     )
-    explicit = doc.get("case", [])
-    if not isinstance(explicit, list):
-        raise CampaignError(f"{path}: `case` must be an array of tables ([[case]])")
-    combos += [dict(c) for c in explicit]
+    name = str(doc.name or doc.base.get("name") or path.stem)
+    combos = [
+        dict(zip(doc.matrix.keys(), values, strict=True))
+        for values in itertools.product(*doc.matrix.values())
+        if doc.matrix
+    ]
+    combos += [dict(c) for c in doc.case]
     if not combos:
         combos = [{}]
     cases: list[CampaignCase] = []
     names: set[str] = set()
     for number, parameters in enumerate(combos, start=1):
-        spec_doc = copy.deepcopy(dict(base))
-        for key, value in parameters.items():
-            if key == "name":
-                continue
-            _set(spec_doc, key, value)
         case_name = str(parameters.get("name") or _case_name(name, parameters))
         while case_name in names:
             case_name = f"{case_name}-{number}"
         names.add(case_name)
+        source = f"{path} case {number} ({case_name})"
+        spec_doc = copy.deepcopy(doc.base)
+        for key, value in parameters.items():
+            if key != "name":
+                set_path(spec_doc, key, value, source=source, error=CampaignError)
         spec_doc["name"] = case_name
-        try:
-            spec = TestSpec.from_mapping(spec_doc, source=f"{path} case {number} ({case_name})")
-        except SpecError as err:
-            raise CampaignError(str(err)) from None
+        spec = validate(TestSpec, spec_doc, source=source, error=CampaignError)
         cases.append(CampaignCase(parameters, spec))
     return name, cases
 
@@ -158,32 +144,21 @@ class CaseResult:
 
 def junit_xml(campaign: str, results: list[CaseResult]) -> str:
     """One test case per run: a failure when anomalies were found, an error when infrastructure failed."""
-    suite = ElementTree.Element(
-        "testsuite",
-        name=campaign,
-        tests=str(len(results)),
-        failures=str(sum(1 for r in results if r.exit_code == 1)),
-        errors=str(sum(1 for r in results if r.exit_code not in (0, 1))),
-        time=f"{sum(r.seconds for r in results):.1f}",
+    cases = []
+    for r in results:
+        detail = json.dumps({"parameters": r.parameters, "run_dir": r.run_dir}, default=str)
+        outcome = None
+        if r.exit_code == 1:
+            outcome = JUnitOutcome("failure", f"anomalies: {', '.join(r.anomaly_types)}", detail)
+        elif r.exit_code != 0:
+            outcome = JUnitOutcome("error", r.error or f"exit code {r.exit_code}", detail)
+        cases.append(JUnitCase(r.name, time_s=r.seconds, outcome=outcome, system_out=detail))
+    return render_suite(
+        campaign,
+        cases,
+        time_s=sum(r.seconds for r in results),
         timestamp=datetime.now(UTC).isoformat(timespec="seconds"),
     )
-    for r in results:
-        case = ElementTree.SubElement(
-            suite, "testcase", classname=campaign, name=r.name, time=f"{r.seconds:.1f}"
-        )
-        detail = json.dumps({"parameters": r.parameters, "run_dir": r.run_dir}, default=str)
-        if r.exit_code == 1:
-            failure = ElementTree.SubElement(
-                case, "failure", message=f"anomalies: {', '.join(r.anomaly_types)}"
-            )
-            failure.text = detail
-        elif r.exit_code != 0:
-            error = ElementTree.SubElement(
-                case, "error", message=r.error or f"exit code {r.exit_code}"
-            )
-            error.text = detail
-        ElementTree.SubElement(case, "system-out").text = detail
-    return ElementTree.tostring(suite, encoding="unicode", xml_declaration=True)
 
 
 def run_campaign(

@@ -18,65 +18,121 @@ Written as TOML (``squall run --spec FILE``) or assembled from CLI flags::
     replication_factor = 3
     topic_config = { "min.insync.replicas" = "2" }
 
-    [nemesis]                     # nemesis.ScheduleSpec; omit for no faults
+    [nemesis]                     # squall.config.NemesisTable; omit for no faults
     faults = { kill = 1, partition = 1 }
     interval_s = [5, 10]
     duration_s = [3, 6]
 
 ``test.json`` holds this spec resolved (seed drawn, runtime chosen), plus the ``topic``
-summary the checkers read to know what the configuration promised.
+summary the checkers read to know what the configuration promised. Both are pydantic models
+(`TestSpec`, `TestDocument`); their JSON Schemas are ``docs/schemas/spec.schema.json`` and
+``docs/schemas/test.schema.json``.
 """
 
 from __future__ import annotations
 
 import random
-import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from nemesis import FaultError, ScheduleSpec
-from system_under_test.config import BROKER_KEYS, ConfigError, resolve_topic_config
+from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from squall.config import (
+    ConfigModel,
+    ConfigurationError,
+    Count,
+    ScheduleSpecTable,
+    Seconds,
+    Seed,
+    one_of,
+    read_toml,
+    validate,
+)
+from system_under_test.config import BROKER_KEYS, ConfigError
 from workloads import WorkloadSpec
-from workloads.errors import WorkloadSpecError
 
-TOP_LEVEL = {
-    "name",
-    "runtime",
-    "nodes",
-    "seed",
-    "time_limit_s",
-    "recovery_wait_s",
-    "inventory",
-    "broker",
-    "workload",
-    "nemesis",
-    "description",
-}
+if TYPE_CHECKING:
+    BrokerKey = str
+else:
+    BrokerKey = one_of(BROKER_KEYS)
 
 
-class SpecError(ValueError):
+def _setting_text(value: object) -> object:
+    """A broker setting is text, as in a properties file: 3 is taken as "3", true as "true"."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value) if isinstance(value, int | float) else value
+
+
+BrokerSetting = Annotated[
+    str, BeforeValidator(_setting_text, json_schema_input_type=str | int | float | bool)
+]
+
+
+class SpecError(ConfigurationError):
     """A test spec that cannot be run: names the file, the key and what to do."""
 
 
-@dataclass(frozen=True)
-class TestSpec:
-    """Everything that defines one test run."""
-
-    name: str
-    workload: WorkloadSpec
-    nemesis: ScheduleSpec | None = None
-    runtime: str | None = None
-    nodes: int = 3
-    seed: int | None = None
-    time_limit_s: float = 60.0
-    recovery_wait_s: float = 10.0
-    broker: Mapping[str, str] = field(default_factory=dict)
-    inventory: str | None = None
-    description: str = ""
+class TestSpec(ConfigModel):
+    """A squall test: what cluster, which workload, which faults, for how long, from which
+    seed (a TOML file for ``squall run --spec``)."""
 
     __test__ = False  # not a pytest test class
+
+    name: Annotated[str, Field(min_length=1)]
+    """A short name for the test: its store directory."""
+    description: str = ""
+    """What the test is for."""
+    runtime: Literal["docker", "ssh", "local"] | None = None
+    """Where the nodes run (default: docker where an engine answers, else local)."""
+    nodes: Count = 3
+    """Brokers (plus one ZooKeeper node)."""
+    seed: Seed | None = None
+    """Seed of the workload and the fault schedule (default: drawn, then saved)."""
+    time_limit_s: Seconds = 60.0
+    """Seconds of workload under faults."""
+    recovery_wait_s: Seconds = 10.0
+    """Seconds to wait after healing, before the final read."""
+    inventory: str | None = None
+    """The inventory file naming the hosts, for the ssh runtime."""
+    broker: dict[BrokerKey, BrokerSetting] = Field(default_factory=dict)
+    """Broker settings with Kafka's names, e.g. "replica.truncation" = "high-watermark"."""
+    workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
+    """The queue workload."""
+    nemesis: ScheduleSpecTable | None = None
+    """The fault schedule; omit for no faults."""
+
+    @field_validator("runtime", mode="before")
+    @classmethod
+    def _plain_runtime(cls, value: object) -> object:
+        return value.value if isinstance(value, Enum) else value
+
+    @field_validator("broker")
+    @classmethod
+    def _broker_values(cls, broker: dict[str, str]) -> dict[str, str]:
+        for key, setting in broker.items():
+            try:
+                BROKER_KEYS[key].convert(setting, "broker")
+            except ConfigError as err:  # the path is in front of the message already
+                raise ValueError(str(err).removeprefix("broker: ")) from None
+        return broker
+
+    @field_validator("nemesis", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: object) -> object:
+        return None if value == {} else value
+
+    @model_validator(mode="after")
+    def _enough_nodes(self) -> TestSpec:
+        if self.workload.replication_factor > self.nodes:
+            raise ValueError(
+                f"replication_factor {self.workload.replication_factor} needs at least that "
+                f"many nodes, but nodes = {self.nodes}"
+            )
+        return self
 
     def resolved(self, *, runtime: str) -> TestSpec:
         """The spec with a seed drawn and the runtime chosen, as a replay must see it."""
@@ -84,7 +140,7 @@ class TestSpec:
         nemesis = self.nemesis
         if nemesis is not None:
             nemesis = replace(nemesis, seed=seed, time_limit_s=self.time_limit_s)
-        return replace(self, seed=seed, runtime=runtime, nemesis=nemesis)
+        return self.model_copy(update={"seed": seed, "runtime": runtime, "nemesis": nemesis})
 
     def promises_no_loss(self) -> bool:
         """acks=-1 with min.insync >= 2 and unclean election off: acknowledged data must survive."""
@@ -131,81 +187,46 @@ class TestSpec:
 
     @classmethod
     def from_mapping(cls, doc: Mapping[str, Any], *, source: str) -> TestSpec:
-        unknown = sorted(set(doc) - TOP_LEVEL)
-        if unknown:
-            raise SpecError(
-                f"{source}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(TOP_LEVEL))}"
-            )
-        name = doc.get("name")
-        if not isinstance(name, str) or not name:
-            raise SpecError(
-                f"{source}: `name` is required: a short name for the test's store directory"
-            )
-        broker = {str(k): str(v) for k, v in dict(doc.get("broker", {})).items()}
-        bad = sorted(k for k in broker if k not in BROKER_KEYS)
-        if bad:
-            raise SpecError(
-                f"{source}: [broker] has unknown key(s) {', '.join(bad)}; use Kafka's broker keys"
-            )
-        try:
-            workload = WorkloadSpec.from_dict(dict(doc.get("workload", {})))
-            resolve_topic_config(dict(workload.topic_config), f"{source} [workload] topic_config")
-        except (WorkloadSpecError, ConfigError, TypeError, ValueError) as err:
-            raise SpecError(f"{source}: [workload]: {err}") from None
-        nemesis: ScheduleSpec | None = None
-        if doc.get("nemesis"):
-            try:
-                nemesis = ScheduleSpec.from_json(
-                    {"time_limit_s": doc.get("time_limit_s", 60.0), **dict(doc["nemesis"])}
-                )
-            except FaultError as err:
-                raise SpecError(f"{source}: [nemesis]: {err}") from None
-        spec = cls(
-            name=name,
-            workload=workload,
-            nemesis=nemesis,
-            runtime=doc.get("runtime"),
-            nodes=_int(doc, "nodes", 3, source, minimum=1),
-            seed=_int(doc, "seed", None, source, minimum=0),
-            time_limit_s=_float(doc, "time_limit_s", 60.0, source),
-            recovery_wait_s=_float(doc, "recovery_wait_s", 10.0, source),
-            broker=broker,
-            inventory=doc.get("inventory"),
-            description=str(doc.get("description", "")),
-        )
-        if spec.runtime not in (None, "docker", "ssh", "local"):
-            raise SpecError(f"{source}: runtime = {spec.runtime!r}: use docker, ssh or local")
-        if spec.workload.replication_factor > spec.nodes:
-            raise SpecError(
-                f"{source}: replication_factor {spec.workload.replication_factor} needs at least "
-                f"that many nodes, but nodes = {spec.nodes}"
-            )
-        return spec
+        """The spec in `doc` (a TOML or test.json document); SpecError naming `source`."""
+        return validate(cls, doc, source=source, error=SpecError)
 
     @classmethod
     def load(cls, path: Path) -> TestSpec:
-        try:
-            doc = tomllib.loads(path.read_text())
-        except OSError as err:
-            raise SpecError(f"cannot read spec {path}: {err.strerror}") from None
-        except tomllib.TOMLDecodeError as err:
-            raise SpecError(f"{path}: not valid TOML: {err}") from None
-        return cls.from_mapping(doc, source=str(path))
+        """The spec in the TOML file `path`."""
+        return cls.from_mapping(read_toml(path, what="spec", error=SpecError), source=str(path))
 
 
-def _int(
-    doc: Mapping[str, Any], key: str, default: int | None, source: str, *, minimum: int
-) -> Any:
-    value = doc.get(key, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise SpecError(f"{source}: {key} = {value!r}: expected an integer >= {minimum}")
-    return value
+TOP_LEVEL = frozenset(TestSpec.model_fields)
+"""The keys of a spec's top level."""
 
 
-def _float(doc: Mapping[str, Any], key: str, default: float, source: str) -> float:
-    value = doc.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise SpecError(f"{source}: {key} = {value!r}: expected a number of seconds > 0")
-    return float(value)
+class TopicSummary(ConfigModel):
+    """What the checkers need to know of the topic and what its configuration promised."""
+
+    name: str
+    partitions: int
+    replication_factor: int
+    min_insync_replicas: int
+    unclean_leader_election: bool
+    truncation: str
+    """How a follower truncates: leader-epoch or high-watermark."""
+
+
+class TestDocument(TestSpec):
+    """A run's test.json: the resolved spec (`TestSpec.to_json`) and what the run adds."""
+
+    model_config = ConfigDict(extra="allow")
+
+    topic: TopicSummary
+    run_id: str | None = None
+    """The cluster's run id (labels on containers and networks)."""
+    bootstrap: str | None = None
+    """The brokers' addresses, HOST:PORT,..."""
+    zookeeper: str | None = None
+    """ZooKeeper's address, HOST:PORT."""
+    versions: dict[str, str | None] = Field(default_factory=dict)
+    """Versions of Python and the libraries the run used."""
+    git_commit: str | None = None
+    """The commit of squall that ran the test."""
+    run_dir: str | None = None
+    """The run directory."""

@@ -4,32 +4,38 @@ A spec says which topic and keys (one key per partition, named ``"<topic>-<parti
 as HISTORY.md asks), how records are produced (acks, sync or async producer) and consumed
 (commit after processing for at-least-once or before for at-most-once; assign or
 subscribe), how fast (total ops/s, split between producers and consumers by the op mix),
-and how long the final read may take. Every mistake raises `WorkloadSpecError` naming the
-field and what would be valid.
+and how long the final read may take. The specs are pydantic models: an invalid value
+raises pydantic's ``ValidationError`` naming the field, the value and what would be valid.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal, cast, get_args
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    field_validator,
+    model_validator,
+)
 
 from system_under_test.client.config import ConsumerConfig, ProducerConfig
-from system_under_test.client.exceptions import ClientConfigError
-from system_under_test.config import ConfigError, resolve_topic_config
+from system_under_test.config import TOPIC_KEYS, ConfigError, resolve_topic_config
 from workloads.errors import WorkloadSpecError
 
 ProducerMode = Literal["sync", "async"]
 ConsumerMode = Literal["at-least-once", "at-most-once"]
 Subscription = Literal["assign", "subscribe"]
 
-_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 MAX_VALUE_SIZE = 1 << 20
 # The workload records every commit, so it alone decides when and where the group commits.
 _RESERVED_CONSUMER_KEYS = ("group.id", "zookeeper.connect", "auto.commit.enable")
 _ASYNC_PRODUCER_DEFAULTS: dict[str, object] = {"queue.buffering.max.ms": 5}
+_MODEL_CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 def key_name(topic: str, partition: int) -> str:
@@ -45,33 +51,44 @@ def partition_of(key: str) -> int:
     return int(number)
 
 
-def _finite(name: str, value: object, *, minimum: float = 0.0, strict: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise WorkloadSpecError(f"{name} is {value!r}, expected a finite number")
-    if value < minimum or (strict and value == minimum):
-        relation = ">" if strict else ">="
-        raise WorkloadSpecError(f"{name} is {value!r}, expected a number {relation} {minimum:g}")
-    return float(value)
-
-
-def _integer(name: str, value: object, *, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise WorkloadSpecError(f"{name} is {value!r}, expected an integer >= {minimum}")
-    if value < minimum:
-        raise WorkloadSpecError(f"{name} is {value}, expected an integer >= {minimum}")
+def _no_bool(value: object) -> object:
+    if isinstance(value, bool):
+        raise ValueError(f"expected -1 (all), 0 or 1, not {value}")
     return value
 
 
-def _choice(name: str, value: object, kind: Any) -> None:
-    allowed = get_args(kind)
-    if value not in allowed:
-        raise WorkloadSpecError(
-            f"{name} is {value!r}, expected one of {', '.join(repr(a) for a in allowed)}"
-        )
+def _setting_text(value: object) -> str:
+    """A setting as a properties file writes it: 2 as "2", true as "true"."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-@dataclass(frozen=True, slots=True)
-class OpMix:
+def _topic_config(value: object) -> dict[str, str]:
+    if not isinstance(value, Mapping) or not all(
+        isinstance(setting, str | int | bool) for setting in value.values()
+    ):
+        raise ValueError('expected a table of topic settings, e.g. { "min.insync.replicas" = "2" }')
+    try:
+        resolve_topic_config(value, "topic_config")
+    except ConfigError as err:  # the path is in front of the message already
+        raise ValueError(str(err).removeprefix("topic_config: ")) from None
+    return {str(key): _setting_text(setting) for key, setting in value.items()}
+
+
+Weight = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
+Positive = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
+Count = Annotated[int, Field(strict=True, ge=1)]
+Size = Annotated[int, Field(strict=True, ge=0)]
+Acks = Annotated[Literal[-1, 0, 1], BeforeValidator(_no_bool)]
+TopicConfig = Annotated[
+    dict[str, str],
+    PlainValidator(
+        _topic_config,
+        json_schema_input_type=dict[Literal[tuple(TOPIC_KEYS)], str | int | bool],  # type: ignore[misc]
+    ),
+]
+
+
+class OpMix(BaseModel):
     """Relative weights of the operations, as Jepsen's generator mixes them.
 
     Sends are made by producers, polls, commits and crashes by consumers; the total rate is
@@ -79,18 +96,22 @@ class OpMix:
     operation from the poll/commit/crash weights.
     """
 
-    send: float = 1.0
-    poll: float = 1.0
-    commit: float = 0.2
-    crash: float = 0.01
+    model_config = _MODEL_CONFIG
 
-    def __post_init__(self) -> None:
-        for name in ("send", "poll", "commit", "crash"):
-            _finite(f"mix.{name}", getattr(self, name))
+    send: Weight = 1.0
+    """Weight of sends (producers)."""
+    poll: Weight = 1.0
+    """Weight of polls (consumers)."""
+    commit: Weight = 0.2
+    """Weight of offset commits (consumers)."""
+    crash: Weight = 0.01
+    """Weight of consumer crashes (the client is closed and a new one starts)."""
+
+    @model_validator(mode="after")
+    def _something_to_do(self) -> OpMix:
         if self.total == 0:
-            raise WorkloadSpecError(
-                "every weight of the op mix is 0; give send or poll a positive weight"
-            )
+            raise ValueError("every weight of the op mix is 0; give send or poll a positive weight")
+        return self
 
     @property
     def total(self) -> float:
@@ -101,8 +122,7 @@ class OpMix:
         return self.poll + self.commit + self.crash
 
 
-@dataclass(frozen=True, slots=True)
-class WorkloadSpec:
+class WorkloadSpec(BaseModel):
     """One queue workload: topic and keys, producers, consumers, rates and the final read.
 
     `rate` is the total ops/s over every worker (None: as fast as the clients go). An async
@@ -111,125 +131,121 @@ class WorkloadSpec:
     the workload's defaults; the group keys are the workload's own.
     """
 
-    topic: str = "squall-queue"
-    partitions: int = 3
-    replication_factor: int = 3
-    topic_config: Mapping[str, str] = field(default_factory=dict)
-    acks: int = -1
+    model_config = _MODEL_CONFIG
+
+    topic: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")] = "squall-queue"
+    """The topic: 1 to 249 of [A-Za-z0-9._-]."""
+    partitions: Count = 3
+    """Partitions of the topic; each is one key of the history."""
+    replication_factor: Count = 3
+    """Replicas of each partition."""
+    topic_config: TopicConfig = Field(default_factory=dict)
+    """Topic-level settings with Kafka's names, e.g. { "min.insync.replicas" = "2" }."""
+    acks: Acks = -1
+    """The producer's acks: -1 (all), 0 or 1."""
     producer_mode: ProducerMode = "sync"
-    in_flight: int = 8
-    rate: float | None = 100.0
-    producers: int = 2
-    consumers: int = 2
-    value_size: int = 0
-    mix: OpMix = field(default_factory=OpMix)
+    """sync: one send in flight per producer; async: up to in_flight."""
+    in_flight: Count = 8
+    """Sends an async producer keeps outstanding."""
+    rate: Positive | None = 100.0
+    """Operations per second over every worker (none: as fast as the clients go)."""
+    producers: Size = 2
+    """Producer workers."""
+    consumers: Size = 2
+    """Consumer workers."""
+    value_size: Annotated[int, Field(strict=True, ge=0, le=MAX_VALUE_SIZE)] = 0
+    """Bytes of padding in each value (at most 1 MiB)."""
+    mix: OpMix = Field(default_factory=OpMix)
+    """Relative weights of sends, polls, commits and consumer crashes."""
     consumer_mode: ConsumerMode = "at-least-once"
+    """Commit after processing (at-least-once) or before (at-most-once)."""
     subscription: Subscription = "subscribe"
+    """subscribe: every consumer reads every partition; assign: they share them out."""
     group_id: str | None = None
-    poll_timeout_ms: int = 100
-    final_read_deadline_s: float = 30.0
-    final_read_settle_s: float = 3.0
-    shutdown_timeout_s: float = 15.0
-    producer_config: Mapping[str, object] = field(default_factory=dict)
-    consumer_config: Mapping[str, object] = field(default_factory=dict)
+    """The consumer group (default: squall-<topic>)."""
+    poll_timeout_ms: Size = 100
+    """How long one poll waits for records."""
+    final_read_deadline_s: Positive = 30.0
+    """How long the final read may take."""
+    final_read_settle_s: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] = 3.0
+    """How long the final read waits for nothing new before it ends."""
+    shutdown_timeout_s: Positive = 15.0
+    """How long workers get to stop."""
+    producer_config: dict[str, Any] = Field(default_factory=dict)
+    """Producer client settings (Kafka 0.8 names)."""
+    consumer_config: dict[str, Any] = Field(default_factory=dict)
+    """Consumer client settings (Kafka 0.8 names); the group keys are the workload's."""
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.topic, str) or not _TOPIC_NAME.fullmatch(self.topic):
-            raise WorkloadSpecError(f"topic is {self.topic!r}, expected 1 to 249 of [A-Za-z0-9._-]")
-        if self.topic in (".", ".."):
-            raise WorkloadSpecError(f"topic {self.topic!r} is reserved; choose another name")
-        _integer("partitions", self.partitions, minimum=1)
-        _integer("replication_factor", self.replication_factor, minimum=1)
-        self._check_topic_config()
-        if isinstance(self.acks, bool) or self.acks not in (-1, 0, 1):
-            raise WorkloadSpecError(f"acks is {self.acks!r}, expected -1 (all), 0 or 1")
-        _choice("producer_mode", self.producer_mode, ProducerMode)
-        _integer("in_flight", self.in_flight, minimum=1)
-        if self.rate is not None:
-            _finite("rate", self.rate, strict=True)
-        _integer("producers", self.producers, minimum=0)
-        _integer("consumers", self.consumers, minimum=0)
-        _integer("value_size", self.value_size, minimum=0)
-        if self.value_size > MAX_VALUE_SIZE:
-            raise WorkloadSpecError(
-                f"value_size is {self.value_size}, expected at most {MAX_VALUE_SIZE} bytes"
-            )
-        if not isinstance(self.mix, OpMix):
-            raise WorkloadSpecError(f"mix is {self.mix!r}, expected an OpMix")
-        _choice("consumer_mode", self.consumer_mode, ConsumerMode)
-        _choice("subscription", self.subscription, Subscription)
-        _integer("poll_timeout_ms", self.poll_timeout_ms, minimum=0)
-        _finite("final_read_deadline_s", self.final_read_deadline_s, strict=True)
-        _finite("final_read_settle_s", self.final_read_settle_s)
-        _finite("shutdown_timeout_s", self.shutdown_timeout_s, strict=True)
-        self._check_workers()
-        self._check_client_configs()
+    @field_validator("topic")
+    @classmethod
+    def _not_reserved(cls, topic: str) -> str:
+        if topic in (".", ".."):
+            raise ValueError(f"topic {topic!r} is reserved; choose another name")
+        return topic
 
-    def _check_topic_config(self) -> None:
-        if not isinstance(self.topic_config, Mapping):
-            raise WorkloadSpecError(
-                f"topic_config is {self.topic_config!r}, expected a mapping such as "
-                "{'min.insync.replicas': '2'}"
+    @field_validator("group_id")
+    @classmethod
+    def _znode_name(cls, group_id: str | None) -> str | None:
+        if group_id is not None and (
+            not group_id.strip() or "/" in group_id or group_id in (".", "..")
+        ):
+            raise ValueError(
+                "expected a non-empty name without '/' (it becomes the ZooKeeper znode "
+                "/consumers/<group_id>)"
             )
-        try:
-            resolved = resolve_topic_config(self.topic_config, "workload topic_config")
-        except ConfigError as err:
-            raise WorkloadSpecError(str(err)) from None
-        insync = resolved.get("min.insync.replicas")
+        return group_id
+
+    @field_validator("producer_config")
+    @classmethod
+    def _producer_settings(cls, config: dict[str, Any]) -> dict[str, Any]:
+        ProducerConfig.from_mapping(config)  # ClientConfigError, a ValueError, names the key
+        return config
+
+    @field_validator("consumer_config")
+    @classmethod
+    def _consumer_settings(cls, config: dict[str, Any]) -> dict[str, Any]:
+        reserved = sorted(set(config) & set(_RESERVED_CONSUMER_KEYS))
+        if reserved:
+            raise ValueError(
+                f"sets {', '.join(reserved)}, which the workload owns (it "
+                "records every commit); use group_id for the group's name"
+            )
+        ConsumerConfig.from_mapping({"auto.offset.reset": "earliest", **config})
+        return config
+
+    @model_validator(mode="after")
+    def _consistent(self) -> WorkloadSpec:
+        insync = resolve_topic_config(self.topic_config).get("min.insync.replicas")
         if isinstance(insync, int) and insync > self.replication_factor:
-            raise WorkloadSpecError(
+            raise ValueError(
                 f"topic_config min.insync.replicas={insync} exceeds replication_factor="
                 f"{self.replication_factor}: every acks=-1 send would fail; lower it or add "
                 "replicas"
             )
+        self._check_workers()
+        return self
 
     def _check_workers(self) -> None:
         mix = self.mix
         if self.producers == 0 and self.consumers == 0:
-            raise WorkloadSpecError("producers and consumers are both 0; give one of them >= 1")
+            raise ValueError("producers and consumers are both 0; give one of them >= 1")
         if self.producers > 0 and mix.send == 0:
-            raise WorkloadSpecError(
+            raise ValueError(
                 f"producers is {self.producers} but mix.send is 0; give sends a weight or set "
                 "producers=0"
             )
         if mix.send > 0 and self.producers == 0:
-            raise WorkloadSpecError("mix.send is positive but producers is 0; add a producer")
+            raise ValueError("mix.send is positive but producers is 0; add a producer")
         if self.consumers > 0 and mix.poll == 0:
-            raise WorkloadSpecError(
+            raise ValueError(
                 f"consumers is {self.consumers} but mix.poll is 0; give polls a weight or set "
                 "consumers=0"
             )
         if mix.consumer_total > 0 and self.consumers == 0:
-            raise WorkloadSpecError(
+            raise ValueError(
                 "mix gives polls, commits or crashes a weight but consumers is 0; add a "
                 "consumer or set those weights to 0"
             )
-        if self.group_id is not None and (
-            not isinstance(self.group_id, str)
-            or not self.group_id.strip()
-            or "/" in self.group_id
-            or self.group_id in (".", "..")
-        ):
-            raise WorkloadSpecError(
-                f"group_id is {self.group_id!r}, expected a non-empty name without '/' "
-                "(it becomes the ZooKeeper znode /consumers/<group_id>)"
-            )
-
-    def _check_client_configs(self) -> None:
-        for name in ("producer_config", "consumer_config"):
-            if not isinstance(getattr(self, name), Mapping):
-                raise WorkloadSpecError(f"{name} must be a mapping of client settings")
-        reserved = sorted(set(self.consumer_config) & set(_RESERVED_CONSUMER_KEYS))
-        if reserved:
-            raise WorkloadSpecError(
-                f"consumer_config sets {', '.join(reserved)}, which the workload owns (it "
-                "records every commit); use group_id for the group's name"
-            )
-        try:
-            ProducerConfig.from_mapping(self.producer_settings())
-            ConsumerConfig.from_mapping(self.consumer_settings("127.0.0.1:2181"))
-        except ClientConfigError as err:
-            raise WorkloadSpecError(f"client settings: {err}") from None
 
     # --- derived values --------------------------------------------------------------------
 
@@ -291,30 +307,9 @@ class WorkloadSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as JSON-ready data (for test.json)."""
-        data = asdict(self)
-        data["topic_config"] = dict(self.topic_config)
-        data["producer_config"] = dict(self.producer_config)
-        data["consumer_config"] = dict(self.consumer_config)
-        return data
+        return self.model_dump(mode="json")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> WorkloadSpec:
         """Build a spec from data such as a test file holds; unknown keys are errors."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise WorkloadSpecError(
-                f"unknown workload field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
-            )
-        values = dict(data)
-        mix = values.get("mix")
-        if isinstance(mix, Mapping):
-            mix_known = {f.name for f in fields(OpMix)}
-            mix_unknown = sorted(set(mix) - mix_known)
-            if mix_unknown:
-                raise WorkloadSpecError(
-                    f"unknown mix weight(s) {', '.join(mix_unknown)}; known: "
-                    f"{', '.join(sorted(mix_known))}"
-                )
-            values["mix"] = OpMix(**cast(dict[str, float], dict(mix)))
-        return cls(**values)
+        return cls.model_validate(data)

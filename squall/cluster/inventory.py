@@ -33,29 +33,25 @@ import base64
 import binascii
 import json
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import paramiko
+from pydantic import AfterValidator, Field, field_validator
 
 from squall.cluster.cluster import ZOOKEEPER_NODE, ClusterState, NodeState
-
-HOST_FIELDS = (
-    "name",
-    "host",
-    "port",
-    "user",
-    "key_file",
-    "host_key",
-    "known_hosts",
-    "root",
-    "python",
+from squall.config import (
+    ConfigModel,
+    ConfigurationError,
+    Text,
+    parse_toml,
+    read_toml,
+    validate,
 )
-DEFAULT_FIELDS = tuple(f for f in HOST_FIELDS if f not in ("name", "host"))
+
 KEY_PREFERENCE = (
     "ssh-ed25519",
     "ecdsa-sha2-nistp256",
@@ -64,10 +60,79 @@ KEY_PREFERENCE = (
     "ssh-rsa",
 )
 _BROKER_NAME = re.compile(r"^n[1-9][0-9]*$")
+_FORMAT_HINT = "; pass the TOML file that names the hosts (format: squall/cluster/inventory.py)"
 
 
-class InventoryError(ValueError):
+class InventoryError(ConfigurationError):
     """The inventory file is missing, not TOML, or has a bad or missing field."""
+
+
+def _absolute(root: str) -> str:
+    if not root.startswith("/"):
+        raise ValueError("must be an absolute path on the host")
+    return root
+
+
+class HostSettings(ConfigModel):
+    """``[defaults]``: how to log in to every host; a host's own table overrides it."""
+
+    port: Annotated[int, Field(strict=True, ge=1, le=65535)] | None = None
+    """The SSH port (default 22)."""
+    user: Text | None = None
+    """The user to log in as (default root: squall needs root for iptables and tc)."""
+    key_file: Text | None = None
+    """An unencrypted OpenSSH private key; a relative path is relative to the inventory."""
+    host_key: Text | None = None
+    """The host's public key, "<type> <base64>": pinned, never trusted on first use."""
+    known_hosts: Text | None = None
+    """A known_hosts file holding the host's key (instead of host_key)."""
+    root: Annotated[Text, AfterValidator(_absolute)] | None = None
+    """Where squall keeps the SUT, data and logs on the host (default /opt/squall)."""
+    python: Text | None = None
+    """The host's Python, 3.11 or newer (default python3)."""
+
+
+class BrokerHost(HostSettings):
+    """``[[brokers]]``: one broker node."""
+
+    name: Annotated[str, Field(json_schema_extra={"pattern": _BROKER_NAME.pattern})]
+    """The node's name, n<broker id>: n1, n2..."""
+    host: Text
+    """The host's address or DNS name."""
+
+    @field_validator("name")
+    @classmethod
+    def _broker_id(cls, name: str) -> str:
+        if not _BROKER_NAME.match(name):
+            raise ValueError('must be "n<broker id>" (n1, n2...)')
+        return name
+
+
+class ZooKeeperHost(HostSettings):
+    """``[zookeeper]``: the ZooKeeper node, always named zk1."""
+
+    name: Annotated[str, Field(json_schema_extra={"const": ZOOKEEPER_NODE})] = ZOOKEEPER_NODE
+    """Always zk1."""
+    host: Text
+    """The host's address or DNS name."""
+
+    @field_validator("name")
+    @classmethod
+    def _zk1(cls, name: str) -> str:
+        if name != ZOOKEEPER_NODE:
+            raise ValueError(f'the ZooKeeper node is always "{ZOOKEEPER_NODE}"')
+        return name
+
+
+class InventoryFile(ConfigModel):
+    """An inventory for the ssh runtime: the hosts of the brokers and of ZooKeeper."""
+
+    defaults: HostSettings = HostSettings()
+    """Settings for every host."""
+    brokers: Annotated[list[BrokerHost], Field(min_length=1)]
+    """One [[brokers]] table per broker host (name = "n1", host = ...)."""
+    zookeeper: ZooKeeperHost
+    """The [zookeeper] table: the ZooKeeper host."""
 
 
 @dataclass(frozen=True)
@@ -119,134 +184,75 @@ class Inventory:
 
 def load_inventory(path: Path) -> Inventory:
     """Read and check an inventory file; InventoryError saying what to fix."""
-    try:
-        text = Path(path).read_text()
-    except OSError as err:
-        raise InventoryError(
-            f"cannot read the inventory {path}: {err.strerror}; pass the TOML file that names "
-            "the hosts (format: squall/cluster/inventory.py)"
-        ) from None
-    return parse_inventory(text, source=str(path), base_dir=Path(path).resolve().parent)
+    doc = read_toml(path, what="the inventory", hint=_FORMAT_HINT, error=InventoryError)
+    return _inventory(doc, source=str(path), base_dir=Path(path).resolve().parent)
 
 
 def parse_inventory(
     text: str, *, source: str = "<inventory>", base_dir: Path | None = None
 ) -> Inventory:
     """Parse inventory TOML; relative paths are taken relative to ``base_dir``."""
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise InventoryError(f"{source}: not valid TOML ({err}); fix the syntax") from None
-    return _Parser(source, base_dir or Path.cwd()).inventory(doc)
+    doc = parse_toml(text, source=source, error=InventoryError)
+    return _inventory(doc, source=source, base_dir=base_dir or Path.cwd())
 
 
-class _Parser:
-    def __init__(self, source: str, base_dir: Path) -> None:
+def _inventory(doc: Mapping[str, Any], *, source: str, base_dir: Path) -> Inventory:
+    inventory = validate(InventoryFile, doc, source=source, error=InventoryError)
+    resolver = _HostResolver(source, base_dir, inventory.defaults)
+    brokers = tuple(
+        resolver.entry(f"brokers[{i}]", broker) for i, broker in enumerate(inventory.brokers)
+    )
+    zookeeper = resolver.entry("zookeeper", inventory.zookeeper)
+    _check_unique(source, brokers, zookeeper)
+    return Inventory(brokers, zookeeper, source)
+
+
+class _HostResolver:
+    """Turns a validated host table into a HostEntry: defaults merged, key file found, host
+    key pinned (given, or read from known_hosts)."""
+
+    def __init__(self, source: str, base_dir: Path, defaults: HostSettings) -> None:
         self.source = source
         self.base_dir = base_dir
+        self.defaults = defaults.model_dump(exclude_none=True)
 
     def fail(self, where: str, problem: str) -> InventoryError:
         return InventoryError(f"{self.source}: {where}: {problem}")
 
-    def inventory(self, doc: dict[str, Any]) -> Inventory:
-        unknown = sorted(set(doc) - {"defaults", "brokers", "zookeeper"})
-        if unknown:
-            raise self.fail(
-                ", ".join(unknown),
-                "unknown section; the sections are [defaults], [[brokers]], [zookeeper]",
-            )
-        defaults = doc.get("defaults", {})
-        if not isinstance(defaults, dict):
-            raise self.fail("defaults", "must be a table ([defaults])")
-        self.check_fields("defaults", defaults, DEFAULT_FIELDS)
-        brokers_doc = doc.get("brokers")
-        if not isinstance(brokers_doc, list) or not brokers_doc:
-            raise self.fail(
-                "brokers",
-                'missing; add one [[brokers]] table per broker host (name = "n1", host = ...)',
-            )
-        brokers = tuple(
-            self.host(f"brokers[{i}]", entry, defaults, broker=True)
-            for i, entry in enumerate(brokers_doc)
-        )
-        zk_doc = doc.get("zookeeper")
-        if not isinstance(zk_doc, dict):
-            raise self.fail("zookeeper", "missing; add a [zookeeper] table with the ZooKeeper host")
-        zookeeper = self.host("zookeeper", zk_doc, defaults, broker=False)
-        self.check_unique(brokers, zookeeper)
-        return Inventory(brokers, zookeeper, self.source)
-
-    def check_fields(self, where: str, table: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
-        unknown = sorted(set(table) - set(allowed))
-        if unknown:
-            raise self.fail(
-                where, f"unknown field(s) {', '.join(unknown)}; known: {', '.join(allowed)}"
-            )
-
-    def host(
-        self, where: str, entry: Any, defaults: Mapping[str, Any], *, broker: bool
-    ) -> HostEntry:
-        if not isinstance(entry, dict):
-            raise self.fail(where, "must be a table of host fields")
-        name = entry.get("name", None if broker else ZOOKEEPER_NODE)
-        self.check_fields(
-            f"{where} ({name})" if isinstance(name, str) else where, entry, HOST_FIELDS
-        )
-        if broker and (not isinstance(name, str) or not _BROKER_NAME.match(name)):
-            raise self.fail(f"{where}.name", f'must be "n<broker id>" (n1, n2...), got {name!r}')
-        if not broker and name != ZOOKEEPER_NODE:
-            raise self.fail(
-                f"{where}.name", f'the ZooKeeper node is always "{ZOOKEEPER_NODE}", got {name!r}'
-            )
-        name = str(name)
-        where = f"{where} ({name})"
-        merged = {**defaults, **entry}
-        host = self.text(where, "host", merged.get("host"))
-        port = merged.get("port", 22)
-        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-            raise self.fail(f"{where}.port", f"must be an integer 1-65535, got {port!r}")
-        user = self.text(where, "user", merged.get("user", "root"))
-        root = self.text(where, "root", merged.get("root", "/opt/squall"))
-        if not root.startswith("/"):
-            raise self.fail(f"{where}.root", f"must be an absolute path on the host, got {root!r}")
-        python = self.text(where, "python", merged.get("python", "python3"))
+    def entry(self, where: str, table: BrokerHost | ZooKeeperHost) -> HostEntry:
+        where = f"{where} ({table.name})"
+        given = table.model_dump(exclude_none=True)
+        merged = {**self.defaults, **given}
         if "key_file" not in merged:
             raise self.fail(
                 f"{where}.key_file",
                 "missing; name the private key to log in with (here or in [defaults])",
             )
-        key_file = self.path(where, "key_file", merged["key_file"])
+        port = int(merged.get("port", 22))
         return HostEntry(
-            name=name,
-            host=host,
-            key_file=str(key_file),
-            host_key=self.host_key(where, host, port, entry, merged),
+            name=table.name,
+            host=table.host,
+            key_file=str(self.path(where, "key_file", merged["key_file"])),
+            host_key=self.host_key(where, table.host, port, given, merged),
             port=port,
-            user=user,
-            root=root,
-            python=python,
+            user=str(merged.get("user", "root")),
+            root=str(merged.get("root", "/opt/squall")),
+            python=str(merged.get("python", "python3")),
         )
 
-    def text(self, where: str, field: str, value: Any) -> str:
-        if not isinstance(value, str) or not value.strip():
-            problem = "missing" if value is None else f"must be a non-empty string, got {value!r}"
-            raise self.fail(f"{where}.{field}", problem)
-        return value.strip()
-
-    def path(self, where: str, field: str, value: Any) -> Path:
-        path = Path(self.text(where, field, value)).expanduser()
+    def path(self, where: str, field: str, value: str) -> Path:
+        path = Path(value).expanduser()
         path = path if path.is_absolute() else self.base_dir / path
         if not path.is_file():
             raise self.fail(f"{where}.{field}", f"{path} does not exist or is not a file")
         return path
 
     def host_key(
-        self, where: str, host: str, port: int, entry: Mapping[str, Any], merged: Mapping[str, Any]
+        self, where: str, host: str, port: int, given: Mapping[str, Any], merged: Mapping[str, Any]
     ) -> str:
-        if "host_key" in entry or ("host_key" in merged and "known_hosts" not in merged):
-            text = self.text(where, "host_key", merged["host_key"])
+        if "host_key" in given or ("host_key" in merged and "known_hosts" not in merged):
             try:
-                return _normalised_key(text)
+                return _normalised_key(merged["host_key"])
             except ValueError as err:
                 raise self.fail(
                     f"{where}.host_key",
@@ -274,21 +280,23 @@ class _Parser:
         key = keys[name]
         return f"{key.get_name()} {key.get_base64()}"
 
-    def check_unique(self, brokers: tuple[HostEntry, ...], zookeeper: HostEntry) -> None:
-        seen: dict[str, str] = {}
-        places: dict[tuple[str, int, str], str] = {}
-        for entry in (*brokers, zookeeper):
-            if entry.name in seen:
-                raise self.fail(entry.name, "named twice; every broker needs its own n<id>")
-            seen[entry.name] = entry.host
-            place = (entry.host, entry.port, entry.root)
-            if place in places:
-                raise self.fail(
-                    entry.name,
-                    f"shares host {entry.host}:{entry.port} and root {entry.root} with "
-                    f"{places[place]}; give each node its own host or root",
-                )
-            places[place] = entry.name
+
+def _check_unique(source: str, brokers: tuple[HostEntry, ...], zookeeper: HostEntry) -> None:
+    seen: set[str] = set()
+    places: dict[tuple[str, int, str], str] = {}
+    for entry in (*brokers, zookeeper):
+        if entry.name in seen:
+            raise InventoryError(
+                f"{source}: {entry.name}: named twice; every broker needs its own n<id>"
+            )
+        seen.add(entry.name)
+        place = (entry.host, entry.port, entry.root)
+        if place in places:
+            raise InventoryError(
+                f"{source}: {entry.name}: shares host {entry.host}:{entry.port} and root "
+                f"{entry.root} with {places[place]}; give each node its own host or root"
+            )
+        places[place] = entry.name
 
 
 def _normalised_key(text: str) -> str:

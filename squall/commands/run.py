@@ -38,30 +38,20 @@ def _weights(text: str) -> dict[str, float]:
 
 def build_spec(spec_file: Path | None, overrides: dict[str, Any]) -> TestSpec:
     """A spec file (if any) with flags layered on top."""
-    import tomllib
+    from squall.config import ConfigurationError, read_toml, set_path
 
-    doc: dict[str, Any] = {}
-    source = "flags"
-    if spec_file is not None:
-        try:
-            doc = tomllib.loads(spec_file.read_text())
-        except OSError as err:
-            fail(f"cannot read spec {spec_file}: {err.strerror}", EXIT_USAGE)
-        except tomllib.TOMLDecodeError as err:
-            fail(f"{spec_file}: not valid TOML: {err}", EXIT_USAGE)
-        source = f"{spec_file} and flags"
-    for path, value in overrides.items():
-        if value is None:
-            continue
-        target = doc
-        *parents, last = path.split("/")
-        for key in parents:
-            target = target.setdefault(key, {})
-        target[last] = value
-    doc.setdefault("name", "queue")
     try:
+        doc: dict[str, Any] = {}
+        source = "flags"
+        if spec_file is not None:
+            doc = read_toml(spec_file, what="spec", error=SpecError)
+            source = f"{spec_file} and flags"
+        for path, value in overrides.items():
+            if value is not None:
+                set_path(doc, path, value, source=source, error=SpecError)
+        doc.setdefault("name", "queue")
         return TestSpec.from_mapping(doc, source=source)
-    except SpecError as err:
+    except ConfigurationError as err:
         fail(str(err), EXIT_USAGE)
 
 
@@ -148,9 +138,7 @@ def run(
         overrides["nemesis/duration_s"] = _pair(duration, "--duration")
     spec = build_spec(spec_file, overrides)
     if faults == "none":
-        from dataclasses import replace
-
-        spec = replace(spec, nemesis=None)
+        spec = spec.model_copy(update={"nemesis": None})
     _execute(spec, store=store, keep_cluster=keep_cluster, spark_master=spark_master)
 
 

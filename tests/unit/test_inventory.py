@@ -130,19 +130,40 @@ def shared_host(text: str) -> str:
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda t: t + "\n[extra]\n", r"extra: unknown section"),
-        (lambda t: t.replace("user =", "usr ="), r"brokers\[1\] \(n2\): unknown field\(s\) usr"),
-        (lambda t: t.replace('"n2"', '"broker2"'), r"brokers\[1\]\.name: must be \"n<broker id>\""),
+        (
+            lambda t: t + "\n[extra]\n",
+            r"extra: unknown key\. Valid keys: defaults, brokers, zookeeper",
+        ),
+        (
+            lambda t: t.replace("user =", "usr ="),
+            r'brokers\[1\]\.usr: unknown key; did you mean "user"\?',
+        ),
+        (
+            lambda t: t.replace('"n2"', '"broker2"'),
+            r'brokers\[1\]\.name = "broker2": must be "n<broker id>"',
+        ),
         (lambda t: t.replace('"n2"', '"n1"'), r"n1: named twice"),
-        (lambda t: t.replace("2222", '"ssh"'), r"\.port: must be an integer 1-65535"),
-        (lambda t: t.replace("2222", "70000"), r"\.port: must be an integer 1-65535"),
+        (
+            lambda t: t.replace("2222", '"ssh"'),
+            r'\[defaults\]\.port = "ssh": must be a valid integer',
+        ),
+        (
+            lambda t: t.replace("2222", "70000"),
+            r"\.port = 70000: must be less than or equal to 65535",
+        ),
         (lambda t: t.replace('key_file = "id_test"', ""), r"n1\)\.key_file: missing"),
         (lambda t: t.replace('"id_test"', '"nope"'), r"key_file: .*nope does not exist"),
-        (lambda t: t.replace('"/srv/squall"', '"relative"'), r"root: must be an absolute path"),
-        (lambda t: t.replace('host = "192.0.2.12"', ""), r"n2\)\.host: missing"),
+        (
+            lambda t: t.replace('"/srv/squall"', '"relative"'),
+            r'brokers\[1\]\.root = "relative": must be an absolute path',
+        ),
+        (lambda t: t.replace('host = "192.0.2.12"', ""), r"brokers\[1\]\.host: missing"),
         (shared_host, r"n2: shares host 192.0.2.11:2222 and root /opt/squall with n1"),
         (lambda t: t.split("[zookeeper]")[0], r"zookeeper: missing"),
-        (lambda t: t.replace("[zookeeper]", '[zookeeper]\nname = "zk2"'), r'always "zk1"'),
+        (
+            lambda t: t.replace("[zookeeper]", '[zookeeper]\nname = "zk2"'),
+            r'\[zookeeper\]\.name = "zk2": the ZooKeeper node is always "zk1"',
+        ),
         (
             lambda t: with_zookeeper(t, 'host = "192.0.2.20"\nhost_key = "ssh-ed25519 AAAAbad"\n'),
             r"zookeeper \(zk1\)\.host_key: not a usable ssh-ed25519 public key",

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, ValidationError
 
+from squall.config import ConfigurationError
 from workloads import OpMix, WorkloadSpec, WorkloadSpecError, key_name, partition_of
 
 
@@ -57,21 +60,30 @@ def test_round_trips_through_a_dict() -> None:
     assert WorkloadSpec.from_dict(spec.to_dict()) == spec
 
 
+def problem(call: Callable[[], object], model: type[BaseModel] = WorkloadSpec) -> str:
+    """The message a user reads for what `call` rejects (as squall reports it)."""
+    with pytest.raises(ValidationError) as caught:
+        call()
+    return str(ConfigurationError.from_validation(caught.value, source="t.toml", model=model))
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"topic": "a/b"}, "topic is 'a/b'"),
+        ({"topic": "a/b"}, "topic = \"a/b\": must match pattern '^[A-Za-z0-9._-]{1,249}$'"),
         ({"topic": ".."}, "reserved"),
-        ({"partitions": 0}, "partitions is 0, expected an integer >= 1"),
-        ({"partitions": True}, "partitions is True"),
-        ({"acks": 2}, "acks is 2, expected -1 (all), 0 or 1"),
-        ({"producer_mode": "batch"}, "producer_mode is 'batch', expected one of 'sync', 'async'"),
-        ({"rate": 0}, "rate is 0, expected a number > 0"),
-        ({"rate": float("nan")}, "rate is nan, expected a finite number"),
-        ({"value_size": -1}, "value_size is -1"),
-        ({"value_size": 2 << 20}, "at most 1048576 bytes"),
-        ({"consumer_mode": "exactly-once"}, "consumer_mode is 'exactly-once'"),
-        ({"subscription": "both"}, "subscription is 'both'"),
+        ({"partitions": 0}, "partitions = 0: must be greater than or equal to 1"),
+        ({"partitions": True}, "partitions = true: must be a valid integer"),
+        ({"acks": 2}, "acks = 2: must be -1, 0 or 1"),
+        ({"acks": True}, "acks = true: expected -1 (all), 0 or 1"),
+        ({"producer_mode": "batch"}, "producer_mode = \"batch\": must be 'sync' or 'async'"),
+        ({"producer_mode": "asyn"}, 'did you mean "async"?'),
+        ({"rate": 0}, "rate = 0: must be greater than 0"),
+        ({"rate": float("nan")}, "rate = NaN: must be a finite number"),
+        ({"value_size": -1}, "value_size = -1"),
+        ({"value_size": 2 << 20}, "value_size = 2097152: must be less than or equal to 1048576"),
+        ({"consumer_mode": "exactly-once"}, 'consumer_mode = "exactly-once"'),
+        ({"subscription": "both"}, 'subscription = "both"'),
         ({"producers": 0, "consumers": 0}, "producers and consumers are both 0"),
         ({"producers": 0}, "mix.send is positive but producers is 0"),
         (
@@ -79,37 +91,44 @@ def test_round_trips_through_a_dict() -> None:
             "producers is 2 but mix.send is 0; give sends a weight or set producers=0",
         ),
         ({"consumers": 0}, "consumers is 0; add a consumer or set those weights to 0"),
-        ({"topic_config": {"min.insync": "2"}}, "unknown topic key(s) min.insync"),
+        ({"topic_config": {"min.insync": "2"}}, "[topic_config]: unknown topic key(s) min.insync"),
         (
             {"topic_config": {"min.insync.replicas": "3"}, "replication_factor": 2},
             "min.insync.replicas=3 exceeds replication_factor=2",
         ),
-        ({"consumer_config": {"group.id": "x"}}, "consumer_config sets group.id"),
+        ({"consumer_config": {"group.id": "x"}}, "[consumer_config]: sets group.id"),
         ({"consumer_config": {"auto.offset.reset": "sideways"}}, "auto.offset.reset"),
         ({"producer_config": {"linger": 5}}, "unknown producer config key(s) linger"),
-        ({"group_id": "a/b"}, "group_id is 'a/b'"),
-        ({"final_read_deadline_s": 0}, "final_read_deadline_s is 0"),
+        ({"group_id": "a/b"}, "group_id = \"a/b\": expected a non-empty name without '/'"),
+        ({"final_read_deadline_s": 0}, "final_read_deadline_s = 0"),
     ],
 )
 def test_invalid_fields_are_named_with_what_would_be_valid(
     changes: dict[str, Any], message: str
 ) -> None:
-    with pytest.raises(WorkloadSpecError) as caught:
-        WorkloadSpec(**changes)
-    assert message in str(caught.value)
+    assert message in problem(lambda: WorkloadSpec(**changes))
 
 
 def test_mix_weights_must_be_finite_non_negative_and_not_all_zero() -> None:
-    with pytest.raises(WorkloadSpecError, match=r"mix\.crash is -1"):
-        OpMix(crash=-1)
-    with pytest.raises(WorkloadSpecError, match="every weight of the op mix is 0"):
-        OpMix(send=0, poll=0, commit=0, crash=0)
+    assert "crash = -1: must be greater than or equal to 0" in problem(
+        lambda: OpMix(crash=-1), OpMix
+    )
+    assert "every weight of the op mix is 0" in problem(
+        lambda: OpMix(send=0, poll=0, commit=0, crash=0), OpMix
+    )
 
 
-def test_from_dict_names_unknown_fields() -> None:
-    with pytest.raises(WorkloadSpecError, match=r"unknown workload field\(s\) keyz"):
-        WorkloadSpec.from_dict({"keyz": 3})
-    with pytest.raises(WorkloadSpecError, match=r"unknown mix weight\(s\) read"):
-        WorkloadSpec.from_dict({"mix": {"read": 1}})
+def test_unknown_fields_are_named_with_the_closest_valid_one() -> None:
+    assert 'ackz: unknown key; did you mean "acks"?' in problem(
+        lambda: WorkloadSpec.from_dict({"ackz": 1})
+    )
+    assert "[mix].read: unknown key. Valid keys: send, poll, commit, crash." in problem(
+        lambda: WorkloadSpec.from_dict({"mix": {"read": 1}})
+    )
     spec = WorkloadSpec.from_dict({"mix": {"send": 1, "poll": 1}, "rate": None})
     assert spec.mix == OpMix(send=1, poll=1) and spec.rate is None
+
+
+def test_a_key_that_is_not_topic_dash_partition() -> None:
+    with pytest.raises(WorkloadSpecError, match="is not '<topic>-<partition>'"):
+        partition_of("orders")
