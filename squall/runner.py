@@ -35,7 +35,7 @@ from nemesis import (
     heal_all,
 )
 from squall.cluster.cluster import Cluster
-from squall.cluster.runtimes import default_runtime, new_run_id, runtime_named
+from squall.cluster.runtimes import Runtime, default_runtime, new_run_id, runtime_named
 from squall.exit_codes import ExitCode
 from squall.report.live import RunView
 from squall.spec import TestSpec
@@ -94,7 +94,7 @@ class TestRunner:
         run_dir = self.store.new_run(spec.name)
         view = RunView(spec.name, str(run_dir.path), time_limit_s=spec.time_limit_s)
         run_id = new_run_id()
-        runtime: Any = runtime_named(spec.runtime or "local")
+        runtime: Runtime = runtime_named(spec.runtime or "local")
         cluster: Cluster | None = None
         results: dict[str, Any] | None = None
         exit_code: int = ExitCode.INFRASTRUCTURE
@@ -133,7 +133,7 @@ class TestRunner:
             finally:
                 if cluster is not None:
                     with contextlib.suppress(Exception):
-                        heal_all(cluster, self._freezer(cluster))
+                        heal_all(cluster)
                     if not self.keep_cluster:
                         with contextlib.suppress(Exception):
                             runtime.down(cluster.state)
@@ -169,41 +169,33 @@ class TestRunner:
             for s, handler in previous.items():
                 signal.signal(s, handler)
 
-    def _clean_leftovers(self, runtime: Any) -> None:
+    def _clean_leftovers(self, runtime: Runtime) -> None:
         """DESIGN.md: every test starts by removing what crashed runs left behind."""
         if self.spec.runtime == "ssh":
             return
         with contextlib.suppress(Exception):
             runtime.clean()
 
-    def _provision(self, runtime: Any, run_id: str, view: RunView) -> Cluster:
+    def _provision(self, runtime: Runtime, run_id: str, view: RunView) -> Cluster:
         spec = self.spec
 
         def progress(message: str) -> None:
             view.phase_detail = message
 
         try:
-            if spec.runtime == "ssh":
-                if not spec.inventory:
-                    raise InfrastructureError("the ssh runtime needs `inventory` in the spec")
-                cluster: Cluster = runtime.up(
-                    run_id, Path(spec.inventory), settings=dict(spec.broker), progress=progress
-                )
-            else:
-                cluster = runtime.up(
-                    run_id, spec.nodes, settings=dict(spec.broker), progress=progress
-                )
+            if spec.runtime == "ssh" and not spec.inventory:
+                raise InfrastructureError("the ssh runtime needs `inventory` in the spec")
+            return runtime.up(
+                run_id,
+                None if spec.runtime == "ssh" else spec.nodes,
+                inventory=Path(spec.inventory)
+                if spec.runtime == "ssh" and spec.inventory
+                else None,
+                settings=dict(spec.broker),
+                progress=progress,
+            )
         except Exception as err:
             raise InfrastructureError(f"the {spec.runtime} cluster did not come up: {err}") from err
-        return cluster
-
-    @staticmethod
-    def _freezer(cluster: Cluster) -> Any:
-        if cluster.runtime != "docker":
-            return None
-        from squall.cluster.docker import DockerRuntime
-
-        return DockerRuntime().freezer(cluster.state)
 
     # --- run, heal, recover, final read --------------------------------------------------
 
@@ -217,7 +209,6 @@ class TestRunner:
         nemesis = Nemesis(
             cluster,
             rng=random.Random(seed),
-            freezer=self._freezer(cluster),
             topic_hint=f"{spec.workload.topic}-0",
         )
 
@@ -258,11 +249,11 @@ class TestRunner:
             if schedule_thread is not None:
                 schedule_thread.join(timeout=120)
             if applied_schedule:
-                applied_schedule[0].save(run_dir.schedule)
+                run_dir.write_schedule(applied_schedule[0])
             view.phase, view.phase_detail = "heal", "every fault undone, killed processes restarted"
             for fault in nemesis.heal(restart_killed=True):
                 record(fault)
-            for fault in heal_all(cluster, self._freezer(cluster), restart_killed=True):
+            for fault in heal_all(cluster, restart_killed=True):
                 if fault.value.get("outcome") and any(
                     v not in ("already-running", "not-running", "healed", "unfrozen", "resumed")
                     for v in fault.value["outcome"].values()
@@ -282,10 +273,11 @@ class TestRunner:
 
     def _supported(self, nemesis: ScheduleSpec, cluster: Cluster) -> ScheduleSpec:
         """The schedule spec without fault kinds this cluster's runtime cannot apply."""
+        capabilities = cluster.capabilities
         unsupported = {
-            "partition": not cluster.supports_partitions,
-            "netem": not cluster.supports_netem,
-            "freeze": not cluster.supports_freeze,
+            "partition": not capabilities.partitions,
+            "netem": not capabilities.netem,
+            "freeze": not capabilities.freeze,
         }
         dropped = [k for k, missing in unsupported.items() if missing and nemesis.faults.get(k)]
         if not dropped:

@@ -166,13 +166,13 @@ class RunStore:
 
 
 def load_schedule(path: Path) -> Schedule:
-    """Read a ``schedule.json`` (or a run directory's); FaultError naming the file."""
+    """Read a ``schedule.json`` (or a run directory's), checked against its model;
+    FaultError or ConfigurationError naming the file."""
+    from squall.config.schedule_file import schedule_from_json
+
     source = path / "schedule.json" if path.is_dir() else path
     try:
         doc = json.loads(source.read_text())
     except (OSError, ValueError) as err:
         raise FaultError(f"cannot read schedule {source}: {err}") from None
-    try:
-        return Schedule.from_json(doc)
-    except FaultError as err:
-        raise FaultError(f"{source}: {err}") from None
+    return schedule_from_json(doc, source=str(source))

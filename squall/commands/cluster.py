@@ -53,13 +53,16 @@ def up(
         fail("--runtime ssh needs --inventory FILE naming the hosts", EXIT_USAGE)
     run = run_id or new_run_id()
     try:
-        implementation: Any = runtime_named(chosen)
+        implementation = runtime_named(chosen)
         with stderr.status(f"bringing up a {chosen} cluster {run}") as status:
             progress = lambda message: status.update(f"{run}: {message}")  # noqa: E731
-            if chosen == "ssh":
-                cluster = implementation.up(run, inventory, settings=overrides, progress=progress)
-            else:
-                cluster = implementation.up(run, nodes, settings=overrides, progress=progress)
+            cluster = implementation.up(
+                run,
+                None if chosen == "ssh" else nodes,
+                inventory=inventory,
+                settings=overrides,
+                progress=progress,
+            )
     except RuntimeUnavailableError as err:
         fail(str(err), EXIT_USAGE)
     except (OSError, RuntimeError) as err:

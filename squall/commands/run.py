@@ -181,7 +181,9 @@ def replay(
     spark_master: str | None = typer.Option(None, "--spark-master"),
 ) -> None:
     """Run a test again with the same spec, seed and fault schedule (resolved targets)."""
-    from nemesis import FaultError, Schedule
+    from nemesis import FaultError
+    from squall.config.errors import ConfigurationError
+    from squall.store import load_schedule
 
     try:
         run = RunStore.open(run_dir)
@@ -190,8 +192,8 @@ def replay(
             {k: v for k, v in test.items() if k in TOP_LEVEL and v is not None},
             source=str(run.test_json),
         )
-        schedule = Schedule.load(run.schedule) if run.schedule.exists() else None
-    except (StoreError, SpecError, FaultError) as err:
+        schedule = load_schedule(run.schedule) if run.schedule.exists() else None
+    except (StoreError, ConfigurationError, FaultError) as err:
         fail(str(err), EXIT_USAGE)
     _execute(
         spec,
