@@ -38,6 +38,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from squall.config import ConfigModel, ConfigurationError, read_toml, set_path, validate
+from squall.exit_codes import ExitCode
 from squall.report.junit import JUnitCase, JUnitOutcome, render_suite
 from squall.spec import TestSpec
 
@@ -148,9 +149,9 @@ def junit_xml(campaign: str, results: list[CaseResult]) -> str:
     for r in results:
         detail = json.dumps({"parameters": r.parameters, "run_dir": r.run_dir}, default=str)
         outcome = None
-        if r.exit_code == 1:
+        if r.exit_code == ExitCode.ANOMALIES:
             outcome = JUnitOutcome("failure", f"anomalies: {', '.join(r.anomaly_types)}", detail)
-        elif r.exit_code != 0:
+        elif r.exit_code != ExitCode.SUCCESS:
             outcome = JUnitOutcome("error", r.error or f"exit code {r.exit_code}", detail)
         cases.append(JUnitCase(r.name, time_s=r.seconds, outcome=outcome, system_out=detail))
     return render_suite(

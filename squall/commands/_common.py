@@ -8,14 +8,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from squall.exit_codes import ExitCode
-
-# Transitional names for commands/run.py, cluster.py and nemesis.py, which still import
-# them; the values are ExitCode's, defined nowhere else.
-EXIT_ANOMALIES = ExitCode.ANOMALIES
-EXIT_USAGE = ExitCode.USAGE
-EXIT_INFRASTRUCTURE = ExitCode.INFRASTRUCTURE
-
 stderr = Console(stderr=True, soft_wrap=True)
 
 

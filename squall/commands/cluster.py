@@ -20,8 +20,9 @@ from squall.cluster.runtimes import (
     new_run_id,
     runtime_named,
 )
-from squall.commands._common import EXIT_INFRASTRUCTURE, EXIT_USAGE, fail, stderr
+from squall.commands._common import fail, stderr
 from squall.commands.choices import RuntimeName
+from squall.exit_codes import ExitCode
 from system_under_test.config import ConfigError, parse_assignments
 
 cluster_app = typer.Typer(
@@ -47,10 +48,10 @@ def up(
     try:
         overrides = parse_assignments(settings)
     except ConfigError as err:
-        fail(str(err), EXIT_USAGE)
+        fail(str(err), ExitCode.USAGE)
     chosen = runtime or default_runtime()
     if chosen == "ssh" and inventory is None:
-        fail("--runtime ssh needs --inventory FILE naming the hosts", EXIT_USAGE)
+        fail("--runtime ssh needs --inventory FILE naming the hosts", ExitCode.USAGE)
     run = run_id or new_run_id()
     try:
         implementation = runtime_named(chosen)
@@ -64,11 +65,11 @@ def up(
                 progress=progress,
             )
     except RuntimeUnavailableError as err:
-        fail(str(err), EXIT_USAGE)
+        fail(str(err), ExitCode.USAGE)
     except (OSError, RuntimeError) as err:
         fail(
             f"cluster {run} did not come up: {err}; `squall clean` removes what was left",
-            EXIT_INFRASTRUCTURE,
+            ExitCode.INFRASTRUCTURE,
         )
     print(
         json.dumps(
@@ -149,7 +150,7 @@ def status(
     try:
         doc = _status(run_id)
     except ClusterStateError as err:
-        fail(str(err), EXIT_USAGE)
+        fail(str(err), ExitCode.USAGE)
     if as_json:
         print(json.dumps(doc))
         return
@@ -186,9 +187,9 @@ def down(run_id: str | None = typer.Option(None, "--run-id")) -> None:
         state = ClusterState.load(run_id)
         removed = runtime_named(state.runtime).down(state)
     except ClusterStateError as err:
-        fail(str(err), EXIT_USAGE)
+        fail(str(err), ExitCode.USAGE)
     except RuntimeUnavailableError as err:
-        fail(str(err), EXIT_INFRASTRUCTURE)
+        fail(str(err), ExitCode.INFRASTRUCTURE)
     print(json.dumps({"run_id": state.run_id, "removed": removed}))
 
 
@@ -219,4 +220,4 @@ def clean() -> None:
         stderr.print(f"removed {line}")
     print(json.dumps({"removed": removed, "problems": problems}))
     if problems:
-        raise typer.Exit(EXIT_INFRASTRUCTURE)
+        raise typer.Exit(ExitCode.INFRASTRUCTURE)

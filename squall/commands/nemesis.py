@@ -17,7 +17,8 @@ import typer
 from nemesis.errors import UnsupportedFaultError
 from squall.cluster.cluster import ClusterStateError
 from squall.cluster.runtimes import RuntimeUnavailableError, attach
-from squall.commands._common import EXIT_INFRASTRUCTURE, EXIT_USAGE, fail
+from squall.commands._common import fail
+from squall.exit_codes import ExitCode
 
 nemesis_app = typer.Typer(
     help="Apply faults to the current cluster: kill, pause, partition, netem, heal.",
@@ -36,14 +37,14 @@ def _apply(f: str, value: dict[str, Any], seed: int | None) -> None:
     try:
         cluster = attach()
     except (ClusterStateError, RuntimeUnavailableError) as err:
-        fail(str(err), EXIT_USAGE)
+        fail(str(err), ExitCode.USAGE)
     try:
         nemesis = Nemesis(cluster, rng=random.Random(seed))
         applied = nemesis.apply(Fault(f, value))
     except UnsupportedFaultError as err:
-        fail(str(err), EXIT_USAGE)
+        fail(str(err), ExitCode.USAGE)
     except NemesisError as err:
-        fail(str(err), EXIT_INFRASTRUCTURE)
+        fail(str(err), ExitCode.INFRASTRUCTURE)
     finally:
         cluster.close()
     print(
@@ -54,7 +55,7 @@ def _apply(f: str, value: dict[str, Any], seed: int | None) -> None:
 def _targets(targets: list[str], default: list[str] | None = None) -> list[str]:
     chosen = targets or default
     if not chosen:
-        fail("name at least one --target (" + TARGET_HELP + ")", EXIT_USAGE)
+        fail("name at least one --target (" + TARGET_HELP + ")", ExitCode.USAGE)
     return chosen
 
 
@@ -160,11 +161,11 @@ def heal(
     try:
         cluster = attach()
     except (ClusterStateError, RuntimeUnavailableError) as err:
-        fail(str(err), EXIT_USAGE)
+        fail(str(err), ExitCode.USAGE)
     try:
         healed = heal_all(cluster, restart_killed=restart_killed)
     except HealError as err:
-        fail(str(err), EXIT_INFRASTRUCTURE)
+        fail(str(err), ExitCode.INFRASTRUCTURE)
     finally:
         cluster.close()
     for fault in healed:

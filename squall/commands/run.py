@@ -8,8 +8,9 @@ from typing import Any
 
 import typer
 
-from squall.commands._common import EXIT_USAGE, fail
+from squall.commands._common import fail
 from squall.commands.choices import RuntimeName
+from squall.exit_codes import ExitCode
 from squall.spec import TOP_LEVEL, SpecError, TestSpec
 from squall.store import DEFAULT_STORE, RunStore, StoreError
 
@@ -18,7 +19,7 @@ def _pair(text: str, flag: str) -> list[float]:
     try:
         low, high = (float(x) for x in text.split(","))
     except ValueError:
-        fail(f"{flag} {text!r}: expected MIN,MAX seconds, e.g. 5,10", EXIT_USAGE)
+        fail(f"{flag} {text!r}: expected MIN,MAX seconds, e.g. 5,10", ExitCode.USAGE)
     return [low, high]
 
 
@@ -31,7 +32,7 @@ def _weights(text: str) -> dict[str, float]:
         except ValueError:
             fail(
                 f"--faults {text!r}: expected KIND[=WEIGHT],..., e.g. kill=1,partition=2",
-                EXIT_USAGE,
+                ExitCode.USAGE,
             )
     return out
 
@@ -52,7 +53,7 @@ def build_spec(spec_file: Path | None, overrides: dict[str, Any]) -> TestSpec:
         doc.setdefault("name", "queue")
         return TestSpec.from_mapping(doc, source=source)
     except ConfigurationError as err:
-        fail(str(err), EXIT_USAGE)
+        fail(str(err), ExitCode.USAGE)
 
 
 def run(
@@ -106,7 +107,7 @@ def run(
     try:
         broker = parse_assignments(settings)
     except ConfigError as err:
-        fail(str(err), EXIT_USAGE)
+        fail(str(err), ExitCode.USAGE)
     topic_config: dict[str, str] = {}
     if min_insync is not None:
         topic_config["min.insync.replicas"] = str(min_insync)
@@ -161,7 +162,7 @@ def _execute(
             spark_master=spark_master,
         ).run()
     except StoreError as err:
-        fail(str(err), EXIT_USAGE)
+        fail(str(err), ExitCode.USAGE)
     print(
         json.dumps(
             {
@@ -194,7 +195,7 @@ def replay(
         )
         schedule = load_schedule(run.schedule) if run.schedule.exists() else None
     except (StoreError, ConfigurationError, FaultError) as err:
-        fail(str(err), EXIT_USAGE)
+        fail(str(err), ExitCode.USAGE)
     _execute(
         spec,
         store=store,
@@ -214,7 +215,7 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory with result
     except (StoreError, OSError, ValueError) as err:
         fail(
             f"{run_dir}: no readable results.json ({err}); run `squall check {run_dir}` first",
-            EXIT_USAGE,
+            ExitCode.USAGE,
         )
     from squall.runner import write_reports
 
@@ -238,7 +239,7 @@ def campaign(
     try:
         name, cases = load_campaign(campaign_file)
     except CampaignError as err:
-        fail(str(err), EXIT_USAGE)
+        fail(str(err), ExitCode.USAGE)
     if list_only:
         for case in cases:
             print(json.dumps({"name": case.spec.name, "parameters": case.parameters}, default=str))
