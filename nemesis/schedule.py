@@ -21,9 +21,14 @@ from typing import Any, Protocol
 
 from nemesis.errors import ClusterError, FaultApplicationError, FaultError, TargetError
 from nemesis.fault import PARTITION_AMONG, TARGETS_DEFAULT_TO_ACTIVE, Fault
+from nemesis.generator import Layout, parse_generator
 from nemesis.grudge import SHAPES, TARGETED_SHAPES
 from nemesis.netem import NetemSpec
 from nemesis.targets import parse_target
+from nemesis.timing import Detectors
+
+CAPABILITIES = frozenset({"partitions", "netem", "freeze"})
+"""What a runtime may offer beyond process faults."""
 
 SCHEDULE_FILE = "schedule.json"
 SCHEDULE_VERSION = 1
@@ -67,16 +72,18 @@ def _pair(name: str, value: object) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class ScheduleSpec:
-    """How to draw a schedule: which kinds of fault, how often, for how long, on whom.
+    """How to draw a schedule: a generator of scenarios and faults, or weighted kinds.
 
-    ``faults`` weighs kinds (``kill``, ``bounce``, ``pause``, ``freeze``, ``partition``,
-    ``netem``); a fault starts every ``interval_s`` (drawn between min and max) and is
-    healed ``duration_s`` later (at ``time_limit_s`` at the latest). ``targets`` lists, per
-    kind, the target strings to draw from; ``shapes`` the partition shapes. Two faults of
-    one kind never overlap unless the kind is in ``allow_overlap``.
+    ``generator`` (plain data, ``nemesis.generator``) lays scenarios and faults out around
+    the cluster's ``detectors``, on its ``brokers``, within its ``capabilities``. Without
+    one, ``faults`` weighs kinds (``kill``, ``bounce``, ``pause``, ``freeze``,
+    ``partition``, ``netem``); a fault starts every ``interval_s`` (drawn between min and
+    max) and is healed ``duration_s`` later (at ``time_limit_s`` at the latest). ``targets``
+    lists, per kind, the target strings to draw from; ``shapes`` the partition shapes. Two
+    faults of one kind never overlap unless the kind is in ``allow_overlap``.
     """
 
-    faults: Mapping[str, float]
+    faults: Mapping[str, float] = field(default_factory=dict)
     interval_s: tuple[float, float] = (10.0, 20.0)
     duration_s: tuple[float, float] = (5.0, 15.0)
     targets: Mapping[str, Sequence[str]] = field(default_factory=dict)
@@ -86,6 +93,10 @@ class ScheduleSpec:
     time_limit_s: float = 60.0
     seed: int = 0
     allow_overlap: frozenset[str] = frozenset()
+    generator: Any = None
+    detectors: Detectors = field(default_factory=Detectors)
+    brokers: tuple[str, ...] = ("n1", "n2", "n3")
+    capabilities: frozenset[str] = CAPABILITIES
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "interval_s", _pair("interval_s", self.interval_s))
@@ -100,8 +111,16 @@ class ScheduleSpec:
                 raise FaultError(f"unknown kind of fault {kind!r}; use {', '.join(KINDS)}")
             if not math.isfinite(weight) or weight < 0:
                 raise FaultError(f"the weight of {kind} must be a number >= 0, got {weight}")
-        if not any(self.faults.values()):
-            raise FaultError("a schedule needs at least one kind of fault with a weight above 0")
+        object.__setattr__(self, "brokers", tuple(self.brokers))
+        object.__setattr__(self, "capabilities", frozenset(self.capabilities))
+        if not self.capabilities <= CAPABILITIES:
+            raise FaultError(f"capabilities: use some of {sorted(CAPABILITIES)}")
+        if self.generator is not None:
+            parse_generator(self.generator)
+        elif not any(self.faults.values()):
+            raise FaultError(
+                "a schedule needs a generator, or at least one kind of fault with a weight above 0"
+            )
         if self.interval_s[1] <= 0:
             raise FaultError("interval_s must allow a positive interval between faults")
         for kind, targets in self.targets.items():
@@ -136,13 +155,17 @@ class ScheduleSpec:
             "time_limit_s": self.time_limit_s,
             "seed": self.seed,
             "allow_overlap": sorted(self.allow_overlap),
+            "generator": self.generator,
+            "detectors": self.detectors.to_json(),
+            "brokers": list(self.brokers),
+            "capabilities": sorted(self.capabilities),
         }
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> ScheduleSpec:
         try:
             return cls(
-                faults=dict(doc["faults"]),
+                faults=dict(doc.get("faults") or {}),
                 interval_s=tuple(doc.get("interval_s", (10.0, 20.0))),
                 duration_s=tuple(doc.get("duration_s", (5.0, 15.0))),
                 targets=dict(doc.get("targets", {})),
@@ -152,6 +175,10 @@ class ScheduleSpec:
                 time_limit_s=float(doc.get("time_limit_s", 60.0)),
                 seed=int(doc.get("seed", 0)),
                 allow_overlap=frozenset(doc.get("allow_overlap", ())),
+                generator=doc.get("generator"),
+                detectors=Detectors.from_json(doc.get("detectors") or {}),
+                brokers=tuple(doc.get("brokers") or ("n1", "n2", "n3")),
+                capabilities=frozenset(doc.get("capabilities", CAPABILITIES)),
             )
         except (KeyError, TypeError, ValueError) as err:
             if isinstance(err, FaultError):
@@ -164,18 +191,26 @@ class ScheduledFault:
     """A fault and when it strikes, in seconds from the start of the schedule.
 
     ``id`` numbers the faults of a schedule; a healing fault names the fault it heals in
-    ``heals``, so that the runner can give it that fault's resolved targets.
+    ``heals``, so that the runner can give it that fault's resolved targets; a fault that
+    must hit the nodes an earlier one hit names it in ``same_as``. ``scenario`` names the
+    scenario the fault belongs to, if any.
     """
 
     at_s: float
     fault: Fault
     id: int
     heals: int | None = None
+    same_as: int | None = None
+    scenario: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"id": self.id, "at_s": self.at_s, **self.fault.to_json()}
         if self.heals is not None:
             doc["heals"] = self.heals
+        if self.same_as is not None:
+            doc["same_as"] = self.same_as
+        if self.scenario is not None:
+            doc["scenario"] = self.scenario
         return doc
 
     @classmethod
@@ -187,9 +222,13 @@ class ScheduledFault:
             raise FaultError(f"scheduled fault {doc!r}: at_s must be seconds >= 0")
         if isinstance(ident, bool) or not isinstance(ident, int):
             raise FaultError(f"scheduled fault {doc!r}: id must be an integer")
-        if heals is not None and (isinstance(heals, bool) or not isinstance(heals, int)):
-            raise FaultError(f"scheduled fault {doc!r}: heals must be an id")
-        return cls(float(at_s), Fault.from_json(doc), ident, heals)
+        same_as, scenario = doc.get("same_as"), doc.get("scenario")
+        for name, link in (("heals", heals), ("same_as", same_as)):
+            if link is not None and (isinstance(link, bool) or not isinstance(link, int)):
+                raise FaultError(f"scheduled fault {doc!r}: {name} must be an id")
+        if scenario is not None and not isinstance(scenario, str):
+            raise FaultError(f"scheduled fault {doc!r}: scenario must be a name")
+        return cls(float(at_s), Fault.from_json(doc), ident, heals, same_as, scenario)
 
 
 @dataclass(frozen=True)
@@ -209,6 +248,8 @@ class Schedule:
         for s in ordered:
             if s.heals is not None and s.heals not in ids:
                 raise FaultError(f"schedule: fault {s.id} heals unknown fault {s.heals}")
+            if s.same_as is not None and s.same_as not in ids:
+                raise FaultError(f"schedule: fault {s.id} is the same as unknown fault {s.same_as}")
         object.__setattr__(self, "faults", ordered)
 
     def __len__(self) -> int:
@@ -262,6 +303,8 @@ def _draw_fault(kind: str, spec: ScheduleSpec, rng: random.Random) -> Fault:
 
 def generate_schedule(spec: ScheduleSpec) -> Schedule:
     """Draw a schedule from ``random.Random(spec.seed)``; deterministic for a spec."""
+    if spec.generator is not None:
+        return _lay_out(spec)
     rng = random.Random(spec.seed)
     kinds = [kind for kind in KINDS if spec.faults.get(kind, 0) > 0]
     busy_until: dict[str, float] = {}
@@ -284,6 +327,45 @@ def generate_schedule(spec: ScheduleSpec) -> Schedule:
         end = min(round(start + rng.uniform(*spec.duration_s), 3), spec.time_limit_s)
         busy_until[kind] = end
         entries.append(ScheduledFault(end, Fault(heal), len(entries), heals=entries[-1].id))
+    return Schedule(tuple(entries), seed=spec.seed, spec=spec)
+
+
+def _lay_out(spec: ScheduleSpec) -> Schedule:
+    """The schedule of a generator: its steps in time order, healing steps by the time limit,
+    other steps dropped past it."""
+    layout = Layout(
+        rng=random.Random(spec.seed),
+        detectors=spec.detectors,
+        brokers=spec.brokers,
+        time_limit_s=spec.time_limit_s,
+        capabilities=spec.capabilities,
+    )
+    generator = parse_generator(spec.generator)
+    if not generator.available(layout):
+        raise FaultError(
+            f"the generator needs what this runtime cannot do (it offers "
+            f"{', '.join(sorted(spec.capabilities)) or 'process faults only'})"
+        )
+    generator.lay(layout, 0.0)
+    kept: dict[int, int] = {}
+    entries: list[ScheduledFault] = []
+    for index, step in enumerate(layout.steps):
+        at = step.at_s
+        if at >= spec.time_limit_s:
+            if step.heals is None or step.heals not in kept:
+                continue
+            at = spec.time_limit_s
+        kept[index] = len(entries)
+        entries.append(
+            ScheduledFault(
+                at,
+                step.fault,
+                len(entries),
+                heals=None if step.heals is None else kept.get(step.heals),
+                same_as=None if step.same_as is None else kept.get(step.same_as),
+                scenario=step.scenario,
+            )
+        )
     return Schedule(tuple(entries), seed=spec.seed, spec=spec)
 
 
@@ -331,17 +413,34 @@ class ScheduleRunner:
             delay = started + entry.at_s - self.clock()
             if self._stop.wait(max(0.0, delay)):
                 break
-            fault = _with_healed_targets(entry, applied)
+            fault = _with_linked_targets(entry, applied)
             try:
                 result = self.nemesis.apply(fault)
             except FaultApplicationError as err:
                 result = err.applied
             except _RECORDED_ERRORS as err:
                 result = fault.with_value(error=f"{type(err).__name__}: {err}")
+            if entry.scenario is not None:
+                result = result.with_value(scenario=entry.scenario)
             applied[entry.id] = result
-            record.append(ScheduledFault(entry.at_s, result, entry.id, entry.heals))
+            record.append(
+                ScheduledFault(
+                    entry.at_s, result, entry.id, entry.heals, entry.same_as, entry.scenario
+                )
+            )
             self.on_applied(result)
         return Schedule(tuple(record), seed=schedule.seed, spec=schedule.spec, resolved=True)
+
+
+def _with_linked_targets(entry: ScheduledFault, applied: Mapping[int, Fault]) -> Fault:
+    """The fault with the nodes of the fault it is the same as, once that one hit nodes."""
+    fault = entry.fault
+    if entry.same_as is not None:
+        earlier = applied.get(entry.same_as)
+        hit = [] if earlier is None else earlier.targets or []
+        if hit and all(parse_target(t).role == "node" for t in hit):
+            return fault.with_value(targets=hit)
+    return _with_healed_targets(entry, applied)
 
 
 def _with_healed_targets(entry: ScheduledFault, applied: Mapping[int, Fault]) -> Fault:

@@ -191,7 +191,7 @@ class TestRunner:
                 inventory=Path(spec.inventory)
                 if spec.runtime == "ssh" and spec.inventory
                 else None,
-                settings=dict(spec.broker),
+                settings=spec.broker_settings(),
                 progress=progress,
             )
         except Exception as err:
@@ -272,8 +272,22 @@ class TestRunner:
             writer.close()
 
     def _supported(self, nemesis: ScheduleSpec, cluster: Cluster) -> ScheduleSpec:
-        """The schedule spec without fault kinds this cluster's runtime cannot apply."""
+        """The schedule spec for this cluster: its brokers and what its runtime can do; without
+        the fault kinds the runtime cannot apply."""
         capabilities = cluster.capabilities
+        nemesis = replace(
+            nemesis,
+            brokers=tuple(cluster.brokers),
+            capabilities=frozenset(
+                name
+                for name, able in (
+                    ("partitions", capabilities.partitions),
+                    ("netem", capabilities.netem),
+                    ("freeze", capabilities.freeze),
+                )
+                if able
+            ),
+        )
         unsupported = {
             "partition": not capabilities.partitions,
             "netem": not capabilities.netem,

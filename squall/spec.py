@@ -18,10 +18,10 @@ Written as TOML (``squall run --spec FILE``) or assembled from CLI flags::
     replication_factor = 3
     topic_config = { "min.insync.replicas" = "2" }
 
-    [nemesis]                     # squall.config.NemesisTable; omit for no faults
-    faults = { kill = 1, partition = 1 }
-    interval_s = [5, 10]
-    duration_s = [3, 6]
+    [nemesis]                     # squall.config.NemesisTable; omit for the default mix
+    generator = { stagger = { cycle = ["zombie-leader", "isr-shrink-leader-loss"] } }
+    # or: faults = { kill = 1, partition = 1 }, interval_s = [5, 10], duration_s = [3, 6]
+    # or: generator = "none" for no faults
 
 ``test.json`` holds this spec resolved (seed drawn, runtime chosen), plus the ``topic``
 summary the checkers read to know what the configuration promised. Both are pydantic models
@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from nemesis import ScheduleSpec
+from nemesis.timing import Detectors
 from squall.config import (
     ConfigModel,
     ConfigurationError,
@@ -72,6 +74,25 @@ BrokerSetting = Annotated[
 ]
 
 
+PROFILES: dict[str, dict[str, str]] = {
+    "kafka-2.4": {
+        "zookeeper.session.timeout.ms": "6000",
+        "zookeeper.connection.timeout.ms": "6000",
+        "replica.lag.time.max.ms": "10000",
+    },
+    "none": {},
+}
+"""Broker settings a test cluster starts from, before the spec's own ``[broker]``: Kafka
+2.4's failure detectors (a 6 s ZooKeeper session, a 10 s replica lag time), or the broker's
+own defaults."""
+NO_FAULTS = "none"
+
+
+def default_nemesis() -> ScheduleSpec:
+    """The default fault schedule: squall's default mix of scenarios."""
+    return ScheduleSpec(generator="default")
+
+
 class SpecError(ConfigurationError):
     """A test spec that cannot be run: names the file, the key and what to do."""
 
@@ -98,12 +119,15 @@ class TestSpec(ConfigModel):
     """Seconds to wait after healing, before the final read."""
     inventory: str | None = None
     """The inventory file naming the hosts, for the ssh runtime."""
+    profile: Literal["kafka-2.4", "none"] = "kafka-2.4"
+    """Broker settings the cluster starts from: Kafka 2.4's failure detectors (6 s session,
+    10 s replica lag), or none (the broker's own defaults); [broker] overrides them."""
     broker: dict[BrokerKey, BrokerSetting] = Field(default_factory=dict)
     """Broker settings with Kafka's names, e.g. "replica.truncation" = "high-watermark"."""
     workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
     """The queue workload."""
-    nemesis: ScheduleSpecTable | None = None
-    """The fault schedule; omit for no faults."""
+    nemesis: ScheduleSpecTable | None = Field(default_factory=default_nemesis)
+    """The fault schedule (default: squall's default mix; generator = "none": no faults)."""
 
     @field_validator("runtime", mode="before")
     @classmethod
@@ -122,8 +146,12 @@ class TestSpec(ConfigModel):
 
     @field_validator("nemesis", mode="before")
     @classmethod
-    def _empty_is_none(cls, value: object) -> object:
-        return None if value == {} else value
+    def _no_faults_is_none(cls, value: object) -> object:
+        if value == {}:
+            return {"generator": "default"}
+        if isinstance(value, Mapping) and value.get("generator") == NO_FAULTS:
+            return None
+        return value
 
     @model_validator(mode="after")
     def _enough_nodes(self) -> TestSpec:
@@ -139,8 +167,32 @@ class TestSpec(ConfigModel):
         seed = self.seed if self.seed is not None else random.SystemRandom().randrange(2**31)
         nemesis = self.nemesis
         if nemesis is not None:
-            nemesis = replace(nemesis, seed=seed, time_limit_s=self.time_limit_s)
+            nemesis = replace(
+                nemesis,
+                seed=seed,
+                time_limit_s=self.time_limit_s,
+                detectors=self.detectors(),
+                brokers=tuple(f"n{i}" for i in range(1, self.nodes + 1)),
+            )
         return self.model_copy(update={"seed": seed, "runtime": runtime, "nemesis": nemesis})
+
+    def broker_settings(self) -> dict[str, str]:
+        """The broker settings in force: the profile's, then the spec's own."""
+        return {**PROFILES[self.profile], **self.broker}
+
+    def detectors(self) -> Detectors:
+        """The cluster's failure detectors, from the broker settings in force."""
+        settings = self.broker_settings()
+
+        def seconds(key: str) -> float:
+            raw = settings.get(key, BROKER_KEYS[key].default)
+            return float(BROKER_KEYS[key].convert(str(raw), "broker")) / 1000
+
+        return Detectors(
+            session_timeout_s=seconds("zookeeper.session.timeout.ms"),
+            replica_lag_s=seconds("replica.lag.time.max.ms"),
+            fetch_wait_s=seconds("replica.fetch.wait.max.ms"),
+        )
 
     def promises_no_loss(self) -> bool:
         """acks=-1 with min.insync >= 2 and unclean election off: acknowledged data must survive."""
@@ -172,7 +224,9 @@ class TestSpec(ConfigModel):
             "time_limit_s": self.time_limit_s,
             "recovery_wait_s": self.recovery_wait_s,
             "inventory": self.inventory,
+            "profile": self.profile,
             "broker": dict(self.broker),
+            "broker_in_force": self.broker_settings(),
             "workload": self.workload.to_dict(),
             "nemesis": self.nemesis.to_json() if self.nemesis is not None else None,
             "topic": {

@@ -53,13 +53,18 @@ class ExpectedLossName(StrEnum):
     ACKS0 = "acks0"
     ACKS1 = "acks1"
     UNCLEAN = "unclean"
+    RETRIES = "retries"
 
     @property
-    def literal(self) -> Literal["acks0", "acks1", "unclean"]:
+    def literal(self) -> Literal["acks0", "acks1", "unclean", "retries"]:
         """The loss as ``checkers.CheckConfig`` types it."""
-        if self is ExpectedLossName.ACKS0:
-            return "acks0"
-        return "acks1" if self is ExpectedLossName.ACKS1 else "unclean"
+        literals: dict[ExpectedLossName, Literal["acks0", "acks1", "unclean", "retries"]] = {
+            ExpectedLossName.ACKS0: "acks0",
+            ExpectedLossName.ACKS1: "acks1",
+            ExpectedLossName.UNCLEAN: "unclean",
+            ExpectedLossName.RETRIES: "retries",
+        }
+        return literals[self]
 
 
 class RuntimeName(StrEnum):

@@ -37,6 +37,49 @@ def _weights(text: str) -> dict[str, float]:
     return out
 
 
+def _nemesis_overrides(
+    faults: str | None, interval: str | None, duration: str | None
+) -> dict[str, Any]:
+    """The [nemesis] overrides of --faults, --interval and --duration.
+
+    Kinds of fault alone keep the weighted-kinds schedule (a fault every --interval, healed
+    after --duration); a scenario name (or ``default``) among them makes a generator: a
+    weighted mix, one after another, --interval apart.
+    """
+    from nemesis.generator import SINGLE_KINDS
+
+    overrides: dict[str, Any] = {}
+    weights = _weights(faults) if faults not in (None, "none") else {}
+    if weights and all(name in SINGLE_KINDS for name in weights):
+        overrides["nemesis/faults"] = weights
+        if interval is not None:
+            overrides["nemesis/interval_s"] = _pair(interval, "--interval")
+        if duration is not None:
+            overrides["nemesis/duration_s"] = _pair(duration, "--duration")
+        return overrides
+    if list(weights) == ["default"] and interval is None and duration is None:
+        overrides["nemesis/generator"] = "default"
+    elif weights:
+        span = _pair(duration, "--duration") if duration is not None else None
+        choices = [
+            {
+                "weight": weight,
+                "do": {"fault": name, **({"duration": span} if span else {})}
+                if name in SINGLE_KINDS
+                else name,
+            }
+            for name, weight in weights.items()
+        ]
+        stagger: dict[str, Any] = {"stagger": {"mix": choices}}
+        if interval is not None:
+            stagger["gap"] = _pair(interval, "--interval")
+        overrides["nemesis/generator"] = stagger
+        overrides["nemesis/faults"] = {}
+    elif interval is not None or duration is not None:
+        fail("--interval and --duration go with --faults KIND,...", ExitCode.USAGE)
+    return overrides
+
+
 def build_spec(spec_file: Path | None, overrides: dict[str, Any]) -> TestSpec:
     """A spec file (if any) with flags layered on top."""
     from squall.config import ConfigurationError, read_toml, set_path
@@ -87,10 +130,21 @@ def run(
     faults: str | None = typer.Option(
         None,
         "--faults",
-        help="KIND[=WEIGHT],...: kill, pause, partition, bounce, freeze, netem; 'none' for no faults.",
+        help=(
+            "NAME[=WEIGHT],...: scenarios (zombie-leader, isr-shrink-leader-loss, "
+            "follower-restart-leader-loss, failover-during-truncation, "
+            "controller-failover-during-election, leader-session-loss, "
+            "controller-session-loss, rolling-bounce) and kinds of fault (kill, pause, "
+            "partition, bounce, freeze, netem); 'default' for the default mix (the default); "
+            "'none' for no faults."
+        ),
     ),
-    interval: str | None = typer.Option(None, "--interval", help="MIN,MAX seconds between faults."),
-    duration: str | None = typer.Option(None, "--duration", help="MIN,MAX seconds a fault lasts."),
+    interval: str | None = typer.Option(
+        None, "--interval", help="MIN,MAX seconds between faults (or scenarios)."
+    ),
+    duration: str | None = typer.Option(
+        None, "--duration", help="MIN,MAX seconds a single fault lasts."
+    ),
     settings: list[str] = typer.Option([], "--set", help="Broker key=value (Kafka's names)."),
     inventory: Path | None = typer.Option(None, "--inventory", help="Hosts for --runtime ssh."),
     store: Path = typer.Option(DEFAULT_STORE, "--store", help="Where run directories go."),
@@ -131,12 +185,7 @@ def run(
         overrides["broker/replica.truncation"] = truncation
     for key, value in broker.items():
         overrides[f"broker/{key}"] = value
-    if faults is not None and faults != "none":
-        overrides["nemesis/faults"] = _weights(faults)
-    if interval is not None:
-        overrides["nemesis/interval_s"] = _pair(interval, "--interval")
-    if duration is not None:
-        overrides["nemesis/duration_s"] = _pair(duration, "--duration")
+    overrides.update(_nemesis_overrides(faults, interval, duration))
     spec = build_spec(spec_file, overrides)
     if faults == "none":
         spec = spec.model_copy(update={"nemesis": None})

@@ -15,8 +15,10 @@ from pydantic_core import CoreSchema, core_schema
 
 from nemesis import SHAPES, NetemSpec, ScheduleSpec, parse_target
 from nemesis.fault import PARTITION_AMONG
+from nemesis.generator import parse_generator
 from nemesis.netem import DISTRIBUTIONS
-from nemesis.schedule import DEFAULT_SHAPES, KINDS
+from nemesis.schedule import CAPABILITIES, DEFAULT_SHAPES, KINDS
+from nemesis.timing import Detectors
 from squall.config.fields import ConfigModel, NonNegative, Seconds, Seed, one_of
 
 if TYPE_CHECKING:
@@ -24,11 +26,13 @@ if TYPE_CHECKING:
     Shape = str
     Among = str
     Distribution = str
+    Capability = str
 else:
     FaultKind = one_of(KINDS)
     Shape = one_of(SHAPES)
     Among = one_of(PARTITION_AMONG)
     Distribution = one_of(DISTRIBUTIONS)
+    Capability = one_of(sorted(CAPABILITIES))
 
 DEFAULT_TIME_LIMIT_S = 60.0
 
@@ -37,6 +41,12 @@ def _ordered(pair: tuple[float, float]) -> tuple[float, float]:
     if pair[0] > pair[1]:
         raise ValueError("expected [min, max] seconds with min <= max")
     return pair
+
+
+def _generator(doc: Any) -> Any:
+    if doc is not None:
+        parse_generator(doc)  # FaultError, a ValueError, names the place that is wrong
+    return doc
 
 
 def _target(text: str) -> str:
@@ -73,11 +83,27 @@ class NetemTable(ConfigModel):
         return NetemSpec(self.delay_ms, self.jitter_ms, self.distribution, self.loss_pct)
 
 
-class NemesisTable(ConfigModel):
-    """``[nemesis]``: which kinds of fault, how often, for how long, on whom (omit: no faults)."""
+class DetectorsTable(ConfigModel):
+    """The failure detectors of the cluster under test, in seconds (read from its settings)."""
 
-    faults: dict[FaultKind, NonNegative]
-    """Kinds of fault and their relative weights, e.g. { kill = 1, partition = 2 }."""
+    session_timeout_s: Seconds = 6.0
+    """zookeeper.session.timeout.ms: how long a dead broker goes unnoticed."""
+    replica_lag_s: Seconds = 10.0
+    """replica.lag.time.max.ms: how long a lagging follower stays in the ISR."""
+    fetch_wait_s: NonNegative = 0.5
+    """replica.fetch.wait.max.ms: the longest a follower's fetch waits."""
+
+
+class NemesisTable(ConfigModel):
+    """``[nemesis]``: a generator of scenarios and faults (default: squall's default mix), or
+    kinds of fault with their weights, how often, for how long, on whom. ``generator =
+    "none"`` runs without faults."""
+
+    generator: Annotated[Any, AfterValidator(_generator)] = None
+    """Scenarios and faults composed (sequence, repeat, mix, cycle, stagger, phases), e.g.
+    "default", "zombie-leader", or { stagger = { cycle = ["zombie-leader", "rolling-bounce"] } }."""
+    faults: dict[FaultKind, NonNegative] = Field(default_factory=dict)
+    """Without a generator: kinds of fault and their relative weights, e.g. { kill = 1 }."""
     interval_s: SecondsRange = (10.0, 20.0)
     """Seconds from one fault to the next, [min, max]."""
     duration_s: SecondsRange = (5.0, 15.0)
@@ -96,9 +122,19 @@ class NemesisTable(ConfigModel):
     """The schedule's seed (default: the test's seed)."""
     allow_overlap: list[FaultKind] = Field(default_factory=list)
     """Kinds of fault that may overlap themselves (never partition)."""
+    detectors: DetectorsTable | None = None
+    """The cluster's failure detectors (default: read from the broker settings in force)."""
+    brokers: list[str] | None = None
+    """The broker nodes a rolling bounce visits (default: the cluster's)."""
+    capabilities: list[Capability] | None = None
+    """What the runtime can do beyond process faults (default: the cluster's)."""
 
     @model_validator(mode="after")
     def _schedulable(self) -> NemesisTable:
+        if self.generator is None and not any(self.faults.values()):
+            raise ValueError(
+                'give a generator ("default", a scenario name...) or faults with a weight above 0'
+            )
         if self.interval_s[1] <= 0:
             raise ValueError("interval_s must allow a positive interval between faults")
         self.schedule_spec(time_limit_s=DEFAULT_TIME_LIMIT_S)  # the nemesis package's invariants
@@ -117,6 +153,14 @@ class NemesisTable(ConfigModel):
             time_limit_s=self.time_limit_s if self.time_limit_s is not None else time_limit_s,
             seed=self.seed if self.seed is not None else 0,
             allow_overlap=frozenset(self.allow_overlap),
+            generator=self.generator,
+            detectors=Detectors(**self.detectors.model_dump())
+            if self.detectors is not None
+            else Detectors(),
+            brokers=tuple(self.brokers) if self.brokers is not None else ("n1", "n2", "n3"),
+            capabilities=frozenset(self.capabilities)
+            if self.capabilities is not None
+            else CAPABILITIES,
         )
 
 

@@ -34,6 +34,10 @@ class ScheduledFaultEntry(ConfigModel):
     """Targets, grudge, netem setting...; as applied, also the resolved nodes and outcome."""
     heals: int | None = Field(default=None, strict=True)
     """The id of the fault this one heals."""
+    same_as: int | None = Field(default=None, strict=True)
+    """The id of an earlier fault whose nodes this one hits."""
+    scenario: str | None = None
+    """The scenario the fault belongs to."""
 
 
 class ScheduleDocument(ConfigModel):

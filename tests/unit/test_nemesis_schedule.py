@@ -21,6 +21,7 @@ from nemesis.schedule import (
     _with_healed_targets,
     generate_schedule,
 )
+from squall.config.errors import ConfigurationError
 from squall.store import RunDirectory, load_schedule
 
 SPEC = ScheduleSpec(
@@ -137,7 +138,7 @@ def test_save_and_load(tmp_path: Path) -> None:
     assert load_schedule(path) == schedule
     assert not list(tmp_path.glob("*.tmp*"))
     path.write_text('{"version": 9, "faults": []}')
-    with pytest.raises(FaultError, match="version 9"):
+    with pytest.raises(ConfigurationError, match="version = 9: must be 1"):
         load_schedule(path)
     path.write_text("{")
     with pytest.raises(FaultError, match="cannot read schedule"):

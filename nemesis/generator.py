@@ -1,0 +1,445 @@
+"""A small language that composes faults and scenarios into a timeline, as Jepsen's
+generators compose operations.
+
+A generator is plain data (JSON, or a TOML table in a test spec):
+
+- ``"zombie-leader"`` or ``{"scenario": "zombie-leader"}``: a named scenario
+  (``nemesis.scenarios``); ``"default"`` is the default mix;
+- ``{"fault": "kill", "targets": ["leader"], "duration": "1.5-2.5 session"}``: one fault and
+  the fault that heals it ``duration`` later (other keys go into the fault's value);
+- ``{"sequence": [G, ...], "gap": SPAN}``: one after another;
+- ``{"repeat": G, "times": N, "gap": SPAN}``: the same generator N times;
+- ``{"mix": [{"weight": W, "do": G}, ...]}``: one of them, drawn by weight;
+- ``{"cycle": [G, ...]}``: each use takes the next of a shuffled round, so every member
+  comes up before any comes up twice;
+- ``{"stagger": G, "gap": SPAN}``: G again and again, a gap apart, until the time limit;
+- ``{"phases": [{"for_s": S, "do": G}, ...]}``: each generator for its share of the time.
+
+SPANs are durations around the cluster's detectors (``nemesis.timing``). Laying a generator
+out draws every choice from one seeded ``random.Random``: the same spec, seed, detectors and
+nodes give the same timeline. Roles (``leader``, ``followers``, ``controller``) stay roles
+until the fault strikes; a step may take the nodes an earlier step hit (``same_as``).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from nemesis.errors import FaultError
+from nemesis.fault import Fault
+from nemesis.grudge import SHAPES
+from nemesis.timing import Detectors, Span
+
+SINGLE_KINDS: dict[str, tuple[str, str | None]] = {
+    "kill": ("kill", "start"),
+    "bounce": ("bounce", None),
+    "pause": ("pause", "resume"),
+    "freeze": ("freeze", "unfreeze"),
+    "partition": ("start-partition", "stop-partition"),
+    "netem": ("start-netem", "stop-netem"),
+}
+"""A kind of single fault -> (the fault, the fault that heals it; None: instantaneous)."""
+KIND_NEEDS = {"partition": "partitions", "netem": "netem", "freeze": "freeze"}
+"""Kinds that need a capability of the runtime (``nemesis.protocols.Capabilities``)."""
+DEFAULT_DURATION = Span(1.3, 2.0, "session")
+DEFAULT_GAP = Span(0.3, 0.6, "session")
+NO_GAP = Span(0, 0)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One fault of a timeline: when, what, which earlier step it heals or takes nodes from."""
+
+    at_s: float
+    fault: Fault
+    heals: int | None = None
+    same_as: int | None = None
+    scenario: str | None = None
+
+
+@dataclass
+class Layout:
+    """A timeline being laid out, and what every choice depends on."""
+
+    rng: random.Random
+    detectors: Detectors
+    brokers: tuple[str, ...]
+    time_limit_s: float
+    capabilities: frozenset[str] = frozenset({"partitions", "netem", "freeze"})
+    """What the runtime can do beyond process faults: ``partitions``, ``netem``, ``freeze``."""
+    steps: list[Step] = field(default_factory=list)
+    scenario: str | None = None
+
+    def add(
+        self, at_s: float, fault: Fault, *, heals: int | None = None, same_as: int | None = None
+    ) -> int:
+        """Add a step; its index (what later steps name in ``heals`` and ``same_as``)."""
+        self.steps.append(Step(round(at_s, 3), fault, heals, same_as, self.scenario))
+        return len(self.steps) - 1
+
+    def draw(self, span: Span) -> float:
+        return span.draw(self.detectors, self.rng)
+
+    def can(self, capability: str) -> bool:
+        return capability in self.capabilities
+
+
+class Generator(Protocol):
+    """Lays its faults out from ``start_s``; returns when its last fault ends."""
+
+    def lay(self, layout: Layout, start_s: float) -> float: ...
+
+    def available(self, layout: Layout) -> bool:
+        """Whether the runtime can apply what this generator would lay out."""
+        ...
+
+    def to_json(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class SingleFault:
+    """One fault of a kind, healed after ``duration`` (nothing to heal for a bounce)."""
+
+    kind: str
+    value: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    duration: Span = DEFAULT_DURATION
+
+    def __post_init__(self) -> None:
+        if self.kind not in SINGLE_KINDS:
+            raise FaultError(
+                f"unknown kind of fault {self.kind!r}; use one of {', '.join(SINGLE_KINDS)}"
+            )
+        self.fault(random.Random(0))  # validates the value now, not when the fault strikes
+
+    def fault(self, rng: random.Random) -> Fault:
+        value = dict(self.value)
+        if self.kind == "partition" and "shape" not in value and "grudge" not in value:
+            value["shape"] = rng.choice([s for s in SHAPES if s not in ("one-way", "isolate-zk")])
+        if self.kind == "netem" and not {"delay_ms", "jitter_ms", "loss_pct"} & set(value):
+            value.update(delay_ms=100.0, jitter_ms=50.0)
+        if self.kind in ("kill", "bounce", "pause", "freeze") and "targets" not in value:
+            value["targets"] = ["leader"]
+        if self.kind == "netem" and "targets" not in value:
+            value["targets"] = ["all"]
+        return Fault(SINGLE_KINDS[self.kind][0], value)
+
+    def lay(self, layout: Layout, start_s: float) -> float:
+        hit = layout.add(start_s, self.fault(layout.rng))
+        heal = SINGLE_KINDS[self.kind][1]
+        if heal is None:
+            return start_s
+        end = start_s + layout.draw(self.duration)
+        layout.add(end, Fault(heal), heals=hit)
+        return end
+
+    def available(self, layout: Layout) -> bool:
+        need = KIND_NEEDS.get(self.kind)
+        return need is None or layout.can(need)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"fault": self.kind, **self.value, "duration": self.duration.to_json()}
+
+
+@dataclass(frozen=True)
+class NamedScenario:
+    """A scenario of ``nemesis.scenarios``, laid out under its name."""
+
+    name: str
+
+    def __post_init__(self) -> None:
+        from nemesis.scenarios import SCENARIOS
+
+        if self.name not in SCENARIOS:
+            raise FaultError(
+                f"unknown scenario {self.name!r}; scenarios: {', '.join(sorted(SCENARIOS))}"
+            )
+
+    def lay(self, layout: Layout, start_s: float) -> float:
+        from nemesis.scenarios import SCENARIOS
+
+        scenario = SCENARIOS[self.name]
+        if not scenario.available(layout):
+            raise FaultError(
+                f"scenario {self.name} needs {scenario.needs}, which this runtime lacks"
+            )
+        outer, layout.scenario = layout.scenario, self.name
+        try:
+            return scenario.lay(layout, start_s)
+        finally:
+            layout.scenario = outer
+
+    def available(self, layout: Layout) -> bool:
+        from nemesis.scenarios import SCENARIOS
+
+        return SCENARIOS[self.name].available(layout)
+
+    def to_json(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class SequenceOf:
+    """Each generator after the previous one ends, ``gap`` apart."""
+
+    items: tuple[Generator, ...]
+    gap: Span = NO_GAP
+
+    def lay(self, layout: Layout, start_s: float) -> float:
+        at = start_s
+        for index, item in enumerate(self.items):
+            if not item.available(layout):
+                continue
+            if index:
+                at += layout.draw(self.gap)
+            at = item.lay(layout, at)
+        return at
+
+    def available(self, layout: Layout) -> bool:
+        return any(item.available(layout) for item in self.items)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sequence": [i.to_json() for i in self.items], "gap": self.gap.to_json()}
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """One generator ``times`` times, ``gap`` apart."""
+
+    item: Generator
+    times: int
+    gap: Span = NO_GAP
+
+    def __post_init__(self) -> None:
+        if isinstance(self.times, bool) or not isinstance(self.times, int) or self.times < 1:
+            raise FaultError(f"repeat: times must be an integer >= 1, got {self.times!r}")
+
+    def lay(self, layout: Layout, start_s: float) -> float:
+        return SequenceOf((self.item,) * self.times, self.gap).lay(layout, start_s)
+
+    def available(self, layout: Layout) -> bool:
+        return self.item.available(layout)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"repeat": self.item.to_json(), "times": self.times, "gap": self.gap.to_json()}
+
+
+@dataclass(frozen=True)
+class Mix:
+    """One generator, drawn by weight among those the runtime can apply."""
+
+    choices: tuple[tuple[float, Generator], ...]
+
+    def __post_init__(self) -> None:
+        if not self.choices or any(w < 0 for w, _ in self.choices):
+            raise FaultError("mix: give at least one generator, with weights >= 0")
+        if not any(w > 0 for w, _ in self.choices):
+            raise FaultError("mix: at least one weight must be above 0")
+
+    def lay(self, layout: Layout, start_s: float) -> float:
+        usable = [(w, g) for w, g in self.choices if w > 0 and g.available(layout)]
+        _, chosen = layout.rng.choices(usable, weights=[w for w, _ in usable])[0]
+        return chosen.lay(layout, start_s)
+
+    def available(self, layout: Layout) -> bool:
+        return any(w > 0 and g.available(layout) for w, g in self.choices)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mix": [{"weight": w, "do": g.to_json()} for w, g in self.choices]}
+
+
+@dataclass(frozen=True)
+class Cycle:
+    """Each use lays out the next generator of a shuffled round (a fresh round when done)."""
+
+    items: tuple[Generator, ...]
+    _rounds: dict[int, list[Generator]] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.items:
+            raise FaultError("cycle: give at least one generator")
+
+    def lay(self, layout: Layout, start_s: float) -> float:
+        pending = self._rounds.setdefault(id(layout), [])
+        if not pending:
+            pending.extend(item for item in self.items if item.available(layout))
+            layout.rng.shuffle(pending)
+        return pending.pop(0).lay(layout, start_s)
+
+    def available(self, layout: Layout) -> bool:
+        return any(item.available(layout) for item in self.items)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cycle": [i.to_json() for i in self.items]}
+
+
+@dataclass(frozen=True)
+class Stagger:
+    """A generator again and again, ``gap`` after each ends, until the time limit."""
+
+    item: Generator
+    gap: Span = DEFAULT_GAP
+
+    def lay(self, layout: Layout, start_s: float) -> float:
+        at = start_s
+        while self.item.available(layout):
+            at += layout.draw(self.gap)
+            if at >= layout.time_limit_s:
+                break
+            at = max(self.item.lay(layout, at), at + 0.001)
+        return min(at, layout.time_limit_s)
+
+    def available(self, layout: Layout) -> bool:
+        return self.item.available(layout)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stagger": self.item.to_json(), "gap": self.gap.to_json()}
+
+
+@dataclass(frozen=True)
+class Phases:
+    """Each generator in its own stretch of time, one after the other."""
+
+    phases: tuple[tuple[float, Generator], ...]
+
+    def __post_init__(self) -> None:
+        if not self.phases or any(s <= 0 for s, _ in self.phases):
+            raise FaultError("phases: give at least one phase, each with for_s > 0")
+
+    def lay(self, layout: Layout, start_s: float) -> float:
+        at = start_s
+        limit = layout.time_limit_s
+        for seconds, item in self.phases:
+            layout.time_limit_s = min(limit, at + seconds)
+            try:
+                if item.available(layout):
+                    item.lay(layout, at)
+            finally:
+                layout.time_limit_s = limit
+            at += seconds
+        return min(at, limit)
+
+    def available(self, layout: Layout) -> bool:
+        return any(item.available(layout) for _, item in self.phases)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"phases": [{"for_s": s, "do": g.to_json()} for s, g in self.phases]}
+
+
+def default_generator() -> Generator:
+    """squall's default: every scenario family in a shuffled round, one after another, a third
+    to half a session timeout apart, until the time limit."""
+    from nemesis.scenarios import DEFAULT_MIX
+
+    return Stagger(Cycle(tuple(NamedScenario(name) for name in DEFAULT_MIX)))
+
+
+def _span(doc: Mapping[str, Any], key: str, default: Span, where: str) -> Span:
+    return Span.parse(doc[key], where=f"{where}.{key}") if key in doc else default
+
+
+def _keys(doc: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    unknown = set(doc) - allowed
+    if unknown:
+        raise FaultError(
+            f"{where}: unknown keys {sorted(unknown)}; this form takes {sorted(allowed)}"
+        )
+
+
+def parse_generator(doc: Any, *, where: str = "generator") -> Generator:
+    """A generator from its plain-data form; FaultError naming the place that is wrong."""
+    if isinstance(doc, str):
+        return default_generator() if doc == "default" else NamedScenario(doc)
+    if not isinstance(doc, Mapping):
+        raise FaultError(f"{where}: expected a scenario name or a table, got {doc!r}")
+    forms: dict[str, Callable[[Mapping[str, Any], str], Generator]] = {
+        "scenario": _scenario,
+        "fault": _single,
+        "sequence": _sequence,
+        "repeat": _repeat,
+        "mix": _mix,
+        "cycle": _cycle,
+        "stagger": _stagger,
+        "phases": _phases,
+    }
+    present = [key for key in forms if key in doc]
+    if len(present) != 1:
+        raise FaultError(
+            f"{where}: a generator has exactly one of {', '.join(forms)}; got {sorted(doc)}"
+        )
+    return forms[present[0]](doc, f"{where}.{present[0]}")
+
+
+def _scenario(doc: Mapping[str, Any], where: str) -> Generator:
+    _keys(doc, {"scenario"}, where)
+    return parse_generator(str(doc["scenario"]), where=where)
+
+
+def _single(doc: Mapping[str, Any], where: str) -> Generator:
+    value = {k: v for k, v in doc.items() if k not in ("fault", "duration")}
+    return SingleFault(str(doc["fault"]), value, _span(doc, "duration", DEFAULT_DURATION, where))
+
+
+def _items(doc: Any, where: str) -> tuple[Generator, ...]:
+    if not isinstance(doc, Sequence) or isinstance(doc, str) or not doc:
+        raise FaultError(f"{where}: expected a non-empty list of generators, got {doc!r}")
+    return tuple(parse_generator(item, where=f"{where}[{i}]") for i, item in enumerate(doc))
+
+
+def _sequence(doc: Mapping[str, Any], where: str) -> Generator:
+    _keys(doc, {"sequence", "gap"}, where)
+    return SequenceOf(_items(doc["sequence"], where), _span(doc, "gap", NO_GAP, where))
+
+
+def _repeat(doc: Mapping[str, Any], where: str) -> Generator:
+    _keys(doc, {"repeat", "times", "gap"}, where)
+    item = parse_generator(doc["repeat"], where=where)
+    return Repeat(item, doc.get("times", 1), _span(doc, "gap", NO_GAP, where))
+
+
+def _mix(doc: Mapping[str, Any], where: str) -> Generator:
+    _keys(doc, {"mix"}, where)
+    entries = doc["mix"]
+    if not isinstance(entries, Sequence) or isinstance(entries, str) or not entries:
+        raise FaultError(f'{where}: expected [{{"weight": W, "do": G}}, ...], got {entries!r}')
+    choices = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, Mapping) or "do" not in entry:
+            raise FaultError(f'{where}[{i}]: expected {{"weight": W, "do": G}}, got {entry!r}')
+        _keys(entry, {"weight", "do"}, f"{where}[{i}]")
+        weight = entry.get("weight", 1)
+        if isinstance(weight, bool) or not isinstance(weight, int | float):
+            raise FaultError(f"{where}[{i}].weight: expected a number >= 0, got {weight!r}")
+        choices.append((float(weight), parse_generator(entry["do"], where=f"{where}[{i}].do")))
+    return Mix(tuple(choices))
+
+
+def _cycle(doc: Mapping[str, Any], where: str) -> Generator:
+    _keys(doc, {"cycle"}, where)
+    return Cycle(_items(doc["cycle"], where))
+
+
+def _stagger(doc: Mapping[str, Any], where: str) -> Generator:
+    _keys(doc, {"stagger", "gap"}, where)
+    return Stagger(
+        parse_generator(doc["stagger"], where=where), _span(doc, "gap", DEFAULT_GAP, where)
+    )
+
+
+def _phases(doc: Mapping[str, Any], where: str) -> Generator:
+    _keys(doc, {"phases"}, where)
+    entries = doc["phases"]
+    if not isinstance(entries, Sequence) or isinstance(entries, str) or not entries:
+        raise FaultError(f'{where}: expected [{{"for_s": S, "do": G}}, ...], got {entries!r}')
+    phases = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, Mapping) or "do" not in entry or "for_s" not in entry:
+            raise FaultError(f'{where}[{i}]: expected {{"for_s": S, "do": G}}, got {entry!r}')
+        _keys(entry, {"for_s", "do"}, f"{where}[{i}]")
+        seconds = entry["for_s"]
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds <= 0:
+            raise FaultError(f"{where}[{i}].for_s: expected seconds > 0, got {seconds!r}")
+        phases.append((float(seconds), parse_generator(entry["do"], where=f"{where}[{i}].do")))
+    return Phases(tuple(phases))

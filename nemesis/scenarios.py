@@ -1,0 +1,193 @@
+"""Scenarios aimed at the failure modes of a replicated log: the states where replication
+bugs show (a leader change with writes in flight, an ISR that shrank to its leader, a
+replica truncating after a failover).
+
+Each scenario lays a few faults out on a timeline (``nemesis.generator.Layout``), targeted
+by role (``leader``, ``followers``, ``controller`` of the workload's partition) and timed
+around the cluster's detectors, so that every fault outlasts what it must outlast. Roles are
+resolved when each fault strikes; a step that must hit the node an earlier step hit says
+``same_as``. Where the runtime cannot partition, a scenario uses its process-fault variant
+(a paused process is cut off as surely as a partitioned one), or is not available.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from nemesis.fault import Fault
+from nemesis.generator import Layout
+from nemesis.timing import Span
+
+Lay = Callable[[Layout, float], float]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named scenario: what it aims at, what it needs, and how it lays its faults out."""
+
+    name: str
+    aims_at: str
+    lay: Lay
+    needs: str | None = None
+    """A capability it cannot do without (``partitions``), or None."""
+
+    def available(self, layout: Layout) -> bool:
+        return self.needs is None or layout.can(self.needs)
+
+
+def _partition(layout: Layout, at: float, *, shape: str, among: str, targets: list[str]) -> int:
+    return layout.add(
+        at, Fault("start-partition", {"shape": shape, "among": among, "targets": targets})
+    )
+
+
+def zombie_leader(layout: Layout, start: float) -> float:
+    """The leader cut off from ZooKeeper and its followers while clients still reach it, past
+    the session timeout (the controller elects another leader), then healed: the deposed
+    leader must neither acknowledge what the new one does not have nor keep serving reads.
+    Without partitions: the leader paused past its session (a long GC pause), then resumed."""
+    hold = layout.draw(Span(1.3, 2.0, "session"))
+    if layout.can("partitions") and layout.rng.random() < 0.5:
+        cut = _partition(layout, start, shape="isolate", among="all", targets=["leader"])
+        layout.add(start + hold, Fault("stop-partition"), heals=cut)
+    else:
+        paused = layout.add(start, Fault("pause", {"targets": ["leader"]}))
+        layout.add(start + hold, Fault("resume"), heals=paused)
+    return start + hold
+
+
+def isr_shrink_leader_loss(layout: Layout, start: float) -> float:
+    """The followers fall out of the ISR (cut off from the leader, or paused) for longer than
+    the lag time while writes go on, then the leader dies, then the followers come back: the
+    ISR holds only the dead leader, so the partition stays offline, or, where unclean
+    election is allowed, a stale follower leads. The leader comes back a session later."""
+    shrink = layout.draw(Span(1.2, 1.5, "lag"))
+    if layout.can("partitions") and layout.rng.random() < 0.5:
+        cut = _partition(layout, start, shape="isolate", among="brokers", targets=["leader"])
+        killed = layout.add(start + shrink, Fault("kill", {"targets": ["leader"]}), same_as=cut)
+        layout.add(start + shrink + 0.5, Fault("stop-partition"), heals=cut)
+    else:
+        paused = layout.add(start, Fault("pause", {"targets": ["followers"]}))
+        killed = layout.add(start + shrink, Fault("kill", {"targets": ["leader"]}))
+        layout.add(start + shrink + 0.5, Fault("resume"), heals=paused)
+    back = start + shrink + layout.draw(Span(1.3, 2.0, "session"))
+    layout.add(back, Fault("start"), heals=killed)
+    return back
+
+
+def follower_restart_leader_loss(layout: Layout, start: float) -> float:
+    """KIP-101's first sequence: the followers restart (and truncate, as their protocol says)
+    while the leader cannot serve them, then the leader dies before they catch up; one of
+    them leads with whatever its truncation left. The old leader returns as a follower."""
+    paused = layout.add(start, Fault("pause", {"targets": ["leader"]}))
+    restarted = layout.add(start + 0.2, Fault("kill", {"targets": ["followers"]}))
+    layout.add(start + 0.7, Fault("start"), heals=restarted)
+    lost_at = start + 0.7 + layout.draw(Span(1.0, 2.0, "s"))
+    killed = layout.add(lost_at, Fault("kill", {"targets": ["leader"]}), same_as=paused)
+    back = lost_at + layout.draw(Span(1.3, 2.0, "session"))
+    layout.add(back, Fault("start"), heals=killed)
+    return back
+
+
+def failover_during_truncation(layout: Layout, start: float) -> float:
+    """KIP-101's second sequence: the leader dies; once another leads, the old one comes back
+    and truncates as a follower, and the new leader dies while it does. Replicas that
+    truncated by the wrong rule now diverge, or lose acknowledged writes."""
+    first = layout.add(start, Fault("kill", {"targets": ["leader"]}))
+    returns = start + layout.draw(Span(1.2, 1.5, "session"))
+    layout.add(returns, Fault("start"), heals=first)
+    second_at = returns + layout.draw(Span(0.3, 1.5, "s"))
+    second = layout.add(second_at, Fault("kill", {"targets": ["leader"]}))
+    back = second_at + layout.draw(Span(1.3, 2.0, "session"))
+    layout.add(back, Fault("start"), heals=second)
+    return back
+
+
+def controller_failover_during_election(layout: Layout, start: float) -> float:
+    """The partition's leader and the controller die together (often one node): the new
+    controller must elect from ZooKeeper's state alone, with writes in flight."""
+    killed = layout.add(start, Fault("kill", {"targets": ["leader", "controller"]}))
+    back = start + layout.draw(Span(1.3, 2.0, "session"))
+    layout.add(back, Fault("start"), heals=killed)
+    return back
+
+
+def leader_session_loss(layout: Layout, start: float) -> float:
+    """The leader loses ZooKeeper only (it still sees its followers and clients) past the
+    session timeout: it must stop acting as leader once fenced, and rejoin after."""
+    cut = _partition(layout, start, shape="isolate-zk", among="all", targets=["leader"])
+    end = start + layout.draw(Span(1.3, 2.0, "session"))
+    layout.add(end, Fault("stop-partition"), heals=cut)
+    return end
+
+
+def controller_session_loss(layout: Layout, start: float) -> float:
+    """The controller loses ZooKeeper past the session timeout: another broker becomes
+    controller, and the old one must stop acting at once."""
+    cut = _partition(layout, start, shape="isolate-zk", among="all", targets=["controller"])
+    end = start + layout.draw(Span(1.3, 2.0, "session"))
+    layout.add(end, Fault("stop-partition"), heals=cut)
+    return end
+
+
+def rolling_bounce(layout: Layout, start: float) -> float:
+    """Every broker bounced cleanly in turn, as an operator's rolling restart does: each
+    leader moves away and back while writes go on."""
+    at = start
+    for broker in layout.brokers:
+        layout.add(at, Fault("bounce", {"targets": [broker]}))
+        at += layout.draw(Span(2.0, 4.0, "s"))
+    return at
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario("zombie-leader", "a deposed leader still reached by clients", zombie_leader),
+        Scenario(
+            "isr-shrink-leader-loss",
+            "an ISR of one, then the loss of that one",
+            isr_shrink_leader_loss,
+        ),
+        Scenario(
+            "follower-restart-leader-loss",
+            "truncation on restart, then a failover before catching up (KIP-101)",
+            follower_restart_leader_loss,
+        ),
+        Scenario(
+            "failover-during-truncation",
+            "a leader change while a replica truncates (KIP-101)",
+            failover_during_truncation,
+        ),
+        Scenario(
+            "controller-failover-during-election",
+            "an election by a new controller with writes in flight",
+            controller_failover_during_election,
+        ),
+        Scenario(
+            "leader-session-loss",
+            "a leader fenced by ZooKeeper but not by its peers",
+            leader_session_loss,
+            needs="partitions",
+        ),
+        Scenario(
+            "controller-session-loss",
+            "a controller fenced by ZooKeeper",
+            controller_session_loss,
+            needs="partitions",
+        ),
+        Scenario("rolling-bounce", "every leader moved by clean restarts", rolling_bounce),
+    )
+}
+
+DEFAULT_MIX = (
+    "zombie-leader",
+    "isr-shrink-leader-loss",
+    "follower-restart-leader-loss",
+    "failover-during-truncation",
+    "controller-failover-during-election",
+    "leader-session-loss",
+    "rolling-bounce",
+)
+"""The default generator's round: one scenario per failure-mode family."""
