@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,12 +30,24 @@ from squall.cluster.services import (
 )
 
 STATE_DIR_ENV = "SQUALL_HOME"
+RUN_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,40}$")
+"""A run id: it names containers, networks and files, so it is a plain name, never a path."""
 ZOOKEEPER_NODE = "zk1"
 __all__ = ["BROKER_PORT", "ZOOKEEPER_NODE", "ZOOKEEPER_PORT", "Cluster", "ClusterState"]
 
 
 class ClusterStateError(RuntimeError):
     """No cluster is up, or its state file cannot be read."""
+
+
+def check_run_id(run_id: str) -> str:
+    """The run id if it has squall's shape; ClusterStateError naming what is allowed."""
+    if not RUN_ID.match(run_id):
+        raise ClusterStateError(
+            f"run id {run_id!r}: use 1 to 41 letters, digits, '_', '.' or '-', starting with a "
+            "letter or digit"
+        )
+    return run_id
 
 
 def state_dir() -> Path:
@@ -70,8 +83,11 @@ class ClusterState:
     settings: dict[str, str] = field(default_factory=dict)
     network: str | None = None
     created: str = ""
+    owner: str | None = None
+    """The control process that brought it up (``squall.cluster.owner``); None: unknown."""
 
     def save(self) -> Path:
+        check_run_id(self.run_id)
         directory = state_dir() / "clusters"
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{self.run_id}.json"
@@ -89,7 +105,7 @@ class ClusterState:
                     f"no cluster is up (no {current}); start one with `squall cluster up`"
                 )
             run_id = current.read_text().strip()
-        path = base / "clusters" / f"{run_id}.json"
+        path = base / "clusters" / f"{check_run_id(run_id)}.json"
         try:
             doc: dict[str, Any] = json.loads(path.read_text())
             return cls(
@@ -100,6 +116,7 @@ class ClusterState:
                 settings=dict(doc.get("settings", {})),
                 network=doc.get("network"),
                 created=doc.get("created", ""),
+                owner=doc.get("owner"),
             )
         except FileNotFoundError:
             raise ClusterStateError(
@@ -112,6 +129,7 @@ class ClusterState:
             ) from None
 
     def forget(self) -> None:
+        check_run_id(self.run_id)
         base = state_dir()
         (base / "clusters" / f"{self.run_id}.json").unlink(missing_ok=True)
         current = base / "current"

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import io
 import ipaddress
-import re
 import shutil
 import tarfile
 import time
@@ -29,6 +28,7 @@ from docker.models.containers import Container
 
 from nemesis.errors import ClusterError
 from squall.cluster.cluster import (
+    RUN_ID,
     ZOOKEEPER_NODE,
     Cluster,
     ClusterState,
@@ -37,6 +37,7 @@ from squall.cluster.cluster import (
     state_dir,
 )
 from squall.cluster.image import ensure_image
+from squall.cluster.owner import Owner, is_leftover
 from squall.cluster.ssh import Progress
 from squall.cluster.ssh_runtime import (
     check_fault_support,
@@ -47,11 +48,12 @@ from squall.cluster.ssh_runtime import (
 
 LABEL_RUN = "squall.run"
 LABEL_NODE = "squall.node"
+LABEL_OWNER = "squall.owner"
 SUBNET_CANDIDATES = tuple(f"10.213.{i}.0/24" for i in range(64))
 """Our own containers' subnets; one not used by another network or host route is taken."""
 NODE_ROOT = "/opt/squall"
 MAX_NODES = 200
-_RUN_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,40}$")
+OWNER_FILE = "owner"
 _HOST_KEY_SCRIPT = (
     "for i in $(seq 150); do "
     "[ -s /run/sshd.pid ] && [ -s /etc/ssh/ssh_host_ed25519_key.pub ] && "
@@ -78,6 +80,13 @@ def container_name(run_id: str, node: str) -> str:
 
 def network_name(run_id: str) -> str:
     return f"squall-{run_id}"
+
+
+def _read_owner(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
 
 
 def keys_dir(run_id: str) -> Path:
@@ -190,6 +199,7 @@ class DockerRuntime:
 
     def __init__(self, client: docker.DockerClient | None = None) -> None:
         self._client = client
+        self._owner = Owner.current().label()
 
     @property
     def client(self) -> docker.DockerClient:
@@ -220,7 +230,7 @@ class DockerRuntime:
         if inventory is not None:
             raise ValueError("an inventory names existing hosts: use the ssh runtime for it")
         nodes = 3 if nodes is None else nodes
-        if not _RUN_ID.match(run_id):
+        if not RUN_ID.match(run_id):
             raise ValueError(f"run id {run_id!r}: use letters, digits, '_', '.', '-' (max 41)")
         if not 1 <= nodes <= MAX_NODES:
             raise ValueError(f"nodes={nodes}: between 1 and {MAX_NODES} brokers")
@@ -262,6 +272,7 @@ class DockerRuntime:
         say: Progress,
     ) -> ClusterState:
         key_file = generate_key_pair(keys_dir(run_id))
+        (keys_dir(run_id) / OWNER_FILE).write_text(self._owner + "\n")
         public_key = key_file.with_suffix(".pub").read_bytes()
         say(f"creating network {network_name(run_id)}")
         subnet = self._create_network(run_id)
@@ -288,6 +299,7 @@ class DockerRuntime:
             settings={k: str(v) for k, v in (settings or {}).items()},
             network=network_name(run_id),
             created=datetime.now(UTC).isoformat(timespec="seconds"),
+            owner=Owner.current().label(),
         )
         state.save()
         return state
@@ -314,7 +326,7 @@ class DockerRuntime:
                     network_name(run_id),
                     driver="bridge",
                     ipam=ipam,
-                    labels={LABEL_RUN: run_id},
+                    labels={LABEL_RUN: run_id, LABEL_OWNER: self._owner},
                     check_duplicate=True,
                 )
             except docker.errors.APIError as err:
@@ -341,7 +353,7 @@ class DockerRuntime:
                 hostname=name,
                 detach=True,
                 cap_add=["NET_ADMIN"],
-                labels={LABEL_RUN: run_id, LABEL_NODE: name},
+                labels={LABEL_RUN: run_id, LABEL_NODE: name, LABEL_OWNER: self._owner},
                 network=network,
                 networking_config={
                     network: self.client.api.create_endpoint_config(ipv4_address=addresses[name])
@@ -378,26 +390,50 @@ class DockerRuntime:
         return self.clean(state.run_id)
 
     def clean(self, run_id: str | None = None) -> list[str]:
-        """Remove every container and network labelled ``squall.run`` (of one run, or all),
-        with their keys and saved state; what was removed. Idempotent."""
+        """Remove the containers and network of one run, or (no run id) of every run whose
+        owner is gone (``squall.cluster.owner``), with their keys and saved state; never a run
+        in progress. What was removed. Idempotent."""
         label = f"{LABEL_RUN}={run_id}" if run_id else LABEL_RUN
+        containers = self.client.containers.list(all=True, filters={"label": label})
+        networks = self.client.networks.list(filters={"label": label})
+        labelled = [
+            *(c.labels or {} for c in containers),
+            *(n.attrs.get("Labels") or {} for n in networks),
+        ]
+        live = set()
+        if run_id is None:
+            live = {
+                labels.get(LABEL_RUN, "")
+                for labels in labelled
+                if not is_leftover(labels.get(LABEL_OWNER))
+            }
         removed: list[str] = []
         runs = {run_id} if run_id else set()
-        for container in self.client.containers.list(all=True, filters={"label": label}):
-            runs.add(container.labels.get(LABEL_RUN, ""))
+        for container in containers:
+            run = (container.labels or {}).get(LABEL_RUN, "")
+            if run in live:
+                continue
+            runs.add(run)
             with contextlib.suppress(docker.errors.NotFound):
                 if container.status == "paused":
                     container.unpause()
                 container.remove(force=True)
                 removed.append(f"container {container.name}")
-        for network in self.client.networks.list(filters={"label": label}):
-            runs.add(network.attrs.get("Labels", {}).get(LABEL_RUN, ""))
+        for network in networks:
+            run = (network.attrs.get("Labels") or {}).get(LABEL_RUN, "")
+            if run in live:
+                continue
+            runs.add(run)
             with contextlib.suppress(docker.errors.NotFound):
                 network.remove()
                 removed.append(f"network {network.name}")
         if run_id is None and (state_dir() / "keys").is_dir():
-            runs.update(p.name for p in (state_dir() / "keys").iterdir())
-        for run in sorted(r for r in runs if r):
+            runs.update(
+                p.name
+                for p in (state_dir() / "keys").iterdir()
+                if p.name not in live and is_leftover(_read_owner(p / OWNER_FILE))
+            )
+        for run in sorted(r for r in runs if r and RUN_ID.match(r)):
             removed += self._forget(run)
         return removed
 

@@ -43,6 +43,7 @@ import paramiko
 from pydantic import AfterValidator, Field, field_validator
 
 from squall.cluster.cluster import ZOOKEEPER_NODE, ClusterState, NodeState
+from squall.cluster.owner import Owner
 from squall.config import (
     ConfigModel,
     ConfigurationError,
@@ -179,6 +180,7 @@ class Inventory:
             zookeeper=self.zookeeper.node_state(),
             settings={k: str(v) for k, v in (settings or {}).items()},
             created=datetime.now(UTC).isoformat(timespec="seconds"),
+            owner=Owner.current().label(),
         )
 
 

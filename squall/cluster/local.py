@@ -24,10 +24,13 @@ from pathlib import Path
 
 from nemesis.protocols import Capabilities
 from squall.cluster.cluster import (
+    RUN_ID,
     ZOOKEEPER_NODE,
     Cluster,
     ClusterState,
+    ClusterStateError,
     NodeState,
+    check_run_id,
     state_dir,
 )
 from squall.cluster.node import (
@@ -39,6 +42,7 @@ from squall.cluster.node import (
     DaemonSpec,
     render,
 )
+from squall.cluster.owner import Owner, is_leftover
 
 SIGNALS = {
     "KILL": signal.SIGKILL,
@@ -161,6 +165,13 @@ class LocalNode:
         pass
 
 
+def _owner_of(run_id: str) -> str | None:
+    try:
+        return ClusterState.load(run_id).owner
+    except ClusterStateError:
+        return None
+
+
 def _addresses(run_id: str, count: int) -> tuple[str, list[str]]:
     digest = zlib.crc32(run_id.encode())
     a, b = (digest >> 8) % 250 + 1, digest % 250 + 1
@@ -173,7 +184,7 @@ class LocalRuntime:
     name = "local"
 
     def root(self, run_id: str) -> Path:
-        return state_dir() / "local" / run_id
+        return state_dir() / "local" / check_run_id(run_id)
 
     def up(
         self,
@@ -201,6 +212,7 @@ class LocalRuntime:
             zookeeper=NodeState(ZOOKEEPER_NODE, zk_address, root=str(root / ZOOKEEPER_NODE)),
             settings={k: str(v) for k, v in (settings or {}).items()},
             created=datetime.now(UTC).isoformat(timespec="seconds"),
+            owner=Owner.current().label(),
         )
         state.save()
         cluster = self.attach(state)
@@ -234,9 +246,17 @@ class LocalRuntime:
         return removed
 
     def clean(self, run_id: str | None = None) -> list[str]:
-        """Kill leftover processes of local clusters (all, or one run) found by pidfile."""
+        """Kill the processes of one local cluster (found by pidfile) and remove its files;
+        with no run id, of every cluster whose owner is gone, never one in progress."""
         base = state_dir() / "local"
-        roots = [base / run_id] if run_id else (sorted(base.iterdir()) if base.exists() else [])
+        if run_id is not None:
+            roots = [base / check_run_id(run_id)]
+        else:
+            roots = [
+                root
+                for root in (sorted(base.iterdir()) if base.exists() else [])
+                if RUN_ID.match(root.name) and is_leftover(_owner_of(root.name))
+            ]
         removed: list[str] = []
         for root in roots:
             removed += self._kill_all(root)
