@@ -1,16 +1,20 @@
 """What a check is told: the checker options, and the tested configuration from `test.json`.
 
 From a run's `test.json` the checkers read only
-`topic.replication_factor`, `topic.min_insync_replicas`, `topic.unclean_leader_election`
-and `workload.acks` (-1, 0, 1 or "all"). They decide two things:
+`topic.replication_factor`, `topic.min_insync_replicas`, `topic.unclean_leader_election`,
+`workload.acks` (-1, 0, 1 or "all") and `workload.producer_retries` (an integer >= 0: how
+often the producer, without idempotence, may send a record again). They decide:
 - whether the configuration promised that no acknowledged acks=-1 write is lost
   (min.insync.replicas >= 2, unclean leader election off): only then is
   `lost-acked-write` judged;
 - which losses it allows: those of acks=0/1 writes, and with unclean leader election on,
-  those in an unclean-loss window. They are reported as expected losses, not anomalies.
+  those in an unclean-loss window. They are reported as expected losses, not anomalies;
+- whether a retried send may have landed twice (producer_retries > 0): a `duplicate` that
+  such a retry explains is then reported as expected, not as an anomaly.
 Without `test.json` nothing was promised and nothing is allowed beyond what each
 operation's own `acks` field says; `--expect-loss` declares allowances by hand (for Jepsen
-histories, say).
+histories, say): `acks0`, `acks1`, `unclean`, and `retries` (the producer may have retried
+without idempotence).
 """
 
 from __future__ import annotations
@@ -22,14 +26,15 @@ from typing import Any, Literal
 
 from checkers.errors import TestConfigError
 
-ExpectedLoss = Literal["acks0", "acks1", "unclean"]
-EXPECTED_LOSSES: tuple[ExpectedLoss, ...] = ("acks0", "acks1", "unclean")
+ExpectedLoss = Literal["acks0", "acks1", "unclean", "retries"]
+EXPECTED_LOSSES: tuple[ExpectedLoss, ...] = ("acks0", "acks1", "unclean", "retries")
 Loader = Literal["auto", "exact"]
 
 
 @dataclass(frozen=True)
 class TestSettings:
-    """The parts of a test's configuration that decide what may be lost; None: not known."""
+    """The parts of a test's configuration that decide what may be lost or duplicated;
+    None: not known."""
 
     __test__ = False  # not a pytest test class, despite the name
 
@@ -38,6 +43,12 @@ class TestSettings:
     min_insync_replicas: int | None = None
     unclean_leader_election: bool | None = None
     acks: int | None = None
+    producer_retries: int | None = None
+
+    @property
+    def retries_may_duplicate(self) -> bool:
+        """The producer may send a record again without idempotence: it may land twice."""
+        return self.producer_retries is not None and self.producer_retries > 0
 
     @property
     def promises_no_loss(self) -> bool:
@@ -56,7 +67,9 @@ class TestSettings:
             "min_insync_replicas": self.min_insync_replicas,
             "unclean_leader_election": self.unclean_leader_election,
             "acks": self.acks,
+            "producer_retries": self.producer_retries,
             "promises_no_loss": self.promises_no_loss,
+            "retries_may_duplicate": self.retries_may_duplicate,
         }
 
 
@@ -67,7 +80,9 @@ class CheckConfig:
     `sample`: anomalies kept per type in results (counts are always complete).
     `expect_loss`: losses declared expected beyond what `test.json` allows: `acks0` and
     `acks1` make writes whose acks is not recorded count as sent with that acks; `unclean`
-    allows unclean-election losses.
+    allows unclean-election losses; `retries` declares that the producer may have retried
+    sends without idempotence, so a value a retry explains at several offsets is an
+    expected duplicate.
     `test`: the tested configuration; None reads the run's `test.json`.
     `loader`: how `history.jsonl` becomes Parquet: `auto` (the bulk converter, which leaves
     what it cannot vouch for to the exact one) or `exact` (line by line); see `checkers.load`.
@@ -129,6 +144,7 @@ def read_test_settings(path: Path) -> TestSettings:
         min_insync_replicas=_field(doc, where, "topic", "min_insync_replicas", int),
         unclean_leader_election=_field(doc, where, "topic", "unclean_leader_election", bool),
         acks=acks,
+        producer_retries=_producer_retries(where, doc),
     )
 
 
@@ -146,6 +162,23 @@ def _acks(path: str, doc: dict[str, Any]) -> int | None:
     if type(acks) is not int or acks not in (-1, 0, 1):
         raise TestConfigError(f'{path}: workload.acks is {acks!r}, expected -1, 0, 1 or "all"')
     return int(acks)
+
+
+def _producer_retries(path: str, doc: dict[str, Any]) -> int | None:
+    """`workload.producer_retries`: an integer >= 0, or None when absent (not known)."""
+    workload = doc.get("workload")
+    if workload is None:
+        return None
+    if not isinstance(workload, dict):
+        raise TestConfigError(f"{path}: 'workload' is {workload!r}, expected an object")
+    retries = workload.get("producer_retries")
+    if retries is None:
+        return None
+    if type(retries) is not int or retries < 0:
+        raise TestConfigError(
+            f"{path}: workload.producer_retries is {retries!r}, expected an integer >= 0"
+        )
+    return retries
 
 
 def find_test_settings(run_dir: Path | None) -> TestSettings:

@@ -250,6 +250,37 @@ class Evidence:
         """Per (key, offset) of `offsets`: the sorted distinct values seen there (for samples)."""
         return self._listed(offsets, "offset", "value", "values")
 
+    def sends_of(self, values: DataFrame) -> DataFrame:
+        """Per (key, value) of `values` that some send micro-op sent: its send operations
+        in history order, as `sends` (for evidence): `invoke_index`, `index` (the
+        completion's; absent while pending), `type` (ok, fail or info), `error`, and the
+        `offset` the completion reported."""
+        writes = self.writes.join(values.select("key", "value"), ["value", "key"], "left_semi")
+        # Only the completions of these sends: few rows, so the ops are scanned, not shuffled.
+        completions = F.broadcast(
+            writes.filter(F.col("complete_index").isNotNull()).select(
+                F.col("complete_index").alias("index")
+            )
+        )
+        errors = (
+            self.ops.filter((F.col("type") != "invoke") & F.col("error").isNotNull())
+            .join(completions, "index", "left_semi")
+            .select(F.col("index").alias("complete_index"), "error")
+        )
+        send = F.struct(
+            "invoke_index",
+            F.col("complete_index").alias("index"),
+            F.col("status").alias("type"),
+            "error",
+            "offset",
+            F.when(F.col("pending"), F.lit(True)).alias("pending"),
+        )
+        return (
+            writes.join(errors, "complete_index", "left")
+            .groupBy("key", "value")
+            .agg(F.array_sort(F.collect_list(send)).alias("sends"))
+        )
+
     def _listed(self, rows: DataFrame, by: str, listed: str, into: str) -> DataFrame:
         """Per (key, `by`) of `rows`: the sorted `listed` of the contents, as `into`."""
         return (

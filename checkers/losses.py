@@ -1,4 +1,5 @@
-"""Which losses the tested configuration allows: they are counted as expected, not invalid.
+"""Which losses (and duplicates) the tested configuration allows: they are counted as
+expected, not invalid.
 
 A lost write is expected when it was sent with acks=0 or acks=1 (the operation's `acks`
 field, else `workload.acks` of `test.json`, else the one declared with `--expect-loss
@@ -8,6 +9,12 @@ was allowed (`topic.unclean_leader_election` true, or `--expect-loss unclean`).
 Such a loss truncates the log: offsets are handed out again, so a producer's next send or a
 consumer's next read may land at or before where it was. `truncated_positions` lists the
 lost values that explain such a step back (see `checkers.order`).
+
+A `duplicate` (one value at several offsets of a key) is expected when the producer may
+have retried a send without idempotence (`workload.producer_retries` > 0 in `test.json`, or
+`--expect-loss retries`) and such a retry explains it: the value was sent, and it sits at
+no more offsets than its sends could land at (retries + 1 each; any number when declared
+by hand, as the count of retries is then not known). Nothing else is excused by retries.
 """
 
 from __future__ import annotations
@@ -43,6 +50,26 @@ class LossRules:
             return 1
         return None
 
+    @property
+    def retries_may_duplicate(self) -> bool:
+        """The producer may have retried without idempotence: test.json's or declared."""
+        return self.settings.retries_may_duplicate or "retries" in self.expect_loss
+
+    @property
+    def landings_per_send(self) -> int | None:
+        """How often one send may land: test.json's producer retries + 1; None: no bound
+        known (retries declared by hand, or test.json silent on them)."""
+        if "retries" in self.expect_loss or self.settings.producer_retries is None:
+            return None
+        return self.settings.producer_retries + 1
+
+    @property
+    def duplicate_reason(self) -> str:
+        """Why a duplicate a retry explains is expected, as its sample says."""
+        if self.settings.retries_may_duplicate and "retries" not in self.expect_loss:
+            return f"producer retries={self.settings.producer_retries} without idempotence"
+        return "producer retries without idempotence (--expect-loss retries)"
+
     def describe(self) -> list[str]:
         """The allowances in words, for results.json."""
         notes = []
@@ -60,6 +87,13 @@ class LossRules:
                 else "--expect-loss unclean"
             )
             notes.append(f"{source}: losses in unclean-loss windows are expected")
+        if self.retries_may_duplicate:
+            bound = self.landings_per_send
+            at_most = "" if bound is None else f" (at most {bound} per send of it)"
+            notes.append(
+                f"{self.duplicate_reason}: a sent value at several offsets of its key{at_most} "
+                "is an expected duplicate"
+            )
         return notes
 
     def with_acks(self, rows: DataFrame) -> DataFrame:
@@ -92,6 +126,23 @@ class LossRules:
                 F.when(lossy_acks, acks_reason).when(in_window, window_reason),
             )
             .drop("_election")
+        )
+
+    def classify_duplicates(self, duplicates: DataFrame) -> DataFrame:
+        """`duplicates` (key, value, offset_count, `sends`: the value's send operations, null
+        if none) plus `expected` and `expected_reason`: a retry without idempotence explains
+        the duplicate (see the module's docstring)."""
+        if not self.retries_may_duplicate:
+            return duplicates.withColumn("expected", F.lit(False)).withColumn(
+                "expected_reason", F.lit(None).cast("string")
+            )
+        sends = F.when(F.col("sends").isNotNull(), F.size("sends")).otherwise(F.lit(0))
+        explained = sends > 0
+        bound = self.landings_per_send
+        if bound is not None:
+            explained = explained & (F.col("offset_count") <= sends * bound)
+        return duplicates.withColumn("expected", explained).withColumn(
+            "expected_reason", F.when(explained, F.lit(self.duplicate_reason))
         )
 
     def lossy_unclean_elections(self) -> list[tuple[str, int]]:

@@ -4,12 +4,14 @@
   evidence (every poll, every committed send). It is counted as expected when a write at
   that offset was lossy by configuration (acks=0/1, or lost in an allowed unclean window):
   a lost record's offset is reused by the next leader.
-- duplicate: one value appears at more than one offset of a key.
+- duplicate: one value appears at more than one offset of a key. It is counted as
+  expected when the producer may have retried the send without idempotence and a retry
+  explains it (`checkers.losses`); its sample then lists the value's send operations.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from checkers.checker import CheckContext
@@ -51,6 +53,20 @@ def check_offsets(evidence: Evidence, losses: LossRules) -> list[Finding]:
     duplicates = evidence.dense_index(
         several.join(evidence.offsets_of(several), ["value", "key"]), "first_offset", "first_idx"
     )
+    duplicate_detail: list[Column | str] = [
+        "key",
+        "value",
+        "offsets",
+        F.col("offset_count").alias("count"),
+        F.col("first_idx").alias("index"),
+    ]
+    excused: Column | None = None
+    if losses.retries_may_duplicate:
+        duplicates = losses.classify_duplicates(
+            duplicates.join(evidence.sends_of(several), ["value", "key"], "left")
+        )
+        duplicate_detail.append("sends")
+        excused = F.col("expected")
     return [
         finding(
             CHECKER,
@@ -66,13 +82,8 @@ def check_offsets(evidence: Evidence, losses: LossRules) -> list[Finding]:
             "duplicate",
             duplicates,
             order="first_offset",
-            detail=[
-                "key",
-                "value",
-                "offsets",
-                F.col("offset_count").alias("count"),
-                F.col("first_idx").alias("index"),
-            ],
+            detail=duplicate_detail,
+            expected=excused,
         ),
     ]
 

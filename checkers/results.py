@@ -8,10 +8,11 @@ complete count and the first `sample` anomalies in order. The document:
   something already makes it false;
 - `anomaly_types`: the types found that make the history invalid;
 - `allowed_anomaly_types` (found, always allowed: int-send-skip) and
-  `expected_anomaly_types` (found, but losses the configuration allows);
+  `expected_anomaly_types` (found, but losses the configuration allows, or duplicates that
+  its producer's retries explain; see `checkers.losses`);
 - `checkers`: per checker `valid` (its anomalies' verdict, combined with its own if it
   gives one), `anomalies` (samples by type), `counts` (complete, every type the checker
-  judged, 0 when none), `expected` / `expected_counts` (the same for expected losses), and
+  judged, 0 when none), `expected` / `expected_counts` (the same for what is expected), and
   `details` and `notes` where it has them;
 - `stats`, `config` (the tested configuration read, and what it promised), `history`
   (where it came from and how it was loaded), `notes`.

@@ -31,7 +31,8 @@ def check(
     expect_loss: list[ExpectedLossName] = typer.Option(
         [],
         "--expect-loss",
-        help="acks0, acks1 or unclean: losses to report as expected, not invalid.",
+        help="acks0, acks1, unclean or retries (duplicates of retried sends): what to "
+        "report as expected, not invalid.",
     ),
     loader: LoaderName = typer.Option(
         LoaderName.AUTO,
