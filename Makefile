@@ -8,11 +8,11 @@ PYTEST_ARGS ?=
 setup:
 	@bash scripts/setup.sh
 
-# A 60-second real test on the default runtime (docker where an engine answers, else local
-# processes): acks=-1, RF 3, min.insync 2, leader kills and partitions, then the report.
+# Two 60-second real tests on the default runtime (docker where an engine answers, else
+# local processes) under the default mix of fault scenarios: the safe configuration
+# (acks=-1, RF 3, min.insync 2) and acks=1, side by side, each verdict explained.
 demo: setup
-	$(PY) -m squall run --name demo --time-limit 60 --faults kill=1,partition=1 \
-	    --interval 8,12 --duration 4,8 --acks -1 --replication-factor 3 --min-insync-replicas 2
+	$(PY) -m squall campaign campaigns/demo.toml
 
 test: setup lint imports typecheck
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -91,11 +91,16 @@ def follower_restart_leader_loss(layout: Layout, start: float) -> float:
 
 
 def failover_during_truncation(layout: Layout, start: float) -> float:
-    """KIP-101's second sequence: the leader dies; once another leads, the old one comes back
-    and truncates as a follower, and the new leader dies while it does. Replicas that
-    truncated by the wrong rule now diverge, or lose acknowledged writes."""
-    first = layout.add(start, Fault("kill", {"targets": ["leader"]}))
-    returns = start + layout.draw(Span(1.2, 1.5, "session"))
+    """KIP-101's second sequence: the followers stall for a moment (within the lag time, so
+    they stay in the ISR) while writes reach the leader, then the leader dies: another leads,
+    the old one comes back with writes the new leader never had and must truncate them, and
+    the new leader dies while it does. Replicas that truncate by the wrong rule diverge or
+    lose acknowledged writes."""
+    stalled = layout.add(start, Fault("pause", {"targets": ["followers"]}))
+    first_at = start + layout.draw(Span(0.1, 0.15, "lag"))
+    first = layout.add(first_at, Fault("kill", {"targets": ["leader"]}))
+    layout.add(first_at + 0.2, Fault("resume"), heals=stalled)
+    returns = first_at + layout.draw(Span(1.2, 1.5, "session"))
     layout.add(returns, Fault("start"), heals=first)
     second_at = returns + layout.draw(Span(0.3, 1.5, "s"))
     second = layout.add(second_at, Fault("kill", {"targets": ["leader"]}))

@@ -30,7 +30,7 @@ import json
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -40,6 +40,7 @@ from pydantic import Field
 from squall.config import ConfigModel, ConfigurationError, read_toml, set_path, validate
 from squall.exit_codes import ExitCode
 from squall.report.junit import JUnitCase, JUnitOutcome, render_suite
+from squall.report.verdict import explain, leader_elections
 from squall.spec import TestSpec
 
 
@@ -141,6 +142,10 @@ class CaseResult:
     run_dir: str | None
     seconds: float
     error: str | None = None
+    expected_anomaly_types: list[str] = field(default_factory=list)
+    """Losses found that the case's configuration allows."""
+    explanation: str = ""
+    """What the verdict means, in a sentence or two."""
 
 
 def junit_xml(campaign: str, results: list[CaseResult]) -> str:
@@ -175,8 +180,10 @@ def run_campaign(
     results: list[CaseResult] = []
     for case in cases:
         started = time.monotonic()
+        interrupted = False
         try:
             outcome = TestRunner(case.spec, store=run_store, spark_master=spark_master).run()
+            interrupted = outcome.interrupted
             found = outcome.results or {}
             result = CaseResult(
                 case.spec.name,
@@ -186,6 +193,10 @@ def run_campaign(
                 list(found.get("anomaly_types", [])),
                 str(outcome.run_dir.path),
                 time.monotonic() - started,
+                expected_anomaly_types=list(found.get("expected_anomaly_types", [])),
+                explanation=explain(found, elections=leader_elections(outcome.run_dir.history))
+                if found
+                else "",
             )
         except Exception as err:  # one case's failure must not stop the campaign
             result = CaseResult(
@@ -207,6 +218,6 @@ def run_campaign(
             )
         )
         (out_dir / "junit.xml").write_text(junit_xml(name, results))
-        if getattr(outcome, "interrupted", False):
+        if interrupted:
             break
     return out_dir, results

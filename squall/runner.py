@@ -44,7 +44,7 @@ from workloads import QueueWorkload
 
 log = logging.getLogger(__name__)
 
-SUT_EVENT_TYPES = {"leader-election", "isr-change"}
+SUT_EVENT_TYPES = {"leader-election", "isr-change", "truncation", "controller-elected"}
 
 
 class InfrastructureError(RuntimeError):

@@ -80,6 +80,19 @@ class EventLog:
             reason=reason,
         )
 
+    def truncation(
+        self, *, key: str, from_offset: int, to_offset: int, leader_epoch: int, reason: str
+    ) -> dict[str, Any]:
+        """A replica dropping the end of its log (``reason``: the rule that chose the point)."""
+        return self.write(
+            "truncation",
+            key=key,
+            from_offset=from_offset,
+            to_offset=to_offset,
+            leader_epoch=leader_epoch,
+            reason=reason,
+        )
+
     def close(self) -> None:
         with self._lock:
             if self._fd is not None:

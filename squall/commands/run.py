@@ -99,63 +99,69 @@ def build_spec(spec_file: Path | None, overrides: dict[str, Any]) -> TestSpec:
         fail(str(err), ExitCode.USAGE)
 
 
-def run(
-    spec_file: Path | None = typer.Option(
-        None, "--spec", help="A TOML test spec; flags override it."
+# The options of a test's configuration, shared by the commands that run tests (run, hunt).
+SpecOption = typer.Option(None, "--spec", help="A TOML test spec; flags override it.")
+NameOption = typer.Option(None, "--name", help="Test name (its store directory).")
+RuntimeOption = typer.Option(
+    None, "--runtime", help="docker | ssh | local (default: docker if an engine answers)."
+)
+NodesOption = typer.Option(None, "--nodes", min=1, help="Brokers.")
+TimeLimitOption = typer.Option(None, "--time-limit", help="Seconds of workload under faults.")
+SeedOption = typer.Option(None, "--seed", help="Seed for the workload and the fault schedule.")
+AcksOption = typer.Option(None, "--acks", help="-1, 0 or 1.")
+PartitionsOption = typer.Option(None, "--partitions")
+ReplicationFactorOption = typer.Option(None, "--replication-factor")
+MinInsyncOption = typer.Option(None, "--min-insync-replicas")
+UncleanOption = typer.Option(None, "--unclean-leader-election/--no-unclean-leader-election")
+TruncationOption = typer.Option(None, "--truncation", help="leader-epoch or high-watermark.")
+RateOption = typer.Option(None, "--rate", help="Operations per second across all clients.")
+FaultsOption = typer.Option(
+    None,
+    "--faults",
+    help=(
+        "NAME[=WEIGHT],...: scenarios (zombie-leader, isr-shrink-leader-loss, "
+        "follower-restart-leader-loss, failover-during-truncation, "
+        "controller-failover-during-election, leader-session-loss, "
+        "controller-session-loss, rolling-bounce) and kinds of fault (kill, pause, "
+        "partition, bounce, freeze, netem); 'default' for the default mix (the default); "
+        "'none' for no faults."
     ),
-    name: str | None = typer.Option(None, "--name", help="Test name (its store directory)."),
-    runtime: RuntimeName | None = typer.Option(
-        None, "--runtime", help="docker | ssh | local (default: docker if an engine answers)."
-    ),
-    nodes: int | None = typer.Option(None, "--nodes", min=1, help="Brokers."),
-    time_limit: float | None = typer.Option(
-        None, "--time-limit", help="Seconds of workload under faults."
-    ),
-    seed: int | None = typer.Option(
-        None, "--seed", help="Seed for the workload and the fault schedule."
-    ),
-    acks: int | None = typer.Option(None, "--acks", help="-1, 0 or 1."),
-    partitions: int | None = typer.Option(None, "--partitions"),
-    replication_factor: int | None = typer.Option(None, "--replication-factor"),
-    min_insync: int | None = typer.Option(None, "--min-insync-replicas"),
-    unclean: bool | None = typer.Option(
-        None, "--unclean-leader-election/--no-unclean-leader-election"
-    ),
-    truncation: str | None = typer.Option(
-        None, "--truncation", help="leader-epoch or high-watermark."
-    ),
-    rate: float | None = typer.Option(
-        None, "--rate", help="Operations per second across all clients."
-    ),
-    faults: str | None = typer.Option(
-        None,
-        "--faults",
-        help=(
-            "NAME[=WEIGHT],...: scenarios (zombie-leader, isr-shrink-leader-loss, "
-            "follower-restart-leader-loss, failover-during-truncation, "
-            "controller-failover-during-election, leader-session-loss, "
-            "controller-session-loss, rolling-bounce) and kinds of fault (kill, pause, "
-            "partition, bounce, freeze, netem); 'default' for the default mix (the default); "
-            "'none' for no faults."
-        ),
-    ),
-    interval: str | None = typer.Option(
-        None, "--interval", help="MIN,MAX seconds between faults (or scenarios)."
-    ),
-    duration: str | None = typer.Option(
-        None, "--duration", help="MIN,MAX seconds a single fault lasts."
-    ),
-    settings: list[str] = typer.Option([], "--set", help="Broker key=value (Kafka's names)."),
-    inventory: Path | None = typer.Option(None, "--inventory", help="Hosts for --runtime ssh."),
-    store: Path = typer.Option(DEFAULT_STORE, "--store", help="Where run directories go."),
-    keep_cluster: bool = typer.Option(
-        False, "--keep-cluster", help="Leave the cluster up afterwards."
-    ),
-    spark_master: str | None = typer.Option(
-        None, "--spark-master", help="Spark for the checkers (default local[*])."
-    ),
-) -> None:
-    """Run one test: provision, workload under faults, heal, final read, check, report."""
+)
+IntervalOption = typer.Option(
+    None, "--interval", help="MIN,MAX seconds between faults (or scenarios)."
+)
+DurationOption = typer.Option(None, "--duration", help="MIN,MAX seconds a single fault lasts.")
+SettingsOption = typer.Option([], "--set", help="Broker key=value (Kafka's names).")
+InventoryOption = typer.Option(None, "--inventory", help="Hosts for --runtime ssh.")
+StoreOption = typer.Option(DEFAULT_STORE, "--store", help="Where run directories go.")
+SparkMasterOption = typer.Option(
+    None, "--spark-master", help="Spark for the checkers (default local[*])."
+)
+
+
+def spec_from_flags(
+    spec_file: Path | None,
+    *,
+    name: str | None,
+    runtime: RuntimeName | None,
+    nodes: int | None,
+    time_limit: float | None,
+    seed: int | None,
+    acks: int | None,
+    partitions: int | None,
+    replication_factor: int | None,
+    min_insync: int | None,
+    unclean: bool | None,
+    truncation: str | None,
+    rate: float | None,
+    faults: str | None,
+    interval: str | None,
+    duration: str | None,
+    settings: list[str],
+    inventory: Path | None,
+) -> TestSpec:
+    """The test the configuration flags describe, over the spec file if any; exits USAGE
+    when they do not make a valid test."""
     from system_under_test.config import ConfigError, parse_assignments
 
     try:
@@ -189,6 +195,55 @@ def run(
     spec = build_spec(spec_file, overrides)
     if faults == "none":
         spec = spec.model_copy(update={"nemesis": None})
+    return spec
+
+
+def run(
+    spec_file: Path | None = SpecOption,
+    name: str | None = NameOption,
+    runtime: RuntimeName | None = RuntimeOption,
+    nodes: int | None = NodesOption,
+    time_limit: float | None = TimeLimitOption,
+    seed: int | None = SeedOption,
+    acks: int | None = AcksOption,
+    partitions: int | None = PartitionsOption,
+    replication_factor: int | None = ReplicationFactorOption,
+    min_insync: int | None = MinInsyncOption,
+    unclean: bool | None = UncleanOption,
+    truncation: str | None = TruncationOption,
+    rate: float | None = RateOption,
+    faults: str | None = FaultsOption,
+    interval: str | None = IntervalOption,
+    duration: str | None = DurationOption,
+    settings: list[str] = SettingsOption,
+    inventory: Path | None = InventoryOption,
+    store: Path = StoreOption,
+    keep_cluster: bool = typer.Option(
+        False, "--keep-cluster", help="Leave the cluster up afterwards."
+    ),
+    spark_master: str | None = SparkMasterOption,
+) -> None:
+    """Run one test: provision, workload under faults, heal, final read, check, report."""
+    spec = spec_from_flags(
+        spec_file,
+        name=name,
+        runtime=runtime,
+        nodes=nodes,
+        time_limit=time_limit,
+        seed=seed,
+        acks=acks,
+        partitions=partitions,
+        replication_factor=replication_factor,
+        min_insync=min_insync,
+        unclean=unclean,
+        truncation=truncation,
+        rate=rate,
+        faults=faults,
+        interval=interval,
+        duration=duration,
+        settings=settings,
+        inventory=inventory,
+    )
     _execute(spec, store=store, keep_cluster=keep_cluster, spark_master=spark_master)
 
 
@@ -281,6 +336,7 @@ def campaign(
 ) -> None:
     """Run a matrix of tests one after another; a summary, summary.json and junit.xml at the end."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from squall.campaign import CampaignError, load_campaign, run_campaign
@@ -304,11 +360,21 @@ def campaign(
         table.add_row(
             r.name,
             verdict,
-            ", ".join(r.anomaly_types) or (r.error or "-"),
+            ", ".join(r.anomaly_types)
+            or (
+                f"allowed: {', '.join(r.expected_anomaly_types)}"
+                if r.expected_anomaly_types
+                else ""
+            )
+            or (r.error or "-"),
             f"{r.seconds:.0f}",
             r.run_dir or "-",
         )
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    for r in results:
+        if r.explanation:
+            console.print(f"[bold]{escape(r.name)}[/]: {escape(r.explanation)}", highlight=False)
     print(
         json.dumps(
             {

@@ -167,7 +167,7 @@ class ReplicaFetcher:
             epoch = f.partition.epoch_cache.latest_epoch
             if epoch == UNDEFINED_EPOCH:
                 # Nothing to compare epochs with: fall back to the high watermark (as Kafka).
-                f.partition.truncate_to(f.partition.high_watermark)
+                f.partition.truncate_to(f.partition.high_watermark, reason="high-watermark")
                 f.needs_truncation = False
                 continue
             asked[f.partition.key] = epoch
@@ -207,7 +207,7 @@ class ReplicaFetcher:
                 else:
                     target = answer.end_offset
                 target = min(target, leo)
-                partition.truncate_to(target)
+                partition.truncate_to(target, reason="leader-epoch")
                 f.needs_truncation = False
                 log.info(
                     "%s: truncated to %d after OffsetForLeaderEpoch(epoch %d) -> (epoch %d, end %d)",
@@ -314,7 +314,7 @@ class ReplicaFetcher:
                 self.leader.broker_id,
                 leader_end,
             )
-            partition.truncate_to(leader_end)
+            partition.truncate_to(leader_end, reason="past-leader-end")
         elif partition.log_end_offset < answer.log_start_offset:
             partition.log.truncate_fully_and_start_at(answer.log_start_offset)
             partition.epoch_cache.clear()

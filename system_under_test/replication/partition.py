@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from system_under_test.errors import BrokerError, ErrorCode
+from system_under_test.event_log import EventLog
 from system_under_test.log.log import (
     AppendInfo,
     FetchData,
@@ -66,6 +67,7 @@ class Partition:
         isr: list[int] | None = None,
         high_watermark: int | None = None,
         epoch_cache: LeaderEpochCache | None = None,
+        events: EventLog | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -79,6 +81,7 @@ class Partition:
         self.replicas = list(replicas) if replicas is not None else [local_broker_id]
         self.isr = set(isr) if isr is not None else {local_broker_id}
         self.epoch_cache = epoch_cache or LeaderEpochCache(None)
+        self.events = events
         self.tracker: IsrTracker | None = None
         self.isr_update_pending = False
         if high_watermark is None:
@@ -182,11 +185,21 @@ class Partition:
             self.tracker = None
             self._wake_waiters()
 
-    def truncate_to(self, offset: int) -> None:
-        """Drop everything at and after ``offset`` (a follower diverged from its leader)."""
+    def truncate_to(self, offset: int, *, reason: str = "diverged") -> None:
+        """Drop everything at and after ``offset`` (a follower diverged from its leader);
+        ``reason`` names the rule that chose the offset, for the event log."""
         if offset < self.log.log_end_offset:
-            log.info("%s: truncating from %d to %d", self.name, self.log.log_end_offset, offset)
+            end = self.log.log_end_offset
+            log.info("%s: truncating from %d to %d (%s)", self.name, end, offset, reason)
             self.log.truncate_to(offset)
+            if self.events is not None:
+                self.events.truncation(
+                    key=self.name,
+                    from_offset=end,
+                    to_offset=offset,
+                    leader_epoch=self.leader_epoch,
+                    reason=reason,
+                )
         self.epoch_cache.truncate_from_end(self.log.log_end_offset)
         if self._high_watermark > self.log.log_end_offset:
             self._high_watermark = self.log.log_end_offset

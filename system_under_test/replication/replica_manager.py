@@ -190,7 +190,7 @@ class ReplicaManager:
             return
         if self.config["replica.truncation"] == "high-watermark":
             # Kafka before 0.11: whatever is above the local high watermark may be uncommitted.
-            partition.truncate_to(partition.high_watermark)
+            partition.truncate_to(partition.high_watermark, reason="high-watermark")
         if previous_leader != state.leader:
             self._remove_from_fetchers(key)
         endpoint = next((b for b in live if b.broker_id == state.leader), None)
@@ -230,6 +230,7 @@ class ReplicaManager:
             isr=[],
             high_watermark=self._checkpointed_hw.get(key, 0),
             epoch_cache=LeaderEpochCache(partition_log.dir),
+            events=self.events,
         )
         partition.role = Role.FOLLOWER
         partition.leader_id = -1

@@ -1,0 +1,78 @@
+"""A verdict in words: what results.json says about the configuration that was tested.
+
+One sentence or two, the same in the terminal, the campaign summary and ``make demo``:
+INVALID names the anomalies and what the configuration promised; a valid run with losses
+the configuration allows names them and the allowance; a clean run says what it survived.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def leader_elections(history: Path) -> int | None:
+    """How many leader elections the SUT recorded in a history (None: no history)."""
+    try:
+        with history.open(encoding="utf-8") as lines:
+            return sum(
+                1
+                for line in lines
+                if '"leader-election"' in line and json.loads(line).get("f") == "leader-election"
+            )
+    except (OSError, ValueError):
+        return None
+
+
+def _count(results: Mapping[str, Any], key: str) -> int:
+    return sum(
+        int(n)
+        for section in (results.get("checkers") or {}).values()
+        for n in (section.get(key) or {}).values()
+    )
+
+
+def _configuration(results: Mapping[str, Any]) -> str:
+    test = (results.get("config") or {}).get("test") or {}
+    if test.get("source") is None:
+        return "the history's configuration is unknown (no test.json)"
+    acks = test.get("acks")
+    parts = [
+        f"acks={'all' if acks == -1 else acks}",
+        f"RF {test.get('replication_factor')}",
+        f"min.insync {test.get('min_insync_replicas')}",
+        "unclean election on" if test.get("unclean_leader_election") else "unclean election off",
+    ]
+    return ", ".join(parts)
+
+
+def explain(results: Mapping[str, Any], *, elections: int | None = None) -> str:
+    """What the verdict of ``results`` means, in a sentence or two."""
+    valid = results.get("valid")
+    config = _configuration(results)
+    promised = bool(((results.get("config") or {}).get("test") or {}).get("promises_no_loss"))
+    moved = f" through {elections} leader elections" if elections else ""
+    if valid is False:
+        found: Sequence[str] = results.get("anomaly_types") or []
+        promise = (
+            "it promised that no acknowledged write is lost"
+            if promised
+            else "these are not losses it allows"
+        )
+        return (
+            f"INVALID: {', '.join(found)} ({_count(results, 'counts')} found) under {config}; "
+            f"{promise}."
+        )
+    if valid != True:  # noqa: E712 - "unknown" is a string
+        return f"UNKNOWN: the history shows too little to judge ({config})."
+    expected: Sequence[str] = results.get("expected_anomaly_types") or []
+    if expected:
+        allowances = (results.get("config") or {}).get("allowances") or []
+        because = f" ({'; '.join(allowances)})" if allowances else ""
+        return (
+            f"VALID, with losses the configuration allows: {', '.join(expected)} "
+            f"({_count(results, 'expected_counts')} found){moved} under {config}{because}."
+        )
+    return f"VALID: every acknowledged write was read back{moved} under {config}."
