@@ -1,6 +1,6 @@
 """Queue workload rate: sustained ops/s with the history writer on, and the writer's cost per op.
 
-Two measurements:
+Three measurements:
 
 1. Recorder micro-benchmark (no cluster): the time to record one send (invoke + ok
    completion through `OperationRecorder`) into a sink that keeps nothing, into a
@@ -13,10 +13,18 @@ Two measurements:
    completed ops/s, plus the wall and CPU time the workers spent inside the writer per
    operation (measured by wrapping the writer; the wall time includes waiting for the GIL
    while other workers run, the CPU time does not).
+3. The default workload (`--workload default`): `WorkloadSpec()` as `squall run` uses it
+   (its rate, producers, consumers, async sends in flight, op mix), against a cluster of
+   three brokers with a default test's broker settings, no faults, the history written to a
+   real file; reports the achieved ops/s overall and per f, and the operations in flight
+   (sampled every 50 ms). `--runtime docker` brings the cluster up as `squall run` does
+   (the base image is built on first use).
 
 Prints one JSON line per measurement, then a table.
 
     .venv/bin/python bench/workload_rate.py [--seconds 15] [--repeat 2] [--mode sync|async]
+    .venv/bin/python bench/workload_rate.py --workload default --runtime docker \
+        --seconds 30 --repeat 1 --skip-micro
 """
 
 from __future__ import annotations
@@ -38,9 +46,11 @@ from pathlib import Path
 from typing import Any
 
 from histories import HistoryWriter, Operation, Process, make_operation
-from squall.cluster.local import LocalRuntime
-from system_under_test.client import RecordMetadata
-from workloads import OperationRecorder, OpMix, QueueWorkload, WorkloadSpec
+from squall.cluster.cluster import Cluster
+from squall.cluster.runtimes import Runtime, runtime_named
+from squall.spec import TestSpec
+from workloads import OperationRecorder, OpMix, QueueWorkload, WorkloadCounters, WorkloadSpec
+from workloads.client import SendResult
 
 BROKER_SETTINGS = {
     "zookeeper.session.timeout.ms": "6000",
@@ -116,11 +126,11 @@ def recorder_cost_us(sink: Any, sends: int) -> float:
     """Microseconds to record one acknowledged send (invoke + completion)."""
     recorder = OperationRecorder(sink)
     client = recorder.new_client()
-    metadata = RecordMetadata("bench", 0, 0)
+    acknowledged = SendResult(0)
     started = time.perf_counter()
     for value in range(sends):
         pending = recorder.invoke_send(client, "bench-0", value, acks=-1, node="n1")
-        recorder.complete_send(pending, metadata)
+        recorder.complete_send(pending, acknowledged)
     return (time.perf_counter() - started) / sends * 1e6
 
 
@@ -143,67 +153,163 @@ def micro(args: argparse.Namespace, tmp: Path, results: list[dict[str, Any]]) ->
             print(json.dumps(result), flush=True)
 
 
-def end_to_end(args: argparse.Namespace, tmp: Path, results: list[dict[str, Any]]) -> None:
-    runtime = LocalRuntime()
-    cluster = runtime.up(f"bench-{uuid.uuid4().hex[:8]}", 3, settings=BROKER_SETTINGS)
+@contextlib.contextmanager
+def cluster_of_three(args: argparse.Namespace, settings: dict[str, str]) -> Any:
+    """Three brokers and ZooKeeper on `args.runtime`, taken down again afterwards."""
+    runtime: Runtime = runtime_named(args.runtime)
+    started = time.monotonic()
+    cluster = runtime.up(f"bench-{uuid.uuid4().hex[:8]}", 3, settings=settings)
+    print(
+        f"{args.runtime} cluster of 3 brokers up in {time.monotonic() - started:.0f} s",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
-        for round_number in range(args.repeat):
-            for sink_name in ("/dev/null", "file"):
-                topic = f"bench-{round_number}-{'null' if sink_name == '/dev/null' else 'file'}"
-                spec = WorkloadSpec(
-                    topic=topic,
-                    partitions=args.partitions,
-                    replication_factor=3,
-                    topic_config={"min.insync.replicas": "2"},
-                    acks=-1,
-                    producer_mode=args.mode,
-                    in_flight=args.in_flight,
-                    rate=None,
-                    producers=args.producers,
-                    consumers=args.consumers,
-                    mix=OpMix(send=1.0, poll=1.0, commit=0.1, crash=0.0),
-                )
-                workload = QueueWorkload(spec)
-                workload.prepare(cluster.bootstrap)
-                path = Path(os.devnull) if sink_name == "/dev/null" else tmp / f"{topic}.jsonl"
-                writer = HistoryWriter(path)
-                try:
-                    sink = TimedSink(writer)
-                    summary = workload.run(
-                        cluster.bootstrap,
-                        cluster.zookeeper_connect,
-                        sink,
-                        stop_event=threading.Event(),
-                        time_limit_s=args.seconds,
-                        rng=random.Random(round_number),
-                    )
-                finally:
-                    close_writer(writer)
-                counters = summary.counters
-                by_f = counters.by_f
-                ops = counters.completed
-                result = {
-                    "measure": "workload",
-                    "sink": sink_name,
-                    "mode": args.mode,
-                    "seconds": round(summary.duration_s, 2),
-                    "ops_per_s": round(ops / summary.duration_s, 1),
-                    "sends_per_s": round(_done(by_f, "send") / summary.duration_s, 1),
-                    "polls_per_s": round(_done(by_f, "poll") / summary.duration_s, 1),
-                    "writer_wall_us_per_op": round(sink.wall_s / max(ops, 1) * 1e6, 1),
-                    "writer_cpu_us_per_op": round(sink.cpu_s / max(ops, 1) * 1e6, 1),
-                    "writer_cpu_share": round(sink.cpu_s / summary.duration_s, 4),
-                    "ok": counters.ok,
-                    "fail": counters.fail,
-                    "info": counters.info,
-                    "abandoned": summary.abandoned,
-                    "not_ok": dict(sink.errors),
-                    "history_bytes": path.stat().st_size if sink_name == "file" else 0,
-                }
-                results.append(result)
-                print(json.dumps(result), flush=True)
+        yield cluster
     finally:
         runtime.down(cluster.state)
+        cluster.close()
+
+
+def end_to_end(args: argparse.Namespace, tmp: Path, results: list[dict[str, Any]]) -> None:
+    with cluster_of_three(args, BROKER_SETTINGS) as cluster:
+        flat_out(args, cluster, tmp, results)
+
+
+def flat_out(
+    args: argparse.Namespace, cluster: Cluster, tmp: Path, results: list[dict[str, Any]]
+) -> None:
+    for round_number in range(args.repeat):
+        for sink_name in ("/dev/null", "file"):
+            topic = f"bench-{round_number}-{'null' if sink_name == '/dev/null' else 'file'}"
+            spec = WorkloadSpec(
+                topic=topic,
+                partitions=args.partitions,
+                replication_factor=3,
+                topic_config={"min.insync.replicas": "2"},
+                acks=-1,
+                producer_mode=args.mode,
+                in_flight=args.in_flight,
+                rate=None,
+                producers=args.producers,
+                consumers=args.consumers,
+                mix=OpMix(send=1.0, poll=1.0, commit=0.1, crash=0.0, producer_crash=0.0),
+            )
+            workload = QueueWorkload(spec)
+            workload.prepare(cluster.bootstrap)
+            path = Path(os.devnull) if sink_name == "/dev/null" else tmp / f"{topic}.jsonl"
+            writer = HistoryWriter(path)
+            try:
+                sink = TimedSink(writer)
+                summary = workload.run(
+                    cluster.bootstrap,
+                    cluster.zookeeper_connect,
+                    sink,
+                    stop_event=threading.Event(),
+                    time_limit_s=args.seconds,
+                    rng=random.Random(round_number),
+                )
+            finally:
+                close_writer(writer)
+            counters = summary.counters
+            by_f = counters.by_f
+            ops = counters.completed
+            result = {
+                "measure": "workload",
+                "sink": sink_name,
+                "mode": args.mode,
+                "seconds": round(summary.duration_s, 2),
+                "ops_per_s": round(ops / summary.duration_s, 1),
+                "sends_per_s": round(_done(by_f, "send") / summary.duration_s, 1),
+                "polls_per_s": round(_done(by_f, "poll") / summary.duration_s, 1),
+                "writer_wall_us_per_op": round(sink.wall_s / max(ops, 1) * 1e6, 1),
+                "writer_cpu_us_per_op": round(sink.cpu_s / max(ops, 1) * 1e6, 1),
+                "writer_cpu_share": round(sink.cpu_s / summary.duration_s, 4),
+                "ok": counters.ok,
+                "fail": counters.fail,
+                "info": counters.info,
+                "abandoned": summary.abandoned,
+                "not_ok": dict(sink.errors),
+                "history_bytes": path.stat().st_size if sink_name == "file" else 0,
+            }
+            results.append(result)
+            print(json.dumps(result), flush=True)
+
+
+def default_workload(args: argparse.Namespace, tmp: Path, results: list[dict[str, Any]]) -> None:
+    """The default WorkloadSpec against three brokers with a default test's settings."""
+    with cluster_of_three(args, TestSpec(name="bench").broker_settings()) as cluster:
+        for round_number in range(args.repeat):
+            spec = WorkloadSpec(topic=f"bench-default-{round_number}")
+            workload = QueueWorkload(spec)
+            workload.prepare(cluster.bootstrap)
+            path = tmp / f"{spec.topic}.jsonl"
+            writer = HistoryWriter(path)
+            sampler = InFlightSampler(workload.counters)
+            sampler.start()
+            try:
+                sink = TimedSink(writer)
+                summary = workload.run(
+                    cluster.bootstrap,
+                    cluster.zookeeper_connect,
+                    sink,
+                    stop_event=threading.Event(),
+                    time_limit_s=args.seconds,
+                    rng=random.Random(round_number),
+                )
+            finally:
+                sampler.stop()
+                close_writer(writer)
+            counters = summary.counters
+            seconds = summary.duration_s
+            result = {
+                "measure": "default-workload",
+                "runtime": args.runtime,
+                "rate_target": spec.rate,
+                "producer_mode": spec.producer_mode,
+                "producers": spec.producers,
+                "in_flight_per_producer": spec.in_flight,
+                "consumers": spec.consumers,
+                "producer_retries": spec.producer_retries,
+                "seconds": round(seconds, 2),
+                "ops_per_s": round(counters.completed / seconds, 1),
+                "per_f_ops_per_s": {
+                    f: round(_done(counters.by_f, f) / seconds, 1) for f in sorted(counters.by_f)
+                },
+                "by_f": counters.by_f,
+                "in_flight_mean": round(statistics.mean(sampler.samples or [0]), 1),
+                "in_flight_max": max(sampler.samples or [0]),
+                "ok": counters.ok,
+                "fail": counters.fail,
+                "info": counters.info,
+                "abandoned": summary.abandoned,
+                "not_ok": dict(sink.errors),
+                "writer_cpu_share": round(sink.cpu_s / seconds, 4),
+                "history_bytes": path.stat().st_size,
+            }
+            results.append(result)
+            print(json.dumps(result), flush=True)
+
+
+class InFlightSampler:
+    """Samples the operations in flight (invoked, not completed) every 50 ms."""
+
+    def __init__(self, counters: WorkloadCounters) -> None:
+        self.counters = counters
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="in-flight", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            self.samples.append(self.counters.snapshot().in_flight)
 
 
 def _done(by_f: dict[str, dict[str, int]], f: str) -> int:
@@ -219,6 +325,19 @@ def print_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None
         ]
         if costs:
             print(f"  {sink:<10} {statistics.median(costs):>8.2f} us/op")
+    for run in (r for r in results if r["measure"] == "default-workload"):
+        per_f = ", ".join(f"{f} {rate:,.0f}" for f, rate in run["per_f_ops_per_s"].items())
+        print(
+            f"\ndefault workload on {run['runtime']} (3 brokers, no faults), {run['seconds']:g} s: "
+            f"{run['ops_per_s']:,.0f} ops/s of {run['rate_target']:,.0f} asked "
+            f"({run['producer_mode']} producers x{run['producers']} with up to "
+            f"{run['in_flight_per_producer']} in flight, consumers x{run['consumers']})"
+        )
+        print(f"  per f (ops/s): {per_f}")
+        print(
+            f"  in flight: mean {run['in_flight_mean']:g}, max {run['in_flight_max']}; "
+            f"ok {run['ok']:,}, fail {run['fail']:,}, info {run['info']:,}"
+        )
     runs = [r for r in results if r["measure"] == "workload"]
     if not runs:
         return
@@ -256,6 +375,15 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--micro-sends", type=int, default=100_000)
     parser.add_argument("--skip-cluster", action="store_true", help="only the micro-benchmark")
+    parser.add_argument("--skip-micro", action="store_true", help="no recorder micro-benchmark")
+    parser.add_argument(
+        "--workload",
+        choices=("flat-out", "default"),
+        default="flat-out",
+        help="flat-out: the configured workload without a rate limit, history to /dev/null and "
+        "a file; default: WorkloadSpec() as squall run uses it",
+    )
+    parser.add_argument("--runtime", choices=("local", "docker"), default="local")
     return parser.parse_args()
 
 
@@ -265,9 +393,13 @@ def main() -> int:
     os.environ.setdefault("SQUALL_HOME", str(home / "squall-home"))
     results: list[dict[str, Any]] = []
     try:
-        micro(args, home, results)
+        if not args.skip_micro:
+            micro(args, home, results)
         if not args.skip_cluster:
-            end_to_end(args, home, results)
+            if args.workload == "default":
+                default_workload(args, home, results)
+            else:
+                end_to_end(args, home, results)
     except KeyboardInterrupt:
         print("interrupted; the cluster was taken down", file=sys.stderr)
         return 130

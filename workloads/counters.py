@@ -20,7 +20,8 @@ class CounterSnapshot:
     """The counters at one moment.
 
     `ops_per_s` is completions per second over the last `window_s` seconds (or since the
-    start, if shorter); `mean_ops_per_s` is over the whole run so far.
+    start, if shorter); `mean_ops_per_s` is over the whole run so far, or, once the clock is
+    stopped, over the run from its start to the stop (`elapsed_s` then ends there too).
     """
 
     elapsed_s: float
@@ -53,6 +54,8 @@ class WorkloadCounters:
         self._window_s = window_s
         self._lock = threading.Lock()
         self._started = clock()
+        self._stopped: tuple[float, int] | None = None
+        """When the clock stopped, and the completions by then."""
         self._invoked = 0
         self._by_type = dict.fromkeys(COMPLETION_TYPES, 0)
         self._by_f: dict[str, dict[str, int]] = {}
@@ -63,7 +66,15 @@ class WorkloadCounters:
         """Measure rates from now on (counts are kept)."""
         with self._lock:
             self._started = self._clock()
+            self._stopped = None
             self._seconds.clear()
+
+    def stop_clock(self) -> None:
+        """The run is over: its mean rate stays as it is now (later operations, such as the
+        final read's, are still counted)."""
+        now = self._clock()
+        with self._lock:
+            self._stopped = (now, sum(self._by_type.values()))
 
     def invoked(self, f: str) -> None:
         with self._lock:
@@ -101,13 +112,17 @@ class WorkloadCounters:
             recent = sum(count for second, count in self._seconds if second + 1 > since)
             covered = max(elapsed - max(int(since), 0), 1e-9)
             completed = sum(self._by_type.values())
+            run_elapsed, run_completed = elapsed, completed
+            if self._stopped is not None:
+                run_elapsed = max(self._stopped[0] - self._started, 1e-9)
+                run_completed = self._stopped[1]
             return CounterSnapshot(
-                elapsed_s=elapsed,
+                elapsed_s=run_elapsed,
                 invoked=self._invoked,
                 ok=self._by_type["ok"],
                 fail=self._by_type["fail"],
                 info=self._by_type["info"],
                 ops_per_s=recent / covered,
-                mean_ops_per_s=completed / elapsed,
+                mean_ops_per_s=run_completed / run_elapsed,
                 by_f={f: dict(counts) for f, counts in self._by_f.items()},
             )

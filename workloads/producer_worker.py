@@ -1,9 +1,16 @@
-"""ProducerWorker: one producer client sending unique values to random keys.
+"""ProducerWorker: one producer client sending unique values to random keys, and crashing.
 
-Sync mode: one logical client, one send at a time. Async mode: the producer batches and
-pipelines, so the worker keeps up to `in_flight` sends outstanding, each under a logical
-client (process) of its own, as a process has one operation at a time; each send completes
-from the producer's callback, on its I/O thread, at the moment the outcome is known.
+Sync mode: one logical client, one send at a time. Async mode (the default): the producer
+batches and pipelines, so the worker keeps up to `in_flight` sends outstanding, each under a
+logical client (process) of its own, as a process has one operation at a time; each send
+is invoked when it is handed to the client and completes from the producer's callback, on
+its I/O thread, at the moment the outcome is known.
+
+Each step draws a send or, by the mix's `producer_crash` weight, a crash: the producer
+client is closed at once without flushing. As in Jepsen, the crash is an operation (f
+"crash", completed `info`); every send still in flight completes `info` with error
+"crashed" first (it may or may not have landed), and a new client, under new process
+numbers, takes over at the next step.
 """
 
 from __future__ import annotations
@@ -26,6 +33,38 @@ from workloads.values import ValueSequence, encode_value
 
 log = logging.getLogger(__name__)
 FailureHandler = Callable[[BaseException], None]
+CRASHED = "crashed"
+"""The `error` of a send that was in flight when its producer crashed."""
+
+
+class ProducerSession:
+    """One producer client and the logical clients sending through it, until it crashes."""
+
+    __slots__ = ("_in_flight", "_lock", "idle", "producer")
+
+    def __init__(self, producer: Producer, clients: list[Client]) -> None:
+        self.producer = producer
+        self.idle: queue.SimpleQueue[Client] = queue.SimpleQueue()
+        for client in clients:
+            self.idle.put(client)
+        self._lock = threading.Lock()
+        self._in_flight: dict[int, PendingOp] = {}
+
+    def handed(self, pending: PendingOp) -> None:
+        """`pending` was handed to the producer: in flight until `settled`."""
+        with self._lock:
+            self._in_flight[id(pending)] = pending
+
+    def settled(self, pending: PendingOp) -> None:
+        with self._lock:
+            self._in_flight.pop(id(pending), None)
+
+    def take_in_flight(self) -> list[PendingOp]:
+        """Every send in flight now, forgotten by the session, in the order handed."""
+        with self._lock:
+            pending = list(self._in_flight.values())
+            self._in_flight.clear()
+        return pending
 
 
 class ProducerWorker:
@@ -59,30 +98,78 @@ class ProducerWorker:
         self.rng = rng
         self.stop = stop
         self.on_failure = on_failure
-        slots = spec.in_flight if spec.producer_mode == "async" else 1
-        self._idle: queue.SimpleQueue[Client] = queue.SimpleQueue()
-        for _ in range(slots):
-            self._idle.put(recorder.new_client())
+        self.session: ProducerSession | None = None
+        """The producer client now in use; None before the first step and after a crash."""
+        self.crashes = 0
+        mix = spec.mix
+        self._crash_share = mix.producer_crash / mix.producer_total if mix.send > 0 else 0.0
+        # The first client's process numbers are taken now, in worker order, so that a
+        # seeded run numbers its processes the same way every time.
+        self._clients = self._new_clients()
 
     def run(self) -> None:
-        producer: Producer | None = None
         try:
-            producer = self.client_factory.producer(
-                self.bootstrap,
-                acks=self.spec.acks,
-                mode=self.spec.producer_mode,
-                settings=self.spec.producer_settings(),
-                client_id=f"squall-producer-{self.index}",
-            )
-            if self.spec.producer_mode == "sync":
-                self._run_sync(producer)
-            else:
-                self._run_async(producer)
+            while self.limiter.acquire(self.stop):
+                session = self.session if self.session is not None else self.open()
+                if self._crash_share and self.rng.random() < self._crash_share:
+                    self.crash()
+                elif not self.send(session):
+                    return
         except BaseException as err:
             self.on_failure(err)
         finally:
-            if producer is not None:
-                self._close(producer)
+            if self.session is not None:
+                self._close(self.session.producer)
+
+    # --- steps -------------------------------------------------------------------------
+
+    def open(self) -> ProducerSession:
+        """A new producer client, with logical clients that have sent nothing yet."""
+        clients = self._clients if self._clients else self._new_clients()
+        self._clients = []
+        suffix = f".{self.crashes}" if self.crashes else ""
+        producer = self.client_factory.producer(
+            self.bootstrap,
+            acks=self.spec.acks,
+            mode=self.spec.producer_mode,
+            settings=self.spec.producer_settings(),
+            client_id=f"squall-producer-{self.index}{suffix}",
+        )
+        self.session = ProducerSession(producer, clients)
+        return self.session
+
+    def crash(self) -> None:
+        """Close the producer client at once, without flushing (see the module docstring)."""
+        session = self.session
+        if session is None:
+            raise RuntimeError(f"producer worker {self.index} has no client; open() first")
+        self.session = None
+        self.crashes += 1
+        try:
+            client = session.idle.get_nowait()
+        except queue.Empty:  # every logical client has a send in flight
+            client = self.recorder.new_client()
+
+        def discard() -> None:
+            for pending in session.take_in_flight():
+                self.recorder.complete(pending, "info", pending.invocation.value, error=CRASHED)
+            session.producer.close(0.0)
+
+        self.recorder.record_crash(client, discard)
+
+    def send(self, session: ProducerSession) -> bool:
+        """Send one value to a random key: sync, until its outcome; async, handed to the
+        producer. False if the worker was stopped while waiting for an idle client."""
+        if self.spec.producer_mode == "sync":
+            self._send_sync(session)
+            return True
+        return self._send_async(session)
+
+    # --- sends -------------------------------------------------------------------------
+
+    def _new_clients(self) -> list[Client]:
+        slots = self.spec.in_flight if self.spec.producer_mode == "async" else 1
+        return [self.recorder.new_client() for _ in range(slots)]
 
     def _next_send(self, client: Client) -> tuple[PendingOp, int, bytes]:
         partition = self.rng.randrange(self.spec.partitions)
@@ -93,59 +180,61 @@ class ProducerWorker:
         )
         return pending, partition, encode_value(value, self.spec.value_size)
 
-    def _settle(self, pending: PendingOp, outcome: SendResult | BaseException) -> None:
+    def _settle(
+        self, session: ProducerSession, pending: PendingOp, outcome: SendResult | BaseException
+    ) -> None:
+        session.settled(pending)
         self.acknowledged.add_completion(self.recorder.complete_send(pending, outcome))
 
-    # --- sync --------------------------------------------------------------------------
+    def _send_sync(self, session: ProducerSession) -> None:
+        client = session.idle.get_nowait()
+        pending, partition, payload = self._next_send(client)
+        session.handed(pending)
+        outcome: SendResult | BaseException
+        try:
+            outcome = session.producer.send(self.spec.topic, partition, payload).result()
+        except Exception as err:
+            outcome = err
+        self._settle(session, pending, outcome)
+        session.idle.put(client)
 
-    def _run_sync(self, producer: Producer) -> None:
-        client = self._idle.get()
-        while self.limiter.acquire(self.stop):
-            pending, partition, payload = self._next_send(client)
-            outcome: SendResult | BaseException
-            try:
-                outcome = producer.send(self.spec.topic, partition, payload).result()
-            except Exception as err:
-                outcome = err
-            self._settle(pending, outcome)
+    def _send_async(self, session: ProducerSession) -> bool:
+        """Hand one send to the producer; False once stopped while waiting for a client."""
+        client = self._idle_client(session)
+        if client is None:
+            return False
+        pending, partition, payload = self._next_send(client)
+        session.handed(pending)
+        try:
+            future = session.producer.send(self.spec.topic, partition, payload)
+        except Exception as err:
+            self._settle(session, pending, err)
+            session.idle.put(client)
+            return True
+        future.add_callback(functools.partial(self._on_done, session, pending))
+        return True
 
-    # --- async -------------------------------------------------------------------------
-
-    def _run_async(self, producer: Producer) -> None:
-        while self.limiter.acquire(self.stop):
-            client = self._idle_client()
-            if client is None:
-                return
-            pending, partition, payload = self._next_send(client)
-            try:
-                future = producer.send(self.spec.topic, partition, payload)
-            except Exception as err:
-                self._settle(pending, err)
-                self._idle.put(client)
-                continue
-            future.add_callback(functools.partial(self._on_done, pending))
-
-    def _idle_client(self) -> Client | None:
+    def _idle_client(self, session: ProducerSession) -> Client | None:
         """A client with no send in flight, waiting for one; None once stopped."""
         while True:
             try:
-                return self._idle.get(timeout=0.05)
+                return session.idle.get(timeout=0.05)
             except queue.Empty:
                 if self.stop.is_set():
                     return None
 
-    def _on_done(self, pending: PendingOp, future: SendFuture) -> None:
+    def _on_done(self, session: ProducerSession, pending: PendingOp, future: SendFuture) -> None:
         try:
             outcome: SendResult | BaseException
             try:
                 outcome = future.result(0)
             except Exception as err:
                 outcome = err
-            self._settle(pending, outcome)
+            self._settle(session, pending, outcome)
         except BaseException as err:  # the producer would only log it: stop the run instead
             self.on_failure(err)
         finally:
-            self._idle.put(pending.client)
+            session.idle.put(pending.client)
 
     def _close(self, producer: Producer) -> None:
         """Let sends in flight finish (async) within the shutdown timeout, then close."""

@@ -1,8 +1,9 @@
 """QueueWorkload: Jepsen's Kafka queue workload against squall's replicated log (or any
 system with a `workloads.client.ClientFactory`).
 
-Producers send unique ints to random keys, consumers of one group poll, commit and crash,
-all at a total rate split by the op mix; every operation goes into the history as it
+Producers send unique ints to random keys (async by default, many sends in flight, no
+retries inside the client) and now and then crash; consumers of one group poll, commit and
+crash; all at a total rate split by the op mix. Every operation goes into the history as it
 happens. The runner's sequence is::
 
     workload = QueueWorkload(spec)
@@ -140,6 +141,7 @@ class QueueWorkload:
             for thread in threads:
                 thread.join(max(0.0, give_up - time.monotonic()))
             abandoned = recorder.abandon_outstanding(ABANDONED)
+            self.counters.stop_clock()
             if leaders is not None:
                 leaders.stop()
         duration = time.monotonic() - started

@@ -1,11 +1,16 @@
 """WorkloadSpec: what the queue workload does, validated once, as plain data.
 
 A spec says which topic and keys (one key per partition, named ``"<topic>-<partition>"``
-as HISTORY.md asks), how records are produced (acks, sync or async producer) and consumed
-(commit after processing for at-least-once or before for at-most-once; assign or
-subscribe), how fast (total ops/s, split between producers and consumers by the op mix),
-and how long the final read may take. The specs are pydantic models: an invalid value
-raises pydantic's ``ValidationError`` naming the field, the value and what would be valid.
+as HISTORY.md asks), how records are produced (acks, sync or async producer, how often the
+producer client may retry a send on its own) and consumed (commit after processing for
+at-least-once or before for at-most-once; assign or subscribe), how fast (total ops/s, split
+between producers and consumers by the op mix), and how long the final read may take. The
+specs are pydantic models: an invalid value raises pydantic's ``ValidationError`` naming the
+field, the value and what would be valid.
+
+The defaults make an intense workload: async producers with many sends in flight at 1000
+ops/s in all, so that a fault always strikes writes on their way, and a producer client that
+never retries by itself, so that every attempt is an operation of its own in the history.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ MAX_VALUE_SIZE = 1 << 20
 # The workload records every commit, so it alone decides when and where the group commits.
 _RESERVED_CONSUMER_KEYS = ("group.id", "zookeeper.connect", "auto.commit.enable")
 _ASYNC_PRODUCER_DEFAULTS: dict[str, object] = {"queue.buffering.max.ms": 5}
+RETRIES_KEY = "message.send.max.retries"
+"""The producer setting (Kafka 0.8's name) for how often the client resends a failed send."""
 _MODEL_CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
@@ -91,9 +98,10 @@ TopicConfig = Annotated[
 class OpMix(BaseModel):
     """Relative weights of the operations, as Jepsen's generator mixes them.
 
-    Sends are made by producers, polls, commits and crashes by consumers; the total rate is
-    split between the two in proportion to the weights, and each consumer draws its next
-    operation from the poll/commit/crash weights.
+    Sends and producer crashes are made by producers, polls, commits and crashes by
+    consumers; the total rate is split between the two in proportion to the weights, each
+    producer draws send or producer crash from their weights, and each consumer draws its
+    next operation from the poll/commit/crash weights.
     """
 
     model_config = _MODEL_CONFIG
@@ -106,16 +114,26 @@ class OpMix(BaseModel):
     """Weight of offset commits (consumers)."""
     crash: Weight = 0.01
     """Weight of consumer crashes (the client is closed and a new one starts)."""
+    producer_crash: Weight = 0.0001
+    """Weight of producer crashes: the client is closed at once, its sends in flight end as
+    info, and a new one starts (the default: one every 20-30 s at the default rate)."""
 
     @model_validator(mode="after")
     def _something_to_do(self) -> OpMix:
-        if self.total == 0:
-            raise ValueError("every weight of the op mix is 0; give send or poll a positive weight")
+        if self.send == 0 and self.poll == 0:
+            raise ValueError(
+                "every weight of the op mix is 0 but crashes and commits; give send or poll a "
+                "positive weight"
+            )
         return self
 
     @property
     def total(self) -> float:
-        return self.send + self.poll + self.commit + self.crash
+        return self.producer_total + self.consumer_total
+
+    @property
+    def producer_total(self) -> float:
+        return self.send + self.producer_crash
 
     @property
     def consumer_total(self) -> float:
@@ -128,7 +146,8 @@ class WorkloadSpec(BaseModel):
     `rate` is the total ops/s over every worker (None: as fast as the clients go). An async
     producer keeps up to `in_flight` sends outstanding, each under its own process number.
     `producer_config` / `consumer_config` are client settings (Kafka 0.8 names) on top of
-    the workload's defaults; the group keys are the workload's own.
+    the workload's defaults; the group keys are the workload's own. `producer_retries` is
+    the client's message.send.max.retries: 0 unless set here or in `producer_config`.
     """
 
     model_config = _MODEL_CONFIG
@@ -143,20 +162,25 @@ class WorkloadSpec(BaseModel):
     """Topic-level settings with Kafka's names, e.g. { "min.insync.replicas" = "2" }."""
     acks: Acks = -1
     """The producer's acks: -1 (all), 0 or 1."""
-    producer_mode: ProducerMode = "sync"
-    """sync: one send in flight per producer; async: up to in_flight."""
-    in_flight: Count = 8
+    producer_mode: ProducerMode = "async"
+    """async: up to in_flight sends outstanding per producer, batched; sync: one at a time."""
+    in_flight: Count = 16
     """Sends an async producer keeps outstanding."""
-    rate: Positive | None = 100.0
+    producer_retries: Size = 0
+    """How often the producer client itself resends a failed send (Kafka 0.8's
+    message.send.max.retries; default: producer_config's, else 0). Above 0 a send may land
+    twice without the history showing a second attempt."""
+    rate: Positive | None = 1000.0
     """Operations per second over every worker (none: as fast as the clients go)."""
     producers: Size = 2
     """Producer workers."""
-    consumers: Size = 2
-    """Consumer workers."""
+    consumers: Size = 6
+    """Consumer workers (one polls about a hundred times a second at most: six can take the
+    consumers' share of the default rate)."""
     value_size: Annotated[int, Field(strict=True, ge=0, le=MAX_VALUE_SIZE)] = 0
     """Bytes of padding in each value (at most 1 MiB)."""
     mix: OpMix = Field(default_factory=OpMix)
-    """Relative weights of sends, polls, commits and consumer crashes."""
+    """Relative weights of sends, polls, commits, consumer crashes and producer crashes."""
     consumer_mode: ConsumerMode = "at-least-once"
     """Commit after processing (at-least-once) or before (at-most-once)."""
     subscription: Subscription = "subscribe"
@@ -175,6 +199,21 @@ class WorkloadSpec(BaseModel):
     """Producer client settings (Kafka 0.8 names)."""
     consumer_config: dict[str, Any] = Field(default_factory=dict)
     """Consumer client settings (Kafka 0.8 names); the group keys are the workload's."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retries_from_producer_config(cls, data: Any) -> Any:
+        """Without `producer_retries`, take producer_config's message.send.max.retries."""
+        if not isinstance(data, Mapping) or data.get("producer_retries") is not None:
+            return data
+        config = data.get("producer_config")
+        if not isinstance(config, Mapping) or RETRIES_KEY not in config:
+            return data
+        try:
+            retries = ProducerConfig.from_mapping({RETRIES_KEY: config[RETRIES_KEY]}).retries
+        except ValueError:
+            return data  # the producer_config check names the bad value
+        return {**data, "producer_retries": retries}
 
     @field_validator("topic")
     @classmethod
@@ -222,6 +261,16 @@ class WorkloadSpec(BaseModel):
                 f"{self.replication_factor}: every acks=-1 send would fail; lower it or add "
                 "replicas"
             )
+        configured = self.producer_config.get(RETRIES_KEY)
+        if (
+            configured is not None
+            and ProducerConfig.from_mapping({RETRIES_KEY: configured}).retries
+            != self.producer_retries
+        ):
+            raise ValueError(
+                f"producer_retries={self.producer_retries} but producer_config sets "
+                f"{RETRIES_KEY}={configured!r}; set one of them"
+            )
         self._check_workers()
         return self
 
@@ -263,18 +312,25 @@ class WorkloadSpec(BaseModel):
         return self.group_id if self.group_id is not None else f"squall-{self.topic}"
 
     @property
+    def producer_weight(self) -> float:
+        """The producers' share of the mix: sends and producer crashes (none without
+        producers, whose crash weight then means nothing)."""
+        return self.mix.producer_total if self.producers > 0 else 0.0
+
+    @property
     def producer_rate(self) -> float | None:
-        """Sends per second over all producers (None: unlimited)."""
+        """Sends and producer crashes per second over all producers (None: unlimited)."""
         if self.rate is None:
             return None
-        return self.rate * self.mix.send / self.mix.total
+        return self.rate * self.producer_weight / (self.producer_weight + self.mix.consumer_total)
 
     @property
     def consumer_rate(self) -> float | None:
         """Polls, commits and crashes per second over all consumers (None: unlimited)."""
         if self.rate is None:
             return None
-        return self.rate * self.mix.consumer_total / self.mix.total
+        consumers = self.mix.consumer_total
+        return self.rate * consumers / (self.producer_weight + consumers)
 
     def assignment(self, consumer: int) -> list[int]:
         """The partitions consumer number `consumer` reads.
@@ -289,9 +345,11 @@ class WorkloadSpec(BaseModel):
         return list(range(consumer % self.consumers, self.partitions, self.consumers))
 
     def producer_settings(self) -> dict[str, object]:
-        """The producer's client config: the workload's defaults, then `producer_config`."""
+        """The producer's client config: the workload's defaults, then `producer_config`,
+        with message.send.max.retries always `producer_retries`."""
         settings = dict(_ASYNC_PRODUCER_DEFAULTS) if self.producer_mode == "async" else {}
         settings.update(self.producer_config)
+        settings[RETRIES_KEY] = self.producer_retries
         return settings
 
     def consumer_settings(self, zookeeper_connect: str | None) -> dict[str, object]:
@@ -306,7 +364,8 @@ class WorkloadSpec(BaseModel):
     # --- as data ---------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        """The spec as JSON-ready data (for test.json)."""
+        """The spec as JSON-ready data (test.json's `workload`), `producer_retries` included:
+        the checkers read it to tell a retry's duplicate from a bug's."""
         return self.model_dump(mode="json")
 
     @classmethod

@@ -1,4 +1,5 @@
-"""The terminal report of a checked history: verdict, checkers, anomalies with samples, stats."""
+"""The terminal report of a checked history: verdict, checkers, anomalies with samples, stats
+and the rate the run achieved."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
+
+from squall.report.throughput import achieved_rate
 
 VERDICT_STYLE = {
     True: ("VALID", "bold green"),
@@ -88,6 +91,25 @@ def print_results(
         grid = Table.grid(padding=(0, 3))
         grid.add_row(*(f"{k} [bold]{v:,}[/]" for k, v in stats.items() if isinstance(v, int)))
         parts.append(grid)
+    rate = achieved_rate(results, _test_of(run_dir))
+    if rate is not None:
+        parts.append(
+            Text.from_markup(
+                f"achieved [bold]{rate.ops_per_s:,.0f}[/] ops/s ({rate.completed:,} completed "
+                f"in {rate.seconds:,.0f} s, {rate.basis}): {rate.describe_by_f()}"
+            )
+        )
     if run_dir is not None:
         parts.append(Text(f"run directory: {run_dir}", style="dim"))
     console.print(Panel(Group(*parts), title="squall results", title_align="left"))
+
+
+def _test_of(run_dir: Path | None) -> Mapping[str, Any] | None:
+    """The run's test.json, if there is a readable one."""
+    if run_dir is None:
+        return None
+    try:
+        test = json.loads((run_dir / "test.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return test if isinstance(test, Mapping) else None

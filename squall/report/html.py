@@ -1,4 +1,5 @@
-"""report.html: the verdict, the checkers, anomaly samples, the faults applied, and the plots."""
+"""report.html: the verdict, the checkers, anomaly samples, the faults applied, the plots, and
+the statistics with the rate the run achieved."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from squall.report.throughput import AchievedRate, achieved_rate
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
@@ -92,7 +95,7 @@ def render_html(
         out.append("</table>")
     stats = results.get("stats", {})
     if stats:
-        out += _statistics(stats)
+        out += _statistics(stats, achieved_rate(results, test))
     out.append("</body></html>")
     return "\n".join(out)
 
@@ -114,8 +117,9 @@ def _cell(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
-def _statistics(stats: Mapping[str, Any]) -> list[str]:
-    """Counts by f, latency percentiles, availability during each fault, then the raw JSON."""
+def _statistics(stats: Mapping[str, Any], rate: AchievedRate | None) -> list[str]:
+    """The achieved rate, counts by f, latency percentiles, availability during each fault,
+    then the raw JSON."""
     out = [
         "<h2>Statistics</h2>",
         f"<p>{_cell(stats.get('ops'))} operations over {_cell(stats.get('duration_s'))} s; "
@@ -123,11 +127,19 @@ def _statistics(stats: Mapping[str, Any]) -> list[str]:
         f"{_cell(stats.get('info'))}, pending {_cell(stats.get('pending'))}; availability "
         f"(ok share of send/poll/txn completions) {_cell(stats.get('availability'))}</p>",
     ]
+    if rate is not None:
+        out.append(
+            f"<p class='rate'>achieved <b>{rate.ops_per_s:,.0f} ops/s</b>: "
+            f"{rate.completed:,} operations completed in {rate.seconds:,.0f} s "
+            f"({html.escape(rate.basis)}); {html.escape(rate.describe_by_f())}</p>"
+        )
     by_f = stats.get("by_f", {})
     if by_f:
+        per_s = rate.by_f if rate is not None else {}
         out += _table(
-            ["f", "ops", "ok", "fail", "info", "pending"],
-            [[f, *(c.get(k) for k in ("ops", "ok", "fail", "info", "pending"))]
+            ["f", "ops", "ok", "fail", "info", "pending", "completed/s"],
+            [[f, *(c.get(k) for k in ("ops", "ok", "fail", "info", "pending")),
+              round(per_s.get(f, 0.0), 1) if rate is not None else None]
              for f, c in sorted(by_f.items())],
         )  # fmt: skip
     latency = stats.get("latency_ms", {})

@@ -58,7 +58,7 @@ class RunView:
             snap = self.counters()
             table = Table.grid(padding=(0, 2))
             table.add_row(
-                f"ops/s [bold]{snap.ops_per_s:,.0f}[/]",
+                f"ops/s [bold]{snap.ops_per_s:,.0f}[/] (mean {snap.mean_ops_per_s:,.0f})",
                 f"ok [green]{snap.ok:,}[/]",
                 f"fail [yellow]{snap.fail:,}[/]",
                 f"info [red]{snap.info:,}[/]",

@@ -1,7 +1,8 @@
 """The queue workload against a real local cluster: ZooKeeper and three broker processes.
 
 One cluster (LocalRuntime) serves the module; each test uses a topic of its own with
-replication factor 3 and min.insync.replicas 2, and acks=-1.
+replication factor 3 and min.insync.replicas 2, and acks=-1. Producers are the workload's
+default: async, several sends in flight, no retries inside the client.
 """
 
 from __future__ import annotations
@@ -130,7 +131,9 @@ def test_a_healthy_run_reads_every_acknowledged_value(cluster: Cluster, tmp_path
 def test_a_broker_kill_gives_indeterminate_and_failed_ops_and_loses_nothing(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    workload = QueueWorkload(spec_for("killed", producer_config={"message.send.max.retries": 1}))
+    # No retries in the client: the producers must still find the new leaders by themselves.
+    workload = QueueWorkload(spec_for("killed"))
+    assert workload.spec.producer_retries == 0 and workload.spec.producer_mode == "async"
     workload.prepare(cluster.bootstrap)
     path = tmp_path / "history.jsonl"
     stop = threading.Event()
@@ -176,6 +179,37 @@ def test_a_broker_kill_gives_indeterminate_and_failed_ops_and_loses_nothing(
     assert counts[("send", "ok")] > 0
     nemesis = [op.f for op in ops if op.process == "nemesis"]
     assert nemesis == ["kill", "start"]
+    killed_at = next(op.index for op in ops if op.f == "kill")
+    later = [op for op in ops[killed_at:] if op.f == "send" and op.type == "ok"]
+    assert len({op.key for op in later}) == 3, "a key was never written again after the kill"
     # After every info the client went on under a new process number (pairing checked it);
     # fresh clients after crashes resumed from the group's committed offsets.
     assert counts[("crash", "info")] == counts[("crash", "invoke")]
+
+
+def test_producer_crashes_end_their_sends_in_flight_as_info_and_new_producers_go_on(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    mix = OpMix(send=1.0, poll=1.0, commit=0.2, crash=0.0, producer_crash=0.02)
+    workload = QueueWorkload(spec_for("crashing", mix=mix, in_flight=8))
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path) as writer:
+        summary = workload.run(
+            cluster.bootstrap,
+            cluster.zookeeper_connect,
+            writer,
+            stop_event=threading.Event(),
+            time_limit_s=8.0,
+            rng=random.Random(13),
+        )
+        final = workload.final_read(cluster.bootstrap, writer)
+    assert summary.stopped_by == "time-limit"
+    ops, counts = check_history(path, final)
+    assert counts[("crash", "invoke")] == counts[("crash", "info")] >= 3
+    crashed = [op for op in ops if op.f == "send" and op.error == "crashed"]
+    assert crashed and all(op.type == "info" for op in crashed)
+    # Sends go on after the last crash, under processes that never sent before it.
+    last_crash = max(op.index for op in ops if op.f == "crash")
+    before = {op.process for op in ops[:last_crash] if op.f == "send"}
+    after = [op for op in ops[last_crash:] if op.f == "send" and op.type == "ok" and not op.final]
+    assert after and {op.process for op in after} - before

@@ -32,10 +32,12 @@ SENDS = 60
 
 class FakeProducer:
     """Completes sends from its own thread, like the async producer's I/O thread; every
-    seventh send fails indeterminately. Stops the worker after SENDS sends."""
+    seventh send fails indeterminately. Stops the worker after SENDS sends (by all the
+    producers a worker opened)."""
 
     stop: threading.Event
     peak_in_flight = 0
+    total_sent = 0
 
     def __init__(
         self,
@@ -60,7 +62,8 @@ class FakeProducer:
         batch.items.append((None, value, 0))
         with self.lock:
             self.sent += 1
-            if self.sent >= SENDS:
+            FakeProducer.total_sent += 1
+            if FakeProducer.total_sent >= SENDS:
                 self.stop.set()
             if self.sent % 7 == 0:
                 batch.fail(
@@ -96,8 +99,9 @@ class FakeProducer:
         self._drain()
 
     def close(self, timeout: float | None = None) -> None:
-        self._drain()
         self.closed = True
+        self.io.join()  # nothing completes after close returns
+        self._drain()
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -106,6 +110,7 @@ def test_sends_are_recorded_with_offsets_and_a_process_per_in_flight_send(
 ) -> None:
     monkeypatch.setattr(workloads.squall_client, "Producer", FakeProducer)
     FakeProducer.peak_in_flight = 0
+    FakeProducer.total_sent = 0
     stop = threading.Event()
     FakeProducer.stop = stop
     spec = WorkloadSpec(
@@ -166,3 +171,151 @@ def _max_concurrent(ops: list[Operation]) -> int:
         in_flight += 1 if op.type == "invoke" else -1
         peak = max(peak, in_flight)
     return peak
+
+
+class HoldingProducer:
+    """Keeps every send in flight until `acknowledge`; `close` fails what is left, as squall's
+    producer does (definitely, for records it never sent)."""
+
+    opened: list[HoldingProducer]
+
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        acks: int,
+        mode: str,
+        config: Mapping[str, object],
+        client_id: str,
+    ) -> None:
+        self.client_id = client_id
+        self.config = dict(config)
+        self.waiting: list[ProduceBatch] = []
+        self.closed_with: float | None = None
+        self.flushed = False
+        HoldingProducer.opened.append(self)
+
+    def send(self, topic: str, value: bytes, *, partition: int) -> SendFuture:
+        batch = ProduceBatch(topic, partition, time.monotonic())
+        batch.items.append((None, value, 0))
+        self.waiting.append(batch)
+        return SendFuture(batch, 0)
+
+    def acknowledge(self, offset: int) -> None:
+        self.waiting.pop(0).complete(offset)
+
+    def flush(self, timeout: float | None = None) -> None:
+        self.flushed = True
+
+    def close(self, timeout: float | None = None) -> None:
+        self.closed_with = timeout
+        for batch in self.waiting:
+            batch.fail_with(ErrorCode.REQUEST_TIMED_OUT, "the producer was closed")
+        self.waiting = []
+
+
+def test_a_producer_crash_ends_its_sends_in_flight_as_info_and_a_new_client_takes_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workloads.squall_client, "Producer", HoldingProducer)
+    HoldingProducer.opened = []
+    spec = WorkloadSpec(
+        topic="t", partitions=1, in_flight=4, consumers=0, mix=OpMix(poll=0, commit=0, crash=0)
+    )
+    assert spec.producer_mode == "async"
+    path = tmp_path / "history.jsonl"
+    acknowledged = AcknowledgedSends()
+    with HistoryWriter(path) as writer:
+        worker = ProducerWorker(
+            0,
+            spec,
+            "127.0.0.1:9092",
+            client_factory=SquallClientFactory(),
+            recorder=OperationRecorder(writer),
+            values=ValueSequence(),
+            limiter=RateLimiter(None),
+            acknowledged=acknowledged,
+            leaders=None,
+            rng=random.Random(3),
+            stop=threading.Event(),
+            on_failure=lambda err: pytest.fail(f"worker failed: {err}"),
+        )
+        session = worker.open()
+        for _ in range(3):
+            assert worker.send(session)
+        first = HoldingProducer.opened[0]
+        first.acknowledge(0)  # one send lands before the crash
+        worker.crash()
+        assert worker.session is None
+        # Closed at once, without flushing; its late failures change nothing recorded.
+        assert first.closed_with == 0.0 and not first.flushed
+        assert first.config["message.send.max.retries"] == 0
+        second = worker.open()
+        assert worker.send(second)
+        HoldingProducer.opened[1].acknowledge(1)
+    assert [p.client_id for p in HoldingProducer.opened] == [
+        "squall-producer-0",
+        "squall-producer-0.1",
+    ]
+    ops = read_history(path)
+    pair_operations(ops)  # one op at a time per process, nothing after an info
+    rows = [(op.process, op.type, op.f, op.value, op.error) for op in ops]
+    sends = [(p, v[0][2]) for p, t, f, v, _ in rows if f == "send" and t == "invoke"]
+    assert [value for _, value in sends] == [0, 1, 2, 3]
+    crash = [row for row in rows if row[2] == "crash"]
+    assert [(t, v) for _, t, _, v, _ in crash] == [("invoke", None), ("info", None)]
+    crash_process = crash[0][0]
+    # The crash comes between the ok send and the sends it cut short, which complete info.
+    assert [(t, f, e) for _, t, f, _, e in rows[4:]] == [
+        ("invoke", "crash", None),
+        ("info", "send", "crashed"),
+        ("info", "send", "crashed"),
+        ("info", "crash", None),
+        ("invoke", "send", None),
+        ("ok", "send", None),
+    ]
+    crashed_processes = {p for p, t, _, _, e in rows if e == "crashed"}
+    assert crashed_processes == {sends[1][0], sends[2][0]}
+    # The new client sends under a process number never used before.
+    old_processes = {p for p, _ in sends[:3]} | {crash_process}
+    assert sends[3][0] not in old_processes
+    assert [(key, dict(acknowledged.offsets(key))) for key in spec.keys] == [("t-0", {0: 0, 1: 3})]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_mix_crashes_producers_now_and_then_and_the_run_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: ProducerMode
+) -> None:
+    monkeypatch.setattr(workloads.squall_client, "Producer", FakeProducer)
+    stop = threading.Event()
+    FakeProducer.stop = stop
+    FakeProducer.total_sent = 0
+    spec = WorkloadSpec(
+        topic="t",
+        partitions=2,
+        consumers=0,
+        producer_mode=mode,
+        mix=OpMix(poll=0, commit=0, crash=0, producer_crash=0.1),
+    )
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path) as writer:
+        worker = ProducerWorker(
+            0,
+            spec,
+            "127.0.0.1:9092",
+            client_factory=SquallClientFactory(),
+            recorder=OperationRecorder(writer),
+            values=ValueSequence(),
+            limiter=RateLimiter(None),
+            acknowledged=AcknowledgedSends(),
+            leaders=None,
+            rng=random.Random(4),
+            stop=stop,
+            on_failure=lambda err: pytest.fail(f"worker failed: {err}"),
+        )
+        worker.run()
+    ops = read_history(path)
+    pair_operations(ops)
+    crashes = [op for op in ops if op.f == "crash" and op.type == "info"]
+    assert worker.crashes == len(crashes) >= 1
+    assert sum(op.f == "send" and op.type == "ok" for op in ops) > 0

@@ -79,3 +79,23 @@ def test_counters_by_type_and_f() -> None:
     assert snapshot.ops_per_s == pytest.approx(8.0)
     counters.restart_clock()
     assert counters.snapshot().ops_per_s == 0.0
+
+
+def test_a_stopped_clock_keeps_the_runs_mean_rate() -> None:
+    clock = FakeClock()
+    counters = WorkloadCounters(clock=clock)
+    for _ in range(200):
+        counters.invoked("send")
+        counters.completed("send", "ok")
+    clock.now += 2.0
+    counters.stop_clock()
+    clock.now += 30.0  # healing, recovery, the final read
+    counters.invoked("poll")
+    counters.completed("poll", "ok")
+    snapshot = counters.snapshot()
+    assert snapshot.mean_ops_per_s == pytest.approx(100.0)
+    assert snapshot.elapsed_s == pytest.approx(2.0)
+    assert snapshot.ok == 201
+    counters.restart_clock()  # a new run: its clock runs again
+    clock.now += 1.0
+    assert counters.snapshot().mean_ops_per_s == pytest.approx(201.0)

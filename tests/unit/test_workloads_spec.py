@@ -21,10 +21,14 @@ def test_defaults_are_valid_and_name_keys_topic_dash_partition() -> None:
 
 
 def test_rate_is_split_between_producers_and_consumers_by_the_mix() -> None:
-    spec = WorkloadSpec(rate=100.0, mix=OpMix(send=2, poll=1, commit=0.5, crash=0.5))
+    mix = OpMix(send=1.9, poll=1, commit=0.5, crash=0.5, producer_crash=0.1)
+    spec = WorkloadSpec(rate=100.0, mix=mix)
     assert spec.producer_rate == pytest.approx(50.0)
     assert spec.consumer_rate == pytest.approx(50.0)
     assert WorkloadSpec(rate=None).producer_rate is None
+    # Without producers their crash weight means nothing: the consumers get the whole rate.
+    alone = WorkloadSpec(rate=100.0, producers=0, mix=OpMix(send=0, producer_crash=0.5))
+    assert alone.consumer_rate == pytest.approx(100.0)
 
 
 def test_subscribe_assigns_every_partition_and_assign_shares_them_out() -> None:
@@ -44,7 +48,11 @@ def test_client_settings_layer_the_workload_defaults_and_the_group() -> None:
         consumer_config={"fetch.max.wait.ms": 50},
         group_id="g1",
     )
-    assert spec.producer_settings() == {"queue.buffering.max.ms": 5, "request.timeout.ms": 2000}
+    assert spec.producer_settings() == {
+        "queue.buffering.max.ms": 5,
+        "request.timeout.ms": 2000,
+        "message.send.max.retries": 0,
+    }
     settings = spec.consumer_settings("127.0.0.1:2181")
     assert settings["group.id"] == "g1"
     assert settings["zookeeper.connect"] == "127.0.0.1:2181"
@@ -122,8 +130,9 @@ def test_unknown_fields_are_named_with_the_closest_valid_one() -> None:
     assert 'ackz: unknown key; did you mean "acks"?' in problem(
         lambda: WorkloadSpec.from_dict({"ackz": 1})
     )
-    assert "[mix].read: unknown key. Valid keys: send, poll, commit, crash." in problem(
-        lambda: WorkloadSpec.from_dict({"mix": {"read": 1}})
+    assert (
+        "[mix].read: unknown key. Valid keys: send, poll, commit, crash, producer_crash."
+        in problem(lambda: WorkloadSpec.from_dict({"mix": {"read": 1}}))
     )
     spec = WorkloadSpec.from_dict({"mix": {"send": 1, "poll": 1}, "rate": None})
     assert spec.mix == OpMix(send=1, poll=1) and spec.rate is None
@@ -132,3 +141,54 @@ def test_unknown_fields_are_named_with_the_closest_valid_one() -> None:
 def test_a_key_that_is_not_topic_dash_partition() -> None:
     with pytest.raises(WorkloadSpecError, match="is not '<topic>-<partition>'"):
         partition_of("orders")
+
+
+def test_the_default_workload_is_intense_async_and_bounded() -> None:
+    spec = WorkloadSpec()
+    assert spec.producer_mode == "async" and spec.in_flight > 1
+    assert spec.rate == 1000.0
+    assert spec.producers * spec.in_flight >= 16
+    assert 0 < spec.mix.producer_crash < spec.mix.crash
+    # About one producer crash every 20-30 s at the default rate.
+    producer_steps = spec.producer_rate or 0.0
+    crash_interval_s = 1 / (producer_steps * spec.mix.producer_crash / spec.mix.producer_total)
+    assert 15 < crash_interval_s < 40
+    assert WorkloadSpec(producer_mode="sync").producer_mode == "sync"
+    assert WorkloadSpec(rate=None).rate is None
+
+
+def test_the_producer_never_retries_by_itself_unless_told_and_test_json_says_so() -> None:
+    spec = WorkloadSpec()
+    assert spec.producer_retries == 0
+    assert spec.producer_settings()["message.send.max.retries"] == 0
+    assert spec.to_dict()["producer_retries"] == 0
+    from_config = WorkloadSpec(producer_config={"message.send.max.retries": "3"})
+    assert from_config.producer_retries == 3
+    assert from_config.to_dict()["producer_retries"] == 3
+    assert from_config.producer_settings()["message.send.max.retries"] == 3
+    direct = WorkloadSpec(producer_retries=2)
+    assert direct.producer_settings()["message.send.max.retries"] == 2
+    # test.json's workload reads back as the same spec.
+    for spec in (WorkloadSpec(), from_config, direct):
+        assert WorkloadSpec.from_dict(spec.to_dict()) == spec
+
+
+def test_test_json_carries_the_effective_producer_retries() -> None:
+    from squall.spec import TestDocument, TestSpec
+
+    spec = TestSpec(name="t", workload=WorkloadSpec(producer_config={"retry.backoff.ms": 5}))
+    document = spec.to_json()
+    assert document["workload"]["producer_retries"] == 0
+    assert isinstance(document["workload"]["producer_retries"], int)
+    again = TestDocument.model_validate(document)
+    assert again.workload == spec.workload
+
+
+def test_producer_retries_set_twice_must_agree() -> None:
+    message = problem(
+        lambda: WorkloadSpec(producer_retries=1, producer_config={"message.send.max.retries": 2})
+    )
+    assert "producer_retries=1 but producer_config sets message.send.max.retries=2" in message
+    assert "producer_retries = -1" in problem(lambda: WorkloadSpec(producer_retries=-1))
+    same = WorkloadSpec(producer_retries=2, producer_config={"message.send.max.retries": 2})
+    assert same.producer_retries == 2
