@@ -6,12 +6,6 @@ else by the exception's class, with the message unchanged. What is definite depe
 call: a ProduceError says so itself and a closed producer sent nothing; an OffsetCommitError
 says so itself and names what it committed; nothing else is. Other exceptions (a
 TimeoutError waiting for a send, an OSError) pass through unchanged.
-
-squall's producer looks its partition leaders up again only before a retry; the workload
-runs it without retries (message.send.max.retries=0), so after a send fails because a
-leader moved or is unknown the adapter has the producer refresh its metadata itself, as
-Kafka's producer does whether or not it retries. Otherwise it would go on sending to a
-deposed leader, or to none, until a connection dropped.
 """
 
 from __future__ import annotations
@@ -30,7 +24,6 @@ from system_under_test.client import (
     ProducerClosedError,
 )
 from system_under_test.client import SendFuture as SquallFuture
-from system_under_test.client.batch import METADATA_REFRESH_CODES
 from system_under_test.errors import (
     BrokerError,
     InvalidConfigError,
@@ -87,26 +80,17 @@ def commit_error(err: BaseException) -> BaseException:
 
 
 class SquallSendFuture:
-    """A squall SendFuture giving a SendResult (offset None for acks=0); `on_error` sees
-    squall's error of a failed send first."""
+    """A squall SendFuture giving a SendResult (offset None for acks=0)."""
 
-    __slots__ = ("_future", "_on_error")
+    __slots__ = ("_future",)
 
-    def __init__(
-        self, future: SquallFuture, on_error: Callable[[BaseException], None] | None = None
-    ) -> None:
+    def __init__(self, future: SquallFuture) -> None:
         self._future = future
-        self._on_error = on_error
 
     def result(self, timeout_s: float | None = None) -> SendResult:
         try:
             metadata = self._future.result(timeout_s)
         except SQUALL_ERRORS as err:
-            if self._on_error is not None:
-                try:
-                    self._on_error(err)
-                except Exception:  # the send's own outcome matters more
-                    log.exception("reacting to a failed send failed")
             raise send_error(err) from err
         return SendResult(metadata.offset if metadata.offset >= 0 else None)
 
@@ -127,23 +111,7 @@ class SquallProducer:
             future = self._producer.send(topic, value, partition=partition)
         except SQUALL_ERRORS as err:
             raise send_error(err) from err
-        return SquallSendFuture(future, self._leaders_may_have_moved)
-
-    def _leaders_may_have_moved(self, err: BaseException) -> None:
-        """After an error that says a leader moved or is unknown, refresh the metadata
-        (see the module docstring): the async producer's I/O thread at its next turn, the
-        sync producer now, in the caller's thread."""
-        if not isinstance(err, ProduceError) or err.error not in METADATA_REFRESH_CODES:
-            return
-        # squall's producer has no public way to ask for this; these are the two ways it
-        # asks for it itself before a retry (looked up softly: stand-ins lack them).
-        sender = getattr(self._producer, "_sender", None)
-        if sender is not None:
-            sender._metadata_stale = True
-            return
-        refresh = getattr(self._producer, "_try_refresh", None)
-        if refresh is not None:
-            refresh()
+        return SquallSendFuture(future)
 
     def flush(self, timeout_s: float | None = None) -> None:
         try:

@@ -212,10 +212,11 @@ class Producer:
         with self._sync_lock:
             while True:
                 code, message, sent, offset = self._attempt(batch)
-                if not self._policy.settle(batch, code, message, sent=sent, base_offset=offset):
-                    break
+                retry = self._policy.settle(batch, code, message, sent=sent, base_offset=offset)
                 if code in METADATA_REFRESH_CODES:
-                    self._try_refresh()
+                    self._try_refresh()  # retried or not: later sends find the new leader
+                if not retry:
+                    break
                 time.sleep(max(0.0, batch.retry_at - time.monotonic()))
         return SendFuture(batch, 0)
 

@@ -410,9 +410,11 @@ class Sender(threading.Thread):
         sent: bool,
         base_offset: int = -1,
     ) -> None:
+        # As Kafka's producer: an error that says leadership moved marks the metadata stale
+        # whether or not the batch is retried, so later sends find the new leader.
+        if code in METADATA_REFRESH_CODES:
+            self._metadata_stale = True
         if self._policy.settle(batch, code, message, sent=sent, base_offset=base_offset):
-            if code in METADATA_REFRESH_CODES:
-                self._metadata_stale = True
             self.accumulator.retry(batch)
         else:
             self.accumulator.completed(len(batch))

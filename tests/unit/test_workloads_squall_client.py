@@ -19,7 +19,6 @@ from system_under_test.client import (
     SendFuture,
     TopicDescription,
 )
-from system_under_test.client import Producer as SquallProducerClient
 from system_under_test.client.batch import ProduceBatch
 from system_under_test.errors import (
     ErrorCode,
@@ -28,7 +27,7 @@ from system_under_test.errors import (
     TopicAlreadyExistsError,
 )
 from workloads.client import OperationError, Record, SendResult, TopicRefusedError
-from workloads.squall_client import SquallAdmin, SquallConsumer, SquallProducer, SquallSendFuture
+from workloads.squall_client import SquallAdmin, SquallConsumer, SquallSendFuture
 
 
 def future(offset: int | None = None, error: ProduceError | None = None) -> SendFuture:
@@ -144,49 +143,3 @@ def test_describe_topic_gives_leaders_by_broker_id_and_none_when_leaderless() ->
         (1, None, []),
     ]
     assert described.describe_topic("other") is None
-
-
-class FakeSender:
-    _metadata_stale = False
-
-
-class LeaderlessProducer:
-    """Fails every send with `code`; async (a sender thread's stale flag) or sync (a
-    refresh method), as squall's producer asks itself for fresh metadata."""
-
-    def __init__(self, code: ErrorCode, *, mode: str) -> None:
-        self.code = code
-        self._sender = FakeSender() if mode == "async" else None
-        self.refreshes = 0
-
-    def _try_refresh(self) -> None:
-        self.refreshes += 1
-
-    def send(self, topic: str, value: bytes, *, partition: int) -> SendFuture:
-        error = ProduceError(self.code, "x", definite=False, topic=topic, partition=partition)
-        return future(error=error)
-
-
-@pytest.mark.parametrize("mode", ["async", "sync"])
-def test_a_send_that_found_no_leader_makes_the_producer_look_leaders_up_again(mode: str) -> None:
-    # Without retries (the workload's default) squall's producer would not do it itself.
-    moved = LeaderlessProducer(ErrorCode.NOT_LEADER_FOR_PARTITION, mode=mode)
-    with pytest.raises(OperationError):
-        SquallProducer(cast(SquallProducerClient, moved)).send("t", 0, b"1").result()
-    asked = moved._sender._metadata_stale if moved._sender else moved.refreshes == 1
-    assert asked
-    full = LeaderlessProducer(ErrorCode.NOT_ENOUGH_REPLICAS, mode=mode)
-    with pytest.raises(OperationError):
-        SquallProducer(cast(SquallProducerClient, full)).send("t", 0, b"1").result()
-    assert not (full._sender._metadata_stale if full._sender else full.refreshes)
-
-
-def test_squall_producer_still_has_the_metadata_hooks_the_adapter_uses() -> None:
-    sync = SquallProducerClient("127.0.0.1:1", mode="sync")
-    assert sync._sender is None and callable(sync._try_refresh)
-    asynchronous = SquallProducerClient("127.0.0.1:1", mode="async")
-    try:
-        assert asynchronous._sender is not None
-        assert isinstance(asynchronous._sender._metadata_stale, bool)
-    finally:
-        asynchronous.close(0.0)
