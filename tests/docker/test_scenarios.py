@@ -55,23 +55,24 @@ class Writer:
     """Sends acks=1 records to the topic until stopped; failures are expected and ignored."""
 
     def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = bootstrap
+        self.producer = Producer(
+            bootstrap, acks=1, mode="async", config={"queue.buffering.max.ms": 2}
+        )
         self.stopped = threading.Event()
+        self.sent = 0
         self.thread = threading.Thread(target=self._run, name="scenario-writer", daemon=True)
 
     def _run(self) -> None:
-        producer = Producer(self.bootstrap, acks=1, mode="async", config={"linger.ms": 2})
         try:
-            count = 0
             while not self.stopped.is_set():
                 try:
-                    producer.send(TOPIC, str(count).encode(), partition=0)
+                    self.producer.send(TOPIC, str(self.sent).encode(), partition=0)
+                    self.sent += 1
                 except Exception:
                     time.sleep(0.05)
-                count += 1
                 time.sleep(0.004)
         finally:
-            producer.close(timeout=5)
+            self.producer.close(timeout=5)
 
     def __enter__(self) -> Writer:
         self.thread.start()
@@ -80,6 +81,7 @@ class Writer:
     def __exit__(self, *_: object) -> None:
         self.stopped.set()
         self.thread.join(timeout=30)
+        assert self.sent > 100, f"the writer sent only {self.sent} records"
 
 
 @pytest.fixture(scope="module")
