@@ -1,7 +1,7 @@
 """The floor of a Spark check: the least work any check of a history must do, timed.
 
 Issue 6 asks for 10M lines from `history.jsonl` to `results.json` in 60 s on `local[2]`.
-This bench times, on one history, the steps that no Spark check of HISTORY.md's anomalies
+This bench times, on one history, the steps that no Spark check of docs/anomalies.md's anomalies
 can skip, each in its cheapest form:
 
 1. `to_parquet`: history.jsonl to Parquet with the bulk converter (the fastest we have);
@@ -11,7 +11,7 @@ can skip, each in its cheapest form:
 4. `records_by_key`: the records (every send micro-op and every record read), with only
    the six columns every check compares (key, offset, value, process, index, type),
    brought together by key: one shuffle, kept in memory;
-5. `dense_index`: each key's distinct offsets numbered in order (the dense index HISTORY.md
+5. `dense_index`: each key's distinct offsets numbered in order (the dense index docs/anomalies.md
    compares positions by: one aggregation and one sort of the distinct offsets);
 6. `by_process`: one sort of each key's records by process and operation (what the
    order checks need at least).

@@ -3,7 +3,7 @@
     from checkers import CheckConfig, check_history
     results = check_history("store/latest", config=CheckConfig(sample=5))
 
-`results` is the results.json document of HISTORY.md. Modules: `session` (the shared
+`results` is the results.json document of docs/results.md. Modules: `session` (the shared
 SparkSession), `load` (path -> Parquet tables), `evidence` and `dense` (reads, writes,
 commitment, the dense offset index), `checker` (the Checker protocol and the context every
 checker is given), `registry` (the checkers a check composes), the checkers `offsets`,

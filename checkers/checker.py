@@ -1,7 +1,7 @@
 """The Checker protocol, as Jepsen's: a named check of a history that reports anomalies.
 
 A checker has a `name` (its section of results.json), the anomaly types it can report
-(HISTORY.md's names), and `check`, which reads the evidence every checker shares from a
+(docs/anomalies.md's names), and `check`, which reads the evidence every checker shares from a
 `CheckContext` and returns its findings as a `CheckerReport`. It returns frames, not rows:
 `check_loaded` collects every checker's findings in one Spark job. Checkers are composed
 by `checkers.registry`; adding one is writing a module and registering it.

@@ -1,4 +1,4 @@
-"""Delivery: `lost-write`, `unseen`, `G1a` and `lost-acked-write` (HISTORY.md).
+"""Delivery: `lost-write`, `unseen`, `G1a` and `lost-acked-write` (docs/anomalies.md).
 
 - lost-write (Jepsen): a committed write whose value's last dense index is at or below the
   highest index an `ok` read reached in its key, and that no `ok` read saw (compared by

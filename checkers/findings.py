@@ -1,6 +1,6 @@
 """Anomalies as data: every checker returns its findings as DataFrames of one shape.
 
-A finding frame has one row per anomaly: `checker`, `anomaly` (the HISTORY.md name),
+A finding frame has one row per anomaly: `checker`, `anomaly` (the docs/anomalies.md name),
 `key`, `order` (a long that orders samples: an operation index or an offset), `expected`
 (an allowed loss, see `checkers.losses`), and `detail`, the anomaly's fields as JSON text.
 Fields holding history values (JSON text in Parquet) are named in `json_fields` and decoded

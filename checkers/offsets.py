@@ -1,4 +1,4 @@
-"""Offset consistency: `inconsistent-offsets` and `duplicate` (HISTORY.md, as Jepsen).
+"""Offset consistency: `inconsistent-offsets` and `duplicate` (docs/anomalies.md, as Jepsen).
 
 - inconsistent-offsets: an offset of a key holds two or more distinct values, by the
   evidence (every poll, every committed send). It is counted as expected when a write at

@@ -1,4 +1,4 @@
-"""Ordering: how reads and sends move through each key's log, by dense index (HISTORY.md).
+"""Ordering: how reads and sends move through each key's log, by dense index (docs/anomalies.md).
 
 Between operations of one process, per key (Jepsen's poll-skip+nonmonotonic-cases and
 nonmonotonic-send-cases):

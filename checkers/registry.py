@@ -61,7 +61,7 @@ class CheckerRegistry:
 
 
 def default_checkers() -> tuple[Checker, ...]:
-    """squall's checkers, in the order of results.json (HISTORY.md)."""
+    """squall's checkers, in the order of results.json (docs/results.md)."""
     return (
         OffsetsChecker(),
         DeliveryChecker(),

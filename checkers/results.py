@@ -1,4 +1,4 @@
-"""Assembling `results.json` (HISTORY.md, "Results") from the checkers' findings.
+"""Assembling `results.json` (docs/results.md) from the checkers' findings.
 
 All finding frames are collected in one Spark job: per (checker, anomaly, expected) the
 complete count and the first `sample` anomalies in order. The document:

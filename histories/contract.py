@@ -1,4 +1,4 @@
-"""The history contract of HISTORY.md as code: field names, types and value shapes.
+"""The history contract of docs/history.md as code: field names, types and value shapes.
 
 `check_operation` is the precise check: it raises `OperationError` naming the first field
 that breaks the contract and why. `histories.validation` has the fast checks that the hot
@@ -78,7 +78,7 @@ def _check_records(where: str, key: str, records: Any) -> None:
 
 
 def _check_micro_ops(op_type: str, f: str, value: Any) -> None:
-    """send / poll / txn values: lists of micro-operations (HISTORY.md)."""
+    """send / poll / txn values: lists of micro-operations (docs/history.md)."""
     if value is None and (op_type == "fail" or op_type == "info"):
         return
     desc = _describe(op_type, f)

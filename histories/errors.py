@@ -10,7 +10,7 @@ class HistoryError(Exception):
 
 
 class OperationError(HistoryError, ValueError):
-    """An operation breaks the history contract (HISTORY.md); the message says which field and why."""
+    """An operation breaks the history contract (docs/history.md); the message says which field and why."""
 
 
 class HistoryFormatError(HistoryError):
@@ -25,7 +25,7 @@ class HistoryFormatError(HistoryError):
         self.reason = reason
         super().__init__(
             f"{self.path}, line {line}: {reason} "
-            "(a history line is one JSON object per HISTORY.md; fix or remove the line, "
+            "(a history line is one JSON object per docs/history.md; fix or remove the line, "
             "or regenerate the history)"
         )
 

@@ -1,4 +1,4 @@
-"""The operation: one line of a history (HISTORY.md, "History").
+"""The operation: one line of a history (docs/history.md, "History").
 
 An `Operation` is immutable. Constructing one validates it against the contract
 (`histories.contract`), so an invalid operation never exists; the readers build them from

@@ -1,7 +1,7 @@
 """One test's life: provision, deploy, run the workload under the nemesis, heal, recover,
 read everything back, collect the nodes' logs and events, check, report, tear down.
 
-Everything lands in the test's run directory as it happens (HISTORY.md: the run store):
+Everything lands in the test's run directory as it happens (docs/run-store.md):
 ``test.json`` before the first fault, every operation appended to ``history.jsonl`` as it
 happens, ``schedule.json`` as applied, node logs, ``results.json``. Ctrl-C (or SIGTERM)
 stops the workload, heals, keeps the history, and still checks what was recorded.
@@ -62,7 +62,7 @@ class RunOutcome:
 
 
 class TestRunner:
-    """Runs one TestSpec; ``run()`` returns the outcome (exit code per HISTORY.md)."""
+    """Runs one TestSpec; ``run()`` returns the outcome (exit codes: docs/exit-codes.md)."""
 
     __test__ = False
 
@@ -170,7 +170,7 @@ class TestRunner:
                 signal.signal(s, handler)
 
     def _clean_leftovers(self, runtime: Runtime) -> None:
-        """DESIGN.md: every test starts by removing what crashed runs left behind."""
+        """docs/architecture.md: every test starts by removing what crashed runs left behind."""
         if self.spec.runtime == "ssh":
             return
         with contextlib.suppress(Exception):

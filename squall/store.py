@@ -1,4 +1,4 @@
-"""The run store: one directory per test run, as HISTORY.md lays it out.
+"""The run store: one directory per test run, as docs/run-store.md lays it out.
 
 ``store/<test-name>/<YYYYMMDDTHHMMSS>/`` holds ``test.json`` (written before the first
 fault), ``history.jsonl``, ``schedule.json``, ``results.json``, reports and plots, and

@@ -105,7 +105,7 @@ _DEFINITE = frozenset(
 )
 """Codes the broker only ever returns before appending. NOT_LEADER_FOR_PARTITION is absent on
 purpose: a leader that loses leadership while an acks=-1 produce waits answers with it after
-the append (HISTORY.md classifies it as indeterminate)."""
+the append (docs/history.md classifies it as indeterminate)."""
 
 
 class ProtocolError(ValueError):

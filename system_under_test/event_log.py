@@ -1,7 +1,7 @@
 """The broker's and controller's event log: one JSON line per election or ISR change.
 
 squall's runner fetches these files from the nodes after a run and merges the events into
-the history by time (HISTORY.md: SUT events). ``wall_time_ns`` is the node's wall clock, so
+the history by time (docs/history.md: SUT events). ``wall_time_ns`` is the node's wall clock, so
 events from different nodes can be placed on one time line.
 """
 

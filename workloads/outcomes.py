@@ -1,6 +1,6 @@
 """What a client error means for the history: `fail` (certainly did not happen) or `info`.
 
-The rule (HISTORY.md) is that `fail` is only for definite errors; everything uncertain is
+The rule (docs/history.md) is that `fail` is only for definite errors; everything uncertain is
 `info`, after which the process is retired. The client says what is definite
 (`OperationError.definite`, see workloads.client); any other exception is uncertain.
 

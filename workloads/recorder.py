@@ -2,7 +2,7 @@
 
 It owns the two rules of a Jepsen history's clients: a process has at most one operation
 in flight, and after an `info` completion the process is retired, so the client's next
-operation uses a fresh process number. It also owns the value shapes of HISTORY.md (the
+operation uses a fresh process number. It also owns the value shapes of docs/history.md (the
 Jepsen Kafka queue workload's): a send is ``[["send", key, value]]`` on invocation and
 ``[["send", key, [offset, value]]]`` when acknowledged, a poll ``[["poll"]]`` and then
 ``[["poll", {key: [[offset, value], ...]}]]``, a commit ``{key: next_offset}``, an assign

@@ -1,7 +1,7 @@
 """WorkloadSpec: what the queue workload does, validated once, as plain data.
 
 A spec says which topic and keys (one key per partition, named ``"<topic>-<partition>"``
-as HISTORY.md asks), how records are produced (acks, sync or async producer, how often the
+as docs/history.md asks), how records are produced (acks, sync or async producer, how often the
 producer client may retry a send on its own) and consumed (commit after processing for
 at-least-once or before for at-most-once; assign or subscribe), how fast (total ops/s, split
 between producers and consumers by the op mix), and how long the final read may take. The

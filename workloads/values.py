@@ -1,6 +1,6 @@
 """Unique values: every value a test sends is an int no other send of the test uses.
 
-Checkers tell records apart by value (HISTORY.md: "Every value sent in one test is
+Checkers tell records apart by value (docs/history.md: "Every value sent in one test is
 unique"), so one `ValueSequence` serves all the producers of a test. On the wire a value
 is its decimal digits, padded with spaces to the workload's value size; records that do not
 decode as ours go into the history as text, so foreign data is still evidence.

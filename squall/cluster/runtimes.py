@@ -69,7 +69,7 @@ def docker_available() -> str | None:
 
 
 def default_runtime() -> str:
-    """docker where an engine answers, else local (DESIGN.md)."""
+    """docker where an engine answers, else local (docs/architecture.md)."""
     return "docker" if docker_available() is None else "local"
 
 

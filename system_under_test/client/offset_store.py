@@ -1,7 +1,7 @@
 """A consumer group's committed offsets in ZooKeeper, as Kafka 0.8's high-level consumer kept them.
 
 One znode per partition, ``/consumers/<group>/offsets/<topic>/<partition>``, holding the next
-offset to read (HISTORY.md: a commit's offset is the next offset the group reads). Partitions
+offset to read (docs/history.md: a commit's offset is the next offset the group reads). Partitions
 are written one at a time, as Kafka 0.8 did, so a commit of several partitions can land in
 part; OffsetCommitError says what is known to have landed and whether anything may have.
 """

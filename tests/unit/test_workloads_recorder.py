@@ -1,4 +1,4 @@
-"""OperationRecorder: invoke/complete pairs, process retirement, and the op shapes of HISTORY.md.
+"""OperationRecorder: invoke/complete pairs, process retirement, and the op shapes of docs/history.md.
 
 Every test writes with a real HistoryWriter to a temporary file and reads it back with the
 validating reader, then pairs it as the checkers will. Errors of squall's client reach the
