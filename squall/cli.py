@@ -13,6 +13,7 @@ from squall.commands.check import check
 from squall.commands.cluster import clean, cluster_app
 from squall.commands.console import consume, produce
 from squall.commands.demo import demo
+from squall.commands.hunt import hunt
 from squall.commands.nemesis import nemesis_app
 from squall.commands.perf import perf_app
 from squall.commands.run import campaign, replay, report, run
@@ -35,6 +36,7 @@ app.command("run")(run)
 app.command("replay")(replay)
 app.command("report")(report)
 app.command("campaign")(campaign)
+app.command("hunt")(hunt)
 app.command("check")(check)
 app.command("broker")(broker)
 app.command("produce")(produce)
