@@ -118,13 +118,10 @@ RateOption = typer.Option(None, "--rate", help="Operations per second across all
 FaultsOption = typer.Option(
     None,
     "--faults",
+    metavar="NAME[=W],...",
     help=(
-        "NAME[=WEIGHT],...: scenarios (zombie-leader, isr-shrink-leader-loss, "
-        "follower-restart-leader-loss, failover-during-truncation, "
-        "controller-failover-during-election, leader-session-loss, "
-        "controller-session-loss, rolling-bounce) and kinds of fault (kill, pause, "
-        "partition, bounce, freeze, netem); 'default' for the default mix (the default); "
-        "'none' for no faults."
+        "Scenarios (docs/scenarios.md) and fault kinds (kill, pause, partition, bounce, "
+        "freeze, netem) with weights; 'default' (the default mix) or 'none'."
     ),
 )
 IntervalOption = typer.Option(

@@ -200,6 +200,8 @@ def test_controller_session_loss_elects_another_controller(
     assert controllers, "no controller election"
 
 
-def test_rolling_bounce_moves_every_leadership(cluster: Cluster, tmp_path: Path) -> None:
+def test_rolling_bounce_moves_the_leadership(cluster: Cluster, tmp_path: Path) -> None:
+    before, _ = partition_state(cluster)
     events = run_scenario(cluster, "rolling-bounce", tmp_path)
-    assert len(elections(events)) >= 2
+    # The leader is bounced at some point of the round, so leadership moves off it.
+    assert any(e["previous_leader"] == before and e["leader"] != before for e in elections(events))
