@@ -377,9 +377,13 @@ def write_reports(run_dir: RunDirectory, results: dict[str, Any]) -> None:
     images: list[str] = []
     if run_dir.parquet.exists():
         images = [p.name for p in write_plots(run_dir.parquet, run_dir.path, results)]
-    faults = [op.to_json_dict() for op in read_history(run_dir.history) if op.process == "nemesis"]
+    history = read_history(run_dir.history)
+    faults = [op.to_json_dict() for op in history if op.process == "nemesis"]
+    elections = sum(1 for op in history if op.process == "sut" and op.f == "leader-election")
     test = run_dir.read_test() if run_dir.test_json.exists() else None
-    run_dir.report_html.write_text(render_html(results, test=test, faults=faults, images=images))
+    run_dir.report_html.write_text(
+        render_html(results, test=test, faults=faults, images=images, elections=elections)
+    )
     run_dir.junit.write_text(render_junit(results, suite=run_dir.test_name))
 
 

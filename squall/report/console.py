@@ -14,6 +14,12 @@ from rich.table import Table
 from rich.text import Text
 
 from squall.report.throughput import achieved_rate
+from squall.report.verdict import (
+    describe_faults,
+    explain,
+    leader_elections,
+    nemesis_operations,
+)
 
 VERDICT_STYLE = {
     True: ("VALID", "bold green"),
@@ -99,6 +105,11 @@ def print_results(
                 f"in {rate.seconds:,.0f} s, {rate.basis}): {rate.describe_by_f()}"
             )
         )
+    test = _test_of(run_dir)
+    elections = leader_elections(run_dir / "history.jsonl") if run_dir is not None else None
+    history = run_dir / "history.jsonl" if run_dir is not None else None
+    parts.append(Text(describe_faults(test, nemesis_operations(history) if history else [])))
+    parts.append(Text(explain(results, elections=elections), style="bold"))
     if run_dir is not None:
         parts.append(Text(f"run directory: {run_dir}", style="dim"))
     console.print(Panel(Group(*parts), title="squall results", title_align="left"))

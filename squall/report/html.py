@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from squall.report.throughput import AchievedRate, achieved_rate
+from squall.report.verdict import describe_faults, explain
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
@@ -35,6 +36,7 @@ def render_html(
     faults: Sequence[Mapping[str, Any]] = (),
     images: Sequence[str] = (),
     samples: int = 10,
+    elections: int | None = None,
 ) -> str:
     """The whole report as one HTML document (images referenced by relative path)."""
     name = html.escape(str((test or {}).get("name", "squall run")))
@@ -45,6 +47,8 @@ def render_html(
     ]
     if results.get("anomaly_types"):
         out.append(f"<p>anomalies: {html.escape(', '.join(results['anomaly_types']))}</p>")
+    out.append(f"<p><strong>{html.escape(explain(results, elections=elections))}</strong></p>")
+    out.append(f"<p>{html.escape(describe_faults(test, faults))}</p>")
     if test:
         topic = test.get("topic", {})
         out.append(

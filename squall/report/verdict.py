@@ -76,3 +76,51 @@ def explain(results: Mapping[str, Any], *, elections: int | None = None) -> str:
             f"({_count(results, 'expected_counts')} found){moved} under {config}{because}."
         )
     return f"VALID: every acknowledged write was read back{moved} under {config}."
+
+
+def nemesis_operations(history: Path) -> list[dict[str, Any]]:
+    """The nemesis operations of a history, in order (none when it cannot be read)."""
+    found: list[dict[str, Any]] = []
+    try:
+        with history.open(encoding="utf-8") as lines:
+            for line in lines:
+                if '"nemesis"' in line:
+                    op = json.loads(line)
+                    if op.get("process") == "nemesis":
+                        found.append(op)
+    except (OSError, ValueError):
+        return []
+    return found
+
+
+def describe_faults(test: Mapping[str, Any] | None, applied: Sequence[Mapping[str, Any]]) -> str:
+    """What the nemesis did, for the report: the schedule asked for, the scenarios and faults
+    applied, and the detectors their durations were drawn around."""
+    if test is None:
+        return "faults: unknown (no test.json)"
+    nemesis = test.get("nemesis")
+    if nemesis is None:
+        return "faults: none (the nemesis was off)"
+    generator = nemesis.get("generator")
+    if generator == "default":
+        asked = "the default mix of scenarios"
+    elif generator is not None:
+        asked = f"generator {json.dumps(generator)}"
+    else:
+        kinds = ", ".join(sorted(k for k, w in (nemesis.get("faults") or {}).items() if w))
+        asked = f"{kinds} faults"
+    scenarios = sorted(
+        {str(op["value"]["scenario"]) for op in applied if (op.get("value") or {}).get("scenario")}
+    )
+    done = f"; {len(applied)} nemesis operations"
+    if scenarios:
+        done += f" in {len(scenarios)} scenarios ({', '.join(scenarios)})"
+    detectors = nemesis.get("detectors") or {}
+    timing = ""
+    if detectors:
+        timing = (
+            f"; profile {test.get('profile', '?')}: session "
+            f"{detectors.get('session_timeout_s', 0):g} s, lag "
+            f"{detectors.get('replica_lag_s', 0):g} s"
+        )
+    return f"faults: {asked}{done}{timing}"

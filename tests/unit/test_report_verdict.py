@@ -1,0 +1,105 @@
+"""A verdict in words says what was found and what the configuration promised or allowed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from squall.report.verdict import describe_faults, explain, leader_elections, nemesis_operations
+
+SAFE = {
+    "source": "test.json",
+    "acks": -1,
+    "replication_factor": 3,
+    "min_insync_replicas": 2,
+    "unclean_leader_election": False,
+    "promises_no_loss": True,
+}
+
+
+def results(valid: Any, *, test: dict[str, Any] = SAFE, **fields: Any) -> dict[str, Any]:
+    return {"valid": valid, "config": {"test": test, "allowances": []}, **fields}
+
+
+def test_invalid_names_the_anomalies_and_the_promise() -> None:
+    text = explain(
+        results(
+            False,
+            anomaly_types=["lost-acked-write"],
+            checkers={"delivery": {"counts": {"lost-acked-write": 3, "unseen": 0}}},
+        )
+    )
+    assert text.startswith("INVALID: lost-acked-write (3 found)")
+    assert "acks=all, RF 3, min.insync 2, unclean election off" in text
+    assert "promised that no acknowledged write is lost" in text
+
+
+def test_allowed_losses_are_valid_and_say_why() -> None:
+    acks1 = {**SAFE, "acks": 1, "min_insync_replicas": 1, "promises_no_loss": False}
+    found = results(
+        True,
+        test=acks1,
+        expected_anomaly_types=["lost-write"],
+        checkers={"delivery": {"expected_counts": {"lost-write": 7}}},
+    )
+    found["config"]["allowances"] = ["losses of acks=0/1 writes are expected"]
+    text = explain(found, elections=12)
+    assert text.startswith("VALID, with losses the configuration allows: lost-write (7 found)")
+    assert "through 12 leader elections" in text and "acks=0/1 writes are expected" in text
+
+
+def test_clean_and_unknown() -> None:
+    assert explain(results(True), elections=3).startswith(
+        "VALID: every acknowledged write was read back through 3 leader elections"
+    )
+    assert explain(results("unknown")).startswith("UNKNOWN")
+    no_test = explain({"valid": True, "config": {"test": {"source": None}}})
+    assert "no test.json" in no_test
+
+
+def test_faults_and_elections_from_the_history(tmp_path: Path) -> None:
+    history = tmp_path / "history.jsonl"
+    ops = [
+        {
+            "index": 0,
+            "time": 1,
+            "process": "nemesis",
+            "type": "info",
+            "f": "kill",
+            "value": {"targets": ["n1"], "scenario": "zombie-leader"},
+        },
+        {
+            "index": 1,
+            "time": 2,
+            "process": "sut",
+            "type": "info",
+            "f": "leader-election",
+            "value": {"key": "t-0", "leader": 2},
+        },
+        {
+            "index": 2,
+            "time": 3,
+            "process": "nemesis",
+            "type": "info",
+            "f": "start",
+            "value": {"targets": ["n1"], "scenario": "zombie-leader"},
+        },
+    ]
+    history.write_text("".join(json.dumps(op) + "\n" for op in ops))
+    assert leader_elections(history) == 1
+    applied = nemesis_operations(history)
+    test = {
+        "profile": "kafka-2.4",
+        "nemesis": {
+            "generator": "default",
+            "detectors": {"session_timeout_s": 6.0, "replica_lag_s": 10.0},
+        },
+    }
+    text = describe_faults(test, applied)
+    assert text == (
+        "faults: the default mix of scenarios; 2 nemesis operations in 1 scenarios "
+        "(zombie-leader); profile kafka-2.4: session 6 s, lag 10 s"
+    )
+    assert describe_faults({"nemesis": None}, []) == "faults: none (the nemesis was off)"
+    assert leader_elections(tmp_path / "missing.jsonl") is None
