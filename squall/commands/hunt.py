@@ -390,4 +390,6 @@ def _print_summary(
         )
         out.print(_schedule_table(shrunk.schedule))
         out.print(f"schedule: {record['schedule']}")
-        out.print(f"replay it: squall replay {record['reproduced_by']}")
+        out.print(
+            f"replay it: squall replay {record['reproduced_by']} --schedule {record['schedule']}"
+        )

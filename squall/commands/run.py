@@ -281,6 +281,11 @@ def replay(
     store: Path = typer.Option(DEFAULT_STORE, "--store"),
     keep_cluster: bool = typer.Option(False, "--keep-cluster"),
     spark_master: str | None = typer.Option(None, "--spark-master"),
+    schedule_file: Path | None = typer.Option(
+        None,
+        "--schedule",
+        help="Another schedule.json to apply (e.g. a hunt's shrunk-schedule.json).",
+    ),
 ) -> None:
     """Run a test again with the same spec, seed and fault schedule (resolved targets)."""
     from nemesis import FaultError
@@ -291,10 +296,12 @@ def replay(
         run = RunStore.open(run_dir)
         test = run.read_test()
         spec = TestSpec.from_mapping(
-            {k: v for k, v in test.items() if k in TOP_LEVEL and v is not None},
+            # A run without faults says "nemesis": null, which must stay "no faults".
+            {k: v for k, v in test.items() if k in TOP_LEVEL and (v is not None or k == "nemesis")},
             source=str(run.test_json),
         )
-        schedule = load_schedule(run.schedule) if run.schedule.exists() else None
+        source = schedule_file or (run.schedule if run.schedule.exists() else None)
+        schedule = load_schedule(source) if source is not None else None
     except (StoreError, ConfigurationError, FaultError) as err:
         fail(str(err), ExitCode.USAGE)
     _execute(
