@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from squall.commands._common import stderr
+from squall.commands._common import report_crash, stderr
 from squall.commands.broker import broker
 from squall.commands.check import check
 from squall.commands.cluster import clean, cluster_app
@@ -60,4 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             stderr.print(f"error: {err.message}", highlight=False)
         return ExitCode.USAGE
+    except Exception as err:  # squall's own failure: exit 3, never 1 ("anomalies found")
+        report_crash(err)
+        return ExitCode.INFRASTRUCTURE
     return code if isinstance(code, int) else ExitCode.SUCCESS
