@@ -84,6 +84,10 @@ class TestRunner:
         self.spark_master = spark_master
         self.stop = threading.Event()
         self.interrupted = False
+        self.signal: signal.Signals | None = None
+        """The first signal that stopped the run (SIGINT or SIGTERM), if any."""
+        self.skip_check = False
+        """A second Ctrl-C: heal and keep the history, but do not check it."""
         self.applied: list[Fault] = []
 
     # --- the whole run --------------------------------------------------------------------
@@ -138,9 +142,13 @@ class TestRunner:
                         with contextlib.suppress(Exception):
                             runtime.down(cluster.state)
                     cluster.close()
-            if run_dir.history.exists():
+            if self.interrupted:
+                self._mark_interrupted(run_dir)
+            if run_dir.history.exists() and not self.skip_check:
                 view.phase, view.phase_detail = "check", "Spark checkers"
                 results, exit_code = self._check(run_dir)
+            if self.signal is not None:
+                exit_code = 128 + int(self.signal)  # 130 for SIGINT, 143 for SIGTERM
         view.phase = "report"
         if results is not None:
             from squall.report.console import print_results
@@ -150,13 +158,23 @@ class TestRunner:
 
     @contextlib.contextmanager
     def _signals(self) -> Iterator[None]:
-        """Ctrl-C and SIGTERM stop the workload and heal; a second Ctrl-C is not needed."""
+        """Ctrl-C and SIGTERM stop the workload, heal, keep the history and check what was
+        recorded (never VALID: the run did less than asked); a second Ctrl-C skips the check,
+        never the heal."""
 
         def stop(signum: int, _frame: object) -> None:
+            if self.interrupted:
+                self.skip_check = True
+                self.console.print(
+                    "[yellow]again: healing still, keeping the history, skipping the check[/]"
+                )
+                return
             self.interrupted = True
+            self.signal = signal.Signals(signum)
             self.stop.set()
             self.console.print(
-                f"[yellow]{signal.Signals(signum).name}: stopping, healing, keeping the history[/]"
+                f"[yellow]{self.signal.name}: stopping, healing, keeping the history; the "
+                "verdict will be at best unknown (Ctrl-C again to skip the check)[/]"
             )
 
         if threading.current_thread() is not threading.main_thread():
@@ -342,6 +360,16 @@ class TestRunner:
 
     # --- check ---------------------------------------------------------------------------
 
+    def _mark_interrupted(self, run_dir: RunDirectory) -> None:
+        """test.json says the run was stopped early, and by what."""
+        if not run_dir.test_json.exists():
+            return
+        with contextlib.suppress(Exception):
+            test = run_dir.read_test()
+            test["interrupted"] = True
+            test["interrupted_by"] = self.signal.name if self.signal else None
+            run_dir.write_json(run_dir.test_json, test)
+
     def _check(self, run_dir: RunDirectory) -> tuple[dict[str, Any] | None, int]:
         from checkers import check_history
 
@@ -351,6 +379,8 @@ class TestRunner:
             log.exception("checking %s failed", run_dir.history)
             self.console.print(f"[bold red]the checkers failed:[/] {err}")
             return None, ExitCode.INFRASTRUCTURE
+        if self.interrupted:
+            results = interrupted_results(results, self.signal)
         run_dir.write_json(run_dir.results, results)
         try:
             write_reports(run_dir, results)
@@ -366,6 +396,21 @@ class TestRunner:
             if valid is False
             else ExitCode.INFRASTRUCTURE,
         )
+
+
+def interrupted_results(results: dict[str, Any], by: signal.Signals | None) -> dict[str, Any]:
+    """The results of a run stopped early: marked, and never valid (at best "unknown")."""
+    name = by.name if by is not None else "a signal"
+    note = (
+        f"the run was interrupted ({name}): it ran less than it was asked to, so its verdict "
+        "is at best unknown"
+    )
+    return {
+        **results,
+        "valid": "unknown" if results.get("valid") is True else results.get("valid"),
+        "interrupted": True,
+        "notes": [*results.get("notes", []), note],
+    }
 
 
 def write_reports(run_dir: RunDirectory, results: dict[str, Any]) -> None:

@@ -75,4 +75,7 @@ def render_junit(results: Mapping[str, Any], *, suite: str) -> str:
         elif found.get("valid") is not True:
             outcome = JUnitOutcome("error", "unknown: nothing could be checked")
         cases.append(JUnitCase(name, outcome=outcome))
+    if results.get("interrupted"):
+        message = "interrupted: the run was stopped before its time limit; not a verdict"
+        cases.append(JUnitCase("run", outcome=JUnitOutcome("error", message)))
     return render_suite(suite, cases)

@@ -52,6 +52,16 @@ def explain(results: Mapping[str, Any], *, elections: int | None = None) -> str:
     """What the verdict of ``results`` means, in a sentence or two."""
     valid = results.get("valid")
     config = _configuration(results)
+    if results.get("interrupted"):
+        return (
+            "INTERRUPTED: the run was stopped before its time limit; what it recorded "
+            + (
+                "shows anomalies: " + ", ".join(results.get("anomaly_types") or [])
+                if valid is False
+                else "cannot vouch for the configuration"
+            )
+            + f" ({config})."
+        )
     promised = bool(((results.get("config") or {}).get("test") or {}).get("promises_no_loss"))
     moved = f" through {elections} leader elections" if elections else ""
     if valid is False:

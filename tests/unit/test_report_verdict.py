@@ -103,3 +103,19 @@ def test_faults_and_elections_from_the_history(tmp_path: Path) -> None:
     )
     assert describe_faults({"nemesis": None}, []) == "faults: none (the nemesis was off)"
     assert leader_elections(tmp_path / "missing.jsonl") is None
+
+
+def test_an_interrupted_run_is_never_valid() -> None:
+    import signal
+
+    from squall.report.junit import render_junit
+    from squall.runner import interrupted_results
+
+    marked = interrupted_results(results(True, notes=[]), signal.SIGTERM)
+    assert marked["valid"] == "unknown" and marked["interrupted"] is True
+    assert "SIGTERM" in marked["notes"][-1]
+    assert explain(marked).startswith("INTERRUPTED")
+    assert "interrupted" in render_junit(marked, suite="t")
+    invalid = interrupted_results(results(False, anomaly_types=["lost-write"]), None)
+    assert invalid["valid"] is False  # what it found still counts
+    assert "lost-write" in explain(invalid)
