@@ -26,6 +26,7 @@ from nemesis.schedule import (
     ScheduleRunner,
     ScheduleSpec,
     generate_schedule,
+    not_applicable,
     replay,
 )
 from nemesis.targets import ClusterView, PartitionView, parse_target, resolve_targets
@@ -58,6 +59,7 @@ __all__ = [
     "UnsupportedFaultError",
     "generate_schedule",
     "heal_all",
+    "not_applicable",
     "parse_target",
     "replay",
     "resolve_targets",

@@ -24,7 +24,7 @@ until the fault strikes; a step may take the nodes an earlier step hit (``same_a
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -96,6 +96,11 @@ class Generator(Protocol):
         """Whether the runtime can apply what this generator would lay out."""
         ...
 
+    def unavailable(self, layout: Layout) -> dict[str, str]:
+        """The scenarios and kinds of fault in it that the runtime cannot apply, and what
+        each needs; they are left out of the timeline (or replaced by a variant)."""
+        ...
+
     def to_json(self) -> Any: ...
 
 
@@ -139,6 +144,9 @@ class SingleFault:
         need = KIND_NEEDS.get(self.kind)
         return need is None or layout.can(need)
 
+    def unavailable(self, layout: Layout) -> dict[str, str]:
+        return {} if self.available(layout) else {self.kind: KIND_NEEDS[self.kind]}
+
     def to_json(self) -> dict[str, Any]:
         return {"fault": self.kind, **self.value, "duration": self.duration.to_json()}
 
@@ -176,6 +184,12 @@ class NamedScenario:
 
         return SCENARIOS[self.name].available(layout)
 
+    def unavailable(self, layout: Layout) -> dict[str, str]:
+        from nemesis.scenarios import SCENARIOS
+
+        scenario = SCENARIOS[self.name]
+        return {} if scenario.available(layout) else {self.name: str(scenario.needs)}
+
     def to_json(self) -> str:
         return self.name
 
@@ -200,6 +214,9 @@ class SequenceOf:
     def available(self, layout: Layout) -> bool:
         return any(item.available(layout) for item in self.items)
 
+    def unavailable(self, layout: Layout) -> dict[str, str]:
+        return _union(layout, self.items)
+
     def to_json(self) -> dict[str, Any]:
         return {"sequence": [i.to_json() for i in self.items], "gap": self.gap.to_json()}
 
@@ -221,6 +238,9 @@ class Repeat:
 
     def available(self, layout: Layout) -> bool:
         return self.item.available(layout)
+
+    def unavailable(self, layout: Layout) -> dict[str, str]:
+        return self.item.unavailable(layout)
 
     def to_json(self) -> dict[str, Any]:
         return {"repeat": self.item.to_json(), "times": self.times, "gap": self.gap.to_json()}
@@ -245,6 +265,9 @@ class Mix:
 
     def available(self, layout: Layout) -> bool:
         return any(w > 0 and g.available(layout) for w, g in self.choices)
+
+    def unavailable(self, layout: Layout) -> dict[str, str]:
+        return _union(layout, (g for w, g in self.choices if w > 0))
 
     def to_json(self) -> dict[str, Any]:
         return {"mix": [{"weight": w, "do": g.to_json()} for w, g in self.choices]}
@@ -271,6 +294,9 @@ class Cycle:
     def available(self, layout: Layout) -> bool:
         return any(item.available(layout) for item in self.items)
 
+    def unavailable(self, layout: Layout) -> dict[str, str]:
+        return _union(layout, self.items)
+
     def to_json(self) -> dict[str, Any]:
         return {"cycle": [i.to_json() for i in self.items]}
 
@@ -293,6 +319,9 @@ class Stagger:
 
     def available(self, layout: Layout) -> bool:
         return self.item.available(layout)
+
+    def unavailable(self, layout: Layout) -> dict[str, str]:
+        return self.item.unavailable(layout)
 
     def to_json(self) -> dict[str, Any]:
         return {"stagger": self.item.to_json(), "gap": self.gap.to_json()}
@@ -324,8 +353,18 @@ class Phases:
     def available(self, layout: Layout) -> bool:
         return any(item.available(layout) for _, item in self.phases)
 
+    def unavailable(self, layout: Layout) -> dict[str, str]:
+        return _union(layout, (item for _, item in self.phases))
+
     def to_json(self) -> dict[str, Any]:
         return {"phases": [{"for_s": s, "do": g.to_json()} for s, g in self.phases]}
+
+
+def _union(layout: Layout, items: Iterable[Generator]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for item in items:
+        found.update(item.unavailable(layout))
+    return found
 
 
 def default_generator() -> Generator:

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from nemesis.errors import ClusterError, FaultApplicationError, FaultError, TargetError
 from nemesis.fault import PARTITION_AMONG, TARGETS_DEFAULT_TO_ACTIVE, Fault
-from nemesis.generator import Layout, parse_generator
+from nemesis.generator import KIND_NEEDS, Layout, parse_generator
 from nemesis.grudge import SHAPES, TARGETED_SHAPES
 from nemesis.netem import NetemSpec
 from nemesis.targets import parse_target
@@ -328,6 +328,25 @@ def generate_schedule(spec: ScheduleSpec) -> Schedule:
         busy_until[kind] = end
         entries.append(ScheduledFault(end, Fault(heal), len(entries), heals=entries[-1].id))
     return Schedule(tuple(entries), seed=spec.seed, spec=spec)
+
+
+def not_applicable(spec: ScheduleSpec) -> dict[str, str]:
+    """The scenarios and kinds of fault the spec asks for that its capabilities cannot
+    apply, and what each needs: a schedule leaves them out."""
+    if spec.generator is not None:
+        layout = Layout(
+            rng=random.Random(spec.seed),
+            detectors=spec.detectors,
+            brokers=spec.brokers,
+            time_limit_s=spec.time_limit_s,
+            capabilities=spec.capabilities,
+        )
+        return parse_generator(spec.generator).unavailable(layout)
+    return {
+        kind: KIND_NEEDS[kind]
+        for kind, weight in sorted(spec.faults.items())
+        if weight > 0 and kind in KIND_NEEDS and KIND_NEEDS[kind] not in spec.capabilities
+    }
 
 
 def _lay_out(spec: ScheduleSpec) -> Schedule:

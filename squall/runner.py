@@ -33,12 +33,13 @@ from nemesis import (
     ScheduleSpec,
     generate_schedule,
     heal_all,
+    not_applicable,
 )
 from squall.cluster.cluster import Cluster
 from squall.cluster.runtimes import Runtime, default_runtime, new_run_id, runtime_named
 from squall.exit_codes import ExitCode
 from squall.report.live import RunView
-from squall.spec import TestSpec
+from squall.spec import SpecError, TestSpec
 from squall.store import RunDirectory, RunStore
 from workloads import QueueWorkload
 
@@ -88,6 +89,8 @@ class TestRunner:
         """The first signal that stopped the run (SIGINT or SIGTERM), if any."""
         self.skip_check = False
         """A second Ctrl-C: heal and keep the history, but do not check it."""
+        self.not_applied: dict[str, str] = {}
+        """Scenarios and kinds of fault asked for that the runtime could not apply."""
         self.applied: list[Fault] = []
 
     # --- the whole run --------------------------------------------------------------------
@@ -95,10 +98,11 @@ class TestRunner:
     def run(self) -> RunOutcome:
         spec = self.spec.resolved(runtime=self.spec.runtime or default_runtime())
         self.spec = spec
+        check_runnable(spec)
+        runtime: Runtime = runtime_named(spec.runtime or "local")
         run_dir = self.store.new_run(spec.name)
         view = RunView(spec.name, str(run_dir.path), time_limit_s=spec.time_limit_s)
         run_id = new_run_id()
-        runtime: Runtime = runtime_named(spec.runtime or "local")
         cluster: Cluster | None = None
         results: dict[str, Any] | None = None
         exit_code: int = ExitCode.INFRASTRUCTURE
@@ -201,8 +205,6 @@ class TestRunner:
             view.phase_detail = message
 
         try:
-            if spec.runtime == "ssh" and not spec.inventory:
-                raise InfrastructureError("the ssh runtime needs `inventory` in the spec")
             return runtime.up(
                 run_id,
                 None if spec.runtime == "ssh" else spec.nodes,
@@ -306,21 +308,17 @@ class TestRunner:
                 if able
             ),
         )
-        unsupported = {
-            "partition": not capabilities.partitions,
-            "netem": not capabilities.netem,
-            "freeze": not capabilities.freeze,
-        }
-        dropped = [k for k, missing in unsupported.items() if missing and nemesis.faults.get(k)]
-        if not dropped:
+        self.not_applied = not_applicable(nemesis)
+        if not self.not_applied:
             return nemesis
+        listing = ", ".join(f"{name} (needs {need})" for name, need in self.not_applied.items())
         self.console.print(
-            f"[yellow]note:[/] the {cluster.runtime} runtime here cannot apply "
-            f"{', '.join(dropped)} faults (partitions need docker or ssh; netem needs sch_netem "
-            "in the kernel; freeze needs docker); running the other faults only"
+            f"[yellow]note:[/] the {cluster.runtime} runtime here cannot apply {listing} "
+            "(partitions need docker or ssh; netem needs sch_netem in the kernel; freeze needs "
+            "docker); the rest runs, and the verdict says what was left out"
         )
-        kept = {k: w for k, w in nemesis.faults.items() if k not in dropped}
-        if not kept:
+        kept = {k: w for k, w in nemesis.faults.items() if k not in self.not_applied}
+        if nemesis.generator is None and not any(kept.values()):
             kept = {"kill": 1.0}
         return replace(nemesis, faults=kept)
 
@@ -381,6 +379,14 @@ class TestRunner:
             return None, ExitCode.INFRASTRUCTURE
         if self.interrupted:
             results = interrupted_results(results, self.signal)
+        if self.not_applied:
+            results = {
+                **results,
+                "faults": {
+                    "not_applied": sorted(self.not_applied),
+                    "needs": dict(sorted(self.not_applied.items())),
+                },
+            }
         run_dir.write_json(run_dir.results, results)
         try:
             write_reports(run_dir, results)
@@ -395,6 +401,37 @@ class TestRunner:
             else ExitCode.ANOMALIES
             if valid is False
             else ExitCode.INFRASTRUCTURE,
+        )
+
+
+RUNTIME_CAPABILITIES: dict[str, frozenset[str]] = {
+    "local": frozenset(),
+    "docker": frozenset({"partitions", "freeze", "netem"}),
+    "ssh": frozenset({"partitions", "netem"}),
+}
+"""What each runtime can offer beyond process faults at best (netem also needs sch_netem in
+the nodes' kernel, which only bringing a cluster up tells)."""
+
+
+def check_runnable(spec: TestSpec) -> None:
+    """SpecError, before anything is provisioned, for a spec its runtime cannot carry out:
+    the ssh runtime without an inventory, or faults asked for by name that the runtime can
+    never apply (the default mix adapts to the runtime instead, and says what it left out)."""
+    if spec.runtime == "ssh" and not spec.inventory:
+        raise SpecError("the ssh runtime needs an inventory of hosts: --inventory FILE")
+    nemesis = spec.nemesis
+    if nemesis is None or nemesis.generator == "default":
+        return
+    offered = RUNTIME_CAPABILITIES.get(spec.runtime or "local", frozenset())
+    missing = not_applicable(replace(nemesis, capabilities=offered))
+    if missing:
+        listing = ", ".join(f"{name} (needs {need})" for name, need in sorted(missing.items()))
+        able = sorted(
+            r for r, caps in RUNTIME_CAPABILITIES.items() if set(missing.values()) <= caps
+        )
+        raise SpecError(
+            f"the {spec.runtime} runtime cannot apply {listing}; use --runtime "
+            f"{' or '.join(able) or 'docker'}, or leave them out of --faults"
         )
 
 

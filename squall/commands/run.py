@@ -252,6 +252,7 @@ def _execute(
     spark_master: str | None,
     replay_schedule: Any = None,
 ) -> None:
+    from squall.cluster.runtimes import RuntimeUnavailableError
     from squall.runner import TestRunner
 
     try:
@@ -262,8 +263,10 @@ def _execute(
             replay_schedule=replay_schedule,
             spark_master=spark_master,
         ).run()
-    except StoreError as err:
+    except (StoreError, SpecError) as err:
         fail(str(err), ExitCode.USAGE)
+    except RuntimeUnavailableError as err:
+        fail(str(err), ExitCode.INFRASTRUCTURE)
     print(
         json.dumps(
             {

@@ -49,7 +49,17 @@ def _configuration(results: Mapping[str, Any]) -> str:
 
 
 def explain(results: Mapping[str, Any], *, elections: int | None = None) -> str:
-    """What the verdict of ``results`` means, in a sentence or two."""
+    """What the verdict of ``results`` means, in a sentence or two; faults asked for but not
+    applied are named beside it."""
+    text = _explain(results, elections)
+    needs: Mapping[str, str] = (results.get("faults") or {}).get("needs") or {}
+    if needs:
+        listing = ", ".join(f"{name} (needs {need})" for name, need in sorted(needs.items()))
+        text += f" Asked for but not applied: {listing}."
+    return text
+
+
+def _explain(results: Mapping[str, Any], elections: int | None) -> str:
     valid = results.get("valid")
     config = _configuration(results)
     if results.get("interrupted"):

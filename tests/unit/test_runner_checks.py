@@ -1,0 +1,59 @@
+"""What a runtime cannot do is refused before anything is provisioned when asked for by
+name, and recorded beside the verdict when the default mix leaves it out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from squall.report.verdict import explain
+from squall.runner import TestRunner, check_runnable
+from squall.spec import SpecError, TestSpec
+from squall.store import RunStore
+
+
+def spec(**fields: object) -> TestSpec:
+    return TestSpec.from_mapping({"name": "t", **fields}, source="test").resolved(
+        runtime=str(fields.get("runtime", "local"))
+    )
+
+
+def test_faults_by_name_that_the_runtime_lacks_are_refused(tmp_path: Path) -> None:
+    partition = spec(runtime="local", nemesis={"faults": {"partition": 1, "kill": 1}})
+    with pytest.raises(
+        SpecError,
+        match=r"local runtime cannot apply partition \(needs partitions\); use --runtime docker or ssh",
+    ):
+        check_runnable(partition)
+    freeze = spec(runtime="ssh", inventory="hosts.toml", nemesis={"generator": {"fault": "freeze"}})
+    with pytest.raises(SpecError, match="use --runtime docker"):
+        check_runnable(freeze)
+    with pytest.raises(SpecError, match="inventory"):
+        check_runnable(spec(runtime="ssh"))
+    # Nothing is created: the store stays empty and `latest` untouched.
+    store = tmp_path / "store"
+    with pytest.raises(SpecError):
+        TestRunner(partition, store=RunStore(store)).run()
+    assert not store.exists() or not any(store.iterdir())
+
+
+def test_the_default_mix_and_process_faults_run_anywhere() -> None:
+    check_runnable(spec(runtime="local"))
+    check_runnable(spec(runtime="local", nemesis={"faults": {"kill": 1, "pause": 1}}))
+    check_runnable(spec(runtime="docker", nemesis={"generator": "leader-session-loss"}))
+    check_runnable(spec(runtime="local", nemesis=None))
+
+
+def test_what_was_left_out_is_said_beside_the_verdict() -> None:
+    results = {
+        "valid": True,
+        "config": {"test": {"source": "t", "acks": -1}},
+        "faults": {
+            "not_applied": ["leader-session-loss"],
+            "needs": {"leader-session-loss": "partitions"},
+        },
+    }
+    assert explain(results).endswith(
+        "Asked for but not applied: leader-session-loss (needs partitions)."
+    )
