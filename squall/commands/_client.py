@@ -19,7 +19,11 @@ from system_under_test.config import ConfigError
 from system_under_test.errors import BrokerError
 
 BootstrapOption = typer.Option(
-    "127.0.0.1:9092", "--bootstrap", "--bootstrap-server", help="HOST:PORT[,HOST:PORT] of brokers."
+    "127.0.0.1:9092",
+    "--bootstrap",
+    "--bootstrap-server",
+    metavar="HOST:PORT[,...]",
+    help="Brokers to connect to.",
 )
 
 

@@ -13,9 +13,14 @@ from system_under_test.config import BrokerConfig, ConfigError
 
 def broker(
     config_file: Path | None = typer.Option(
-        None, "--config", help="A server.properties-style file."
+        None, "--config", metavar="FILE", help="A server.properties-style file."
     ),
-    settings: list[str] = typer.Option([], "--set", help="key=value, Kafka's names; repeatable."),
+    settings: list[str] = typer.Option(
+        [],
+        "--set",
+        metavar="KEY=VALUE",
+        help="A setting, Kafka's names, over the file's; repeatable.",
+    ),
     standalone: bool = typer.Option(False, "--standalone", help="Run without ZooKeeper."),
 ) -> None:
     """Run one broker of the replicated log in the foreground (SIGTERM shuts it down cleanly)."""

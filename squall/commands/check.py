@@ -17,27 +17,31 @@ _RUNS = ("run", "edn")  # a directory holding the history (not a bare history.pa
 
 def check(
     path: Path = typer.Argument(
-        ..., help="A run directory, history.jsonl, history.parquet/ or history.edn."
+        ...,
+        metavar="PATH",
+        help="A run directory, history.jsonl, history.parquet/ or history.edn.",
     ),
     as_json: bool = typer.Option(
         False, "--json", help="Print results.json on stdout instead of the report."
     ),
     spark_master: str | None = typer.Option(
-        None, "--spark-master", help="Spark master URL (default local[*])."
+        None, "--spark-master", metavar="URL", help="Spark master.  [default: local[*]]"
     ),
     sample: int = typer.Option(
-        8, "--sample", min=0, help="Anomalies kept per type (counts are complete)."
+        8, "--sample", min=0, metavar="N", help="Anomalies kept per type (counts are complete)."
     ),
     expect_loss: list[ExpectedLossName] = typer.Option(
         [],
         "--expect-loss",
-        help="acks0, acks1, unclean or retries (duplicates of retried sends): what to "
-        "report as expected, not invalid.",
+        metavar="acks0|acks1|unclean|retries",
+        help="Losses to report as expected, not invalid (retries: duplicates of retried "
+        "sends); repeatable.",
     ),
     loader: LoaderName = typer.Option(
         LoaderName.AUTO,
         "--loader",
-        help="auto (bulk, exact where it must) | exact: how history.jsonl becomes Parquet.",
+        metavar="auto|exact",
+        help="How history.jsonl becomes Parquet: auto (bulk, exact where it must) or exact.",
     ),
     write: bool = typer.Option(
         True, "--write/--no-write", help="Write results.json into the run directory."

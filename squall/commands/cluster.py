@@ -30,19 +30,34 @@ cluster_app = typer.Typer(
 )
 
 
+RunIdOption = typer.Option(
+    None, "--run-id", metavar="ID", help="The cluster.  [default: the current one]"
+)
+
+
 @cluster_app.command("up")
 def up(
     runtime: RuntimeName | None = typer.Option(
         None,
         "--runtime",
-        help=f"{' | '.join(RUNTIMES)}; default: docker where an engine answers, else local.",
+        metavar="|".join(RUNTIMES),
+        help="Where the nodes run.  [default: docker where an engine answers, else local]",
     ),
-    nodes: int = typer.Option(3, "--nodes", min=1, max=32, help="Brokers n1..nN (plus zk1)."),
+    nodes: int = typer.Option(
+        3, "--nodes", min=1, max=32, metavar="N", help="Brokers n1..nN (plus zk1)."
+    ),
     inventory: Path | None = typer.Option(
-        None, "--inventory", help="Hosts file for --runtime ssh."
+        None, "--inventory", metavar="FILE", help="Hosts file; required for --runtime ssh."
     ),
-    settings: list[str] = typer.Option([], "--set", help="Broker key=value for every broker."),
-    run_id: str | None = typer.Option(None, "--run-id", help="Name the run (default: random)."),
+    settings: list[str] = typer.Option(
+        [],
+        "--set",
+        metavar="KEY=VALUE",
+        help="A setting for every broker, Kafka's names; repeatable.",
+    ),
+    run_id: str | None = typer.Option(
+        None, "--run-id", metavar="ID", help="Name the run.  [default: random]"
+    ),
 ) -> None:
     """Provision nodes, deploy ZooKeeper and the brokers; the cluster becomes the current one."""
     try:
@@ -143,8 +158,8 @@ def _status(run_id: str | None) -> dict[str, Any]:
 
 @cluster_app.command("status")
 def status(
-    run_id: str | None = typer.Option(None, "--run-id"),
-    as_json: bool = typer.Option(False, "--json"),
+    run_id: str | None = RunIdOption,
+    as_json: bool = typer.Option(False, "--json", help="Print the status as one JSON object."),
 ) -> None:
     """Nodes, which brokers run, the controller, and every partition's leader and ISR."""
     try:
@@ -181,7 +196,7 @@ def status(
 
 
 @cluster_app.command("down")
-def down(run_id: str | None = typer.Option(None, "--run-id")) -> None:
+def down(run_id: str | None = RunIdOption) -> None:
     """Stop every process and remove the cluster's nodes."""
     try:
         state = ClusterState.load(run_id)

@@ -17,17 +17,30 @@ from system_under_test.config import ConfigError, parse_assignments
 
 
 def produce(
-    topic: str = typer.Option(..., "--topic"),
+    topic: str = typer.Option(..., "--topic", metavar="NAME", help="The topic to send to."),
     partition: int | None = typer.Option(
-        None, "--partition", min=0, help="Default: by key, else round robin."
+        None,
+        "--partition",
+        min=0,
+        metavar="N",
+        help="The partition.  [default: by key, else round robin]",
     ),
-    acks: Acks = typer.Option(Acks.LEADER, "--acks", case_sensitive=False, help="0, 1, -1 (all)."),
+    acks: Acks = typer.Option(
+        Acks.LEADER,
+        "--acks",
+        case_sensitive=False,
+        metavar="-1|0|1|all",
+        help="Replicas that must have a record (-1 and all: the ISR).",
+    ),
     mode: ProducerMode = typer.Option(
-        ProducerMode.SYNC, "--mode", help="sync: one request at a time; async: batched."
+        ProducerMode.SYNC,
+        "--mode",
+        metavar="sync|async",
+        help="sync: one request at a time; async: batched.",
     ),
-    key: str | None = typer.Option(None, "--key", help="The key of every record."),
+    key: str | None = typer.Option(None, "--key", metavar="KEY", help="The key of every record."),
     key_separator: str | None = typer.Option(
-        None, "--key-separator", help="Split each line into KEY<sep>VALUE."
+        None, "--key-separator", metavar="SEP", help="Split each line into KEY<SEP>VALUE."
     ),
     bootstrap: str = BootstrapOption,
 ) -> None:
@@ -51,32 +64,43 @@ def produce(
 
 
 def consume(
-    topic: str = typer.Option(..., "--topic"),
-    partition: int = typer.Option(0, "--partition", min=0),
+    topic: str = typer.Option(..., "--topic", metavar="NAME", help="The topic to read."),
+    partition: int = typer.Option(0, "--partition", min=0, metavar="N", help="The partition."),
     from_offset: str | None = typer.Option(
         None,
         "--from-offset",
+        metavar="N|earliest|latest",
         help="An offset, earliest or latest; when given it wins over a group's committed "
         "offset. Default: with --group the group's committed offset, or where "
         "auto.offset.reset says (earliest unless --consumer-config sets it) if it has none; "
         "without --group earliest.",
     ),
-    max_records: int | None = typer.Option(None, "--max-records", min=1),
-    timeout_ms: int | None = typer.Option(
-        None, "--timeout-ms", min=0, help="Stop after this long without a record."
+    max_records: int | None = typer.Option(
+        None, "--max-records", min=1, metavar="N", help="Stop after N records."
     ),
-    print_key: bool = typer.Option(False, "--print-key"),
-    print_timestamp: bool = typer.Option(False, "--print-timestamp"),
+    timeout_ms: int | None = typer.Option(
+        None,
+        "--timeout-ms",
+        min=0,
+        metavar="MS",
+        help="Stop after this long without a record.  [default: never]",
+    ),
+    print_key: bool = typer.Option(False, "--print-key", help="Add each record's key."),
+    print_timestamp: bool = typer.Option(
+        False, "--print-timestamp", help="Add each record's timestamp."
+    ),
     group: str | None = typer.Option(
         None,
         "--group",
+        metavar="NAME",
         help="Consume as this consumer group, whose offsets are kept in ZooKeeper "
         "(needs --zookeeper).",
     ),
     zookeeper: str | None = typer.Option(
         None,
         "--zookeeper",
-        help="HOST:PORT or HOST:PORT/chroot of the ZooKeeper holding --group's offsets.",
+        metavar="HOST:PORT[/CHROOT]",
+        help="The ZooKeeper holding --group's offsets.",
     ),
     commit: bool = typer.Option(
         False,
@@ -87,6 +111,7 @@ def consume(
     consumer_config: list[str] = typer.Option(
         [],
         "--consumer-config",
+        metavar="KEY=VALUE",
         help="Consumer key=value, Kafka 0.8 names, e.g. auto.offset.reset=latest; repeatable.",
     ),
     bootstrap: str = BootstrapOption,

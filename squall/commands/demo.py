@@ -8,9 +8,16 @@ import typer
 
 
 def demo(
-    records: int = typer.Option(20_000, "--records", min=1),
-    record_size: int = typer.Option(1024, "--record-size", min=1),
-    workdir: Path | None = typer.Option(None, "--workdir", help="Default: a temporary directory."),
+    records: int = typer.Option(20_000, "--records", min=1, metavar="N", help="Records to send."),
+    record_size: int = typer.Option(
+        1024, "--record-size", min=1, metavar="BYTES", help="Bytes of each record's value."
+    ),
+    workdir: Path | None = typer.Option(
+        None,
+        "--workdir",
+        metavar="DIR",
+        help="The broker's directory.  [default: a temporary directory]",
+    ),
 ) -> None:
     """A real round trip on a standalone broker: produce, consume back, verify, summarise."""
     from squall.demo import run_demo

@@ -59,8 +59,8 @@ VERDICTS = {
 }
 
 
-def _console(*, stderr: bool) -> Console:
-    console = Console(stderr=stderr, highlight=False)
+def _console(*, stderr: bool, quiet: bool = False) -> Console:
+    console = Console(stderr=stderr, highlight=False, quiet=quiet)
     console.width = min(console.width, WIDTH)
     return console
 
@@ -151,27 +151,55 @@ def hunt(
     settings: list[str] = SettingsOption,
     inventory: Path | None = InventoryOption,
     budget: float = typer.Option(
-        1800.0, "--budget", min=1, help="Seconds of hunting; a run started within it finishes."
+        1800.0,
+        "--budget",
+        min=1,
+        metavar="SECONDS",
+        help="Seconds of hunting; a run started within it finishes.",
     ),
-    max_runs: int | None = typer.Option(None, "--max-runs", min=1, help="Stop after N runs."),
+    max_runs: int | None = typer.Option(
+        None, "--max-runs", min=1, metavar="N", help="Stop after N runs.  [default: no limit]"
+    ),
     shrink: bool = typer.Option(
         False, "--shrink", help="Minimise the fault schedule of the run that found something."
     ),
     shrink_replays: int = typer.Option(
-        2, "--shrink-replays", min=1, help="Replays of each smaller schedule; one failure keeps it."
+        2,
+        "--shrink-replays",
+        min=1,
+        metavar="N",
+        help="Replays of each smaller schedule; one failure keeps it.",
     ),
     shrink_budget: float | None = typer.Option(
-        None, "--shrink-budget", min=1, help="Seconds of shrinking (default: until done)."
+        None,
+        "--shrink-budget",
+        min=1,
+        metavar="SECONDS",
+        help="Seconds of shrinking.  [default: until done]",
     ),
     store: Path = StoreOption,
     spark_master: str | None = SparkMasterOption,
+    quiet: bool = typer.Option(
+        False,
+        "--quiet",
+        "-q",
+        help="No progress, runs' panels or summary table; only the final JSON line on stdout.",
+    ),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help="Print hunt.json's summary (every run, the detection, the shrink) as one JSON "
+        "object on stdout instead of the summary table and the final line.",
+    ),
 ) -> None:
     """Run one test again and again with fresh seeds until a run is invalid or shows losses
-    its configuration allows, or the budget ends; print the time to first detection. Takes
-    the configuration flags of `squall run`; --seed (or the spec's) is the first seed, later
-    ones are drawn from it. Every run is an ordinary run in the store; hunt.json and, with
-    --shrink, shrunk-schedule.json go to store/<name>-hunt/<stamp>/. Exit 1 found, 0 nothing
-    found, 2 bad input, 3 no run reached a verdict (infrastructure).
+    its configuration allows, or the budget ends; print the time to first detection.
+
+    Takes the configuration flags of `squall run`; --seed (or the spec's) is the first seed,
+    later ones are drawn from it. Every run is an ordinary run in the store; hunt.json (and
+    with --shrink the smallest failing schedule, shrunk-schedule.json) goes to
+    store/<name>-hunt/<stamp>/. Exit 1 found, 0 nothing found, 2 bad input, 3 no run
+    reached a verdict (infrastructure).
     """
     spec = spec_from_flags(
         spec_file,
@@ -197,7 +225,10 @@ def hunt(
         hunt_dir = hunting.new_hunt_dir(store, spec.name)
     except StoreError as err:
         fail(str(err), ExitCode.USAGE)
-    progress, out = _console(stderr=True), _console(stderr=False)
+    progress, out = (
+        _console(stderr=True, quiet=quiet),
+        _console(stderr=False, quiet=quiet or as_json),
+    )
     runs = _Runs(store, spark_master, progress)
     summary: dict[str, Any] = {
         "name": spec.name,
@@ -240,6 +271,9 @@ def hunt(
             spec, found, runs, hunt_dir, summary, replays=shrink_replays, budget_s=shrink_budget
         )
     _print_summary(out, result, shrunk, summary)
+    if as_json:
+        print(json.dumps({"hunt": str(hunt_dir / hunting.HUNT_JSON), **summary}, default=str))
+        raise typer.Exit(result.exit_code)
     print(
         json.dumps(
             {

@@ -26,8 +26,8 @@ nemesis_app = typer.Typer(
 )
 
 TARGET_HELP = (
-    "n1.., zk, leader:TOPIC-PARTITION, follower:TOPIC-PARTITION, followers:TOPIC-PARTITION, isr:TOPIC-PARTITION, controller, minority, "
-    "brokers, all; repeatable."
+    "n1.., zk, controller, random, minority, brokers, all, or ROLE:TOPIC-PARTITION with ROLE "
+    "leader, follower (one in the ISR), followers or isr; repeatable."
 )
 
 
@@ -59,8 +59,10 @@ def _targets(targets: list[str], default: list[str] | None = None) -> list[str]:
     return chosen
 
 
-TargetOption = typer.Option([], "--target", "-t", help=TARGET_HELP)
-SeedOption = typer.Option(None, "--seed", help="Seed for random choices (minority, random halves).")
+TargetOption = typer.Option([], "--target", "-t", metavar="TARGET", help=TARGET_HELP)
+SeedOption = typer.Option(
+    None, "--seed", metavar="N", help="Seed for random choices (minority, random halves)."
+)
 
 
 @nemesis_app.command()
@@ -110,13 +112,23 @@ def partition(
     shape: str = typer.Option(
         ...,
         "--shape",
-        help="isolate, halves, random-halves, majorities-ring, bridge, one-way, isolate-zk.",
+        metavar="SHAPE",
+        help="isolate, halves, random-halves, majorities-ring, bridge, one-way, isolate-zk "
+        "(only isolate, one-way and isolate-zk take targets).",
     ),
     target: list[str] = TargetOption,
     destination: list[str] = typer.Option(
-        [], "--destination", help="For one-way: the nodes that stop hearing the targets."
+        [],
+        "--destination",
+        metavar="NODE",
+        help="For one-way: the nodes that stop hearing the targets; repeatable.",
     ),
-    among: str = typer.Option("all", "--among", help="all (ZooKeeper included) or brokers."),
+    among: str = typer.Option(
+        "all",
+        "--among",
+        metavar="all|brokers",
+        help="The nodes split: all (ZooKeeper's included) or brokers.",
+    ),
     seed: int | None = SeedOption,
 ) -> None:
     """Cut the network along a Jepsen grudge (iptables DROP in squall's own chain)."""
@@ -131,9 +143,15 @@ def partition(
 @nemesis_app.command()
 def netem(
     target: list[str] = TargetOption,
-    delay_ms: float = typer.Option(100.0, "--delay-ms", min=0),
-    jitter_ms: float = typer.Option(0.0, "--jitter-ms", min=0),
-    loss_pct: float = typer.Option(0.0, "--loss-pct", min=0, max=99.9),
+    delay_ms: float = typer.Option(
+        100.0, "--delay-ms", min=0, metavar="MS", help="Delay added to every packet."
+    ),
+    jitter_ms: float = typer.Option(
+        0.0, "--jitter-ms", min=0, metavar="MS", help="Random variation of the delay."
+    ),
+    loss_pct: float = typer.Option(
+        0.0, "--loss-pct", min=0, max=99.9, metavar="PCT", help="Percent of packets dropped."
+    ),
     seed: int | None = SeedOption,
 ) -> None:
     """Delay, jitter and lose packets on the targets' interface (tc netem)."""

@@ -23,14 +23,30 @@ perf_app = typer.Typer(
 
 @perf_app.command("produce")
 def produce(
-    topic: str = typer.Option(..., "--topic"),
-    records: int = typer.Option(100_000, "--records", min=1),
-    record_size: int = typer.Option(1024, "--record-size", min=0),
-    acks: Acks = typer.Option(Acks.LEADER, "--acks", case_sensitive=False),
-    mode: ProducerMode = typer.Option(ProducerMode.ASYNC, "--mode", help="sync or async."),
-    partition: int = typer.Option(0, "--partition", min=0),
+    topic: str = typer.Option(..., "--topic", metavar="NAME", help="The topic to send to."),
+    records: int = typer.Option(100_000, "--records", min=1, metavar="N", help="Records to send."),
+    record_size: int = typer.Option(
+        1024, "--record-size", min=0, metavar="BYTES", help="Bytes of each record's value."
+    ),
+    acks: Acks = typer.Option(
+        Acks.LEADER,
+        "--acks",
+        case_sensitive=False,
+        metavar="-1|0|1|all",
+        help="Replicas that must have a record (-1 and all: the ISR).",
+    ),
+    mode: ProducerMode = typer.Option(
+        ProducerMode.ASYNC,
+        "--mode",
+        metavar="sync|async",
+        help="sync: one request at a time; async: batched.",
+    ),
+    partition: int = typer.Option(0, "--partition", min=0, metavar="N", help="The partition."),
     producer_config: list[str] = typer.Option(
-        [], "--producer-config", help="Producer key=value, e.g. batch.num.messages=500."
+        [],
+        "--producer-config",
+        metavar="KEY=VALUE",
+        help="A producer setting, e.g. batch.num.messages=500; repeatable.",
     ),
     progress: bool = typer.Option(
         True, "--progress/--no-progress", help="A progress bar on stderr."

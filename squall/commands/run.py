@@ -7,12 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.console import Console
 
 from squall.commands._common import fail
 from squall.commands.choices import RuntimeName
 from squall.exit_codes import ExitCode
 from squall.spec import TOP_LEVEL, SpecError, TestSpec
 from squall.store import DEFAULT_STORE, RunStore, StoreError
+from workloads import WorkloadSpec
 
 
 def _pair(text: str, flag: str) -> list[float]:
@@ -99,40 +101,131 @@ def build_spec(spec_file: Path | None, overrides: dict[str, Any]) -> TestSpec:
         fail(str(err), ExitCode.USAGE)
 
 
+def _or_spec(default: object) -> str:
+    """The default a configuration flag falls back to: the --spec file's value, else this."""
+    return f"  [default: the spec's, else {default}]"
+
+
+_SPEC = TestSpec.model_fields
+_WORKLOAD = WorkloadSpec.model_fields
+
 # The options of a test's configuration, shared by the commands that run tests (run, hunt).
-SpecOption = typer.Option(None, "--spec", help="A TOML test spec; flags override it.")
-NameOption = typer.Option(None, "--name", help="Test name (its store directory).")
-RuntimeOption = typer.Option(
-    None, "--runtime", help="docker | ssh | local (default: docker if an engine answers)."
+# Each leaves its key to the --spec file (or the spec's default) when not given.
+SpecOption = typer.Option(
+    None, "--spec", metavar="FILE", help="A TOML test spec; the flags below override it."
 )
-NodesOption = typer.Option(None, "--nodes", min=1, help="Brokers.")
-TimeLimitOption = typer.Option(None, "--time-limit", help="Seconds of workload under faults.")
-SeedOption = typer.Option(None, "--seed", help="Seed for the workload and the fault schedule.")
-AcksOption = typer.Option(None, "--acks", help="-1, 0 or 1.")
-PartitionsOption = typer.Option(None, "--partitions")
-ReplicationFactorOption = typer.Option(None, "--replication-factor")
-MinInsyncOption = typer.Option(None, "--min-insync-replicas")
-UncleanOption = typer.Option(None, "--unclean-leader-election/--no-unclean-leader-election")
-TruncationOption = typer.Option(None, "--truncation", help="leader-epoch or high-watermark.")
-RateOption = typer.Option(None, "--rate", help="Operations per second across all clients.")
+NameOption = typer.Option(
+    None, "--name", metavar="NAME", help="Test name (its store directory)." + _or_spec("queue")
+)
+RuntimeOption = typer.Option(
+    None,
+    "--runtime",
+    metavar="docker|ssh|local",
+    help="Where the nodes run.  [default: the spec's, else docker where an engine answers, "
+    "else local]",
+)
+NodesOption = typer.Option(
+    None, "--nodes", min=1, metavar="N", help="Brokers." + _or_spec(_SPEC["nodes"].default)
+)
+TimeLimitOption = typer.Option(
+    None,
+    "--time-limit",
+    metavar="SECONDS",
+    help="Seconds of workload under faults." + _or_spec(f"{_SPEC['time_limit_s'].default:g}"),
+)
+SeedOption = typer.Option(
+    None,
+    "--seed",
+    metavar="N",
+    help="Seed for the workload and the fault schedule.  [default: the spec's, else drawn "
+    "and recorded]",
+)
+AcksOption = typer.Option(
+    None,
+    "--acks",
+    metavar="-1|0|1",
+    help="Producer acks." + _or_spec(_WORKLOAD["acks"].default),
+)
+PartitionsOption = typer.Option(
+    None,
+    "--partitions",
+    metavar="N",
+    help="Partitions of the topic." + _or_spec(_WORKLOAD["partitions"].default),
+)
+ReplicationFactorOption = typer.Option(
+    None,
+    "--replication-factor",
+    metavar="N",
+    help="Replicas of each partition." + _or_spec(_WORKLOAD["replication_factor"].default),
+)
+MinInsyncOption = typer.Option(
+    None,
+    "--min-insync-replicas",
+    metavar="N",
+    help="ISR size an acks=-1 produce needs (topic setting)." + _or_spec("1"),
+)
+UncleanOption = typer.Option(
+    None,
+    "--unclean-leader-election/--no-unclean-leader-election",
+    help="Whether an out-of-sync replica may become leader (topic setting)." + _or_spec("no"),
+)
+TruncationOption = typer.Option(
+    None,
+    "--truncation",
+    metavar="leader-epoch|high-watermark",
+    help="How followers truncate (replica.truncation)." + _or_spec("leader-epoch"),
+)
+RateOption = typer.Option(
+    None,
+    "--rate",
+    metavar="OPS",
+    help="Operations per second across all clients." + _or_spec(f"{_WORKLOAD['rate'].default:g}"),
+)
 FaultsOption = typer.Option(
     None,
     "--faults",
     metavar="NAME[=W],...",
     help=(
         "Scenarios (docs/scenarios.md) and fault kinds (kill, pause, partition, bounce, "
-        "freeze, netem) with weights; 'default' (the default mix) or 'none'."
+        "freeze, netem) with weights; 'default' (the default mix) or 'none'." + _or_spec("default")
     ),
 )
 IntervalOption = typer.Option(
-    None, "--interval", help="MIN,MAX seconds between faults (or scenarios)."
+    None,
+    "--interval",
+    metavar="MIN,MAX",
+    help="Seconds between faults (or scenarios), e.g. 5,10; goes with --faults.",
 )
-DurationOption = typer.Option(None, "--duration", help="MIN,MAX seconds a single fault lasts.")
-SettingsOption = typer.Option([], "--set", help="Broker key=value (Kafka's names).")
-InventoryOption = typer.Option(None, "--inventory", help="Hosts for --runtime ssh.")
-StoreOption = typer.Option(DEFAULT_STORE, "--store", help="Where run directories go.")
+DurationOption = typer.Option(
+    None,
+    "--duration",
+    metavar="MIN,MAX",
+    help="Seconds a single fault lasts, e.g. 5,10; goes with --faults.",
+)
+SettingsOption = typer.Option(
+    [],
+    "--set",
+    metavar="KEY=VALUE",
+    help="A broker setting, Kafka's names (log.segment.bytes=1048576); repeatable.",
+)
+InventoryOption = typer.Option(
+    None, "--inventory", metavar="FILE", help="The hosts, for --runtime ssh."
+)
+StoreOption = typer.Option(
+    DEFAULT_STORE, "--store", metavar="DIR", help="Where run directories go."
+)
 SparkMasterOption = typer.Option(
-    None, "--spark-master", help="Spark for the checkers (default local[*])."
+    None,
+    "--spark-master",
+    metavar="URL",
+    help="Spark master for the checkers.  [default: local[*]]",
+)
+KeepClusterOption = typer.Option(False, "--keep-cluster", help="Leave the cluster up afterwards.")
+QuietOption = typer.Option(
+    False,
+    "--quiet",
+    "-q",
+    help="No live panel or report on stderr; only the final JSON line on stdout.",
 )
 
 
@@ -215,12 +308,15 @@ def run(
     settings: list[str] = SettingsOption,
     inventory: Path | None = InventoryOption,
     store: Path = StoreOption,
-    keep_cluster: bool = typer.Option(
-        False, "--keep-cluster", help="Leave the cluster up afterwards."
-    ),
+    keep_cluster: bool = KeepClusterOption,
     spark_master: str | None = SparkMasterOption,
+    quiet: bool = QuietOption,
 ) -> None:
-    """Run one test: provision, workload under faults, heal, final read, check, report."""
+    """Run one test: provision, workload under faults, heal, final read, check, report.
+
+    Prints {"run_dir": ..., "exit_code": ..., "valid": ...} at the end. Exit 0 valid, 1
+    invalid, 3 unknown or no verdict, 2 for a spec or flag that is not valid.
+    """
     spec = spec_from_flags(
         spec_file,
         name=name,
@@ -241,7 +337,12 @@ def run(
         settings=settings,
         inventory=inventory,
     )
-    _execute(spec, store=store, keep_cluster=keep_cluster, spark_master=spark_master)
+    _execute(spec, store=store, keep_cluster=keep_cluster, spark_master=spark_master, quiet=quiet)
+
+
+def progress_console(*, quiet: bool) -> Console:
+    """Where a run's live panel and report go: stderr, or nowhere with --quiet."""
+    return Console(stderr=True, quiet=quiet)
 
 
 def _execute(
@@ -251,6 +352,7 @@ def _execute(
     keep_cluster: bool,
     spark_master: str | None,
     replay_schedule: Any = None,
+    quiet: bool = False,
 ) -> None:
     from squall.cluster.runtimes import RuntimeUnavailableError
     from squall.runner import TestRunner
@@ -259,6 +361,7 @@ def _execute(
         outcome = TestRunner(
             spec,
             store=RunStore(store),
+            console=progress_console(quiet=quiet),
             keep_cluster=keep_cluster,
             replay_schedule=replay_schedule,
             spark_master=spark_master,
@@ -280,17 +383,25 @@ def _execute(
 
 
 def replay(
-    run_dir: Path = typer.Argument(..., help="A run directory (or store/<test>/latest)."),
-    store: Path = typer.Option(DEFAULT_STORE, "--store"),
-    keep_cluster: bool = typer.Option(False, "--keep-cluster"),
-    spark_master: str | None = typer.Option(None, "--spark-master"),
+    run_dir: Path = typer.Argument(
+        ..., metavar="RUN_DIR", help="A run directory (or store/<test>/latest)."
+    ),
+    store: Path = StoreOption,
+    keep_cluster: bool = KeepClusterOption,
+    spark_master: str | None = SparkMasterOption,
     schedule_file: Path | None = typer.Option(
         None,
         "--schedule",
-        help="Another schedule.json to apply (e.g. a hunt's shrunk-schedule.json).",
+        metavar="FILE",
+        help="Another schedule.json to apply (e.g. a hunt's shrunk-schedule.json).  "
+        "[default: the run's schedule.json]",
     ),
+    quiet: bool = QuietOption,
 ) -> None:
-    """Run a test again with the same spec, seed and fault schedule (resolved targets)."""
+    """Run a test again with the same spec, seed and fault schedule (resolved targets).
+
+    Output and exit codes as `squall run`.
+    """
     from nemesis import FaultError
     from squall.config.errors import ConfigurationError
     from squall.store import load_schedule
@@ -313,10 +424,15 @@ def replay(
         keep_cluster=keep_cluster,
         spark_master=spark_master,
         replay_schedule=schedule,
+        quiet=quiet,
     )
 
 
-def report(run_dir: Path = typer.Argument(..., help="A run directory with results.json.")) -> None:
+def report(
+    run_dir: Path = typer.Argument(
+        ..., metavar="RUN_DIR", help="A run directory with results.json."
+    ),
+) -> None:
     """The run's report again: terminal, report.html with plots, junit.xml (from results.json)."""
     from squall.report.console import print_results
 
@@ -336,13 +452,28 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory with result
 
 
 def campaign(
-    campaign_file: Path = typer.Argument(..., help="A campaign TOML: [base], [matrix], [[case]]."),
-    store: Path = typer.Option(DEFAULT_STORE, "--store"),
-    spark_master: str | None = typer.Option(None, "--spark-master"),
-    list_only: bool = typer.Option(False, "--list", help="Print the cases and exit."),
+    campaign_file: Path = typer.Argument(
+        ..., metavar="FILE", help="A campaign TOML: [base], [matrix], [[case]]."
+    ),
+    store: Path = StoreOption,
+    spark_master: str | None = SparkMasterOption,
+    list_only: bool = typer.Option(
+        False, "--list", help="Print each case as JSON ({name, parameters}) and exit."
+    ),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help="Print the summary (summary.json, with the paths of it and junit.xml) as one "
+        "JSON object instead of the table.",
+    ),
 ) -> None:
-    """Run a matrix of tests one after another; a summary, summary.json and junit.xml at the end."""
-    from rich.console import Console
+    """Run a matrix of tests one after another; a summary, summary.json and junit.xml at the end.
+
+    The tests are the file's [base] spec crossed with its [matrix] (paths such as
+    "workload/acks" = [-1, 1]) plus its [[case]] entries. A case that fails does not stop
+    the others; an interrupted case ends the campaign. Exit: the highest exit code of its
+    tests; 2 for a campaign file that is not valid.
+    """
     from rich.markup import escape
     from rich.table import Table
 
@@ -357,6 +488,13 @@ def campaign(
             print(json.dumps({"name": case.spec.name, "parameters": case.parameters}, default=str))
         return
     out_dir, results = run_campaign(campaign_file, store=store, spark_master=spark_master)
+    paths = {"summary": str(out_dir / "summary.json"), "junit": str(out_dir / "junit.xml")}
+    worst = max((r.exit_code for r in results), default=0)
+    if as_json:
+        written = out_dir / "summary.json"
+        summary = json.loads(written.read_text()) if written.exists() else {"campaign": name}
+        print(json.dumps({**summary, **paths}, default=str))
+        raise typer.Exit(worst)
     table = Table(
         "test", "verdict", "anomalies", "seconds", "run directory", title=f"campaign {name}"
     )
@@ -382,14 +520,5 @@ def campaign(
     for r in results:
         if r.explanation:
             console.print(f"[bold]{escape(r.name)}[/]: {escape(r.explanation)}", highlight=False)
-    print(
-        json.dumps(
-            {
-                "campaign": name,
-                "summary": str(out_dir / "summary.json"),
-                "junit": str(out_dir / "junit.xml"),
-            }
-        )
-    )
-    worst = max((r.exit_code for r in results), default=0)
+    print(json.dumps({"campaign": name, **paths}))
     raise typer.Exit(worst)

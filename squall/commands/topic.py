@@ -18,15 +18,28 @@ topic_app = typer.Typer(help="Create and describe topics.", no_args_is_help=True
 
 @topic_app.command("create")
 def create(
-    topic: str = typer.Option(..., "--topic", help="Topic name: letters, digits, '.', '_', '-'."),
-    partitions: int = typer.Option(1, "--partitions", min=1),
-    replication_factor: int = typer.Option(1, "--replication-factor", min=1),
-    min_insync_replicas: int | None = typer.Option(None, "--min-insync-replicas", min=1),
+    topic: str = typer.Option(
+        ..., "--topic", metavar="NAME", help="Topic name: letters, digits, '.', '_', '-'."
+    ),
+    partitions: int = typer.Option(1, "--partitions", min=1, metavar="N", help="Partitions."),
+    replication_factor: int = typer.Option(
+        1, "--replication-factor", min=1, metavar="N", help="Replicas of each partition."
+    ),
+    min_insync_replicas: int | None = typer.Option(
+        None,
+        "--min-insync-replicas",
+        min=1,
+        metavar="N",
+        help="ISR size an acks=-1 produce needs.  [default: the broker's]",
+    ),
     unclean_leader_election: bool = typer.Option(
         False, "--unclean-leader-election", help="Allow out-of-sync replicas to become leader."
     ),
     topic_config: list[str] = typer.Option(
-        [], "--config", help="Topic key=value, e.g. segment.bytes=1048576."
+        [],
+        "--config",
+        metavar="KEY=VALUE",
+        help="A topic setting, e.g. segment.bytes=1048576; repeatable.",
     ),
     bootstrap: str = BootstrapOption,
 ) -> None:
@@ -58,7 +71,9 @@ def create(
 
 @topic_app.command("describe")
 def describe(
-    topic: list[str] = typer.Option([], "--topic", help="Topics to describe; all when omitted."),
+    topic: list[str] = typer.Option(
+        [], "--topic", metavar="NAME", help="A topic to describe; repeatable.  [default: all]"
+    ),
     as_json: bool = typer.Option(False, "--json", help="One JSON line per partition."),
     bootstrap: str = BootstrapOption,
 ) -> None:
@@ -103,10 +118,17 @@ def describe(
 @topic_app.command("elect-leaders")
 def elect_leaders(
     zookeeper: str = typer.Option(
-        ..., "--zookeeper", help="HOST:PORT or HOST:PORT/chroot of the cluster's ZooKeeper."
+        ...,
+        "--zookeeper",
+        metavar="HOST:PORT[/CHROOT]",
+        help="The cluster's ZooKeeper.",
     ),
-    topic: str | None = typer.Option(None, "--topic", help="Only this topic (default: all)."),
-    partition: list[int] = typer.Option([], "--partition", help="Only these partitions."),
+    topic: str | None = typer.Option(
+        None, "--topic", metavar="NAME", help="Only this topic.  [default: all]"
+    ),
+    partition: list[int] = typer.Option(
+        [], "--partition", metavar="N", help="Only this partition; repeatable.  [default: all]"
+    ),
 ) -> None:
     """Preferred-leader election: move leadership back to each partition's first replica."""
     from system_under_test.zookeeper import ClusterMetadataStore, MetadataError

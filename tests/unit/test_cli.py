@@ -3,7 +3,12 @@ errors (exit 2), and the exit codes are the documented ones."""
 
 from __future__ import annotations
 
-from typing import Any, get_args
+import importlib.metadata
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, ClassVar, get_args
 
 import pytest
 import typer
@@ -54,6 +59,145 @@ def test_every_help_page_renders(path: tuple[str, ...]) -> None:
     result = runner.invoke(app, [*path, "--help"])
     assert result.exit_code == 0, result.output
     assert "Usage" in result.output
+
+
+def help_at_80_columns(*words: str, flag: str = "--help") -> str:
+    result = runner.invoke(app, [*words, flag], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+# typer's own metavars (<bool>, <str>, <int range>, <list[str]>, ...) say nothing to a user
+TYPE_METAVAR = re.compile(r"<(bool|str|int|float|path|list\[[^]]*\]|\w+ range)>")
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda path: " ".join(path) or "squall")
+def test_every_help_page_is_readable_at_80_columns(path: tuple[str, ...]) -> None:
+    text = help_at_80_columns(*path)
+    wide = [line for line in text.splitlines() if len(line) > 80]
+    assert not wide, "\n".join(wide)
+    assert not re.search(r"--[\w-]*…", text), text  # an option name cut short
+    assert "…" not in text
+    options = text.split("Options:", 1)[-1]
+    assert not TYPE_METAVAR.search(options), text
+    assert "-h, --help" in text
+    assert help_at_80_columns(*path, flag="-h") == text
+
+
+def test_every_option_that_takes_a_value_names_what_goes_there() -> None:
+    """No option of any command shows typer's type in place of a metavar."""
+    missing = []
+    for path in COMMANDS:
+        command = typer.main.get_command(app)
+        for word in path:
+            command = command.commands[word]  # type: ignore[attr-defined]
+        for param in command.params:
+            takes_value = param.param_type_name == "option" and not (
+                param.is_flag or param.count  # type: ignore[attr-defined]
+            )
+            if takes_value and param.metavar is None and not param.hidden:  # type: ignore[attr-defined]
+                missing.append(f"squall {' '.join(path)} {param.opts[0]}")
+    assert not missing
+
+
+def test_the_long_option_names_are_whole() -> None:
+    text = help_at_80_columns("run")
+    for option in (
+        "--replication-factor N",
+        "--min-insync-replicas N",
+        "--unclean-leader-election / --no-unclean-leader-election",
+        "--truncation leader-epoch|high-watermark",
+        "--interval MIN,MAX",
+        "--set KEY=VALUE",
+        "--acks -1|0|1",
+        "--time-limit SECONDS",
+        "--store DIR",
+        "--spark-master URL",
+        "--faults NAME[=W],...",
+        "--quiet",
+    ):
+        assert option in text, option
+    assert "[default: store]" in text
+    assert "[default: the spec's, else 60]" in " ".join(text.split())  # wrapped
+
+
+def test_campaign_help_keeps_its_brackets() -> None:
+    text = help_at_80_columns("campaign")
+    for bracketed in ("[base]", "[matrix]", "[[case]]"):
+        assert bracketed in text
+
+
+def test_producer_acks_take_every_spelling_in_the_help() -> None:
+    assert "--acks -1|0|1|all" in help_at_80_columns("produce")
+    assert "--acks -1|0|1|all" in help_at_80_columns("perf", "produce")
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == ExitCode.SUCCESS
+    assert capsys.readouterr().out.strip() == f"squall {importlib.metadata.version('squall')}"
+
+
+def test_shell_completion_is_offered() -> None:
+    text = help_at_80_columns()
+    assert "--install-completion" in text
+    assert "--show-completion" in text
+    result = runner.invoke(app, ["--show-completion", "bash"])
+    assert result.exit_code == 0, result.output
+    assert "_SQUALL_COMPLETE" in result.output
+
+
+class _FakeRunner:
+    """Stands for squall.runner.TestRunner: records what it was given, runs nothing."""
+
+    seen: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, spec: Any, **kwargs: Any) -> None:
+        _FakeRunner.seen.update(spec=spec, **kwargs)
+
+    def run(self) -> Any:
+        self.seen["console"].print("a live panel would be here")
+        return SimpleNamespace(
+            run_dir=SimpleNamespace(path=Path("store/queue/1")),
+            exit_code=0,
+            results={"valid": True},
+            interrupted=False,
+        )
+
+
+@pytest.mark.parametrize("quiet", [[], ["--quiet"], ["-q"]])
+def test_run_quiet_prints_only_the_final_json_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], quiet: list[str]
+) -> None:
+    import squall.runner
+
+    monkeypatch.setattr(squall.runner, "TestRunner", _FakeRunner)
+    assert main(["run", "--runtime", "local", "--faults", "none", *quiet]) == ExitCode.SUCCESS
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"run_dir": "store/queue/1", "exit_code": 0, "valid": True}
+    assert _FakeRunner.seen["console"].quiet is bool(quiet)
+    assert ("live panel" in err) is not bool(quiet)
+
+
+def test_hunt_json_prints_the_hunt_summary(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import squall.commands.hunt as hunt_command
+    from squall.hunt import RunReport
+
+    def run(_self: Any, _spec: Any, seed: int, _schedule: Any = None) -> RunReport:
+        found = {"valid": False, "anomaly_types": ["lost-write"]}
+        return RunReport.of(seed, str(tmp_path / "run"), found, exit_code=1, seconds=1.0)
+
+    monkeypatch.setattr(hunt_command._Runs, "run", run)
+    args = ["hunt", "--store", str(tmp_path), "--seed", "7", "--runtime", "local", "--json"]
+    assert main([*args, "--quiet"]) == ExitCode.ANOMALIES
+    out, err = capsys.readouterr()
+    summary = json.loads(out)  # one JSON document, nothing else on stdout
+    assert summary["seeds"] == [7]
+    assert summary["detection"]["anomaly_types"] == ["lost-write"]
+    assert Path(summary["hunt"]).name == "hunt.json"
+    assert json.loads(Path(summary["hunt"]).read_text())["seeds"] == [7]
+    assert err == ""
 
 
 @pytest.mark.parametrize(
@@ -116,3 +260,25 @@ def test_the_choices_match_what_they_choose_from() -> None:
     assert [loss.literal for loss in ExpectedLossName] == list(EXPECTED_LOSSES)
     assert [mode.literal for mode in ProducerMode] == ["sync", "async"]
     assert [int(acks) for acks in Acks] == [0, 1, -1, -1]
+
+
+def test_campaign_json_prints_the_summary(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import squall.campaign
+    from squall.campaign import CaseResult
+
+    def run_campaign(_path: Path, **_kwargs: Any) -> tuple[Path, list[CaseResult]]:
+        results = [CaseResult("c-acks1", {"workload/acks": 1}, 1, False, ["lost-write"], "r", 2.0)]
+        summary = {"campaign": "c", "file": "c.toml", "cases": [r.__dict__ for r in results]}
+        (tmp_path / "summary.json").write_text(json.dumps(summary))
+        return tmp_path, results
+
+    monkeypatch.setattr(squall.campaign, "load_campaign", lambda _path: ("c", []))
+    monkeypatch.setattr(squall.campaign, "run_campaign", run_campaign)
+    assert main(["campaign", str(tmp_path / "c.toml"), "--json"]) == ExitCode.ANOMALIES
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["campaign"] == "c"
+    assert summary["cases"][0]["anomaly_types"] == ["lost-write"]
+    assert summary["summary"] == str(tmp_path / "summary.json")
+    assert summary["junit"] == str(tmp_path / "junit.xml")
