@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field
+from rich.console import Console
 
 from squall.config import ConfigModel, ConfigurationError, read_toml, set_path, validate
 from squall.exit_codes import ExitCode
@@ -168,7 +169,11 @@ def junit_xml(campaign: str, results: list[CaseResult]) -> str:
 
 
 def run_campaign(
-    path: Path, *, store: Path, spark_master: str | None = None
+    path: Path,
+    *,
+    store: Path,
+    spark_master: str | None = None,
+    console: Console | None = None,
 ) -> tuple[Path, list[CaseResult]]:
     """Run every case; write summary.json and junit.xml under store/<campaign>/<stamp>/."""
     from squall.runner import TestRunner
@@ -182,7 +187,9 @@ def run_campaign(
         started = time.monotonic()
         interrupted = False
         try:
-            outcome = TestRunner(case.spec, store=run_store, spark_master=spark_master).run()
+            outcome = TestRunner(
+                case.spec, store=run_store, spark_master=spark_master, console=console
+            ).run()
             interrupted = outcome.interrupted
             found = outcome.results or {}
             result = CaseResult(

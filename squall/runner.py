@@ -102,6 +102,7 @@ class TestRunner:
         runtime: Runtime = runtime_named(spec.runtime or "local")
         run_dir = self.store.new_run(spec.name)
         view = RunView(spec.name, str(run_dir.path), time_limit_s=spec.time_limit_s)
+        view.interrupted = lambda: self.interrupted
         run_id = new_run_id()
         cluster: Cluster | None = None
         results: dict[str, Any] | None = None

@@ -466,6 +466,7 @@ def campaign(
         help="Print the summary (summary.json, with the paths of it and junit.xml) as one "
         "JSON object instead of the table.",
     ),
+    quiet: bool = QuietOption,
 ) -> None:
     """Run a matrix of tests one after another; a summary, summary.json and junit.xml at the end.
 
@@ -487,7 +488,12 @@ def campaign(
         for case in cases:
             print(json.dumps({"name": case.spec.name, "parameters": case.parameters}, default=str))
         return
-    out_dir, results = run_campaign(campaign_file, store=store, spark_master=spark_master)
+    out_dir, results = run_campaign(
+        campaign_file,
+        store=store,
+        spark_master=spark_master,
+        console=progress_console(quiet=quiet),
+    )
     paths = {"summary": str(out_dir / "summary.json"), "junit": str(out_dir / "junit.xml")}
     worst = max((r.exit_code for r in results), default=0)
     if as_json:
