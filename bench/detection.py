@@ -273,6 +273,11 @@ def main() -> int:
     parser.add_argument("--store", type=Path, default=Path("store"), help="run store")
     parser.add_argument("--spark-master", help="Spark for the checkers (default local[*])")
     parser.add_argument("--out", type=Path, help="JSON summary (default store/bench/...)")
+    parser.add_argument(
+        "--summarise-only",
+        action="store_true",
+        help="run nothing: summarise the runs already in --store (<config>/<stamp>/ run dirs)",
+    )
     args = parser.parse_args()
     try:
         _name, cases = load_campaign(args.campaign)
@@ -297,6 +302,10 @@ def main() -> int:
     records: dict[str, list[RunRecord]] = {name: [] for name in chosen}
     interrupted = False
     started = time.monotonic()
+    if args.summarise_only:
+        for name in chosen:
+            records[name] = [stored_record(name, run) for run in stored_runs(args.store, name)]
+        chosen = []
     for name in chosen:
         spec = configs[name].model_copy(update={"time_limit_s": args.time_limit})
         for _ in range(args.safe_runs if name == SAFE else args.runs):
@@ -318,6 +327,29 @@ def main() -> int:
     console.print(table(summaries))
     console.print(f"summary: {out}" + (" (interrupted)" if interrupted else ""))
     return 130 if interrupted else 0
+
+
+def stored_runs(store: Path, config: str) -> list[Path]:
+    """The run directories of one configuration in a store, oldest first."""
+    return sorted(p for p in (store / config).glob("2*") if p.is_dir())
+
+
+def stored_record(config: str, run_dir: Path) -> RunRecord:
+    """The record of a run already in the store, from its test.json and results.json."""
+    test = json.loads((run_dir / "test.json").read_text())
+    try:
+        results: dict[str, Any] | None = json.loads((run_dir / "results.json").read_text())
+    except (OSError, ValueError):
+        results = None
+    valid = None if results is None else results.get("valid")
+    report = RunReport.of(
+        int(test.get("seed") or 0),
+        str(run_dir),
+        results,
+        exit_code=0 if valid is True else 1 if valid is False else 3,
+        seconds=0.0,
+    )
+    return _record(config, report, results, run_dir / "history.jsonl", 0.0)
 
 
 def _write(
