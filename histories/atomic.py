@@ -1,4 +1,5 @@
-"""Files replaced atomically: written beside the target, synced, then renamed over it.
+"""Files replaced atomically: written beside the target, synced, renamed over it, and the
+directory synced, so that the rename itself survives a crash of the machine.
 
 A reader sees the old file or the whole new one, never a part; a failed write leaves the
 old file and no temporary one.
@@ -6,6 +7,7 @@ old file and no temporary one.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -25,8 +27,22 @@ def atomic_file(target: str | os.PathLike[str]) -> Iterator[BinaryIO]:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(temporary, path)
+        fsync_directory(path.parent)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def fsync_directory(directory: str | os.PathLike[str]) -> None:
+    """Make a rename (or a new name) in ``directory`` durable; a file system that cannot sync
+    a directory (EINVAL) is let be."""
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    except OSError as err:
+        if err.errno != errno.EINVAL:
+            raise
+    finally:
+        os.close(fd)
 
 
 def write_json_atomically(

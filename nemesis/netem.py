@@ -4,11 +4,16 @@ netem shapes what leaves the interface, so a node with a delay slows every packe
 to brokers, ZooKeeper and clients alike. The interface is the one that routes to another
 node (``ip -o route get``), not an assumed ``eth0``. Needs a runtime where each node has its
 own network stack (docker, ssh); the local runtime refuses it.
+
+squall changes only what it set up: its netem qdisc has a handle of its own (``5151:``), a
+heal deletes the root qdisc only when it has that handle, and netem is never put over a root
+qdisc someone else configured (anything but the kernel's default, handle ``0:``).
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,13 +24,18 @@ from nemesis.protocols import NETWORK_RUNTIMES, FaultableCluster
 
 DISTRIBUTIONS = ("normal", "pareto", "paretonormal")
 COMMAND_TIMEOUT_S = 15.0
+QDISC_HANDLE = "5151:"
+"""The handle of squall's netem qdisc: the only root qdisc a heal deletes."""
+FOREIGN_QDISC_EXIT = 3
 _NO_QDISC = re.compile(
     r"No such file or directory|Cannot delete qdisc with handle of zero|"
-    r"Cannot find specified qdisc|Invalid handle",
+    r"Cannot find specified qdisc|Invalid handle|RTNETLINK answers: Invalid argument",
     re.IGNORECASE,
 )
 _NO_NETEM = re.compile(r"qdisc kind is unknown|Unknown qdisc", re.IGNORECASE)
 _ROUTE_DEV = re.compile(r"\bdev\s+(\S+)")
+INTERFACE_NAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+"""What a Linux interface name can be (at most 15 bytes, no '/' or spaces)."""
 
 
 def _number(field: str, value: object) -> float:
@@ -84,18 +94,52 @@ class NetemSpec:
 
 
 def netem_command(interface: str, spec: NetemSpec) -> str:
-    """``tc qdisc replace dev IFACE root netem delay Dms Jms [distribution X] loss L%``."""
+    """``tc qdisc replace dev IFACE root handle 5151: netem delay Dms Jms [distribution X]
+    loss L%``."""
     delay = f"delay {_text(spec.delay_ms)}ms"
     if spec.jitter_ms > 0:
         delay += f" {_text(spec.jitter_ms)}ms"
         if spec.distribution is not None:
             delay += f" distribution {spec.distribution}"
-    return f"tc qdisc replace dev {interface} root netem {delay} loss {_text(spec.loss_pct)}%"
+    return (
+        f"tc qdisc replace dev {_device(interface)} root handle {QDISC_HANDLE} netem {delay} "
+        f"loss {_text(spec.loss_pct)}%"
+    )
+
+
+def foreign_qdisc_guard(interface: str) -> str:
+    """Shell that exits 3 when the interface's root qdisc is someone else's: neither the
+    kernel's default (handle ``0:``) nor squall's netem (netem must not replace it)."""
+    dev = _device(interface)
+    return (
+        f"root=$(tc qdisc show dev {dev} 2>/dev/null | grep ' root'); "
+        f'case "$root" in ""|"qdisc "*" 0: root"*|"qdisc netem {QDISC_HANDLE} root"*) ;; '
+        f'*) echo "squall: {interface} has a root qdisc that squall did not set up ($root); '
+        'netem would replace it: remove it or leave this node out of netem faults" >&2; '
+        f"exit {FOREIGN_QDISC_EXIT};; esac"
+    )
+
+
+def shape_command(interface: str, spec: NetemSpec) -> str:
+    """Put squall's netem on the interface, unless another root qdisc is there."""
+    return f"{foreign_qdisc_guard(interface)}; {netem_command(interface, spec)}"
 
 
 def clear_command(interface: str) -> str:
-    """Remove the root qdisc (back to the kernel's default)."""
-    return f"tc qdisc del dev {interface} root"
+    """Remove squall's netem, the root qdisc with squall's handle (back to the kernel's
+    default); any other root qdisc stays (tc says "Invalid handle")."""
+    return f"tc qdisc del dev {_device(interface)} root handle {QDISC_HANDLE}"
+
+
+def _device(interface: str) -> str:
+    return shlex.quote(check_interface(interface))
+
+
+def check_interface(interface: str) -> str:
+    """The interface name if it is one; FaultError otherwise (it comes from a node's output)."""
+    if not INTERFACE_NAME.match(interface):
+        raise FaultError(f"{interface!r} is not a network interface name")
+    return interface
 
 
 def is_no_qdisc_error(output: str) -> bool:
@@ -105,14 +149,19 @@ def is_no_qdisc_error(output: str) -> bool:
 
 def route_command(address: str) -> str:
     """How to ask a node which interface reaches address."""
-    return f"ip -o route get {address}"
+    return f"ip -o route get {shlex.quote(address)}"
 
 
 def parse_route_interface(output: str) -> str:
-    """The ``dev X`` of ``ip -o route get`` output; FaultError quoting it if absent."""
+    """The ``dev X`` of ``ip -o route get`` output; FaultError quoting it if absent or if it is
+    no interface name (the node wrote it, and it goes into tc commands)."""
     match = _ROUTE_DEV.search(output)
     if match is None:
         raise FaultError(f"cannot find the interface in `ip -o route get` output: {output!r}")
+    if not INTERFACE_NAME.match(match.group(1)):
+        raise FaultError(
+            f"`ip -o route get` named {match.group(1)!r}, which is not a network interface name"
+        )
     return match.group(1)
 
 
@@ -155,7 +204,7 @@ class NetworkShaper:
 
         def shape(name: str) -> str:
             interface = self.interface(name)
-            command = netem_command(interface, spec)
+            command = shape_command(interface, spec)
             result = self.cluster.node(name).run(command, timeout=COMMAND_TIMEOUT_S, check=False)
             if result.ok:
                 return interface

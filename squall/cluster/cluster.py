@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from histories.atomic import write_json_atomically
+from histories.atomic import atomic_file, write_json_atomically
 from nemesis.protocols import Capabilities, Freezer
 from squall.cluster.node import Node
 from squall.cluster.roles import ClusterRoles
@@ -92,7 +92,8 @@ class ClusterState:
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{self.run_id}.json"
         write_json_atomically(path, asdict(self))
-        (state_dir() / "current").write_text(self.run_id + "\n")
+        with atomic_file(state_dir() / "current") as current:
+            current.write(f"{self.run_id}\n".encode())
         return path
 
     @classmethod

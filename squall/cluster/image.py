@@ -13,9 +13,11 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -83,6 +85,13 @@ PRUNE = (
     "etc/ssh/ssh_host_*",
 )
 """Paths (globs) under the root filesystem removed before import: docs, caches, host keys."""
+_URL_CREDENTIALS = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
+
+
+def redact(text: str) -> str:
+    """``scheme://user:password@host/...`` as ``scheme://***@host/...``: a mirror's
+    credentials never reach a message, a progress line or the build log."""
+    return _URL_CREDENTIALS.sub(r"\1***@", text)
 
 
 class ImageError(RuntimeError):
@@ -370,7 +379,7 @@ class ImageBuild:
 
     def _say(self, text: str) -> None:
         if self.progress is not None:
-            self.progress(f"image: {text}")
+            self.progress(f"image: {redact(text)}")
 
     def _phase(self, name: str, action: Callable[[], None]) -> None:
         started = time.monotonic()
@@ -383,12 +392,30 @@ class ImageBuild:
         started = time.monotonic()
         args = self.recipe.debootstrap_args(rootfs, mirror)
         with self.log.open("w") as log:
-            log.write("$ " + " ".join(args) + "\n")
+            log.write(redact("$ " + " ".join(args)) + "\n")
             log.flush()
             process = subprocess.Popen(
-                args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
-            self._watch(process, started)
+            assert process.stdout is not None
+            # debootstrap names the mirror in its errors: its output is copied, redacted.
+            copier = threading.Thread(
+                target=_copy_redacted,
+                args=(process.stdout, log),
+                name="debootstrap-log",
+                daemon=True,
+            )
+            copier.start()
+            try:
+                self._watch(process, started)
+            except BaseException:
+                process.kill()
+                process.wait()
+                raise
+            finally:
+                copier.join(timeout=30)
+                if not copier.is_alive():
+                    process.stdout.close()
         if process.returncode != 0:
             raise ImageBuildError(
                 f"debootstrap exited with {process.returncode}; last lines of {self.log}:\n"
@@ -453,6 +480,12 @@ def configure_rootfs(rootfs: Path, recipe: ImageRecipe) -> None:
         (rootfs / keep).mkdir(parents=True, exist_ok=True)
 
 
+def _copy_redacted(stream: IO[bytes], log: IO[str]) -> None:
+    for line in stream:
+        log.write(redact(line.decode(errors="replace")))
+        log.flush()
+
+
 def _chunks(stream: IO[bytes], size: int = 1 << 20) -> Iterator[bytes]:
     while chunk := stream.read(size):
         yield chunk
@@ -463,6 +496,7 @@ def _tail(path: Path, lines: int) -> str:
         with path.open("rb") as handle:
             handle.seek(0, os.SEEK_END)
             handle.seek(max(0, handle.tell() - 8192))
-            return "\n".join(handle.read().decode(errors="replace").splitlines()[-lines:])
+            text = handle.read().decode(errors="replace")
+            return redact("\n".join(text.splitlines()[-lines:]))
     except OSError:
         return ""

@@ -25,13 +25,20 @@ node (``n1``, ``n2``...: the number is the broker id); ``[zookeeper]`` is the ``
 
 Host keys are never trusted on first use: each host needs ``host_key`` or an entry in
 ``known_hosts`` (``ssh-keyscan -p PORT HOST``, after checking the fingerprint).
+
+Every value that reaches a shell on a node is checked here (and quoted there): ``host`` is a
+DNS name or an IP address, ``python`` a command name or path, and ``root`` an absolute
+directory of squall's own, never a system directory such as ``/``, ``/usr`` or ``/opt``
+itself (squall deletes its data, logs, run and config directories under it).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 import json
+import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -62,16 +69,92 @@ KEY_PREFERENCE = (
 )
 _BROKER_NAME = re.compile(r"^n[1-9][0-9]*$")
 _FORMAT_HINT = "; pass the TOML file that names the hosts (format: squall/cluster/inventory.py)"
+_HOST_LABEL = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$")
+_PYTHON = re.compile(r"^[A-Za-z0-9_./+-]+$")
+SYSTEM_DIRECTORIES = frozenset(
+    {
+        "/",
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/home",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/media",
+        "/mnt",
+        "/opt",
+        "/proc",
+        "/root",
+        "/run",
+        "/sbin",
+        "/srv",
+        "/sys",
+        "/tmp",
+        "/usr",
+        "/usr/bin",
+        "/usr/lib",
+        "/usr/local",
+        "/usr/sbin",
+        "/usr/share",
+        "/var",
+        "/var/lib",
+        "/var/log",
+        "/var/tmp",
+    }
+)
+"""Directories that can never be a node's root: squall deletes directories under its root."""
 
 
 class InventoryError(ConfigurationError):
     """The inventory file is missing, not TOML, or has a bad or missing field."""
 
 
-def _absolute(root: str) -> str:
+def check_root(root: str) -> str:
+    """``root`` as a normalised absolute path of squall's own (no trailing slash); ValueError
+    for a relative path, a ``..`` or ``.`` in it, a control character, or a system directory."""
     if not root.startswith("/"):
         raise ValueError("must be an absolute path on the host")
-    return root
+    if any(part in (".", "..") for part in root.split("/")):
+        raise ValueError("must not contain '.' or '..' (name the directory itself)")
+    if any(ord(c) < 32 or ord(c) == 127 for c in root):
+        raise ValueError("must not contain control characters")
+    normalised = "/" + posixpath.normpath(root).lstrip("/")
+    if normalised in SYSTEM_DIRECTORIES:
+        raise ValueError(
+            "is a system directory; squall deletes its data, logs, run and config "
+            "directories under root, so give it a directory of its own (e.g. /opt/squall)"
+        )
+    return normalised
+
+
+def check_host(host: str) -> str:
+    """``host`` if it is an IP address or a DNS name; ValueError otherwise."""
+    if "%" not in host:
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            pass
+        else:
+            return host
+    name = host.removesuffix(".")
+    if 0 < len(name) <= 253 and all(_HOST_LABEL.match(label) for label in name.split(".")):
+        return host
+    raise ValueError(
+        "must be an IP address or a DNS name (letters, digits, '-' and '_' in dot-separated "
+        "labels, none starting or ending with '-')"
+    )
+
+
+def check_python(python: str) -> str:
+    """``python`` if it is a command name or a path (no spaces, quotes or shell syntax)."""
+    if not _PYTHON.match(python) or python.startswith("-"):
+        raise ValueError(
+            "must be the Python command or its path (letters, digits and _ . / + -), "
+            'e.g. "python3" or "/usr/bin/python3.11"'
+        )
+    return python
 
 
 class HostSettings(ConfigModel):
@@ -87,9 +170,9 @@ class HostSettings(ConfigModel):
     """The host's public key, "<type> <base64>": pinned, never trusted on first use."""
     known_hosts: Text | None = None
     """A known_hosts file holding the host's key (instead of host_key)."""
-    root: Annotated[Text, AfterValidator(_absolute)] | None = None
+    root: Annotated[Text, AfterValidator(check_root)] | None = None
     """Where squall keeps the SUT, data and logs on the host (default /opt/squall)."""
-    python: Text | None = None
+    python: Annotated[Text, AfterValidator(check_python)] | None = None
     """The host's Python, 3.11 or newer (default python3)."""
 
 
@@ -98,7 +181,7 @@ class BrokerHost(HostSettings):
 
     name: Annotated[str, Field(json_schema_extra={"pattern": _BROKER_NAME.pattern})]
     """The node's name, n<broker id>: n1, n2..."""
-    host: Text
+    host: Annotated[Text, AfterValidator(check_host)]
     """The host's address or DNS name."""
 
     @field_validator("name")
@@ -114,7 +197,7 @@ class ZooKeeperHost(HostSettings):
 
     name: Annotated[str, Field(json_schema_extra={"const": ZOOKEEPER_NODE})] = ZOOKEEPER_NODE
     """Always zk1."""
-    host: Text
+    host: Annotated[Text, AfterValidator(check_host)]
     """The host's address or DNS name."""
 
     @field_validator("name")

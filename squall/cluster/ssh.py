@@ -374,20 +374,44 @@ class SshNode:
             self._fetch(sftp, remote, attrs, Path(local))
 
     def _fetch(
-        self, sftp: paramiko.SFTPClient, remote: str, attrs: paramiko.SFTPAttributes, local: Path
+        self,
+        sftp: paramiko.SFTPClient,
+        remote: str,
+        attrs: paramiko.SFTPAttributes,
+        local: Path,
+        top: Path | None = None,
     ) -> None:
         if attrs.st_mode is not None and stat.S_ISDIR(attrs.st_mode):
             local.mkdir(parents=True, exist_ok=True)
+            top = top or local.resolve()
             for entry in sftp.listdir_attr(remote):
                 if entry.filename not in SKIPPED_NAMES:
+                    target = self._local_child(remote, entry.filename, local, top)
                     child = str(PurePosixPath(remote) / entry.filename)
-                    self._fetch(sftp, child, entry, local / entry.filename)
+                    self._fetch(sftp, child, entry, target, top)
         else:
             local.parent.mkdir(parents=True, exist_ok=True)
             try:
                 sftp.get(remote, str(local))
             except OSError as err:
                 raise NodeError(f"{self._name}: downloading {remote} to {local}: {err}") from None
+
+    def _local_child(self, remote: str, name: str, local: Path, top: Path) -> Path:
+        """Where the entry ``name`` of the node's directory ``remote`` goes: a plain name
+        inside ``local``; a name that would leave ``top`` (the download's target) is refused,
+        since the node, not squall, chose it."""
+        target = local / name
+        if (
+            name in ("", ".", "..")
+            or "/" in name
+            or "\0" in name
+            or not target.resolve().is_relative_to(top)
+        ):
+            raise NodeError(
+                f"{self._name}: {remote} lists an entry named {name!r}, which is no plain name "
+                f"inside {top}; refused (is the node compromised?)"
+            )
+        return target
 
     # --- daemons -----------------------------------------------------------------------
 

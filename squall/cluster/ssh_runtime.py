@@ -3,6 +3,14 @@
 Deploying the SUT and ZooKeeper over SSH, checking that the nodes can take faults
 (iptables, netem), stopping daemons: the docker runtime uses the same code on its
 containers, minus provisioning.
+
+On real hosts squall changes only what it set up, and undoes it on ``down`` and ``clean``:
+its iptables chain and the INPUT jump to it, its netem qdisc (``nemesis.netem``), and the
+iptables alternative when it had to switch a host to iptables-legacy (the previous one is
+recorded in the cluster's capabilities file and restored). A node's ``root`` is squall's
+only once it holds the marker file ``.squall-root``, written when squall first sets the
+root up (in an empty or new directory, or one holding an earlier squall's ``sut``); squall
+deletes nothing under a root without it.
 """
 
 from __future__ import annotations
@@ -13,10 +21,20 @@ import logging
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
+from nemesis.errors import FaultError
 from nemesis.fanout import on_each_node
+from nemesis.netem import (
+    QDISC_HANDLE,
+    NetworkShaper,
+    foreign_qdisc_guard,
+    parse_route_interface,
+    route_command,
+)
+from nemesis.partitioner import CHAIN, Partitioner
 from nemesis.protocols import Capabilities, Freezer
 from squall.cluster.cluster import (
     ZOOKEEPER_NODE,
@@ -25,12 +43,20 @@ from squall.cluster.cluster import (
     ClusterStateError,
     state_dir,
 )
+from squall.cluster.inventory import check_root
 from squall.cluster.node import NodeError
+from squall.cluster.owner import is_leftover
 from squall.cluster.services import Daemon
 from squall.cluster.ssh import Progress, SshNode
 
 CAPABILITIES_DIR = "capabilities"
-_ROUTE_DEV = re.compile(r"\bdev\s+(\S+)")
+ROOT_MARKER = ".squall-root"
+"""The file that makes a node's root squall's: nothing is deleted under a root without it."""
+RUN_DIRECTORIES = ("data", "logs", "run", "config")
+"""What a new ssh cluster deletes under each root (``sut`` is uploaded over)."""
+LEGACY_IPTABLES = "/usr/sbin/iptables-legacy"
+NOT_SQUALLS = 3
+_ALTERNATIVE_PATH = re.compile(r"^/[A-Za-z0-9_./+-]+$")
 log = logging.getLogger(__name__)
 
 
@@ -82,13 +108,18 @@ def _capabilities_file(run_id: str) -> Path:
     return state_dir() / CAPABILITIES_DIR / f"{run_id}.json"
 
 
-def _load_netem_missing(run_id: str) -> str:
-    """Why netem failed on this cluster's nodes when it was brought up, or '' (it works)."""
+def _load_capabilities(run_id: str) -> dict[str, Any]:
     try:
         doc = json.loads(_capabilities_file(run_id).read_text())
     except (OSError, ValueError):
-        return ""
-    if not isinstance(doc, dict) or doc.get("netem", True):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _load_netem_missing(run_id: str) -> str:
+    """Why netem failed on this cluster's nodes when it was brought up, or '' (it works)."""
+    doc = _load_capabilities(run_id)
+    if doc.get("netem", True):
         return ""
     missing = doc.get("netem_missing") or {}
     return "; ".join(f"{node}: {why}" for node, why in sorted(missing.items())) or "unavailable"
@@ -98,72 +129,246 @@ def forget_capabilities(run_id: str) -> None:
     _capabilities_file(run_id).unlink(missing_ok=True)
 
 
+def _load_alternatives(run_id: str) -> dict[str, Alternative]:
+    """The iptables alternative each node had before squall switched it to legacy."""
+    recorded = _load_capabilities(run_id).get("iptables_alternatives") or {}
+    alternatives = {}
+    for name, doc in recorded.items() if isinstance(recorded, dict) else ():
+        with contextlib.suppress(TypeError, ValueError):
+            alternatives[name] = Alternative(str(doc["status"]), str(doc["value"]))
+    return alternatives
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """The iptables alternative of a node as ``update-alternatives --query`` reports it."""
+
+    status: str
+    """``auto`` or ``manual``."""
+    value: str
+    """The path it points to (``/usr/sbin/iptables-nft``)."""
+
+    def __post_init__(self) -> None:
+        if self.status not in ("auto", "manual") or not _ALTERNATIVE_PATH.match(self.value):
+            raise ValueError(f"not an iptables alternative: {self.status} {self.value!r}")
+
+    def restore_command(self) -> str:
+        """Put the node's iptables alternative back as it was."""
+        if self.status == "auto":
+            return "update-alternatives --auto iptables"
+        return f"update-alternatives --set iptables {shlex.quote(self.value)}"
+
+    def describe(self) -> str:
+        return f"{self.value} ({self.status})"
+
+
+def parse_alternative(output: str) -> Alternative | None:
+    """The ``Status:`` and ``Value:`` of ``update-alternatives --query iptables`` (the header
+    stanza); None if the output has neither."""
+    fields: dict[str, str] = {}
+    for line in output.splitlines():
+        if not line.strip():
+            break
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    try:
+        return Alternative(fields["Status"], fields["Value"])
+    except (KeyError, ValueError):
+        return None
+
+
 def check_fault_support(cluster: Cluster, say: Progress = _quiet) -> None:
     """iptables must work on every node (partitions); netem is optional: without it the
-    cluster's capabilities say so, remembered for later ``attach``es."""
+    cluster's capabilities say so, remembered for later ``attach``es. The iptables
+    alternatives squall switched are recorded there too, even when a node fails, so that
+    ``down`` and ``clean`` put them back."""
     names = [n.name for n in cluster.all_nodes()]
-    results, failures = on_each_node(names, lambda name: _probe(cluster, name))
+    switched: dict[str, Alternative] = {}
+    results, failures = on_each_node(names, lambda name: _probe(cluster, name, switched))
+    missing = {name: why for name, why in results.items() if why}
+    replaced = {n: {"status": a.status, "value": a.value} for n, a in sorted(switched.items())}
+    path = _capabilities_file(cluster.run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"netem": not missing, "netem_missing": missing, "iptables_alternatives": replaced}
+    path.write_text(json.dumps(doc) + "\n")
     if failures:
         raise next(iter(failures.values()))
-    missing = {name: why for name, why in results.items() if why}
     cluster.capabilities = replace(
         cluster.capabilities,
         netem=not missing,
         netem_missing="; ".join(f"{n}: {why}" for n, why in sorted(missing.items())),
     )
-    path = _capabilities_file(cluster.run_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"netem": not missing, "netem_missing": missing}) + "\n")
     if missing:
         first = next(iter(missing.values()))
+        hint = (
+            ""
+            if "did not set up" in first
+            else "The kernel needs sch_netem (CONFIG_NET_SCH_NETEM; `modprobe sch_netem` where "
+            "it is a module); "
+        )
         message = (
             f"network shaping (tc netem) is unavailable on {', '.join(sorted(missing))}: {first}. "
-            "The kernel needs sch_netem (CONFIG_NET_SCH_NETEM; `modprobe sch_netem` where it is "
-            "a module); netem faults will be refused, everything else works"
+            f"{hint}netem faults will be refused, everything else works"
         )
         log.warning(message)
         say(message)
 
 
-def _probe(cluster: Cluster, name: str) -> str:
-    """Check iptables (falling back to the legacy backend); why netem fails, or ''."""
+def _probe(cluster: Cluster, name: str, switched: dict[str, Alternative]) -> str:
+    """Check iptables (falling back to the legacy backend, the alternative it replaced put
+    into ``switched`` at once); why netem fails, or ''."""
     node = cluster.node(name)
     probe = node.run("iptables -w -L -n", timeout=30, check=False)
     if not probe.ok:
-        legacy = node.run(
-            "update-alternatives --set iptables /usr/sbin/iptables-legacy >/dev/null 2>&1 && "
-            "iptables -w -L -n",
-            timeout=30,
-            check=False,
-        )
-        if not legacy.ok:
-            raise FaultSupportError(
-                f"{name}: iptables does not work (nf_tables: {probe.output.strip()[-300:]}; "
-                f"legacy: {legacy.output.strip()[-300:]}); partitions need iptables and root "
-                "with CAP_NET_ADMIN on the node"
-            )
+        switched[name] = _switch_to_legacy(cluster, name, probe.output)
     # The interface that reaches the other nodes (a lone node reaches itself over lo).
     other = next((n for n in cluster.all_nodes() if n.name != name), node)
-    route = node.run(f"ip -o route get {shlex.quote(other.address)}", timeout=30, check=False)
-    match = _ROUTE_DEV.search(route.output)
-    if not route.ok or match is None:
-        return f"cannot find the interface to {other.address}: {route.output.strip()}"
-    dev = shlex.quote(match.group(1))
-    netem = node.run(
-        f"tc qdisc add dev {dev} root netem delay 1ms && tc qdisc del dev {dev} root",
+    route = node.run(route_command(other.address), timeout=30, check=False)
+    try:
+        if not route.ok:
+            raise FaultError(route.output.strip())
+        interface = parse_route_interface(route.output)
+    except FaultError as err:
+        return f"cannot find the interface to {other.address}: {err}"
+    netem = node.run(netem_probe_command(interface), timeout=30, check=False)
+    if netem.ok:
+        return ""
+    return f"`tc qdisc add dev {interface} root netem` said {netem.output.strip()!r}"
+
+
+def netem_probe_command(interface: str) -> str:
+    """Add squall's netem and delete it again, unless another root qdisc is there."""
+    dev = shlex.quote(interface)
+    return (
+        f"{foreign_qdisc_guard(interface)}; "
+        f"tc qdisc add dev {dev} root handle {QDISC_HANDLE} netem delay 1ms && "
+        f"tc qdisc del dev {dev} root handle {QDISC_HANDLE}"
+    )
+
+
+def _switch_to_legacy(cluster: Cluster, name: str, nf_tables: str) -> Alternative:
+    """Make iptables work with the legacy backend; the alternative it replaced. Switches
+    only when the previous alternative can be read (so that it can be put back), and puts it
+    back at once when legacy does not work either."""
+    node = cluster.node(name)
+    query = node.run("update-alternatives --query iptables", timeout=30, check=False)
+    previous = parse_alternative(query.output) if query.ok else None
+    if previous is None:
+        raise FaultSupportError(
+            f"{name}: iptables does not work ({nf_tables.strip()[-300:]}), and squall switches "
+            "a host to iptables-legacy only when it can switch it back, but "
+            f"`update-alternatives --query iptables` said {query.output.strip()[-300:]!r}; "
+            "partitions need iptables and root with CAP_NET_ADMIN on the node"
+        )
+    legacy = node.run(
+        f"update-alternatives --set iptables {LEGACY_IPTABLES} >/dev/null 2>&1 && "
+        "iptables -w -L -n",
         timeout=30,
         check=False,
     )
-    return (
-        ""
-        if netem.ok
-        else f"`tc qdisc add dev {match.group(1)} root netem` said {netem.output.strip()!r}"
+    if not legacy.ok:
+        node.run(previous.restore_command(), timeout=30, check=False)
+        raise FaultSupportError(
+            f"{name}: iptables does not work (nf_tables: {nf_tables.strip()[-300:]}; "
+            f"legacy: {legacy.output.strip()[-300:]}); partitions need iptables and root "
+            "with CAP_NET_ADMIN on the node"
+        )
+    return previous
+
+
+def undo_host_changes(cluster: Cluster) -> list[str]:
+    """Undo what squall changed on the nodes: its iptables chain and the INPUT jump to it,
+    its netem qdisc, and the iptables alternative it switched to legacy (after the chain,
+    which lives in legacy's tables). What was undone; NodeError naming every node where
+    something could not be, after trying them all."""
+    names = [n.name for n in cluster.all_nodes()]
+    undone: list[str] = []
+    problems: dict[str, BaseException] = {}
+    had_chain, failures = on_each_node(
+        names,
+        lambda n: cluster.node(n).run(f"iptables -w -n -L {CHAIN}", timeout=15, check=False).ok,
     )
+    failures = {**failures, **Partitioner(cluster).remove_chain()}
+    problems.update(failures)
+    undone += [
+        f"iptables chain {CHAIN} on {n}" for n in names if had_chain.get(n) and n not in failures
+    ]
+    if cluster.capabilities.netem:
+        outcomes, failures = NetworkShaper(cluster).clear(names)
+        problems.update(failures)
+        undone += [f"netem qdisc on {n}" for n in names if outcomes.get(n) == "cleared"]
+    alternatives = _load_alternatives(cluster.run_id)
+    _, failures = on_each_node(
+        [n for n in names if n in alternatives and n not in problems],
+        lambda n: cluster.node(n).run(alternatives[n].restore_command(), timeout=30),
+    )
+    problems.update(failures)
+    undone += [
+        f"iptables alternative on {n} put back to {alternatives[n].describe()}"
+        for n in names
+        if n in alternatives and n not in problems
+    ]
+    if problems:
+        raise NodeError(
+            f"cluster {cluster.run_id}: could not undo squall's changes on "
+            + "; ".join(f"{n}: {err}" for n, err in sorted(problems.items()))
+        )
+    return undone
+
+
+def claim_root_command(root: str) -> str:
+    """Shell making ``root`` squall's: the marker file is there already, or is written into a
+    new or empty directory (or one holding an earlier squall's ``sut``); else exit 3."""
+    root = _squall_root(root)
+    directory, marker = shlex.quote(root), shlex.quote(f"{root}/{ROOT_MARKER}")
+    refusal = (
+        f"squall: root {root} is not empty and not squall's (no {ROOT_MARKER} in it); "
+        f"empty it, choose another root, or, if squall may delete its data, logs, run and "
+        f"config directories, `touch {root}/{ROOT_MARKER}`"
+    )
+    return (
+        f"if [ -f {marker} ]; then exit 0; fi\n"
+        f'if [ ! -e {directory} ] || [ -z "$(ls -A {directory} 2>/dev/null)" ] || '
+        f"[ -d {directory}/sut/system_under_test ]; then\n"
+        f"  mkdir -p {directory} && echo 'squall keeps its SUT, data and logs here' > {marker}\n"
+        "  exit $?\n"
+        "fi\n"
+        f"echo {shlex.quote(refusal)}\n"
+        f"exit {NOT_SQUALLS}\n"
+    )
+
+
+def remove_run_directories_command(root: str) -> str:
+    """Shell deleting the run directories under ``root``, only if the marker makes it
+    squall's (exit 3 otherwise); ValueError for a system directory."""
+    directory = _squall_root(root)
+    marker = shlex.quote(f"{directory}/{ROOT_MARKER}")
+    paths = " ".join(shlex.quote(f"{directory}/{d}") for d in RUN_DIRECTORIES)
+    refusal = shlex.quote(
+        f"squall: {directory} is not squall's (no {ROOT_MARKER}); nothing deleted"
+    )
+    return f"if [ ! -f {marker} ]; then echo {refusal}; exit {NOT_SQUALLS}; fi; rm -rf -- {paths}"
+
+
+def _squall_root(root: str) -> str:
+    try:
+        return check_root(root)
+    except ValueError as err:
+        raise ValueError(f"root {root!r}: {err}") from None
 
 
 def _raise_first(failures: Mapping[str, BaseException]) -> None:
     for error in failures.values():
         raise error
+
+
+def import_check_command(sut: str, python: str) -> str:
+    """Whether the SUT and kazoo import from ``sut`` with the node's ``python``."""
+    directory = shlex.quote(sut)
+    return (
+        f"cd {directory} && PYTHONPATH={directory} {shlex.quote(python)} -c "
+        "'import kazoo.client, system_under_test.server'"
+    )
 
 
 def deploy_system_under_test(cluster: Cluster, say: Progress = _quiet) -> None:
@@ -180,12 +385,7 @@ def deploy_system_under_test(cluster: Cluster, say: Progress = _quiet) -> None:
         broker = cluster.broker(name)
         broker.install(sources)
         node = cluster.node(name)
-        sut = shlex.quote(str(broker.root / "sut"))
-        check = node.run(
-            f"cd {sut} && PYTHONPATH={sut} {broker.python} -c "
-            "'import kazoo.client, system_under_test.server'",
-            check=False,
-        )
+        check = node.run(import_check_command(str(broker.root / "sut"), broker.python), check=False)
         if not check.ok:
             raise SutImportError(
                 f"{name}: the SUT or kazoo does not import with the node's {broker.python} "
@@ -254,14 +454,18 @@ class SshRuntime:
             )
             _raise_first(failures)
             state.save()
+            # A root that is not squall's stops the run before anything on the hosts changes.
+            hosts = [*state.brokers, state.zookeeper]
+            _, failures = on_each_node(
+                [n.name for n in hosts],
+                lambda n: cluster.node(n).run(claim_root_command(cluster_root(state, n))),
+            )
+            _raise_first(failures)
             check_fault_support(cluster, say)
             say("stopping squall daemons left from earlier runs")
             stop_daemons(cluster)
-            for node_state in [*state.brokers, state.zookeeper]:
-                directories = " ".join(
-                    shlex.quote(f"{node_state.root}/{d}") for d in ("data", "logs", "run", "config")
-                )
-                cluster.node(node_state.name).run(f"rm -rf {directories}")
+            for node_state in hosts:
+                cluster.node(node_state.name).run(remove_run_directories_command(node_state.root))
             deploy_system_under_test(cluster, say)
         except BaseException:
             cluster.close()
@@ -272,26 +476,39 @@ class SshRuntime:
         return ssh_cluster(state)
 
     def down(self, state: ClusterState) -> list[str]:
-        """Stop the brokers and ZooKeeper; the hosts, their files and logs stay."""
+        """Stop the brokers and ZooKeeper and undo squall's changes to the hosts (iptables
+        chain, netem, iptables alternative); the hosts, squall's files and logs stay. What
+        was stopped and undone; the state is kept (for ``clean``) if something failed."""
         cluster = self.attach(state)
         try:
-            stopped = stop_daemons(cluster)
+            removed = stop_daemons(cluster)
+            removed += undo_host_changes(cluster)
         finally:
             cluster.close()
         state.forget()
         forget_capabilities(state.run_id)
-        return stopped
+        return removed
 
     def clean(self, run_id: str | None = None) -> list[str]:
-        """``down`` for the ssh cluster(s) with saved state (one run, or all); unreachable
-        hosts are reported, not fatal."""
+        """``down`` for one ssh cluster with saved state, or (no run id) for every one whose
+        owner is gone (``squall.cluster.owner``), never a run in progress; unreachable hosts
+        are reported, not fatal."""
         removed: list[str] = []
         for state in _saved_states(self.name, run_id):
+            if run_id is None and not is_leftover(state.owner):
+                continue
             try:
                 removed += self.down(state)
             except (NodeError, OSError) as err:
-                removed.append(f"ssh cluster {state.run_id}: could not stop its daemons ({err})")
+                removed.append(
+                    f"nothing of ssh cluster {state.run_id}: {err}; its state is kept, so that "
+                    "`squall clean` can try again"
+                )
         return removed
+
+
+def cluster_root(state: ClusterState, name: str) -> str:
+    return next(n.root for n in [*state.brokers, state.zookeeper] if n.name == name)
 
 
 def _saved_states(runtime: str, run_id: str | None) -> list[ClusterState]:

@@ -13,6 +13,7 @@ from squall.cluster.image import (
     MIRROR_ENV,
     AptSource,
     ImageBuild,
+    ImageBuildError,
     ImagePrerequisiteError,
     NoMirrorError,
     debian_mirror,
@@ -157,3 +158,38 @@ def test_build_prerequisites_say_what_to_do(
     monkeypatch.setattr("os.geteuid", lambda: 1000)
     with pytest.raises(ImagePrerequisiteError, match=r"needs root"):
         build._check_prerequisites()
+
+
+def test_credentials_in_urls_are_redacted() -> None:
+    from squall.cluster.image import redact
+
+    assert redact("from http://user:s3cret@mirror.example/debian (log)") == (
+        "from http://***@mirror.example/debian (log)"
+    )
+    assert redact("https://token@m.example/x and ftp://a:b@c.example/") == (
+        "https://***@m.example/x and ftp://***@c.example/"
+    )
+    assert redact("http://mirror.example/debian user@host") == (
+        "http://mirror.example/debian user@host"
+    )
+
+
+def test_a_mirror_with_credentials_never_reaches_messages_or_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 17: the mirror (and debootstrap's errors naming it) shown without user:pass@."""
+    mirror = "http://builder:s3cret@mirror.example/debian"
+    monkeypatch.setenv(MIRROR_ENV, mirror)
+    failing = ["sh", "-c", f'echo "E: Failed getting release file {mirror}/dists/bookworm"; exit 1']
+    monkeypatch.setattr(type(DEFAULT_RECIPE), "debootstrap_args", lambda self, target, m: failing)
+    said: list[str] = []
+    build = ImageBuild(None, DEFAULT_RECIPE, tmp_path, said.append)
+    monkeypatch.setattr(build, "_check_prerequisites", lambda: None)
+    with pytest.raises(ImageBuildError) as raised:
+        build.run()
+    log = build.log.read_text()
+    for text in [*said, str(raised.value), log]:
+        assert "s3cret" not in text and "builder" not in text, text
+    assert "from http://***@mirror.example/debian" in said[0]
+    assert "Failed getting release file http://***@mirror.example/debian" in str(raised.value)
+    assert "Failed getting release file http://***@mirror.example/debian" in log

@@ -182,6 +182,61 @@ def test_errors_name_the_file_the_field_and_the_fix(home: Path, edit, message: s
     assert str(raised.value).startswith("hosts.toml: ")
 
 
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda t: t.replace('"192.0.2.12"', '"192.0.2.12; reboot"'),
+            r'brokers\[1\]\.host = "192\.0\.2\.12; reboot": must be an IP address or a DNS name',
+        ),
+        (
+            lambda t: t.replace('"192.0.2.20"', '"$(touch /tmp/x)"'),
+            r"\[zookeeper\]\.host = .*must be an IP address or a DNS name",
+        ),
+        (lambda t: t.replace('"192.0.2.11"', '"-oProxyCommand=x"'), r"brokers\[0\]\.host = "),
+        (lambda t: t.replace('"192.0.2.11"', '"fe80::1%$(x)"'), r"brokers\[0\]\.host = "),
+        (lambda t: t.replace('"/srv/squall"', '"/"'), r'root = "/": .*system directory'),
+        (lambda t: t.replace('"/srv/squall"', '"/usr/"'), r"root = .*system directory"),
+        (lambda t: t.replace('"/srv/squall"', '"//etc"'), r"root = .*system directory"),
+        (lambda t: t.replace('"/srv/squall"', '"/opt"'), r"root = .*system directory"),
+        (lambda t: t.replace('"/srv/squall"', '"/tmp"'), r"root = .*system directory"),
+        (lambda t: t.replace('"/srv/squall"', '"/home"'), r"root = .*system directory"),
+        (lambda t: t.replace('"/srv/squall"', '"/opt/squall/../.."'), r"must not contain"),
+        (lambda t: t.replace('"/srv/squall"', '"/opt/./squall"'), r"must not contain"),
+        (
+            lambda t: t.replace('user = "squall"', "python = \"python3 -c 'import os'\""),
+            r"brokers\[1\]\.python = .*must be the Python command or its path",
+        ),
+        (
+            lambda t: t.replace('user = "squall"', 'python = "python3;reboot"'),
+            r"python = .*must be the Python command",
+        ),
+    ],
+)
+def test_values_that_reach_a_shell_are_checked(home: Path, edit, message: str) -> None:
+    """Issue 17: hosts, roots and the Python command from an inventory reach shells."""
+    with pytest.raises(InventoryError, match=message):
+        parse(edit(valid(home, public_key())), home)
+
+
+@pytest.mark.parametrize(
+    ("host", "root", "python"),
+    [
+        ("n1.example.org", "/opt/squall/", "/usr/bin/python3.11"),
+        ("fd00::11", "/srv/squall-2", "python3"),
+        ("node_1.lab", "/data/squall", "pypy3"),
+    ],
+)
+def test_ordinary_hosts_roots_and_pythons_are_accepted(
+    home: Path, host: str, root: str, python: str
+) -> None:
+    text = valid(home, public_key()).replace('"192.0.2.12"', f'"{host}"')
+    text = text.replace('"/srv/squall"', f'"{root}"')
+    text = text.replace('user = "squall"', f'python = "{python}"')
+    n2 = parse(text, home).brokers[1]
+    assert (n2.host, n2.root, n2.python) == (host, root.rstrip("/"), python)
+
+
 def test_known_hosts_without_the_host(home: Path) -> None:
     (home / "known_hosts").write_text(f"192.0.2.99 {public_key()}\n")
     text = """

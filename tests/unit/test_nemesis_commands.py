@@ -52,34 +52,48 @@ def test_heal_flushes_only_an_existing_chain() -> None:
 
 def test_netem_commands() -> None:
     spec = NetemSpec(delay_ms=100, jitter_ms=20, distribution="normal", loss_pct=5)
+    # squall's netem carries a handle of its own (issue 17), so that a heal deletes only it.
     assert netem_command("eth0", spec) == (
-        "tc qdisc replace dev eth0 root netem delay 100ms 20ms distribution normal loss 5%"
+        "tc qdisc replace dev eth0 root handle 5151: netem delay 100ms 20ms distribution normal "
+        "loss 5%"
     )
     assert netem_command("ens3", NetemSpec(delay_ms=50, jitter_ms=0)) == (
-        "tc qdisc replace dev ens3 root netem delay 50ms loss 0%"
+        "tc qdisc replace dev ens3 root handle 5151: netem delay 50ms loss 0%"
     )
     assert netem_command("eth1", NetemSpec(loss_pct=0.5, distribution=None)) == (
-        "tc qdisc replace dev eth1 root netem delay 0ms loss 0.5%"
+        "tc qdisc replace dev eth1 root handle 5151: netem delay 0ms loss 0.5%"
     )
     assert netem_command("eth0", NetemSpec(delay_ms=10, jitter_ms=2.5, distribution=None)) == (
-        "tc qdisc replace dev eth0 root netem delay 10ms 2.5ms loss 0%"
+        "tc qdisc replace dev eth0 root handle 5151: netem delay 10ms 2.5ms loss 0%"
     )
-    assert clear_command("eth0") == "tc qdisc del dev eth0 root"
+    assert clear_command("eth0") == "tc qdisc del dev eth0 root handle 5151:"
+    assert clear_command("eth0.100@if7") == "tc qdisc del dev eth0.100@if7 root handle 5151:"
+    with pytest.raises(FaultError, match="not a network interface name"):
+        clear_command("eth0; reboot")
+    with pytest.raises(FaultError, match="not a network interface name"):
+        netem_command("$(reboot)", spec)
 
 
 def test_interface_from_ip_route_get() -> None:
     assert route_command("172.28.0.12") == "ip -o route get 172.28.0.12"
+    assert route_command("x; reboot") == "ip -o route get 'x; reboot'"
     output = "172.28.0.12 dev eth0 src 172.28.0.11 uid 0 \\    cache "
     assert parse_route_interface(output) == "eth0"
     assert parse_route_interface("10.1.2.3 via 10.0.0.1 dev ens5 src 10.0.0.7 uid 1000") == "ens5"
     with pytest.raises(FaultError, match="cannot find the interface"):
         parse_route_interface("RTNETLINK answers: Network is unreachable")
+    for bad in ("$(reboot)", "eth0;reboot", "a-very-long-interface-name", "`id`"):
+        with pytest.raises(FaultError, match="not a network interface name"):
+            parse_route_interface(f"10.0.0.2 dev {bad} src 10.0.0.1 uid 0")
 
 
 def test_missing_qdisc_is_not_an_error() -> None:
     assert is_no_qdisc_error("Error: Cannot delete qdisc with handle of zero.")
     assert is_no_qdisc_error("RTNETLINK answers: No such file or directory")
     assert not is_no_qdisc_error('Cannot find device "eth9"')
+    # deleting squall's handle where another root qdisc is: not squall's, left alone
+    assert is_no_qdisc_error("Error: Invalid handle.")
+    assert is_no_qdisc_error("RTNETLINK answers: Invalid argument")
 
 
 def test_netem_spec_round_trip() -> None:
