@@ -193,9 +193,8 @@ class TestRunner:
                 signal.signal(s, handler)
 
     def _clean_leftovers(self, runtime: Runtime) -> None:
-        """docs/architecture.md: every test starts by removing what crashed runs left behind."""
-        if self.spec.runtime == "ssh":
-            return
+        """docs/architecture.md: every test starts by removing what crashed runs left behind
+        (runs whose owner is gone; never a run in progress)."""
         with contextlib.suppress(Exception):
             runtime.clean()
 

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from squall.cluster.cluster import ClusterState, ClusterStateError, state_dir
+from squall.cluster.cluster import ClusterState, ClusterStateError
 from squall.cluster.runtimes import (
     RUNTIMES,
     RuntimeUnavailableError,
@@ -212,22 +212,10 @@ def clean() -> None:
     """Remove everything squall left behind: containers, networks, rules, qdiscs, processes."""
     removed: list[str] = []
     problems: list[str] = []
-    clusters = (
-        sorted((state_dir() / "clusters").glob("*.json"))
-        if (state_dir() / "clusters").exists()
-        else []
-    )
-    for path in clusters:
-        try:
-            state = ClusterState.load(path.stem)
-            if state.runtime == "ssh":
-                from nemesis import heal_all
-
-                heal_all(attach(state.run_id))
-                removed.append(f"faults healed on ssh cluster {state.run_id}")
-                state.forget()
-        except Exception as err:
-            problems.append(f"{path.name}: {err}")
+    try:  # ssh clusters whose owner is gone: daemons stopped, squall's host changes undone
+        removed += runtime_named("ssh").clean()
+    except Exception as err:
+        problems.append(f"ssh: {err}")
     removed += runtime_named("local").clean()
     if docker_available() is None:
         removed += runtime_named("docker").clean()
