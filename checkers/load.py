@@ -4,7 +4,9 @@ Accepted paths: a run directory (its `history.jsonl`, else its `history.parquet/
 Jepsen `history.edn`), a `history.jsonl` (any name), a `history.parquet` directory, or a
 Jepsen `history.edn`. A history file is converted once into `history.parquet/` beside it
 (`<stem>.parquet/` for other names) and reconverted only when the file is newer; where that
-directory cannot be written, into a temporary directory.
+directory cannot be written, into the user's cache directory (`$XDG_CACHE_HOME/squall/check/`,
+else `~/.cache/squall/check/`, private: made with mode 0700, and reused only while it belongs
+to the user and no one else can write to it), else into a new private temporary directory.
 
 A JSON-lines history is converted by `histories.bulk_parquet` (the `auto` loader: Arrow
 and numpy over blocks of lines, 350k to 500k lines a second on two cores) or by
@@ -26,8 +28,10 @@ from typing import Any, Literal
 
 from checkers.config import Loader
 from checkers.errors import HistoryNotFoundError
+from checkers.session import SPARK_LOG, private_cache_dir, spark_log
 from histories import TruncatedHistoryWarning, iter_jepsen_history, write_parquet
 from histories.bulk_parquet import write_parquet_bulk
+from histories.edn import not_utf8
 from histories.parquet_schema import TABLES
 
 HistoryKind = Literal["run", "jsonl", "parquet", "edn"]
@@ -119,13 +123,22 @@ def _fresh(parquet: Path, source: Path | None) -> bool:
     return converted >= source.stat().st_mtime_ns
 
 
-def _writable_target(location: HistoryLocation) -> Path:
+def _writable_target(location: HistoryLocation) -> tuple[Path, str | None]:
+    """Where to convert: beside the history, else a private directory; and a note why."""
     target = location.parquet
     if os.access(target.parent, os.W_OK) and (not target.exists() or os.access(target, os.W_OK)):
-        return target
+        return target, None
     assert location.source is not None
     digest = hashlib.sha256(str(location.source.resolve()).encode()).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"squall-check-{digest}" / target.name
+    try:
+        directory = private_cache_dir("check", digest)
+    except OSError as err:
+        directory = Path(tempfile.mkdtemp(prefix="squall-check-"))
+        return directory / target.name, (
+            f"{target.parent} is not writable and the cache directory cannot be trusted "
+            f"({err}); converted into {directory / target.name}"
+        )
+    return directory / target.name, None
 
 
 def _convert(location: HistoryLocation, target: Path, loader: Loader) -> tuple[str, list[str]]:
@@ -138,7 +151,10 @@ def _convert(location: HistoryLocation, target: Path, loader: Loader) -> tuple[s
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TruncatedHistoryWarning)
         if location.kind == "edn":
-            write_parquet(iter_jepsen_history(source), target)
+            try:
+                write_parquet(iter_jepsen_history(source), target)
+            except UnicodeDecodeError as err:  # the file is not UTF-8: say where
+                raise not_utf8(err, str(source)) from None
         elif loader == "exact":
             write_parquet(source, target)
         elif (fallback := write_parquet_bulk(source, target).fallback) is None:
@@ -163,13 +179,23 @@ def convert_history(
     notes: list[str] = []
     if _fresh(location.parquet, location.source):
         return location.parquet, "existing", notes
-    target = _writable_target(location)
-    if target != location.parquet:
+    target, why = _writable_target(location)
+    if why is not None:
+        notes.append(why)
+    elif target != location.parquet:
         notes.append(f"{location.parquet.parent} is not writable; converted into {target}")
         if _fresh(target, location.source):
             return target, "existing", notes
     how, converting = _convert(location, target, loader)
     return target, how, notes + converting
+
+
+def _spark_log_file(location: HistoryLocation) -> Path | None:
+    """The run directory's Spark log, when a run directory was given and can be written."""
+    run_dir = location.run_dir
+    if location.kind not in ("run", "edn") or run_dir is None or not location.given.is_dir():
+        return None
+    return run_dir / SPARK_LOG if os.access(run_dir, os.W_OK) else None
 
 
 def load_history(
@@ -181,11 +207,16 @@ def load_history(
     """Locate, convert if needed, and read the four tables of the history at `path`.
 
     `spark` is a SparkSession or a function returning one: a malformed history is then
-    reported before Spark starts.
+    reported before Spark starts, and, when `path` is a run directory squall can write to, the
+    JVM's warnings go to its `spark.log` instead of the terminal (`checkers.session.spark_log`).
     """
     location = locate_history(path)
     parquet, how, notes = convert_history(location, loader=loader)
-    session = spark() if callable(spark) else spark
+    if callable(spark):
+        with spark_log(_spark_log_file(location)):
+            session = spark()
+    else:
+        session = spark
     tables = {name: session.read.parquet(str(parquet / f"{name}.parquet")) for name in TABLES}
     return LoadedHistory(
         location,

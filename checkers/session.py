@@ -5,15 +5,25 @@ cluster; on a cluster the history's Parquet directory must be on storage the exe
 can read. The session is quiet (no UI, no progress bars, only errors logged) and sized for
 checking histories: few shuffle partitions and no adaptive execution locally, adaptive
 execution on a cluster.
+
+Where a run directory is known (`spark_log`, `SparkSettings.log_file`), log4j2 writes the
+JVM's warnings and errors to a log file there (`spark.log`) instead of the terminal. The log4j2
+configuration is written into the user's cache directory (`private_cache_dir`), never to a
+predictable path in a shared temporary directory.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import stat
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +33,12 @@ from checkers.errors import SparkSessionConflictError, SparkUnavailableError
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "4g"
 
+SPARK_LOG = "spark.log"
+"""The name of the Spark log written into a run directory."""
+
+# Both configurations quieten Spark's own startup notice ("Setting default log level to ...",
+# which it prints to the terminal, not through log4j2, when the logger of the class that
+# starts PySpark's JVM has no level of its own) by giving that logger the root level.
 _LOG4J2 = """\
 rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console
@@ -31,11 +47,89 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
 logger.parquet.name = org.apache.parquet
 logger.parquet.level = error
 logger.hadoop.name = org.apache.hadoop
 logger.hadoop.level = error
 """
+
+_LOG4J2_FILE = """\
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {path}
+appender.file.append = true
+appender.file.createOnDemand = true
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{yyyy-MM-dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = warn
+logger.parquet.name = org.apache.parquet
+logger.parquet.level = error
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = error
+"""
+
+# Characters a log4j2 properties value would read as an escape, a line end or a lookup.
+_UNSAFE_IN_PROPERTIES = re.compile(r"[\\\n\r$]")
+
+
+def log4j2_config(log_file: Path | None) -> str:
+    """The log4j2 configuration: errors to the terminal, or (given a log file whose path a
+    properties file can spell) warnings and errors to that file and nothing to the terminal."""
+    if log_file is None or _UNSAFE_IN_PROPERTIES.search(str(log_file)):
+        return _LOG4J2
+    return _LOG4J2_FILE.format(path=log_file)
+
+
+def user_cache_dir() -> Path:
+    """squall's cache directory: $XDG_CACHE_HOME/squall, else ~/.cache/squall."""
+    base = os.environ.get("XDG_CACHE_HOME")
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
+    return root / "squall"
+
+
+def check_private(directory: Path) -> None:
+    """Raise `PermissionError` unless `directory` is a directory (not a symbolic link) owned
+    by the current user and writable by nobody else."""
+    info = os.lstat(directory)
+    if not stat.S_ISDIR(info.st_mode):
+        raise PermissionError(f"{directory} is not a directory (a symbolic link or a file)")
+    if info.st_uid != os.getuid():
+        raise PermissionError(
+            f"{directory} belongs to user id {info.st_uid}, not to the current user "
+            f"({os.getuid()}): another user may have put files there"
+        )
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise PermissionError(
+            f"{directory} is writable by other users (mode {stat.S_IMODE(info.st_mode):o}); "
+            "make it private (chmod 700) or remove it"
+        )
+
+
+def private_cache_dir(*parts: str) -> Path:
+    """`user_cache_dir()/parts...`, every level from squall's own made with mode 0700 and
+    checked with `check_private` (also when it already existed); `PermissionError` if one
+    fails. The cache's base may be shared only if it is sticky, like /tmp."""
+    directory = user_cache_dir()
+    base = directory.parent
+    base.mkdir(parents=True, exist_ok=True, mode=0o700)
+    mode = os.stat(base).st_mode
+    if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+        raise PermissionError(
+            f"{base} is writable by every user and not sticky: another user could replace "
+            "squall's cache directory in it"
+        )
+    for part in ("", *parts):
+        directory = directory / part if part else directory
+        with suppress(FileExistsError):
+            directory.mkdir(mode=0o700)
+        check_private(directory)
+    return directory
+
 
 _lock = threading.Lock()
 _LOCAL = re.compile(r"^local(\[(\*|\d+)(,\d+)?\])?$")
@@ -51,6 +145,9 @@ class SparkSettings:
     app_name: str = "squall-check"
     java_options: str = ""
     extra: dict[str, str] = field(default_factory=dict)
+    log_file: Path | None = None
+    """Where the JVM's warnings and errors go instead of the terminal (default: the log file
+    `spark_log` names, if any)."""
 
     @property
     def is_local(self) -> bool:
@@ -63,8 +160,9 @@ class SparkSettings:
             return os.cpu_count() or 1
         return 1 if match.group(2) is None else int(match.group(2))
 
-    def conf(self) -> dict[str, str]:
-        """The Spark configuration this session is started with."""
+    def conf(self, log_file: Path | None = None) -> dict[str, str]:
+        """The Spark configuration this session is started with (logging to `log_file`, or
+        to the settings' own)."""
         partitions = self.shuffle_partitions
         if partitions is None:
             partitions = 2 * self.local_cores() if self.is_local else 200
@@ -88,7 +186,8 @@ class SparkSettings:
             "spark.driver.extraJavaOptions": " ".join(
                 option
                 for option in (
-                    f"-Dlog4j2.configurationFile=file:{_log4j2_file()}",
+                    "-Dlog4j2.configurationFile="
+                    + _log4j2_file(log4j2_config(log_file or self.log_file)).as_uri(),
                     # A local master's tasks run in the driver. G1's concurrent threads
                     # compete with them for few cores: measured on 3M lines with local[2],
                     # the parallel collector checks in 70 s instead of 79 s.
@@ -114,14 +213,59 @@ class SparkSettings:
         return conf
 
 
-def _log4j2_file() -> Path:
-    """A log4j2 configuration that logs only errors, written once per machine user."""
-    path = Path(tempfile.gettempdir()) / f"squall-spark-log4j2-{os.getuid()}.properties"
-    if not path.exists() or path.read_text() != _LOG4J2:
-        temporary = path.with_name(f".{path.name}.{os.getpid()}")
-        temporary.write_text(_LOG4J2)
-        os.replace(temporary, path)
+def _log4j2_file(text: str) -> Path:
+    """A file holding the log4j2 configuration `text`, in the user's private cache directory
+    (named by its content, so concurrent sessions never rewrite each other's); in a new
+    private temporary directory when the cache is not safe to use."""
+    name = f"log4j2-{hashlib.sha256(text.encode()).hexdigest()[:16]}.properties"
+    try:
+        directory = private_cache_dir("spark")
+    except OSError:
+        directory = Path(tempfile.mkdtemp(prefix="squall-spark-"))
+    path = directory / name
+    try:
+        if path.read_text() == text:
+            return path
+    except OSError:
+        pass
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name}.")
+    with os.fdopen(handle, "w") as out:
+        out.write(text)
+    os.replace(temporary, path)
     return path
+
+
+_spark_log: ContextVar[Path | None] = ContextVar("squall_spark_log", default=None)
+_routing: dict[str, Any] = {"session": None, "log_file": None}
+"""The session squall started, and where its JVM logs (None: errors to the terminal)."""
+
+
+@contextmanager
+def spark_log(log_file: Path | None) -> Iterator[None]:
+    """Within: a session `get_spark` starts, or a running one it started, logs the JVM's
+    warnings and errors to `log_file` (a run directory's `spark.log`) instead of the
+    terminal. A session started for another log file is switched over to this one."""
+    token = _spark_log.set(log_file)
+    try:
+        yield
+    finally:
+        _spark_log.reset(token)
+
+
+def _route_log(session: Any, log_file: Path | None) -> None:
+    """Point the running JVM's log4j2 at `log_file`, if squall started it and it logs
+    elsewhere."""
+    if log_file is None or _routing["session"] is not session:
+        return
+    if _routing["log_file"] == log_file:
+        return
+    try:
+        jvm = session.sparkContext._jvm
+        uri = jvm.java.net.URI(_log4j2_file(log4j2_config(log_file)).as_uri())
+        jvm.org.apache.logging.log4j.core.config.Configurator.reconfigure(uri)
+    except Exception:  # where warnings go never fails a check (py4j errors)
+        return
+    _routing["log_file"] = log_file
 
 
 def get_spark(settings: SparkSettings | None = None) -> Any:
@@ -146,20 +290,25 @@ def get_spark(settings: SparkSettings | None = None) -> Any:
                     f"a SparkSession with master {running} is already running in this "
                     f"process; stop it (checkers.stop_spark()) before asking for {settings.master}"
                 )
+            _route_log(active, (settings and settings.log_file) or _spark_log.get())
             return active
         chosen = settings or SparkSettings()
+        log_file = chosen.log_file or _spark_log.get()
         builder = SparkSession.builder.master(chosen.master)
-        for name, value in chosen.conf().items():
+        for name, value in chosen.conf(log_file).items():
             builder = builder.config(name, value)
         try:
             session = builder.getOrCreate()
         except Exception as err:
+            where = f" (Spark's log: {log_file})" if log_file is not None else ""
             raise SparkUnavailableError(
                 f"Spark could not start with master {chosen.master}: {_first_line(err)}; "
                 "check that Java 17 or newer is installed (java on PATH or JAVA_HOME) and "
-                "that the master URL is reachable"
+                f"that the master URL is reachable{where}"
             ) from err
-        session.sparkContext.setLogLevel("ERROR")
+        logged = log_file is not None and log4j2_config(log_file) != _LOG4J2
+        session.sparkContext.setLogLevel("WARN" if logged else "ERROR")
+        _routing.update(session=session, log_file=log_file if logged else None)
         return session
 
 
@@ -171,6 +320,7 @@ def stop_spark() -> None:
         active = SparkSession.getActiveSession()
         if active is not None:
             active.stop()
+        _routing.update(session=None, log_file=None)
 
 
 def _first_line(err: BaseException) -> str:

@@ -6,7 +6,10 @@ strings without the colon (`:ok` -> "ok"), symbols `Symbol`s (a str subclass), `
 Decimal) floats, ratios Fractions, characters one-character strings. A tagged literal
 (`#inst "..."`, `#jepsen.history.Op{...}`) becomes its value unless a handler for its tag
 is given. Map keys and set elements that are vectors become tuples, so they can be hashed.
-Comments (`;`), commas and `#_` discards are skipped. Errors carry line and column.
+Comments (`;`), commas and `#_` discards are skipped. Errors carry line and column: also for
+text that is not UTF-8 (`decode_edn`), integers too long to read, strings and characters
+that are not Unicode (a lone UTF-16 surrogate escape; a pair of them is one character), and
+collections nested more than `MAX_DEPTH` deep.
 """
 
 from __future__ import annotations
@@ -21,6 +24,13 @@ from typing import Any
 from histories.errors import EdnError
 
 TagHandler = Callable[[str, Any], Any]
+
+MAX_DEPTH = 200
+"""How deep collections and tagged forms may nest (a Jepsen op map needs about 6): deeper
+forms are refused, so that no reader of the values recurses past Python's limit."""
+MAX_DIGITS = 4300
+"""The longest integer read, in decimal digits (Python's own limit for int(text))."""
+_TOO_LARGE = 10**MAX_DIGITS
 
 
 class Symbol(str):
@@ -135,6 +145,10 @@ class EdnReader:
                 self.top_start = start
             elif len(stack) == 1 and stack[0].tag == "unwrapped":
                 self.element_start = start
+            if len(stack) >= MAX_DEPTH and kind in ("open", "tag"):
+                raise self.error(
+                    f"forms nested more than {MAX_DEPTH} deep (collections and tags)", start
+                )
             if kind == "open":
                 frame = _Frame(token, start)
                 if unwrap_vector and not stack and token == "[":
@@ -236,7 +250,14 @@ class EdnReader:
             if name in _CHARS:
                 return _CHARS[name]
             if name[0] == "u":
-                return chr(int(name[1:], 16))
+                char = chr(int(name[1:], 16))
+                if 0xD800 <= ord(char) <= 0xDFFF:
+                    raise self.error(
+                        f"character literal {token!r} is a lone UTF-16 surrogate, not a "
+                        "Unicode character",
+                        pos,
+                    )
+                return char
             return chr(int(name[1:], 8))
         if kind == "special":
             if token in _SPECIAL:
@@ -265,12 +286,16 @@ class EdnReader:
         m = _INT.fullmatch(token)
         if m:
             sign, hexa, decimal, octal, _ = m.groups()
+            if len(hexa or decimal or octal) > MAX_DIGITS:
+                raise self._too_long(token, pos)
             if hexa is not None:
                 number = int(hexa, 16)
             elif octal is not None:
                 number = int(octal, 8)
             else:
                 number = int(decimal)
+            if number >= _TOO_LARGE:
+                raise self._too_long(token, pos)
             return -number if sign == "-" else number
         if _FLOAT.fullmatch(token) and any(c in token for c in ".eEM"):
             if token.endswith("M"):
@@ -278,10 +303,26 @@ class EdnReader:
             return float(token)
         m = _RATIO.fullmatch(token)
         if m:
+            if max(len(m.group(1)), len(m.group(2))) > MAX_DIGITS:
+                raise self._too_long(token, pos)
             if int(m.group(2)) == 0:
                 raise self.error(f"ratio {token!r} divides by zero", pos)
-            return Fraction(int(m.group(1)), int(m.group(2)))
+            ratio = Fraction(int(m.group(1)), int(m.group(2)))
+            try:
+                float(ratio)
+            except OverflowError:
+                raise self.error(
+                    f"ratio {token[:40]!r} is too large for a number squall can hold", pos
+                ) from None
+            return ratio
         raise self.error(f"invalid number {token!r}", pos)
+
+    def _too_long(self, token: str, pos: int) -> EdnError:
+        return self.error(
+            f"number {token[:20]}... ({len(token)} characters) is too large: squall reads "
+            f"integers of at most {MAX_DIGITS} decimal digits",
+            pos,
+        )
 
     def _unescape(self, body: str, pos: int) -> str:
         def replace(m: re.Match[str]) -> str:
@@ -294,7 +335,21 @@ class EdnReader:
                 return chr(int(code, 8))
             raise self.error(f"invalid escape \\{code} in string", pos + m.start())
 
-        return _ESCAPE.sub(replace, body)
+        text = _ESCAPE.sub(replace, body)
+        try:
+            # Java writes a character beyond U+FFFF as two escapes (a surrogate pair): one
+            # character. A surrogate that is not half of a pair is not Unicode.
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            try:
+                text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+            except UnicodeDecodeError:
+                raise self.error(
+                    "string holds a lone UTF-16 surrogate escape (\\ud800-\\udfff), which is "
+                    "not Unicode text",
+                    pos - 1,
+                ) from None
+        return text
 
     def _tagged(self, tag: str, form: Any) -> Any:
         handler = self._tags.get(tag)
@@ -321,6 +376,24 @@ class EdnReader:
 
 
 _UNWRAPPED = object()
+
+
+def decode_edn(data: bytes, *, source: str | None = None) -> str:
+    """EDN text from bytes (UTF-8); `EdnError` naming the line and column if it is not."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise not_utf8(err, source) from None
+
+
+def not_utf8(err: UnicodeDecodeError, source: str | None = None) -> EdnError:
+    """The `EdnError` for EDN bytes that failed to decode: where, and why."""
+    data = bytes(err.object)
+    line_start = data.rfind(b"\n", 0, err.start) + 1
+    line = data.count(b"\n", 0, err.start) + 1
+    column = len(data[line_start : err.start].decode("utf-8", "replace")) + 1
+    byte = data[err.start : err.start + 1].hex()
+    return EdnError(f"not UTF-8 text: {err.reason} (byte 0x{byte})", line, column, source)
 
 
 def loads_edn(text: str, **options: Any) -> Any:

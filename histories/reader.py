@@ -12,6 +12,7 @@ import gc
 import json
 import json.scanner
 import os
+import re
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,10 +22,13 @@ from typing import Any, cast
 
 from histories.errors import HistoryFormatError, OperationError
 from histories.operation import Operation
-from histories.validation import check_json_dict
+from histories.validation import check_json_dict, check_text
 
 _CHUNK_BYTES = 1 << 20
 _SCAN: Any = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+"""An escaped UTF-16 surrogate (`\\ud800`): legal JSON, but Unicode only as half of a pair;
+a line holding one is checked with `check_text`."""
 
 
 class WholeLineBlocks:
@@ -139,6 +143,9 @@ class HistoryReader:
                 text = data[:start].decode("utf-8")
             pos = 0
             size = len(text)
+            # A surrogate escaped in the block (rare): each line that has one is checked.
+            surrogates = "\\" in text and _SURROGATE_ESCAPE.search(text) is not None
+            find = text.find
             while pos < size:
                 line_number += 1
                 # Fast path: the C scanner over the chunk, one object per line.
@@ -146,8 +153,12 @@ class HistoryReader:
                     record, end = scan(text, pos)
                     if text[end] != "\n":
                         raise ValueError("more than one JSON value on the line")
+                    if find("\n", pos, end) >= 0:  # one object over several lines
+                        self._spread(line_number, text.count("\n", pos, end))
                     check(record)
-                except (StopIteration, ValueError, OperationError):
+                    if surrogates and _SURROGATE_ESCAPE.search(text, pos, end):
+                        check_text(record)
+                except (StopIteration, ValueError, OperationError, RecursionError):
                     end = text.index("\n", pos)
                     record = self._decode_line(text[pos : end + 1], line_number)
                 if record["index"] != expected:
@@ -169,6 +180,8 @@ class HistoryReader:
                 json.loads(carry)
             except ValueError:
                 self._torn(line_number, blocks.consumed, carry)
+            except RecursionError:
+                self._decode_line(carry, line_number)  # raises, saying why
             else:
                 record = self._decode_line(carry, line_number)
                 if record["index"] != expected:
@@ -186,9 +199,22 @@ class HistoryReader:
         try:
             record = json.loads(raw)
             check_json_dict(record)
+            check_text(record)
         except (ValueError, OperationError) as err:
             raise HistoryFormatError(self.path, line_number, _reason(raw, err)) from err
+        except RecursionError as err:
+            raise HistoryFormatError(
+                self.path, line_number, "not valid JSON: nested too deeply to be read"
+            ) from err
         return cast(dict[str, Any], record)
+
+    def _spread(self, line_number: int, newlines: int) -> None:
+        raise HistoryFormatError(
+            self.path,
+            line_number,
+            f"one JSON object spread over lines {line_number} to {line_number + newlines}: "
+            "each line must hold one whole JSON object",
+        )
 
     def _torn(self, line_number: int, offset: int, raw: bytes) -> None:
         self.truncated_tail = TruncatedTail(line_number, offset, len(raw), raw[:200])

@@ -6,7 +6,7 @@ to it) but only answer yes or no; on a no, the precise check runs to say what is
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from histories.contract import (
@@ -210,3 +210,45 @@ def validate_fields(
         check_operation(index, time, process, op_type, f, value, error, node, acks, final, key)
     if extra is not None:
         check_extra(extra)
+
+
+def _column_strings(record: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """The strings of a valid line that the Parquet tables hold as text, by field: `f`,
+    `error`, `node`, `key`, and in `value` the keys of micro-ops, poll results, assign,
+    subscribe and commit values, and of SUT events. (Sent and read values, nemesis values
+    and extra fields are held as JSON text, where any string can be written.)"""
+    for name in ("f", "error", "node", "key"):
+        yield name, record.get(name)
+    value = record.get("value")
+    process = record.get("process")
+    f = record.get("f")
+    if type(process) is int and type(value) is list:
+        if f in MICRO_OP_FS:
+            for mop in value:
+                if mop[0] == "send":
+                    yield "value", mop[1]
+                elif len(mop) == 2:
+                    yield from (("value", key) for key in mop[1])
+        elif f in KEY_LIST_FS:
+            yield from (("value", key) for key in value)
+    elif type(value) is dict:
+        if type(process) is int and f == "commit":
+            yield from (("value", key) for key in value)
+        elif process == SUT:
+            yield "value", value.get("key")
+
+
+def check_text(record: dict[str, Any]) -> None:
+    """Raise `OperationError` if a string of a valid line that the Parquet tables hold as text
+    is not Unicode: it holds a lone UTF-16 surrogate (`"\\ud800"`, legal JSON, but Unicode
+    only as half of a pair), which UTF-8, and so Parquet, cannot hold."""
+    for name, text in _column_strings(record):
+        if type(text) is str and not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as err:
+                raise OperationError(
+                    f"field {name!r} holds a lone surrogate {text[err.start]!r} in "
+                    f"{show(text)}: an escaped surrogate (\\ud800-\\udfff) must be half of a "
+                    "pair, or the text is not Unicode"
+                ) from None

@@ -38,14 +38,20 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from nemesis import ScheduleSpec
 from nemesis.timing import Detectors
 from squall.config import (
     ConfigModel,
     ConfigurationError,
-    Count,
     ScheduleSpecTable,
     Seconds,
     Seed,
@@ -93,6 +99,27 @@ def default_nemesis() -> ScheduleSpec:
     return ScheduleSpec(generator="default")
 
 
+MAX_NODES = 200
+"""The most brokers a test may ask for: every runtime can give them addresses (the docker and
+local runtimes number node i from .10 + i in one /24, which ends at .254)."""
+
+
+def _nodes_bound(nodes: int) -> int:
+    if nodes > MAX_NODES:
+        raise ValueError(
+            f"at most {MAX_NODES} nodes: every runtime (docker, local, ssh) can address that "
+            "many brokers"
+        )
+    return nodes
+
+
+Nodes = Annotated[
+    int,
+    Field(strict=True, ge=1, json_schema_extra={"maximum": MAX_NODES}),
+    AfterValidator(_nodes_bound),
+]
+
+
 class SpecError(ConfigurationError):
     """A test spec that cannot be run: names the file, the key and what to do."""
 
@@ -109,8 +136,8 @@ class TestSpec(ConfigModel):
     """What the test is for."""
     runtime: Literal["docker", "ssh", "local"] | None = None
     """Where the nodes run (default: docker where an engine answers, else local)."""
-    nodes: Count = 3
-    """Brokers (plus one ZooKeeper node)."""
+    nodes: Nodes = 3
+    """Brokers (plus one ZooKeeper node), at most 200."""
     seed: Seed | None = None
     """Seed of the workload and the fault schedule (default: drawn, then saved)."""
     time_limit_s: Seconds = 60.0

@@ -19,8 +19,12 @@ def one_of(values: Iterable[str]) -> Any:
     return Literal[tuple(values)]
 
 
-Seconds = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
-"""A duration in seconds, above 0."""
+MAX_SECONDS = 30 * 24 * 3600.0
+"""The longest duration a configuration may ask for: 30 days. Finite and far below the
+largest timeout the platform can wait for (`threading.TIMEOUT_MAX`)."""
+
+Seconds = Annotated[float, Field(strict=True, gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
+"""A duration in seconds, above 0, finite (no inf or NaN), at most 30 days."""
 NonNegative = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
 """A finite number >= 0 (a weight, a delay)."""
 Count = Annotated[int, Field(strict=True, ge=1)]
