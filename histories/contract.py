@@ -170,7 +170,16 @@ SUT_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "isr-change": (("isr", "ints"), ("leader", "int")),
 }
-_KIND_TEXT = {"int": "an int or null", "ints": "a list of ints or null", "bool": "a boolean"}
+_KIND_TEXT = {
+    "int": "a 64-bit int or null",
+    "ints": "a list of 64-bit ints or null",
+    "bool": "a boolean",
+}
+
+
+def _int64(item: Any) -> bool:
+    """An int the history's tables can hold (Parquet int64)."""
+    return type(item) is int and -(2**63) <= item < 2**63
 
 
 def check_sut_event(f: str, value: Any) -> None:
@@ -187,9 +196,9 @@ def check_sut_event(f: str, value: Any) -> None:
         if item is None and kind != "bool":
             continue
         if kind == "int":
-            good = type(item) is int
+            good = _int64(item)
         elif kind == "ints":
-            good = type(item) is list and all(type(x) is int for x in item)
+            good = type(item) is list and all(_int64(x) for x in item)
         else:
             good = item is None or type(item) is bool
         if not good:

@@ -19,9 +19,15 @@ def read_toml(
     """The document in the TOML file `path` (a `what`: spec, campaign...); `error` naming the
     file when it cannot be read (followed by `hint`) or is not TOML."""
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as err:
         raise error(f"cannot read {what} {path}: {err.strerror}{hint}") from None
+    except UnicodeDecodeError as err:
+        line = Path(path).read_bytes()[: err.start].count(b"\n") + 1
+        raise error(
+            f"{path}, line {line}: not UTF-8 text (byte {err.object[err.start]:#04x}); "
+            "TOML files are UTF-8"
+        ) from None
     return parse_toml(text, source=str(path), error=error)
 
 
@@ -33,3 +39,25 @@ def parse_toml(
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise error(f"{source}: not valid TOML ({err}); fix the syntax") from None
+    except RecursionError:
+        line = _deepest_line(text)
+        raise error(
+            f"{source}, line {line}: arrays or tables nested too deeply to read; a spec "
+            "needs a few levels at most"
+        ) from None
+
+
+def _deepest_line(text: str) -> int:
+    """The line where brackets and braces nest deepest (where a reader gives up)."""
+    depth = deepest = 0
+    line = where = 1
+    for char in text:
+        if char == "\n":
+            line += 1
+        elif char in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, where = depth, line
+        elif char in "]}":
+            depth = max(0, depth - 1)
+    return where

@@ -374,20 +374,18 @@ def test_inventory_toml(data: bytes) -> None:
     assert _in_directory(data, "hosts.toml", load_inventory, (InventoryError,)) == set()
 
 
-# Known defects outside the files under test, reported: strict, so that a fix shows here.
+# Defects the fuzzers found outside the files first under test, fixed since.
 
 
-@pytest.mark.xfail(strict=True, reason="squall.config.toml_file reads without catching these")
 @pytest.mark.parametrize("data", [b"a = " + b"[" * 1000, b'name = "x"\n\xff'])
-def test_known_toml_defects(tmp_path: Path, data: bytes) -> None:
+def test_toml_nesting_and_bad_utf8_name_the_file_and_line(tmp_path: Path, data: bytes) -> None:
     path = tmp_path / "spec.toml"
     path.write_bytes(data)
-    with pytest.raises(SpecError):
+    with pytest.raises(SpecError, match=r"spec\.toml, line [12]: "):
         TestSpec.load(path)
 
 
-@pytest.mark.xfail(strict=True, reason="histories.contract does not bound a sut event's ints")
-def test_known_sut_event_defect(tmp_path: Path) -> None:
+def test_sut_event_ints_beyond_int64_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "history.jsonl"
     path.write_bytes(
         b'{"index":0,"time":0,"process":"sut","type":"info","f":"leader-election",'
