@@ -28,6 +28,8 @@ from squall.cluster.node import DaemonSpec, Node
 BROKER_PORT = 9092
 ZOOKEEPER_PORT = 2181
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+ROOT_MARKER = ".squall-root"
+"""The file that marks a directory as a squall root: squall deletes under a root only with it."""
 ZOOKEEPER_JARS = ("zookeeper.jar", "slf4j-log4j12.jar", "log4j-1.2.jar")
 """zookeeper.jar's manifest names its other dependencies; these two give it a log backend."""
 JAR_DIR = "/usr/share/java"
@@ -130,8 +132,13 @@ class Daemon:
         return result.output
 
     def _make_directories(self, *subdirectories: str) -> None:
+        """The root's subdirectories, and the root's marker (squall set this root up)."""
         paths = " ".join(shlex.quote(str(self.root / sub)) for sub in subdirectories)
-        self.node.run(f"mkdir -p {paths}")
+        marker = shlex.quote(str(self.root / ROOT_MARKER))
+        self.node.run(
+            f"mkdir -p {paths} && {{ [ -e {marker} ] || "
+            f"echo 'squall keeps its SUT, data and logs here' > {marker}; }}"
+        )
 
     def _start(self, command: Sequence[str], *, env: Mapping[str, str] | None = None) -> int:
         if self.is_running():

@@ -46,11 +46,10 @@ from squall.cluster.cluster import (
 from squall.cluster.inventory import check_root
 from squall.cluster.node import NodeError
 from squall.cluster.owner import is_leftover
-from squall.cluster.services import Daemon
+from squall.cluster.services import ROOT_MARKER, Daemon
 from squall.cluster.ssh import Progress, SshNode
 
 CAPABILITIES_DIR = "capabilities"
-ROOT_MARKER = ".squall-root"
 """The file that makes a node's root squall's: nothing is deleted under a root without it."""
 RUN_DIRECTORIES = ("data", "logs", "run", "config")
 """What a new ssh cluster deletes under each root (``sut`` is uploaded over)."""
