@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from nemesis.errors import ClusterError, FaultApplicationError, FaultError, TargetError
 from nemesis.fault import PARTITION_AMONG, TARGETS_DEFAULT_TO_ACTIVE, Fault
-from nemesis.generator import KIND_NEEDS, Layout, parse_generator
+from nemesis.generator import KIND_NEEDS, SINGLE_KINDS, Layout, parse_generator
 from nemesis.grudge import SHAPES, TARGETED_SHAPES
 from nemesis.netem import NetemSpec
 from nemesis.targets import parse_target
@@ -33,14 +33,7 @@ CAPABILITIES = frozenset({"partitions", "netem", "freeze"})
 SCHEDULE_FILE = "schedule.json"
 SCHEDULE_VERSION = 1
 
-KINDS: dict[str, tuple[str, str | None]] = {
-    "kill": ("kill", "start"),
-    "bounce": ("bounce", None),
-    "pause": ("pause", "resume"),
-    "freeze": ("freeze", "unfreeze"),
-    "partition": ("start-partition", "stop-partition"),
-    "netem": ("start-netem", "stop-netem"),
-}
+KINDS = SINGLE_KINDS
 """Kind of fault in a spec -> (the fault, the fault that heals it; None: instantaneous)."""
 
 DEFAULT_TARGETS: dict[str, list[str]] = {
