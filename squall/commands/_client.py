@@ -1,5 +1,5 @@
-"""What the commands that talk to brokers as a client share: --bootstrap, and turning the
-client's failures into clear messages and exit codes."""
+"""What the commands that talk to brokers as a client share: --bootstrap, --acks, and
+turning the client's failures into clear messages and exit codes."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from contextlib import contextmanager
 import typer
 
 from squall.commands._common import fail
+from squall.commands.choices import Acks
 from squall.exit_codes import ExitCode
 from system_under_test.client.exceptions import (
     ClientConfigError,
@@ -24,6 +25,14 @@ BootstrapOption = typer.Option(
     "--bootstrap-server",
     metavar="HOST:PORT[,...]",
     help="Brokers to connect to.",
+)
+
+AcksOption = typer.Option(
+    Acks.LEADER,
+    "--acks",
+    case_sensitive=False,
+    metavar="-1|0|1|all",
+    help="Replicas that must have a record (-1 and all: the ISR).",
 )
 
 

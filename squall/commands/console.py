@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from squall.commands._client import BootstrapOption, client_errors
+from squall.commands._client import AcksOption, BootstrapOption, client_errors
 from squall.commands._common import fail
 from squall.commands.choices import Acks, ProducerMode
 from squall.console_tools import OffsetSpec, consume_records, produce_lines
@@ -25,13 +25,7 @@ def produce(
         metavar="N",
         help="The partition.  [default: by key, else round robin]",
     ),
-    acks: Acks = typer.Option(
-        Acks.LEADER,
-        "--acks",
-        case_sensitive=False,
-        metavar="-1|0|1|all",
-        help="Replicas that must have a record (-1 and all: the ISR).",
-    ),
+    acks: Acks = AcksOption,
     mode: ProducerMode = typer.Option(
         ProducerMode.SYNC,
         "--mode",

@@ -9,7 +9,7 @@ import json
 import typer
 from rich.progress import Progress
 
-from squall.commands._client import BootstrapOption, client_errors
+from squall.commands._client import AcksOption, BootstrapOption, client_errors
 from squall.commands._common import fail, stderr
 from squall.commands.choices import Acks, ProducerMode
 from squall.exit_codes import ExitCode
@@ -28,13 +28,7 @@ def produce(
     record_size: int = typer.Option(
         1024, "--record-size", min=0, metavar="BYTES", help="Bytes of each record's value."
     ),
-    acks: Acks = typer.Option(
-        Acks.LEADER,
-        "--acks",
-        case_sensitive=False,
-        metavar="-1|0|1|all",
-        help="Replicas that must have a record (-1 and all: the ISR).",
-    ),
+    acks: Acks = AcksOption,
     mode: ProducerMode = typer.Option(
         ProducerMode.ASYNC,
         "--mode",

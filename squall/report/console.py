@@ -17,8 +17,7 @@ from squall.report.throughput import achieved_rate
 from squall.report.verdict import (
     describe_faults,
     explain,
-    leader_elections,
-    nemesis_operations,
+    history_events,
 )
 
 VERDICT_STYLE = {
@@ -106,9 +105,9 @@ def print_results(
             )
         )
     test = _test_of(run_dir)
-    elections = leader_elections(run_dir / "history.jsonl") if run_dir is not None else None
-    history = run_dir / "history.jsonl" if run_dir is not None else None
-    parts.append(Text(describe_faults(test, nemesis_operations(history) if history else [])))
+    events = history_events(run_dir / "history.jsonl") if run_dir is not None else None
+    elections, applied = events if events is not None else (None, [])
+    parts.append(Text(describe_faults(test, applied)))
     parts.append(Text(explain(results, elections=elections), style="bold"))
     if run_dir is not None:
         parts.append(Text(f"run directory: {run_dir}", style="dim"))

@@ -15,15 +15,27 @@ from typing import Any
 
 def leader_elections(history: Path) -> int | None:
     """How many leader elections the SUT recorded in a history (None: no history)."""
+    events = history_events(history)
+    return None if events is None else events[0]
+
+
+def history_events(history: Path) -> tuple[int, list[dict[str, Any]]] | None:
+    """In one pass over a history: its leader elections and its nemesis operations (None:
+    it cannot be read)."""
+    elections = 0
+    nemesis: list[dict[str, Any]] = []
     try:
         with history.open(encoding="utf-8") as lines:
-            return sum(
-                1
-                for line in lines
-                if '"leader-election"' in line and json.loads(line).get("f") == "leader-election"
-            )
+            for line in lines:
+                if '"leader-election"' in line or '"nemesis"' in line:
+                    op = json.loads(line)
+                    if op.get("process") == "nemesis":
+                        nemesis.append(op)
+                    elif op.get("f") == "leader-election":
+                        elections += 1
     except (OSError, ValueError):
         return None
+    return elections, nemesis
 
 
 def _count(results: Mapping[str, Any], key: str) -> int:
@@ -100,17 +112,8 @@ def _explain(results: Mapping[str, Any], elections: int | None) -> str:
 
 def nemesis_operations(history: Path) -> list[dict[str, Any]]:
     """The nemesis operations of a history, in order (none when it cannot be read)."""
-    found: list[dict[str, Any]] = []
-    try:
-        with history.open(encoding="utf-8") as lines:
-            for line in lines:
-                if '"nemesis"' in line:
-                    op = json.loads(line)
-                    if op.get("process") == "nemesis":
-                        found.append(op)
-    except (OSError, ValueError):
-        return []
-    return found
+    events = history_events(history)
+    return [] if events is None else events[1]
 
 
 def describe_faults(test: Mapping[str, Any] | None, applied: Sequence[Mapping[str, Any]]) -> str:
