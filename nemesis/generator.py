@@ -368,11 +368,15 @@ def _union(layout: Layout, items: Iterable[Generator]) -> dict[str, str]:
 
 
 def default_generator() -> Generator:
-    """squall's default: every scenario family in a shuffled round, one after another, a third
-    to half a session timeout apart, until the time limit."""
-    from nemesis.scenarios import DEFAULT_MIX
+    """squall's default: a shuffled round of the scenario families (leader change, ISR
+    shrink, truncation after failover), each use of a family taking its next scenario, one
+    after another, a third to half a session timeout apart, until the time limit."""
+    from nemesis.scenarios import DEFAULT_FAMILIES
 
-    return Stagger(Cycle(tuple(NamedScenario(name) for name in DEFAULT_MIX)))
+    families = (
+        Cycle(tuple(NamedScenario(n) for n in names)) for names in DEFAULT_FAMILIES.values()
+    )
+    return Stagger(Cycle(tuple(families)))
 
 
 def _span(doc: Mapping[str, Any], key: str, default: Span, where: str) -> Span:

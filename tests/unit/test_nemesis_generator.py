@@ -12,7 +12,7 @@ import pytest
 from nemesis import Fault, ScheduleRunner
 from nemesis.errors import FaultError
 from nemesis.generator import Layout, parse_generator
-from nemesis.scenarios import DEFAULT_MIX, SCENARIOS
+from nemesis.scenarios import DEFAULT_FAMILIES, DEFAULT_MIX, SCENARIOS
 from nemesis.schedule import Schedule, ScheduleSpec, generate_schedule
 from nemesis.timing import Detectors, Span
 
@@ -43,12 +43,20 @@ def test_spans_are_drawn_around_the_detectors() -> None:
         Span.parse("3-1 lag")
 
 
-def test_the_default_mix_covers_every_family_within_two_minutes() -> None:
+def test_the_default_mix_covers_every_family_in_each_round() -> None:
+    family_of = {name: family for family, names in DEFAULT_FAMILIES.items() for name in names}
+    seen_over_seeds: set[str] = set()
     for seed in range(10):
         schedule = generate_schedule(spec("default", seed=seed))
         scenarios = {s.scenario for s in schedule.faults}
-        assert scenarios == set(DEFAULT_MIX), seed
+        seen_over_seeds |= scenarios
+        assert {family_of[s] for s in scenarios} == set(DEFAULT_FAMILIES), seed
         assert all(s.at_s <= 120.0 for s in schedule.faults)
+        starts = [s.scenario for s in schedule.faults if s.scenario]
+        runs = [name for i, name in enumerate(starts) if i == 0 or starts[i - 1] != name]
+        families = [family_of[name] for name in runs]
+        assert len(set(families[:3])) == 3, (seed, families)  # the first round: one of each
+    assert seen_over_seeds == set(DEFAULT_MIX)
 
 
 def test_the_same_spec_gives_the_same_schedule_and_survives_json() -> None:
