@@ -33,6 +33,10 @@ ROOT_MARKER = ".squall-root"
 ZOOKEEPER_JARS = ("zookeeper.jar", "slf4j-log4j12.jar", "log4j-1.2.jar")
 """zookeeper.jar's manifest names its other dependencies; these two give it a log backend."""
 JAR_DIR = "/usr/share/java"
+FOUR_LETTER_WORDS = ("srvr", "conf", "ruok")
+"""The only four-letter words ZooKeeper answers: the ones squall asks (readiness, its dataDir)."""
+MAX_ZOOKEEPER_CONNECTIONS_PER_ADDRESS = 60
+"""ZooKeeper's own default: each broker holds one session, the control node a few."""
 
 
 class ServiceError(ClusterError):
@@ -307,9 +311,9 @@ class ZooKeeperService(Daemon):
             "clientPortAddress": self.node.address,
             "minSessionTimeout": 2 * self.tick_time_ms,
             "maxSessionTimeout": max(60_000, 20 * self.tick_time_ms),
-            "maxClientCnxns": 0,
+            "maxClientCnxns": MAX_ZOOKEEPER_CONNECTIONS_PER_ADDRESS,
             "admin.enableServer": "false",
-            "4lw.commands.whitelist": "*",
+            "4lw.commands.whitelist": ",".join(FOUR_LETTER_WORDS),
             **self.extra_config,
         }
         put_text(self.node, self.config_file, properties_text(config))

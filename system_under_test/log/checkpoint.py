@@ -111,20 +111,25 @@ class _CheckpointFile(Generic[EntryT]):
         return entries
 
     def write_entries(self, entries: Sequence[EntryT]) -> None:
-        """Replace the file with entries: temp file, fsync, rename, directory fsync."""
+        """Replace the file with entries: temp file, fsync, rename, directory fsync. A write
+        that fails leaves the old file and no temp file."""
         lines = [str(CHECKPOINT_VERSION), str(len(entries))]
         lines.extend(self._format(entry) for entry in entries)
         data = ("\n".join(lines) + "\n").encode("utf-8")
         temp = self.path.with_name(self.path.name + TEMP_SUFFIX)
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temp, self.path)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(temp, self.path)
+        except BaseException:
+            temp.unlink(missing_ok=True)  # the old file stays as it was
+            raise
         fsync_directory(self.path.parent)
 
 

@@ -91,6 +91,12 @@ def test_serves_clients_and_ephemeral_nodes(zookeeper_server, zookeeper, kazoo_c
     assert stat.ephemeralOwner == client.client_id[0]
 
 
+def test_answers_only_the_four_letter_words_squall_asks(zookeeper_server):
+    assert "dataDir=" in zookeeper_server.four_letter_word("conf")
+    for word in ("dump", "envi", "wchc", "cons", "mntr"):
+        assert "not in the whitelist" in zookeeper_server.four_letter_word(word), word
+
+
 def test_session_expiry_removes_ephemeral_node_of_killed_client(zookeeper, kazoo_client):
     holder = subprocess.Popen(
         [sys.executable, "-c", EPHEMERAL_HOLDER, zookeeper], stdout=subprocess.PIPE, text=True

@@ -39,6 +39,23 @@ def test_write_replaces_atomically_and_leaves_no_temp_file(tmp_path: Path) -> No
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cp"]
 
 
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkpoint = OffsetCheckpointFile(tmp_path / "cp")
+    checkpoint.write({("t", 0): 1})
+
+    def full_disk(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("system_under_test.log.checkpoint.os.fsync", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        checkpoint.write({("t", 0): 2})
+    monkeypatch.undo()
+    assert checkpoint.read() == {("t", 0): 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cp"]
+
+
 def test_topic_with_spaces_cannot_be_written(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="spaces"):
         OffsetCheckpointFile(tmp_path / "cp").write({("bad topic", 0): 1})
