@@ -15,11 +15,12 @@ from squall.commands.broker import broker
 from squall.commands.check import check
 from squall.commands.cluster import clean, cluster_app
 from squall.commands.console import consume, produce
-from squall.commands.demo import demo
 from squall.commands.hunt import hunt
 from squall.commands.nemesis import nemesis_app
 from squall.commands.perf import perf_app
+from squall.commands.roundtrip import demo_renamed, roundtrip
 from squall.commands.run import campaign, replay, report, run
+from squall.commands.runs import runs, serve
 from squall.commands.topic import topic_app
 from squall.exit_codes import ExitCode
 
@@ -91,7 +92,12 @@ app.command("check", short_help="Check a history with the Spark checkers.")(chec
 app.command("broker", short_help="Run one broker in the foreground.")(broker)
 app.command("produce", short_help="Console producer: a record per line of stdin.")(produce)
 app.command("consume", short_help="Console consumer: a JSON line per record.")(consume)
-app.command("demo", short_help="Produce, crash, recover, read back: a standalone broker.")(demo)
+app.command("runs", short_help="List the store's runs: verdicts, anomalies, durations.")(runs)
+app.command("serve", short_help="Serve the store's reports over HTTP.")(serve)
+app.command("roundtrip", short_help="Produce, crash, recover, read back: a standalone broker.")(
+    roundtrip
+)
+app.command("demo", hidden=True)(demo_renamed)
 
 
 def _whole_summaries(typer_app: typer.Typer) -> None:

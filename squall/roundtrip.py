@@ -1,4 +1,4 @@
-"""``make demo``: a real produce / crash / consume round trip on a standalone broker."""
+"""``squall roundtrip``: a real produce / crash / consume round trip on a standalone broker."""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ from squall.exit_codes import ExitCode
 from squall.perf import LatencyRecorder, percentile
 from system_under_test.client import AdminClient, Consumer, Producer
 
-TOPIC = "demo"
+TOPIC = "roundtrip"
 PARTITIONS = 3
 
 
 @dataclass
 class DemoOutcome:
-    """What the demo sent, what was acknowledged, and what came back after the crash."""
+    """What the round trip sent, what was acknowledged, and what came back after the crash."""
 
     sent: int
     acknowledged: dict[tuple[int, int], bytes]
@@ -54,17 +54,17 @@ def _progress(console: Console) -> Progress:
     )
 
 
-def run_demo(*, records: int, record_size: int, workdir: Path | None = None) -> ExitCode:
-    """Run the demo; SUCCESS when every acknowledged record survived the crash, else ANOMALIES."""
+def run_roundtrip(*, records: int, record_size: int, workdir: Path | None = None) -> ExitCode:
+    """Run the round trip; SUCCESS when every acknowledged record survived the crash, else ANOMALIES."""
     console = Console()
-    with tempfile.TemporaryDirectory(prefix="squall-demo-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="squall-roundtrip-") as tmp:
         root = workdir or Path(tmp)
         broker = BrokerProcess(root / "broker", settings={"log.segment.bytes": 4 * 1024 * 1024})
         console.print(
             Panel.fit(
                 "A standalone broker of squall's replicated log, a producer with acks=1, a SIGKILL "
                 "of the broker, a restart with log recovery, and a full read back.",
-                title="squall demo",
+                title="squall roundtrip",
             )
         )
         console.print(f"starting broker on {broker.bootstrap} (data in {broker.data_dir})")

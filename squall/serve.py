@@ -1,0 +1,119 @@
+"""``squall serve``: the run store over HTTP, as Jepsen's ``serve``: an index of the runs at
+``/`` (newest first, verdicts coloured, links to each report) and every file of the store
+beneath it. Read-only; nothing outside the store is served, even through a symbolic link."""
+
+from __future__ import annotations
+
+import html
+import os
+from functools import partial
+from http import HTTPStatus
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import quote
+
+from squall.store_listing import RunSummary, list_runs
+
+_COLOURS = {
+    "VALID": "#1a7f37",
+    "INVALID": "#cf222e",
+    "UNKNOWN": "#9a6700",
+    "INTERRUPTED": "#9a6700",
+    "NO VERDICT": "#57606a",
+}
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>squall runs: {store}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em; color: #1f2328; }}
+table {{ border-collapse: collapse; }}
+th, td {{ padding: 0.3em 0.8em; border-bottom: 1px solid #d0d7de; text-align: left; }}
+th {{ background: #f6f8fa; }}
+td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
+</style></head><body>
+<h1>squall runs</h1>
+<p>{count} run(s) in <code>{store}</code>, newest first.</p>
+<table>
+<tr><th>test</th><th>started (UTC)</th><th>verdict</th><th>anomalies</th>
+<th>duration</th><th>files</th></tr>
+{rows}
+</table></body></html>
+"""
+
+
+def _row(run: RunSummary) -> str:
+    base = f"{quote(run.test)}/{quote(run.stamp)}/"
+    colour = _COLOURS.get(run.verdict, "#57606a")
+    anomalies = ", ".join(f"{name} ({count})" for name, count in run.anomalies.items())
+    if run.expected:
+        anomalies += (", " if anomalies else "") + "expected: " + ", ".join(run.expected)
+    report = f'<a href="{base}report.html">report</a> · ' if run.has_report else ""
+    duration = f"{run.duration_s:.0f} s" if run.duration_s is not None else ""
+    started = (run.started or run.stamp).replace("+00:00", "").replace("T", " ")
+    return (
+        f"<tr><td>{html.escape(run.test)}</td><td>{html.escape(started)}</td>"
+        f'<td style="color:{colour};font-weight:bold">{html.escape(run.verdict)}</td>'
+        f"<td>{html.escape(anomalies)}</td><td class=num>{duration}</td>"
+        f'<td>{report}<a href="{base}">files</a></td></tr>'
+    )
+
+
+def index_page(store: Path) -> str:
+    """The HTML index of the store's runs."""
+    runs = list_runs(store)
+    return _PAGE.format(
+        store=html.escape(str(store)),
+        count=len(runs),
+        rows="\n".join(_row(run) for run in runs),
+    )
+
+
+class StoreRequestHandler(SimpleHTTPRequestHandler):
+    """Files of the store, the index at ``/``; quiet unless asked to log."""
+
+    def __init__(self, *args: object, directory: str, verbose: bool = False, **kw: object) -> None:
+        self._root = Path(directory).resolve()
+        self._verbose = verbose
+        super().__init__(*args, directory=directory, **kw)  # type: ignore[arg-type]
+
+    def do_GET(self) -> None:
+        if self.path.split("?", 1)[0] in ("/", "/index.html"):
+            self._send_index(head=False)
+            return
+        if not self._inside_store():
+            self.send_error(HTTPStatus.NOT_FOUND, "not in the store")
+            return
+        super().do_GET()
+
+    def do_HEAD(self) -> None:
+        if self.path.split("?", 1)[0] in ("/", "/index.html"):
+            self._send_index(head=True)
+            return
+        if not self._inside_store():
+            self.send_error(HTTPStatus.NOT_FOUND, "not in the store")
+            return
+        super().do_HEAD()
+
+    def _inside_store(self) -> bool:
+        target = Path(self.translate_path(self.path)).resolve()
+        return target == self._root or self._root in target.parents
+
+    def _send_index(self, *, head: bool) -> None:
+        body = index_page(self._root).encode("utf-8")
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        if self._verbose:
+            super().log_message(format, *args)
+
+
+def make_server(store: Path, host: str, port: int, *, verbose: bool = False) -> ThreadingHTTPServer:
+    """A server of the store on host:port (port 0: any free port); call serve_forever()."""
+    handler = partial(StoreRequestHandler, directory=os.fspath(store), verbose=verbose)
+    return ThreadingHTTPServer((host, port), handler)
