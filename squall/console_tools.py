@@ -6,9 +6,15 @@ import json
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
-from typing import Literal, TextIO
+from typing import Literal, NamedTuple, TextIO
 
 from system_under_test.client import Consumer, Producer, SendFuture
+from system_under_test.client.exceptions import (
+    BrokerUnavailableError,
+    ConnectionLostError,
+    ProduceError,
+)
+from system_under_test.errors import ErrorCode
 
 OffsetSpec = Literal["earliest", "latest"] | int
 
@@ -17,12 +23,34 @@ def _emit(out: TextIO, obj: dict[str, object]) -> None:
     out.write(json.dumps(obj, separators=(",", ":")) + "\n")
 
 
-def _result_line(future: SendFuture) -> dict[str, object]:
+class ProduceTally(NamedTuple):
+    """What became of the lines sent: acknowledged, failed, and of the failures those
+    because no broker could be reached (with the first such error)."""
+
+    acknowledged: int
+    failed: int
+    unreachable: int = 0
+    first_unreachable: str | None = None
+
+    @property
+    def cluster_unreachable(self) -> bool:
+        """Nothing got through, and every failure was a broker that could not be reached."""
+        return self.acknowledged == 0 and self.failed > 0 and self.unreachable == self.failed
+
+
+def _unreachable(err: BaseException) -> bool:
+    if isinstance(err, BrokerUnavailableError | ConnectionLostError):
+        return True
+    return isinstance(err, ProduceError) and err.error is ErrorCode.NETWORK_EXCEPTION
+
+
+def _result_line(future: SendFuture) -> tuple[dict[str, object], bool]:
+    """The line to print for a send, and whether it failed for want of a reachable broker."""
     try:
         metadata = future.result()
     except Exception as err:
-        return {"error": str(err)}
-    return {"partition": metadata.partition, "offset": metadata.offset}
+        return {"error": str(err)}, _unreachable(err)
+    return {"partition": metadata.partition, "offset": metadata.offset}, False
 
 
 def produce_lines(
@@ -37,21 +65,22 @@ def produce_lines(
     key: str | None = None,
     key_separator: str | None = None,
     window: int = 10_000,
-) -> tuple[int, int]:
-    """Send one value per line; print one result line per input line, in input order.
-
-    Returns (acknowledged, failed).
-    """
-    ok = failed = 0
+) -> ProduceTally:
+    """Send one value per line; print one result line per input line, in input order."""
+    ok = failed = unreachable = 0
+    first_unreachable: str | None = None
     pending: deque[SendFuture | dict[str, object]] = deque()
 
     def drain(keep: int) -> None:
-        nonlocal ok, failed
+        nonlocal ok, failed, unreachable, first_unreachable
         while len(pending) > keep:
             head = pending.popleft()
-            line = head if isinstance(head, dict) else _result_line(head)
+            line, no_broker = (head, False) if isinstance(head, dict) else _result_line(head)
             if "error" in line:
                 failed += 1
+                if no_broker:
+                    unreachable += 1
+                    first_unreachable = first_unreachable or str(line["error"])
             else:
                 ok += 1
             _emit(out, line)
@@ -79,7 +108,7 @@ def produce_lines(
         producer.flush()
         drain(0)
     out.flush()
-    return ok, failed
+    return ProduceTally(ok, failed, unreachable, first_unreachable)
 
 
 def consume_records(

@@ -42,7 +42,7 @@ def produce(
     if key is not None and key_separator is not None:
         fail("--key and --key-separator exclude each other", ExitCode.USAGE)
     with client_errors():
-        _ok, failed = produce_lines(
+        tally = produce_lines(
             sys.stdin,
             sys.stdout,
             bootstrap=bootstrap,
@@ -53,7 +53,13 @@ def produce(
             key=key,
             key_separator=key_separator,
         )
-    if failed:
+    if tally.cluster_unreachable:
+        fail(
+            f"{tally.first_unreachable}; nothing was sent. Start the cluster, or point "
+            "--bootstrap-server at it",
+            ExitCode.INFRASTRUCTURE,
+        )
+    if tally.failed:
         raise typer.Exit(ExitCode.ANOMALIES)
 
 

@@ -18,6 +18,7 @@ import squall.commands.console
 from squall.cli import app, main
 from squall.cluster.runtimes import RUNTIMES
 from squall.commands.choices import Acks, ExpectedLossName, LoaderName, ProducerMode, RuntimeName
+from squall.console_tools import ProduceTally
 from squall.exit_codes import ExitCode
 
 runner = CliRunner()
@@ -232,9 +233,9 @@ def test_produce_takes_every_spelling_of_acks(
 ) -> None:
     seen: dict[str, Any] = {}
 
-    def produce_lines(*_args: Any, **kwargs: Any) -> tuple[int, int]:
+    def produce_lines(*_args: Any, **kwargs: Any) -> ProduceTally:
         seen.update(kwargs)
-        return 0, 0
+        return ProduceTally(0, 0)
 
     monkeypatch.setattr(squall.commands.console, "produce_lines", produce_lines)
     args = ["produce", "--topic", "t", "--acks", spelling, "--mode", mode]
@@ -243,6 +244,13 @@ def test_produce_takes_every_spelling_of_acks(
     assert seen["acks"] == acks
     assert type(seen["acks"]) is int
     assert seen["mode"] == mode
+
+
+def test_produce_to_no_broker_is_squall_failure_not_failed_records() -> None:
+    args = ["produce", "--topic", "t", "--bootstrap-server", "127.0.0.1:1"]
+    result = runner.invoke(app, args, input="a\nb\n")
+    assert result.exit_code == ExitCode.INFRASTRUCTURE, result.output
+    assert "nothing was sent" in result.output and "connection refused" in result.output
 
 
 def test_exit_codes_are_the_documented_ones() -> None:
