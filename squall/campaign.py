@@ -156,7 +156,8 @@ def junit_xml(campaign: str, results: list[CaseResult]) -> str:
         detail = json.dumps({"parameters": r.parameters, "run_dir": r.run_dir}, default=str)
         outcome = None
         if r.exit_code == ExitCode.ANOMALIES:
-            outcome = JUnitOutcome("failure", f"anomalies: {', '.join(r.anomaly_types)}", detail)
+            message = r.explanation or f"anomalies: {', '.join(r.anomaly_types)}"
+            outcome = JUnitOutcome("failure", message, detail)
         elif r.exit_code != ExitCode.SUCCESS:
             outcome = JUnitOutcome("error", r.error or f"exit code {r.exit_code}", detail)
         cases.append(JUnitCase(r.name, time_s=r.seconds, outcome=outcome, system_out=detail))
@@ -165,6 +166,11 @@ def junit_xml(campaign: str, results: list[CaseResult]) -> str:
         cases,
         time_s=sum(r.seconds for r in results),
         timestamp=datetime.now(UTC).isoformat(timespec="seconds"),
+        properties={
+            "campaign": campaign,
+            "cases": len(results),
+            "invalid": sum(1 for r in results if r.exit_code == ExitCode.ANOMALIES),
+        },
     )
 
 

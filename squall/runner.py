@@ -466,7 +466,9 @@ def write_reports(run_dir: RunDirectory, results: dict[str, Any]) -> None:
     run_dir.report_html.write_text(
         render_html(results, test=test, faults=faults, images=images, elections=elections)
     )
-    run_dir.junit.write_text(render_junit(results, suite=run_dir.test_name))
+    run_dir.junit.write_text(
+        render_junit(results, suite=run_dir.test_name, test=test, run_dir=str(run_dir.path))
+    )
 
 
 def _describe_active(nemesis: Nemesis) -> list[str]:

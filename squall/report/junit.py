@@ -34,8 +34,10 @@ def render_suite(
     *,
     time_s: float | None = None,
     timestamp: str | None = None,
+    properties: Mapping[str, object] | None = None,
 ) -> str:
-    """A ``<testsuite>`` named `suite` (also every case's classname) holding `cases`."""
+    """A ``<testsuite>`` named `suite` (also every case's classname) holding `cases`, with
+    ``<properties>`` (None values left out)."""
     attributes = {
         "name": suite,
         "tests": str(len(cases)),
@@ -47,6 +49,12 @@ def render_suite(
     if timestamp is not None:
         attributes["timestamp"] = timestamp
     root = ElementTree.Element("testsuite", attributes)
+    given = {k: v for k, v in (properties or {}).items() if v is not None}
+    if given:
+        listing = ElementTree.SubElement(root, "properties")
+        for name, value in given.items():
+            text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+            ElementTree.SubElement(listing, "property", name=name, value=text)
     for case in cases:
         case_attributes = {"classname": suite, "name": case.name}
         if case.time_s is not None:
@@ -62,8 +70,34 @@ def render_suite(
     return ElementTree.tostring(root, encoding="unicode", xml_declaration=True)
 
 
-def render_junit(results: Mapping[str, Any], *, suite: str) -> str:
-    """A run's junit.xml: one case per checker, failed when it found anomalies."""
+def run_properties(test: Mapping[str, Any] | None, run_dir: str | None) -> dict[str, object]:
+    """What a CI reader needs to know and redo a run: seed, runtime, spec, replay command."""
+    if test is None:
+        return {"run_dir": run_dir}
+    spec = {k: test.get(k) for k in ("workload", "topic", "broker", "nemesis") if k in test}
+    return {
+        "seed": test.get("seed"),
+        "runtime": test.get("runtime"),
+        "nodes": test.get("nodes"),
+        "time_limit_s": test.get("time_limit_s"),
+        "profile": test.get("profile"),
+        "git_commit": test.get("git_commit"),
+        "run_dir": run_dir,
+        "replay": f"squall replay {run_dir}" if run_dir else None,
+        "spec": spec,
+    }
+
+
+def render_junit(
+    results: Mapping[str, Any],
+    *,
+    suite: str,
+    test: Mapping[str, Any] | None = None,
+    run_dir: str | None = None,
+) -> str:
+    """A run's junit.xml: one case per checker, failed when it found anomalies (the message
+    names each type with its count and meaning); the run's seed, runtime and spec as
+    properties; the suite's time is the history's duration."""
     cases = []
     for name, found in sorted(results.get("checkers", {}).items()):
         outcome = None
@@ -71,11 +105,21 @@ def render_junit(results: Mapping[str, Any], *, suite: str) -> str:
             counts = {k: v for k, v in found.get("counts", {}).items() if v}
             samples = {k: v[:5] for k, v in found.get("anomalies", {}).items() if v}
             text = json.dumps(samples, default=str, indent=1)
-            outcome = JUnitOutcome("failure", ", ".join(sorted(counts)), text)
+            outcome = JUnitOutcome("failure", _failure_message(counts), text)
         elif found.get("valid") is not True:
             outcome = JUnitOutcome("error", "unknown: nothing could be checked")
         cases.append(JUnitCase(name, outcome=outcome))
     if results.get("interrupted"):
         message = "interrupted: the run was stopped before its time limit; not a verdict"
         cases.append(JUnitCase("run", outcome=JUnitOutcome("error", message)))
-    return render_suite(suite, cases)
+    duration = (results.get("stats") or {}).get("duration_s")
+    return render_suite(
+        suite,
+        cases,
+        time_s=float(duration) if isinstance(duration, int | float) else None,
+        properties=run_properties(test, run_dir),
+    )
+
+
+def _failure_message(counts: Mapping[str, int]) -> str:
+    return "; ".join(f"{name} ({count})" for name, count in sorted(counts.items()))

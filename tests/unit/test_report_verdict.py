@@ -119,3 +119,25 @@ def test_an_interrupted_run_is_never_valid() -> None:
     invalid = interrupted_results(results(False, anomaly_types=["lost-write"]), None)
     assert invalid["valid"] is False  # what it found still counts
     assert "lost-write" in explain(invalid)
+
+
+def test_a_run_junit_carries_time_properties_and_counted_failures() -> None:
+    from xml.etree import ElementTree
+
+    from squall.report.junit import render_junit
+
+    found = results(False, anomaly_types=["lost-write"])
+    found["checkers"] = {
+        "delivery": {"valid": False, "counts": {"lost-write": 3, "unseen": 0}, "anomalies": {}},
+        "offsets": {"valid": True, "counts": {}, "anomalies": {}},
+    }
+    found["stats"] = {"duration_s": 121.04}
+    test = {"seed": 7, "runtime": "docker", "nodes": 3, "workload": {"acks": 1}, "topic": {}}
+    suite = ElementTree.fromstring(render_junit(found, suite="t", test=test, run_dir="/s/t/1"))
+    assert suite.get("time") == "121.0" and suite.get("tests") == "2"
+    assert suite.get("failures") == "1"
+    properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert properties["seed"] == "7" and properties["runtime"] == "docker"
+    assert properties["replay"] == "squall replay /s/t/1"
+    assert '"acks": 1' in properties["spec"]
+    assert suite.find("testcase[@name='delivery']/failure").get("message") == "lost-write (3)"

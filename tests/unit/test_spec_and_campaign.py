@@ -94,3 +94,12 @@ def test_junit_has_a_case_per_run_with_failures_and_errors() -> None:
     cases = {c.get("name"): c for c in suite.iter("testcase")}
     assert cases["bad"].find("failure").get("message") == "anomalies: lost-write"
     assert cases["infra"].find("error").get("message") == "no docker"
+    properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert properties == {"campaign": "c", "cases": "3", "invalid": "1"}
+
+
+def test_junit_failure_message_is_the_verdict_explained() -> None:
+    explained = "INVALID: lost-write (3 found) under acks=1, RF 3, min.insync 1, ..."
+    bad = CaseResult("bad", {}, 1, False, ["lost-write"], "/r/2", 2.0, explanation=explained)
+    suite = ElementTree.fromstring(junit_xml("c", [bad]))
+    assert suite.find("testcase/failure").get("message") == explained
