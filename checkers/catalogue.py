@@ -1,0 +1,629 @@
+"""Every anomaly type the checkers report, explained: in one sentence, by the fields of its
+cases, by what allows it, and by a page of its own (`docs/anomalies/<name>.md`).
+
+`describe_case` turns one sample case of results.json into an explanation a program can
+read and a person can follow: its key, the offsets it concerns, the history.jsonl line
+numbers of the operations it names, and one sentence. A case names operations by their
+history `index` (0-based, dense, in file order), so the operation with index `i` is on line
+`i + 1` of history.jsonl (`history_line`). Fields called `index` or `max_read_index` in a
+case are dense offset indices, not history indices, and give no line. For a history
+imported from a Jepsen `history.edn`, the line is the op's position among the file's op
+maps (from 1), which is its line in the .edn only when the file holds one op per line.
+
+Standard library only: it runs on the driver over the sampled cases, without Spark.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, TypeGuard, TypeVar
+
+Allowance = Literal["never", "configuration", "always"]
+_T = TypeVar("_T")
+
+OPERATION_FIELDS = ("writer", "reader", "commit", "election", "op", "ops", "sends")
+"""Every case field that names history operations by index (`sends`: objects with
+`invoke_index` and `index`)."""
+
+_DENSE = (
+    "`index` and `max_read_index` are dense indices of the key's offsets (0 is its lowest "
+    "offset seen), not history indices"
+)
+_STEP = "`delta` is the step in dense indices (1 would be the next record)"
+
+
+@dataclass(frozen=True)
+class AnomalyInfo:
+    """One anomaly type: what it means, what in a case shows it, and what allows it.
+
+    `allowance`: `never` (no configuration allows it), `configuration` (expected when the
+    tested configuration allows it, see `allowed_by`) or `always` (never makes a history
+    invalid). `fields`: the fields its cases may carry (absent when null);
+    `operation_fields`: those naming history operations.
+    """
+
+    name: str
+    checker: str
+    meaning: str
+    shows: str
+    allowed_by: str
+    allowance: Allowance
+    doc: str
+    fields: tuple[str, ...]
+    operation_fields: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """As JSON-ready data (tuples become lists)."""
+        data = asdict(self)
+        data["fields"] = list(self.fields)
+        data["operation_fields"] = list(self.operation_fields)
+        return data
+
+
+_WRITE_FIELDS = ("key", "value", "offset", "writer", "status", "acks", "time")
+_BETWEEN_FIELDS = ("key", "process", "ops", "values", "offsets", "delta")
+_LOSSY = "acks=0 or acks=1; unclean leader election, for writes lost in its window"
+_TRUNCATED = (
+    "a loss the configuration allows (acks=0 or acks=1, or unclean leader election) that "
+    "truncated the log between the two operations"
+)
+_BUG = "no configuration: always a bug"
+
+
+def _info(
+    name: str,
+    checker: str,
+    meaning: str,
+    shows: str,
+    allowed_by: str,
+    allowance: Allowance,
+    fields: Sequence[str],
+) -> AnomalyInfo:
+    return AnomalyInfo(
+        name=name,
+        checker=checker,
+        meaning=meaning,
+        shows=shows,
+        allowed_by=allowed_by,
+        allowance=allowance,
+        doc=f"docs/anomalies/{name}.md",
+        fields=(*fields, "expected_because"),
+        operation_fields=tuple(item for item in fields if item in OPERATION_FIELDS),
+    )
+
+
+def _between(
+    name: str, meaning: str, shows: str, allowed_by: str, allowance: Allowance
+) -> AnomalyInfo:
+    extra = ("skipped",) if name == "poll-skip" else ()
+    return _info(name, "order", meaning, shows, allowed_by, allowance, (*_BETWEEN_FIELDS, *extra))
+
+
+def _inside(
+    name: str, meaning: str, shows: str, allowed_by: str, allowance: Allowance, status: str
+) -> AnomalyInfo:
+    fields = ("key", "process", "op", status, "values", "offsets", "delta")
+    return _info(name, "order", meaning, shows, allowed_by, allowance, fields)
+
+
+_CATALOGUE = (
+    _info(
+        "inconsistent-offsets",
+        "offsets",
+        "Two or more different values were seen at the same offset of a partition.",
+        "`offset` holds every value in `values`; `index` is its dense index. The case names "
+        "no operation: find the polls and sends that saw each value at that offset in "
+        "history.jsonl.",
+        "acks=0 or acks=1, or unclean leader election, when a write at that offset was such "
+        "an allowed loss and the next leader reused the offset",
+        "configuration",
+        ("key", "offset", "index", "values"),
+    ),
+    _info(
+        "duplicate",
+        "offsets",
+        "The same value was seen at more than one offset of a partition, as if it had been "
+        "written twice.",
+        "`value` sits at every offset in `offsets` (`count` of them); `index` is the dense "
+        "index of the first. Only when producer retries are allowed does the case list the "
+        "value's send operations, in `sends` (`invoke_index`, `index`: history indices).",
+        "producer retries without idempotence (test.json workload.producer_retries > 0, or "
+        "--expect-loss retries), when a retry explains the extra offsets",
+        "configuration",
+        ("key", "value", "offsets", "count", "index", "sends"),
+    ),
+    _info(
+        "G1a",
+        "delivery",
+        "A consumer read a value whose send had failed (an aborted read).",
+        "`writer` is the failed send's completion and `reader` the first `ok` poll that "
+        "read `value`; `reads` counts the `ok` reads of it (not an index).",
+        _BUG,
+        "never",
+        ("key", "value", "writer", "reader", "reads"),
+    ),
+    _info(
+        "lost-write",
+        "delivery",
+        "A write known to have happened was never read by any consumer, although consumers "
+        "read its partition up to its offset or beyond.",
+        "`writer` is the send's completion (absent if it never completed), `offset` where "
+        f"the value sat, `status` and `acks` how it was sent; {_DENSE}.",
+        _LOSSY,
+        "configuration",
+        (*_WRITE_FIELDS, "index", "max_read_index"),
+    ),
+    _info(
+        "unseen",
+        "delivery",
+        "An acknowledged write was never read by any consumer by the end of the test.",
+        "`writer` is the send's `ok` completion, `offset` where it was acknowledged "
+        "(absent with acks=0), `acks` how it was sent.",
+        _LOSSY,
+        "configuration",
+        _WRITE_FIELDS,
+    ),
+    _info(
+        "lost-acked-write",
+        "delivery",
+        "A write acknowledged with acks=-1 is missing from its partition's complete final "
+        "read, although the configuration promised that no such write is lost.",
+        "`writer` is the send's `ok` completion, `offset` where it was acknowledged; "
+        "`final_read_to` is the highest offset the final read reached (an offset, not an "
+        "index).",
+        "no configuration: judged only when the configuration promised no loss "
+        "(min.insync.replicas >= 2, unclean leader election off), so always a bug",
+        "never",
+        (*_WRITE_FIELDS, "final_read_to"),
+    ),
+    _between(
+        "poll-skip",
+        "A consumer's poll jumped over records: it began more than one record after where "
+        "that consumer's previous read of the partition ended.",
+        "`ops` are the previous `ok` read and this poll (their completions); `offsets` and "
+        f"`values` the two records; {_STEP}, `skipped` the records jumped over.",
+        _BUG,
+        "never",
+    ),
+    _between(
+        "nonmonotonic-poll",
+        "A consumer went backwards: its poll began at or before the record where its "
+        "previous read of the partition ended.",
+        "`ops` are the previous `ok` read and this poll (their completions); `offsets` and "
+        f"`values` the two records; {_STEP}, 0 or less here.",
+        _TRUNCATED,
+        "configuration",
+    ),
+    _inside(
+        "int-poll-skip",
+        "Within one poll, a consumer jumped over records between two consecutive records of "
+        "a partition.",
+        "`op` is the poll's completion, `type` its completion type; `offsets` and `values` "
+        f"the two consecutive records; {_STEP}.",
+        _BUG,
+        "never",
+        "type",
+    ),
+    _inside(
+        "int-nonmonotonic-poll",
+        "Within one poll, a consumer got a partition's records out of order: a record at or "
+        "before the one just before it.",
+        "`op` is the poll's completion, `type` its completion type; `offsets` and `values` "
+        f"the two consecutive records; {_STEP}, 0 or less here.",
+        _BUG,
+        "never",
+        "type",
+    ),
+    _between(
+        "nonmonotonic-send",
+        "A producer's write landed at or before the position of its previous write to the "
+        "same partition.",
+        "`ops` are the two send operations (their completions); `values` the two values, "
+        "`offsets` the offsets their completions reported (null if none); positions are "
+        f"each value's first offset in the log; {_STEP}, 0 or less here.",
+        _TRUNCATED,
+        "configuration",
+    ),
+    _inside(
+        "int-send-skip",
+        "Two consecutive writes of one operation to a partition landed with other records "
+        "between them.",
+        "`op` is the operation's completion, `status` its completion type; `values` and "
+        f"`offsets` the two sends; {_STEP}, more than 1 here.",
+        "every configuration: always allowed, since another producer may write between two "
+        "sends of one operation",
+        "always",
+        "status",
+    ),
+    _inside(
+        "int-nonmonotonic-send",
+        "Within one operation, a write landed at or before the position of the write sent "
+        "just before it to the same partition.",
+        "`op` is the operation's completion, `status` its completion type; `values` and "
+        f"`offsets` the two sends; {_STEP}, 0 or less here.",
+        _BUG,
+        "never",
+        "status",
+    ),
+    _info(
+        "unclean-loss-window",
+        "unclean",
+        "A leader elected from outside the in-sync replicas (an unclean election) discarded "
+        "acknowledged writes of its partition.",
+        "`election` is the SUT's `leader-election` event; `offsets` the first and last lost "
+        "offsets, `lost` how many acknowledged values were lost (`lost_values`: up to 5), "
+        "`window` the nanoseconds from the first lost acknowledgement to the election.",
+        "unclean leader election allowed (test.json topic.unclean_leader_election true, or "
+        "--expect-loss unclean)",
+        "configuration",
+        (
+            "key",
+            "election",
+            "time",
+            "leader",
+            "previous_leader",
+            "leader_epoch",
+            "isr",
+            "offsets",
+            "lost",
+            "window",
+            "lost_values",
+        ),
+    ),
+    _info(
+        "at-least-once-violation",
+        "consumer_groups",
+        "A consumer group committed past an acknowledged record that none of its members had read.",
+        "`writer` is the send's `ok` completion, `commit` the first `ok` commit past "
+        "`offset` (made after the send was invoked), `committed` the offset it committed; "
+        "`read_by_anyone` says whether any `ok` poll at all read the value.",
+        "acks=0 or acks=1, or unclean leader election, and only when no consumer at all "
+        "read the record",
+        "configuration",
+        ("key", "value", "offset", "writer", "commit", "committed", "acks", "read_by_anyone"),
+    ),
+)
+
+ANOMALIES: dict[str, AnomalyInfo] = {info.name: info for info in _CATALOGUE}
+"""Every anomaly type the checkers can report, in the order of docs/anomalies.md."""
+
+
+def history_line(index: Any) -> int | None:
+    """The history.jsonl line (1-based) of the operation with history `index` (0-based)."""
+    if _is_int(index) and index >= 0:
+        return int(index) + 1
+    return None
+
+
+def describe_case(name: str, case: Mapping[str, Any]) -> dict[str, Any]:
+    """One results.json case of anomaly `name` explained: `key`, `offsets` (the record
+    offsets it concerns), `lines` (history.jsonl lines of the operations it names, sorted)
+    and `text`, one sentence. Missing fields are left out of the sentence; a case of
+    unexpected shape gets a generic sentence. Never raises."""
+    label = name if isinstance(name, str) else repr(name)
+    try:
+        return _describe(label, case)
+    except Exception:
+        return {
+            "key": None,
+            "offsets": [],
+            "lines": [],
+            "text": f"{label}: a case of unexpected shape ({type(case).__name__})",
+        }
+
+
+def _describe(name: str, case: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(case, Mapping):
+        raise TypeError(type(case).__name__)
+    key = _safe(lambda: _key_of(case), None)
+    offsets: list[int] = _safe(lambda: _offsets_of(case), [])
+    lines: list[int] = _safe(lambda: _lines_of(case), [])
+    text = ""
+    if name in _TEXT and _TEXT[name][0] in case:
+        sentence = _TEXT[name][1]
+        text = _safe(lambda: sentence(case, "?" if key is None else key), "")
+    if not text:
+        text = _generic(name, key, offsets, lines)
+    reason = case.get("expected_because")
+    if isinstance(reason, str) and reason:
+        text = f"{text}; expected: {reason}"
+    return {"key": key, "offsets": offsets, "lines": lines, "text": text}
+
+
+def _safe(compute: Callable[[], _T], default: _T) -> _T:
+    try:
+        return compute()
+    except Exception:
+        return default
+
+
+def _is_int(item: object) -> TypeGuard[int]:
+    return isinstance(item, int) and not isinstance(item, bool)
+
+
+def _key_of(case: Mapping[str, Any]) -> str | None:
+    key = case.get("key")
+    return None if key is None else str(key)
+
+
+def _offsets_of(case: Mapping[str, Any]) -> list[int]:
+    listed = case.get("offsets")
+    if isinstance(listed, list):
+        return [item for item in listed if _is_int(item)]
+    offset = case.get("offset")
+    return [offset] if _is_int(offset) else []
+
+
+def _lines_of(case: Mapping[str, Any]) -> list[int]:
+    indices: list[Any] = [
+        case.get(name) for name in ("writer", "reader", "commit", "election", "op")
+    ]
+    ops = case.get("ops")
+    if isinstance(ops, list):
+        indices.extend(ops)
+    sends = case.get("sends")
+    if isinstance(sends, list):
+        indices.extend(_send_index(send) for send in sends)
+    found = (history_line(index) for index in indices)
+    return sorted({line for line in found if line is not None})
+
+
+def _send_index(send: Any) -> Any:
+    if not isinstance(send, Mapping):
+        return None
+    done = send.get("index")
+    return done if _is_int(done) else send.get("invoke_index")
+
+
+def _generic(name: str, key: str | None, offsets: list[int], lines: list[int]) -> str:
+    text = f"{name} on key {key}" if key is not None else f"{name} (key unknown)"
+    if offsets:
+        text += f", offset{'s' if len(offsets) > 1 else ''} {_join(offsets)}"
+    if lines:
+        text += f"; history line{'s' if len(lines) > 1 else ''} {_join(lines)}"
+    return text
+
+
+def _join(items: Iterable[Any]) -> str:
+    return ", ".join(_show(item) for item in items)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if value is None:
+        return "unknown"
+    return str(value)
+
+
+def _line(index: Any, what: str) -> str:
+    line = history_line(index)
+    return f"{what} on line {line}" if line is not None else f"{what} (line unknown)"
+
+
+def _written(case: Mapping[str, Any]) -> str:
+    """Such as: value 4 written at offset 2 by the operation completed on line 10 (ok, acks=-1)."""
+    offset = case.get("offset")
+    text = f"value {_show(case.get('value'))} written"
+    text += f" at offset {offset}" if _is_int(offset) else " (offset unknown)"
+    if history_line(case.get("writer")) is None:
+        text += " by an operation that never completed"
+    else:
+        text += f" by the {_line(case.get('writer'), 'operation completed')}"
+    how = [str(case["status"])] if isinstance(case.get("status"), str) else []
+    if _is_int(case.get("acks")):
+        how.append(f"acks={case['acks']}")
+    return f"{text} ({', '.join(how)})" if how else text
+
+
+def _inconsistent(case: Mapping[str, Any], key: str) -> str:
+    values = case.get("values")
+    text = f"key {key}: offset {_show(case.get('offset'))} holds "
+    if isinstance(values, list) and len(values) > 1:
+        return text + f"{len(values)} distinct values ({_join(values)})"
+    return text + "several distinct values"
+
+
+def _duplicate(case: Mapping[str, Any], key: str) -> str:
+    offsets = _offsets_of(case)
+    text = f"key {key}: value {_show(case.get('value'))} sits at "
+    if len(offsets) > 1:
+        text += f"{len(offsets)} offsets ({_join(offsets)})"
+    else:
+        text += "more than one offset"
+    sends = [send for send in case.get("sends") or [] if isinstance(send, Mapping)]
+    described = []
+    for send in sends:
+        done = send.get("index")
+        if _is_int(done):
+            described.append(f"line {history_line(done)} ({send.get('type', '?')})")
+        elif history_line(send.get("invoke_index")) is not None:
+            described.append(f"line {history_line(send['invoke_index'])} (never completed)")
+    if described:
+        text += (
+            f", sent by the operation{'s' if len(described) > 1 else ''} on {', '.join(described)}"
+        )
+    return text
+
+
+def _g1a(case: Mapping[str, Any], key: str) -> str:
+    text = (
+        f"key {key}: value {_show(case.get('value'))}, whose send failed "
+        f"({_line(case.get('writer'), 'completed fail')}), was read by the "
+        f"{_line(case.get('reader'), 'ok poll')}"
+    )
+    reads = case.get("reads")
+    if _is_int(reads) and reads > 1:
+        text += f" ({reads} ok reads in all)"
+    return text
+
+
+def _lost_write(case: Mapping[str, Any], key: str) -> str:
+    text = f"key {key}: {_written(case)} was never read by an ok poll, although ok polls "
+    index, reach = case.get("index"), case.get("max_read_index")
+    if _is_int(index) and _is_int(reach) and reach > index:
+        return text + f"of the key reached dense index {reach}, past the write's {index}"
+    if _is_int(index) and reach == index:
+        return text + f"read another value at its position (dense index {index})"
+    return text + "of the key reached its offset or beyond"
+
+
+def _unseen(case: Mapping[str, Any], key: str) -> str:
+    return f"key {key}: {_written(case)} was never read by an ok poll"
+
+
+def _lost_acked(case: Mapping[str, Any], key: str) -> str:
+    text = f"key {key}: {_written(case)} is missing from the key's complete final read"
+    reach = case.get("final_read_to")
+    if _is_int(reach):
+        text += f", which read up to offset {reach}"
+    return text
+
+
+def _process(case: Mapping[str, Any]) -> str:
+    process = case.get("process")
+    return f"process {process}'s" if _is_int(process) else "a process's"
+
+
+def _pair(case: Mapping[str, Any], name: str) -> tuple[Any, Any]:
+    items = case.get(name)
+    if isinstance(items, list) and len(items) == 2:
+        return items[0], items[1]
+    return None, None
+
+
+def _record(offset: Any, value: Any) -> str:
+    """A record read: "offset 5 (value 8)"."""
+    where = f"offset {offset}" if _is_int(offset) else "an unknown offset"
+    return f"{where} (value {_show(value)})"
+
+
+def _sent(value: Any, offset: Any) -> str:
+    """A record sent: "value 8 at offset 5"."""
+    where = f"at offset {offset}" if _is_int(offset) else "(offset not reported)"
+    return f"value {_show(value)} {where}"
+
+
+def _step(case: Mapping[str, Any]) -> str:
+    delta = case.get("delta")
+    if not _is_int(delta):
+        return ""
+    if delta > 1:
+        skipped = delta - 1
+        return f": {delta} dense indices on, {skipped} record{'s' if skipped > 1 else ''} skipped"
+    return f": a step of {delta} dense ind{'ex' if abs(delta) == 1 else 'ices'}"
+
+
+def _poll_between(case: Mapping[str, Any], key: str) -> str:
+    (first, second), (before, after) = _pair(case, "ops"), _pair(case, "offsets")
+    value_before, value_after = _pair(case, "values")
+    return (
+        f"key {key}: {_process(case)} {_line(second, 'poll completed')} began at "
+        f"{_record(after, value_after)}, but its previous ok read of the key, "
+        f"{_line(first, 'completed')}, had ended at {_record(before, value_before)}"
+        f"{_step(case)}"
+    )
+
+
+def _poll_inside(case: Mapping[str, Any], key: str) -> str:
+    (before, after), (value_before, value_after) = _pair(case, "offsets"), _pair(case, "values")
+    kind = case.get("type")
+    what = f"poll completed {kind}" if isinstance(kind, str) else "poll completed"
+    return (
+        f"key {key}: inside {_process(case)} {_line(case.get('op'), what)}, "
+        f"{_record(before, value_before)} is followed by {_record(after, value_after)}"
+        f"{_step(case)}"
+    )
+
+
+def _send_between(case: Mapping[str, Any], key: str) -> str:
+    (first, second), (before, after) = _pair(case, "ops"), _pair(case, "offsets")
+    value_before, value_after = _pair(case, "values")
+    return (
+        f"key {key}: {_process(case)} {_line(second, 'send completed')} put "
+        f"{_sent(value_after, after)}, but its previous send to the key, "
+        f"{_line(first, 'completed')}, had put {_sent(value_before, before)}{_step(case)}"
+    )
+
+
+def _send_inside(case: Mapping[str, Any], key: str) -> str:
+    (before, after), (value_before, value_after) = _pair(case, "offsets"), _pair(case, "values")
+    status = case.get("status")
+    what = f"operation completed {status}" if isinstance(status, str) else "operation completed"
+    return (
+        f"key {key}: inside {_process(case)} {_line(case.get('op'), what)}, the send of "
+        f"{_sent(value_before, before)} is followed by the send of "
+        f"{_sent(value_after, after)}{_step(case)}"
+    )
+
+
+def _unclean(case: Mapping[str, Any], key: str) -> str:
+    leader, previous, epoch = (
+        case.get(name) for name in ("leader", "previous_leader", "leader_epoch")
+    )
+    who = [f"broker {leader} elected from outside the ISR"] if _is_int(leader) else []
+    if _is_int(previous):
+        who.append(f"replacing {previous}")
+    if _is_int(epoch):
+        who.append(f"epoch {epoch}")
+    about = ", ".join(who)
+    lost = case.get("lost")
+    count = (
+        f"{lost} acknowledged write{'s' if lost != 1 else ''}"
+        if _is_int(lost)
+        else "acknowledged writes"
+    )
+    first, last = _pair(case, "offsets")
+    if _is_int(first) and first == last:
+        span = f" at offset {first}"
+    elif _is_int(first) and _is_int(last):
+        span = f" at offsets {first} to {last}"
+    else:
+        span = ""
+    text = f"key {key}: the unclean {_line(case.get('election'), 'leader election')}"
+    text += f" ({about})" if about else ""
+    text += f" lost {count}{span}"
+    values = case.get("lost_values")
+    if isinstance(values, list) and values:
+        more = ", ..." if _is_int(lost) and lost > len(values) else ""
+        text += f" (values {_join(values)}{more})"
+    return text
+
+
+def _at_least_once(case: Mapping[str, Any], key: str) -> str:
+    committed = case.get("committed")
+    past = f" committed offset {committed}, past it" if _is_int(committed) else " committed past it"
+    text = (
+        f"key {key}: {_written(case)} was read by no member of the consumer group, although "
+        f"the {_line(case.get('commit'), 'commit completed')}{past}"
+    )
+    anyone = case.get("read_by_anyone")
+    if anyone is True:
+        text += " (a consumer outside the group read it)"
+    elif anyone is False:
+        text += " (no ok poll read it at all)"
+    return text
+
+
+Sentence = Callable[[Mapping[str, Any], str], str]
+
+_TEXT: dict[str, tuple[str, Sentence]] = {
+    "inconsistent-offsets": ("offset", _inconsistent),
+    "duplicate": ("value", _duplicate),
+    "G1a": ("value", _g1a),
+    "lost-write": ("value", _lost_write),
+    "unseen": ("value", _unseen),
+    "lost-acked-write": ("value", _lost_acked),
+    "poll-skip": ("values", _poll_between),
+    "nonmonotonic-poll": ("values", _poll_between),
+    "int-poll-skip": ("values", _poll_inside),
+    "int-nonmonotonic-poll": ("values", _poll_inside),
+    "nonmonotonic-send": ("values", _send_between),
+    "int-send-skip": ("values", _send_inside),
+    "int-nonmonotonic-send": ("values", _send_inside),
+    "unclean-loss-window": ("election", _unclean),
+    "at-least-once-violation": ("value", _at_least_once),
+}
+"""Per type: the field without which its cases get the generic sentence, and its sentence."""
