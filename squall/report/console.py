@@ -13,6 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from checkers.catalogue import ANOMALIES, describe_case
 from squall.report.throughput import achieved_rate
 from squall.report.verdict import (
     describe_faults,
@@ -67,12 +68,15 @@ def print_results(
             count = checker.get("counts", {}).get(anomaly, len(found))
             table = Table(show_header=False, box=None, padding=(0, 1))
             for sample in found[:samples]:
-                table.add_row(
-                    "•", _sample_text(sample) if isinstance(sample, Mapping) else str(sample)
-                )
+                table.add_row("•", describe_case(anomaly, sample)["text"])
+            about = ANOMALIES.get(anomaly)
+            body: list[Any] = []
+            if about is not None:
+                body.append(Text(about.meaning, style="italic"))
+                body.append(Text(f"allowed by: {about.allowed_by}; see {about.doc}", style="dim"))
             parts.append(
                 Panel(
-                    table,
+                    Group(*body, table),
                     title=f"{anomaly} ({count:,}) from {name}",
                     title_align="left",
                     border_style="red" if checker.get("valid") is False else "yellow",

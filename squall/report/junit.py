@@ -103,8 +103,7 @@ def render_junit(
         outcome = None
         if found.get("valid") is False:
             counts = {k: v for k, v in found.get("counts", {}).items() if v}
-            samples = {k: v[:5] for k, v in found.get("anomalies", {}).items() if v}
-            text = json.dumps(samples, default=str, indent=1)
+            text = _failure_text(found.get("anomalies", {}))
             outcome = JUnitOutcome("failure", _failure_message(counts), text)
         elif found.get("valid") is not True:
             outcome = JUnitOutcome("error", "unknown: nothing could be checked")
@@ -122,4 +121,28 @@ def render_junit(
 
 
 def _failure_message(counts: Mapping[str, int]) -> str:
-    return "; ".join(f"{name} ({count})" for name, count in sorted(counts.items()))
+    """Each anomaly type with its count and what it means."""
+    from checkers.catalogue import ANOMALIES
+
+    parts = []
+    for name, count in sorted(counts.items()):
+        about = ANOMALIES.get(name)
+        parts.append(f"{name} ({count})" + (f": {about.meaning}" if about else ""))
+    return " ".join(p if p.endswith(".") else p + ";" for p in parts).rstrip(";")
+
+
+def _failure_text(anomalies: Mapping[str, Any]) -> str:
+    """The first cases of each type, explained (history lines included), then as data."""
+    from checkers.catalogue import ANOMALIES, describe_case
+
+    lines = []
+    for name, cases in sorted(anomalies.items()):
+        if not cases:
+            continue
+        about = ANOMALIES.get(name)
+        lines.append(
+            f"{name}" + (f" (see {about.doc}; allowed by: {about.allowed_by})" if about else "")
+        )
+        lines += [f"  - {describe_case(name, case)['text']}" for case in cases[:5]]
+    samples = {k: v[:5] for k, v in anomalies.items() if v}
+    return "\n".join(lines) + "\n\n" + json.dumps(samples, default=str, indent=1)

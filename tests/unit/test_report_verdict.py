@@ -140,4 +140,6 @@ def test_a_run_junit_carries_time_properties_and_counted_failures() -> None:
     assert properties["seed"] == "7" and properties["runtime"] == "docker"
     assert properties["replay"] == "squall replay /s/t/1"
     assert '"acks": 1' in properties["spec"]
-    assert suite.find("testcase[@name='delivery']/failure").get("message") == "lost-write (3)"
+    failure = suite.find("testcase[@name='delivery']/failure")
+    assert failure.get("message").startswith("lost-write (3): A write known to have happened")
+    assert "docs/anomalies/lost-write.md" in failure.text
