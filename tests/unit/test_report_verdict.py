@@ -128,7 +128,11 @@ def test_a_run_junit_carries_time_properties_and_counted_failures() -> None:
 
     found = results(False, anomaly_types=["lost-write"])
     found["checkers"] = {
-        "delivery": {"valid": False, "counts": {"lost-write": 3, "unseen": 0}, "anomalies": {}},
+        "delivery": {
+            "valid": False,
+            "counts": {"lost-write": 3, "unseen": 0},
+            "anomalies": {"lost-write": [{"key": "k-0", "value": 4, "offset": 2, "writer": 9}]},
+        },
         "offsets": {"valid": True, "counts": {}, "anomalies": {}},
     }
     found["stats"] = {"duration_s": 121.04}
@@ -143,3 +147,4 @@ def test_a_run_junit_carries_time_properties_and_counted_failures() -> None:
     failure = suite.find("testcase[@name='delivery']/failure")
     assert failure.get("message").startswith("lost-write (3): A write known to have happened")
     assert "docs/anomalies/lost-write.md" in failure.text
+    assert "line 10" in failure.text  # the writer, index 9
