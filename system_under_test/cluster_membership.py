@@ -25,7 +25,12 @@ from system_under_test.metadata_cache import NO_LEADER, BrokerEndpoint, Metadata
 from system_under_test.protocol import CreatableTopic, CreatableTopicResult
 from system_under_test.replication.assignment import AssignmentError, assign_replicas
 from system_under_test.replication.replica_manager import ReplicaManager
-from system_under_test.topic_spec import CreateTopicError, validate_creatable_topic
+from system_under_test.topic_spec import (
+    CreateTopicError,
+    TopicSpec,
+    request_errors,
+    validate_creatable_topic,
+)
 from system_under_test.zookeeper import ClusterMetadataStore, MetadataError
 
 log = logging.getLogger(__name__)
@@ -112,39 +117,43 @@ class ClusterMembership:
         loop = asyncio.get_running_loop()
         results: list[CreatableTopicResult] = []
         created: list[tuple[str, int]] = []
-        names = [t.name for t in topics]
-        for topic in topics:
-            try:
-                if names.count(topic.name) > 1:
-                    raise CreateTopicError(
-                        ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} appears more than once"
-                    )
-                spec = validate_creatable_topic(topic, self.config)
-                brokers = await loop.run_in_executor(None, self.store.broker_ids)
+        brokers: list[int] | None = None
+        for topic, error in zip(topics, request_errors(topics, self.config), strict=True):
+            if error is None:
                 try:
-                    layout = assign_replicas(
-                        spec.name, brokers, spec.partitions, spec.replication_factor
-                    )
-                except AssignmentError as err:
-                    raise CreateTopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(err)) from None
-                try:
-                    await loop.run_in_executor(
-                        None, self.store.create_topic, spec.name, layout, spec.config
-                    )
-                except NodeExistsError:
-                    raise CreateTopicError(
-                        ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {spec.name!r} already exists"
-                    ) from None
-                except MetadataError as err:
-                    raise CreateTopicError(ErrorCode.UNKNOWN_SERVER_ERROR, str(err)) from None
-            except CreateTopicError as err:
-                results.append(CreatableTopicResult(topic.name, err.code, err.message))
+                    spec = validate_creatable_topic(topic, self.config)
+                    if brokers is None:
+                        brokers = await loop.run_in_executor(None, self.store.broker_ids)
+                    layout = await self._write_topic(spec, brokers)
+                except CreateTopicError as err:
+                    error = err
+            if error is not None:
+                results.append(CreatableTopicResult(topic.name, error.code, error.message))
                 continue
             log.info("created topic %s: assignment %s, config %s", spec.name, layout, spec.config)
             created.append((spec.name, spec.partitions))
             results.append(CreatableTopicResult(topic.name, ErrorCode.NONE, None))
         await self._wait_for_leaders(created, timeout_ms)
         return results
+
+    async def _write_topic(self, spec: TopicSpec, brokers: list[int]) -> dict[int, list[int]]:
+        """Assign the replicas and write the topic to ZooKeeper; the assignment."""
+        try:
+            layout = assign_replicas(spec.name, brokers, spec.partitions, spec.replication_factor)
+        except AssignmentError as err:
+            raise CreateTopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(err)) from None
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(
+                None, self.store.create_topic, spec.name, layout, spec.config
+            )
+        except NodeExistsError:
+            raise CreateTopicError(
+                ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {spec.name!r} already exists"
+            ) from None
+        except MetadataError as err:
+            raise CreateTopicError(ErrorCode.UNKNOWN_SERVER_ERROR, str(err)) from None
+        return layout
 
     async def _wait_for_leaders(self, topics: list[tuple[str, int]], timeout_ms: int) -> None:
         """Kafka answers CreateTopics once the controller has elected leaders; so do we."""

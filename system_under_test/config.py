@@ -280,6 +280,36 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             minimum=1024,
         ),
         _key(
+            "queued.max.request.bytes",
+            _parse_int,
+            268435456,
+            "stop reading requests while received but unanswered requests hold this many bytes "
+            "(Kafka's default is unbounded)",
+            minimum=1,
+        ),
+        _key(
+            "max.connections",
+            _parse_int,
+            1000,
+            "client connections open at once; one more is closed as soon as it is accepted",
+            minimum=1,
+        ),
+        _key(
+            "connections.max.idle.ms",
+            _parse_int,
+            600000,
+            "close a connection that has sent nothing and awaited no answer for this long",
+            minimum=1,
+        ),
+        _key(
+            "socket.request.read.timeout.ms",
+            _parse_int,
+            30000,
+            "squall's own: close a connection whose request has begun but not fully arrived "
+            "within this time",
+            minimum=1,
+        ),
+        _key(
             "zookeeper.connect",
             _parse_str,
             None,

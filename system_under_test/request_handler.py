@@ -309,7 +309,10 @@ class RequestHandler:
         self, header: protocol.RequestHeader, request: protocol.MetadataRequest
     ) -> protocol.MetadataResponse:
         cache = self.metadata
-        names = cache.topic_names() if request.topics is None else request.topics
+        # Each topic once, as Kafka does: a topic named many times is answered once.
+        names = (
+            cache.topic_names() if request.topics is None else list(dict.fromkeys(request.topics))
+        )
         topics: list[protocol.MetadataTopic] = []
         for name in names:
             try:

@@ -7,6 +7,16 @@ socket.request.max.bytes or an undecodable header closes that connection; an und
 body gets an INVALID_REQUEST error response and a close; an unknown API or version gets
 UNSUPPORTED_VERSION. Logs are only touched from the event loop.
 
+What one client can hold is bounded. At most max.connections connections are open; one more
+is closed as soon as it is accepted. A request must arrive whole within
+socket.request.read.timeout.ms of its first byte, and a connection with no request being
+handled that has sent nothing and taken no answer for connections.max.idle.ms is closed; one
+timer per connection checks both. Received requests wait to be handled in memory ("queued" from their last byte until
+handled); a connection stops reading while 16 of its requests wait, while it would queue
+more than max(socket.request.max.bytes, 4 MiB), or while the whole broker queues more than
+queued.max.request.bytes. A connection with nothing queued always reads its next request,
+so a client that waits for each answer is never starved by one that does not read them.
+
 Entry points: ``Broker`` (``await start()``, ``await stop()``), ``run_broker`` (blocking,
 handles SIGTERM/SIGINT) and ``main`` (``python -m system_under_test broker ...``).
 """
@@ -46,6 +56,10 @@ INITIAL_FRAME_BUFFER = 1 << 20
 announces a huge frame cannot make the broker allocate it."""
 MAX_QUEUED_FRAMES = 16
 """Stop reading a connection while this many of its requests wait to be handled."""
+MIN_CONNECTION_QUEUED_BYTES = 4 << 20
+"""A connection may queue max(socket.request.max.bytes, this) bytes of requests."""
+REFUSAL_WARNING_INTERVAL_S = 1.0
+"""Connections refused for max.connections are logged at most once per this interval."""
 SHUTDOWN_GRACE_S = 10.0
 EVENT_LOG_NAME = "squall-events.jsonl"
 
@@ -59,21 +73,32 @@ class _ClientConnection(asyncio.BufferedProtocol):
 
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
-        self._max_frame = int(broker.config["socket.request.max.bytes"])
+        self._loop = asyncio.get_running_loop()
+        self._max_frame = broker.max_frame_bytes
+        self._max_queued = max(self._max_frame, MIN_CONNECTION_QUEUED_BYTES)
         self._transport: asyncio.Transport | None = None
         self._peer = "?"
         self._size_buf = bytearray(4)
         self._frame: bytearray | None = None
+        """The frame being received, once its size is known."""
         self._frame_size = 0
         self._filled = 0
         self._frames: deque[bytearray | None] = deque()
         """Complete frames waiting to be handled; None marks the end of input."""
+        self._queued_bytes = 0
+        """Bytes of this connection's complete frames, from their last byte until handled."""
         self._frame_ready = asyncio.Event()
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._closed = False
         self._reading_paused = False
         self._stopping = False
+        self._handling = False
+        self._frame_started = 0.0
+        """Loop time of the current frame's first byte (or of reading it again after a pause)."""
+        self._last_activity = 0.0
+        """Loop time of the last frame's first byte, answer or resumed write, the latest."""
+        self._timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
 
     # --- asyncio callbacks ---------------------------------------------------------------
@@ -83,12 +108,27 @@ class _ClientConnection(asyncio.BufferedProtocol):
         self._transport = transport
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        self._broker._connections.add(self)
-        self._task = asyncio.get_running_loop().create_task(self._serve())
+        broker = self._broker
+        if len(broker._connections) >= broker.max_connections:
+            self._closed = True
+            broker._refused(self._peer)
+            transport.abort()
+            return
+        broker._connections.add(self)
+        now = self._loop.time()
+        self._last_activity = now
+        self._timer = self._loop.call_at(
+            now + min(broker.read_timeout_s, broker.idle_timeout_s), self._check_timeouts
+        )
+        self._task = self._loop.create_task(self._serve())
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._broker._connections.discard(self)
+        self._broker._paused.discard(self)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self._frame_ready.set()
         self._can_write.set()
 
@@ -96,6 +136,7 @@ class _ClientConnection(asyncio.BufferedProtocol):
         self._can_write.clear()
 
     def resume_writing(self) -> None:
+        self._last_activity = self._loop.time()
         self._can_write.set()
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -104,12 +145,15 @@ class _ClientConnection(asyncio.BufferedProtocol):
             return memoryview(self._size_buf)[self._filled :]
         if self._filled == len(frame):
             # Grow a large frame's buffer only as its bytes actually arrive.
-            frame.extend(bytes(min(len(frame), self._frame_size - len(frame))))
+            grow = min(max(len(frame), INITIAL_FRAME_BUFFER), self._frame_size - len(frame))
+            frame.extend(bytes(grow))
         return memoryview(frame)[self._filled :]
 
     def buffer_updated(self, nbytes: int) -> None:
         self._filled += nbytes
         if self._frame is None:
+            if self._filled == nbytes:  # the first bytes of a frame
+                self._frame_started = self._last_activity = self._loop.time()
             if self._filled < 4:
                 return
             (size,) = protocol.FRAME_SIZE.unpack(self._size_buf)
@@ -119,22 +163,102 @@ class _ClientConnection(asyncio.BufferedProtocol):
                 self.abort(f"{err} (socket.request.max.bytes)")
                 return
             self._frame_size = size
-            self._frame = bytearray(min(size, INITIAL_FRAME_BUFFER))
             self._filled = 0
+            self._frame = bytearray()
+            if self._must_wait():
+                self._pause_reading()  # before the body: its buffer is allocated on resuming
+            else:
+                self._frame = bytearray(min(size, INITIAL_FRAME_BUFFER))
         if self._filled == self._frame_size:
             self._frames.append(self._frame)
             self._frame = None
             self._filled = 0
+            self._queued_bytes += self._frame_size
+            self._broker._queue(self._frame_size)
             self._frame_ready.set()
-            if len(self._frames) >= MAX_QUEUED_FRAMES and self._transport is not None:
-                self._transport.pause_reading()
-                self._reading_paused = True
+            if self._must_wait():
+                self._pause_reading()
 
     def eof_received(self) -> bool:
         # Answer what was received, then close (handled by _serve once the queue is empty).
         self._frames.append(None)
         self._frame_ready.set()
         return True
+
+    # --- flow control and timeouts -------------------------------------------------------
+
+    def _must_wait(self) -> bool:
+        """Whether this connection must not read now (the limits of the module docstring)."""
+        if self._queued_bytes == 0:
+            return False
+        if len(self._frames) >= (
+            MAX_QUEUED_FRAMES // 2 if self._reading_paused else MAX_QUEUED_FRAMES
+        ):
+            return True
+        if self._frame is not None and self._queued_bytes + self._frame_size > self._max_queued:
+            return True  # the next frame's size is known and it would not fit
+        return self._broker.queued_bytes > self._broker.max_queued_bytes
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused and self._transport is not None:
+            self._reading_paused = True
+            self._transport.pause_reading()
+            self._broker._paused.add(self)
+
+    def _resume_reading(self) -> None:
+        """Read again, unless a limit still holds this connection back."""
+        if not self._reading_paused or self._stopping or self._closed or self._must_wait():
+            return
+        self._reading_paused = False
+        self._broker._paused.discard(self)
+        if self._frame is not None:
+            self._frame_started = self._loop.time()  # its clock stopped while we did not read
+        if self._transport is not None:
+            self._transport.resume_reading()
+
+    def _check_timeouts(self) -> None:
+        """The connection's one timer: close it if a read timeout passed, else re-arm."""
+        self._timer = None
+        if self._closed:
+            return
+        broker = self._broker
+        now = self._loop.time()
+        # Often enough to see a frame begin or a request end, both of which arm no timer.
+        next_check = now + min(broker.read_timeout_s, broker.idle_timeout_s)
+        if (self._frame is not None or self._filled) and not self._reading_paused:
+            deadline = self._frame_started + broker.read_timeout_s
+            if now >= deadline:
+                if self._frame is None:
+                    received, size = self._filled, 4
+                else:
+                    received, size = 4 + self._filled, 4 + self._frame_size
+                self.abort(
+                    f"request not received whole within socket.request.read.timeout.ms="
+                    f"{broker.config['socket.request.read.timeout.ms']} "
+                    f"({received} of {size} bytes)"
+                )
+                return
+            next_check = min(next_check, deadline)
+        elif not self._handling:
+            deadline = self._last_activity + broker.idle_timeout_s
+            if now >= deadline:
+                self._close_idle()
+                return
+            next_check = min(next_check, deadline)
+        self._timer = self._loop.call_at(next_check, self._check_timeouts)
+
+    def _close_idle(self) -> None:
+        log.info(
+            "closing connection from %s: idle for connections.max.idle.ms=%d",
+            self._peer,
+            self._broker.config["connections.max.idle.ms"],
+        )
+        self._closed = True
+        if self._transport is not None:
+            if self._transport.get_write_buffer_size():
+                self._transport.abort()  # the client reads no answers: do not wait for it
+            else:
+                self._transport.close()
 
     # --- request processing --------------------------------------------------------------
 
@@ -162,17 +286,20 @@ class _ClientConnection(asyncio.BufferedProtocol):
                     await self._frame_ready.wait()
                     continue
                 frame = self._frames.popleft()
-                if (
-                    self._reading_paused
-                    and not self._stopping
-                    and len(self._frames) < MAX_QUEUED_FRAMES // 2
-                ):
-                    self._reading_paused = False
-                    if self._transport is not None:
-                        self._transport.resume_reading()
                 if frame is None:  # end of input
                     break
-                response, close = await self._broker._handle_frame(frame, self._peer)
+                if self._reading_paused:
+                    self._resume_reading()
+                self._handling = True
+                try:
+                    response, close = await self._broker._handle_frame(frame, self._peer)
+                finally:
+                    self._handling = False
+                    self._last_activity = self._loop.time()
+                    self._queued_bytes -= len(frame)
+                    self._broker._unqueue(len(frame))
+                    if self._reading_paused:
+                        self._resume_reading()
                 if self._closed:
                     break
                 if response is not None and self._transport is not None:
@@ -184,6 +311,9 @@ class _ClientConnection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("connection from %s failed", self._peer)
         finally:
+            self._broker._paused.discard(self)
+            self._broker._unqueue(self._queued_bytes)  # received, never handled
+            self._queued_bytes = 0
             if self._transport is not None and not self._transport.is_closing():
                 self._transport.close()
 
@@ -244,6 +374,19 @@ class Broker:
         )
         self._server: asyncio.Server | None = None
         self._connections: set[_ClientConnection] = set()
+        self._paused: set[_ClientConnection] = set()
+        """Connections not reading, for a limit of theirs or for the broker's queued bytes."""
+        self.max_frame_bytes = int(config["socket.request.max.bytes"])
+        self.max_connections = int(config["max.connections"])
+        self.idle_timeout_s = config["connections.max.idle.ms"] / 1000
+        self.read_timeout_s = config["socket.request.read.timeout.ms"] / 1000
+        self.max_queued_bytes = int(config["queued.max.request.bytes"])
+        self.queued_bytes = 0
+        """Bytes of received requests not yet handled, over all connections."""
+        self.queued_bytes_peak = 0
+        """The most queued_bytes has been since the broker started."""
+        self._refusals_unlogged = 0
+        self._last_refusal_warning = -REFUSAL_WARNING_INTERVAL_S
         self._background: asyncio.Task[None] | None = None
         self._started = False
         self.port = 0
@@ -345,6 +488,35 @@ class Broker:
         self.log_manager.shutdown()
         self.events.close()
         log.info("broker %d stopped cleanly", self.broker_id)
+
+    def _queue(self, nbytes: int) -> None:
+        """A request of nbytes was received whole."""
+        self.queued_bytes += nbytes
+        self.queued_bytes_peak = max(self.queued_bytes_peak, self.queued_bytes)
+
+    def _unqueue(self, nbytes: int) -> None:
+        """Requests of nbytes in all were handled or dropped: wake connections it unblocks."""
+        was_over = self.queued_bytes > self.max_queued_bytes
+        self.queued_bytes -= nbytes
+        if was_over and self.queued_bytes <= self.max_queued_bytes:
+            for conn in list(self._paused):
+                conn._resume_reading()
+
+    def _refused(self, peer: str) -> None:
+        """A connection from peer was closed at once: max.connections are open."""
+        now = time.monotonic()
+        if now - self._last_refusal_warning < REFUSAL_WARNING_INTERVAL_S:
+            self._refusals_unlogged += 1
+            return
+        more = self._refusals_unlogged
+        log.warning(
+            "closing connection from %s: max.connections=%d connections are open%s",
+            peer,
+            self.max_connections,
+            f" ({more} more refused since the last warning)" if more else "",
+        )
+        self._last_refusal_warning = now
+        self._refusals_unlogged = 0
 
     async def _handle_frame(self, frame: bytearray, peer: str) -> tuple[bytearray | None, bool]:
         """The response frame to send (None: no response) and whether to close afterwards."""

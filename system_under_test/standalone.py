@@ -24,7 +24,12 @@ from system_under_test.log.log_manager import (
 from system_under_test.metadata_cache import BrokerEndpoint, MetadataCache, PartitionState
 from system_under_test.protocol import CreatableTopic, CreatableTopicResult
 from system_under_test.replication.partition import Partition
-from system_under_test.topic_spec import CreateTopicError, TopicSpec, validate_creatable_topic
+from system_under_test.topic_spec import (
+    CreateTopicError,
+    TopicSpec,
+    request_errors,
+    validate_creatable_topic,
+)
 
 log = logging.getLogger(__name__)
 
@@ -134,35 +139,51 @@ class StandaloneController:
     async def create_topics(
         self, topics: list[CreatableTopic], timeout_ms: int
     ) -> list[CreatableTopicResult]:
-        """Validate, persist and create each topic; one result per topic, in request order."""
-        names = [t.name for t in topics]
-        results: list[CreatableTopicResult] = []
-        for topic in topics:
+        """Validate every topic, persist the valid ones in one write, then create them.
+
+        One result per topic, in request order.
+        """
+        outcomes: list[TopicSpec | CreateTopicError] = []
+        for topic, error in zip(topics, request_errors(topics, self.config), strict=True):
+            if error is None:
+                try:
+                    outcomes.append(self._validate(topic))
+                except CreateTopicError as err:
+                    outcomes.append(err)
+            else:
+                outcomes.append(error)
+        specs = [o for o in outcomes if isinstance(o, TopicSpec)]
+        storage_error: OSError | None = None
+        if specs:
+            self.topics.update((spec.name, spec) for spec in specs)
             try:
-                if names.count(topic.name) > 1:
-                    raise CreateTopicError(
-                        ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} appears more than once"
-                    )
-                spec = self._validate(topic)
-                self.topics[spec.name] = spec
                 self.store.save(self.topics)
-                self._host(spec)
-            except CreateTopicError as err:
-                results.append(CreatableTopicResult(topic.name, err.code, err.message))
-                continue
             except OSError as err:
-                log.error("creating topic %s failed: %s", topic.name, err)
+                storage_error = err
+        results: list[CreatableTopicResult] = []
+        for topic, outcome in zip(topics, outcomes, strict=True):
+            if isinstance(outcome, CreateTopicError):
+                results.append(CreatableTopicResult(topic.name, outcome.code, outcome.message))
+                continue
+            failure = storage_error
+            if failure is None:
+                try:
+                    self._host(outcome)
+                except OSError as err:
+                    failure = err
+            if failure is not None:
+                log.error("creating topic %s failed: %s", topic.name, failure)
                 results.append(
                     CreatableTopicResult(
-                        topic.name, ErrorCode.KAFKA_STORAGE_ERROR, f"storage error: {err}"
+                        topic.name, ErrorCode.KAFKA_STORAGE_ERROR, f"storage error: {failure}"
                     )
                 )
                 continue
             log.info(
                 "created topic %s with %d partition(s), config %s",
-                spec.name,
-                spec.partitions,
-                spec.config,
+                outcome.name,
+                outcome.partitions,
+                outcome.config,
             )
             results.append(CreatableTopicResult(topic.name, ErrorCode.NONE, None))
         return results

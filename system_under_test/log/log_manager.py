@@ -131,6 +131,8 @@ class LogManager:
         self._clock = clock
         self._dirs: dict[Path, _LogDir] = {}
         self._logs: dict[tuple[str, int], Log] = {}
+        self._logs_per_dir: dict[Path, int] = {}
+        """How many logs each log dir holds, so placing a new log does not count them all."""
         self._started = False
 
     # -- startup and shutdown ----------------------------------------------------------------
@@ -147,11 +149,13 @@ class LogManager:
             for path in self.log_dirs:
                 log_dir = _LogDir(path)
                 self._dirs[path] = log_dir
+                self._logs_per_dir[path] = 0
                 self._load_dir(log_dir, topic_configs)
         except BaseException:
             for log in self._logs.values():
                 log.close()
             self._logs.clear()
+            self._logs_per_dir.clear()
             self._unlock_all()
             raise
         self._started = True
@@ -202,9 +206,10 @@ class LogManager:
                     f"the disk, or move the directory out of the log dir"
                 ) from err
             self._logs[parsed] = log
+            self._logs_per_dir[log_dir.path] += 1
         logger.info(
             "loaded %d log(s) from %s after a%s shutdown",
-            sum(1 for log in self._logs.values() if log.dir.parent == log_dir.path),
+            self._logs_per_dir[log_dir.path],
             log_dir.path,
             " clean" if clean else "n unclean",
         )
@@ -231,6 +236,7 @@ class LogManager:
             except OSError as err:
                 logger.error("cannot mark %s as cleanly shut down: %s", path, err)
         self._logs.clear()
+        self._logs_per_dir.clear()
         self._unlock_all()
         self._started = False
 
@@ -256,10 +262,7 @@ class LogManager:
         if existing is not None:
             return existing
         validate_topic_partition(topic, partition)
-        counts = dict.fromkeys(self._dirs, 0)
-        for log in self._logs.values():
-            counts[log.dir.parent] = counts.get(log.dir.parent, 0) + 1
-        target = min(self._dirs, key=lambda p: counts[p])
+        target = min(self._dirs, key=lambda p: self._logs_per_dir[p])
         directory = target / partition_dir_name(topic, partition)
         try:
             directory.mkdir()
@@ -276,6 +279,7 @@ class LogManager:
             clock=self._clock,
         )
         self._logs[(topic, partition)] = log
+        self._logs_per_dir[target] += 1
         return log
 
     def all_logs(self) -> dict[tuple[str, int], Log]:
@@ -287,6 +291,7 @@ class LogManager:
         log = self._logs.pop((topic, partition), None)
         if log is None:
             return False
+        self._logs_per_dir[log.dir.parent] -= 1
         log.delete()
         return True
 

@@ -128,13 +128,15 @@ class ReplicaManager:
             )
             return protocol.LeaderAndIsrResponse(ErrorCode.STALE_CONTROLLER_EPOCH, [])
         self.controller_epoch = request.controller_epoch
+        live: dict[int, protocol.LiveBroker] = {}
         for broker in request.live_brokers:
             self.metadata.set_broker(BrokerEndpoint(broker.broker_id, broker.host, broker.port))
+            live.setdefault(broker.broker_id, broker)
         errors: list[protocol.PartitionError] = []
         for state in request.partition_states:
             code = ErrorCode.NONE
             try:
-                await self._apply_state(state, request.live_brokers)
+                await self._apply_state(state, live)
             except BrokerError as err:
                 code = err.code
                 log.warning("%s-%d: LeaderAndIsr refused: %s", state.topic, state.partition, err)
@@ -142,7 +144,7 @@ class ReplicaManager:
         return protocol.LeaderAndIsrResponse(ErrorCode.NONE, errors)
 
     async def _apply_state(
-        self, state: protocol.PartitionLeaderStateData, live: list[protocol.LiveBroker]
+        self, state: protocol.PartitionLeaderStateData, live: dict[int, protocol.LiveBroker]
     ) -> None:
         key = (state.topic, state.partition)
         partition = self.partitions.get(key)
@@ -193,7 +195,7 @@ class ReplicaManager:
             partition.truncate_to(partition.high_watermark, reason="high-watermark")
         if previous_leader != state.leader:
             self._remove_from_fetchers(key)
-        endpoint = next((b for b in live if b.broker_id == state.leader), None)
+        endpoint = live.get(state.leader)
         leader = (
             BrokerEndpoint(endpoint.broker_id, endpoint.host, endpoint.port)
             if endpoint is not None

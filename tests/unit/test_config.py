@@ -21,6 +21,15 @@ def test_defaults_use_kafka_names() -> None:
     assert config.standalone
 
 
+def test_connection_limits_have_kafkas_names_and_defaults() -> None:
+    config = BrokerConfig()
+    assert config["max.connections"] == 1000
+    assert config["connections.max.idle.ms"] == 600_000
+    assert config["socket.request.read.timeout.ms"] == 30_000
+    assert config["queued.max.request.bytes"] == 256 * 1024 * 1024
+    assert BrokerConfig({"max.connections": "3"})["max.connections"] == 3
+
+
 def test_properties_file_with_overrides(tmp_path: Path) -> None:
     path = tmp_path / "server.properties"
     path.write_text(
@@ -41,6 +50,10 @@ def test_properties_file_with_overrides(tmp_path: Path) -> None:
         (["broker.id=abc"], "broker.id='abc' is not valid"),
         (["broker.id=-1"], "below its minimum 0"),
         (["replica.truncation=sometimes"], "must be one of leader-epoch, high-watermark"),
+        (["max.connections=0"], "max.connections=0 is below its minimum 1"),
+        (["connections.max.idle.ms=0"], "connections.max.idle.ms=0 is below its minimum 1"),
+        (["socket.request.read.timeout.ms=0"], "read.timeout.ms=0 is below its minimum 1"),
+        (["queued.max.request.bytes=0"], "queued.max.request.bytes=0 is below its minimum 1"),
         (["noequals"], "expected key=value"),
     ],
 )
