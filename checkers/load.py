@@ -32,6 +32,7 @@ from checkers.session import SPARK_LOG, private_cache_dir, spark_log
 from histories import TruncatedHistoryWarning, iter_jepsen_history, write_parquet
 from histories.bulk_parquet import write_parquet_bulk
 from histories.edn import not_utf8
+from histories.parquet import pairing_notes
 from histories.parquet_schema import TABLES
 
 HistoryKind = Literal["run", "jsonl", "parquet", "edn"]
@@ -175,19 +176,20 @@ def _convert(location: HistoryLocation, target: Path, loader: Loader) -> tuple[s
 def convert_history(
     location: HistoryLocation, *, loader: Loader = "auto"
 ) -> tuple[Path, str, list[str]]:
-    """Make sure `location` has an up-to-date Parquet directory; return it, how, and notes."""
+    """Make sure `location` has an up-to-date Parquet directory; return it, how, and notes
+    (among them what pairing accepted as Jepsen does, recorded in the tables)."""
     notes: list[str] = []
     if _fresh(location.parquet, location.source):
-        return location.parquet, "existing", notes
+        return location.parquet, "existing", pairing_notes(location.parquet)
     target, why = _writable_target(location)
     if why is not None:
         notes.append(why)
     elif target != location.parquet:
         notes.append(f"{location.parquet.parent} is not writable; converted into {target}")
         if _fresh(target, location.source):
-            return target, "existing", notes
+            return target, "existing", notes + pairing_notes(target)
     how, converting = _convert(location, target, loader)
-    return target, how, notes + converting
+    return target, how, notes + converting + pairing_notes(target)
 
 
 def _spark_log_file(location: HistoryLocation) -> Path | None:

@@ -171,6 +171,10 @@ def operation_counts(ops: DataFrame) -> dict[str, Any]:
         F.count(F.when((F.col("type") == "invoke") & F.col("complete_type").isNull(), 1)).alias(
             "pending"
         ),
+        # A completion without invoke was invoked at its own index (histories.pairing).
+        F.count(
+            F.when((F.col("type") != "invoke") & (F.col("invoke_index") == F.col("index")), 1)
+        ).alias("uninvoked"),
         F.min("time").alias("start"),
         F.max("time").alias("end"),
     )
@@ -190,6 +194,8 @@ def operation_counts(ops: DataFrame) -> dict[str, Any]:
         name = "ops" if row["type"] == "invoke" else row["type"]
         entry[name] += row["n"]
         totals[name] += row["n"]
+        entry["ops"] += row["uninvoked"]
+        totals["ops"] += row["uninvoked"]
         entry["pending"] += row["pending"]
         totals["pending"] += row["pending"]
     return {

@@ -15,7 +15,7 @@ from histories.jepsen import import_jepsen_history, iter_jepsen_history
 from histories.jsonline import encode_line
 from histories.merge import iter_merged, merge_events, sut_event
 from histories.operation import Operation, make_operation
-from histories.pairing import InvocationTracker, pair_operations
+from histories.pairing import InvocationTracker, Leniency, pair_operations
 from histories.parquet import ParquetSummary, read_parquet_tables, write_parquet
 from histories.reader import (
     HistoryReader,
@@ -41,6 +41,7 @@ __all__ = [
     "HistoryWriterClosedError",
     "InvocationTracker",
     "JepsenImportError",
+    "Leniency",
     "OpType",
     "Operation",
     "OperationError",

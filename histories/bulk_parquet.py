@@ -15,10 +15,11 @@ The file is read in blocks of lines, parsed on worker threads:
   exact converter's own functions (`histories.parquet`).
 
 Invocations of both tiers are then paired together by process, vectorised, with the rules
-of `histories.pairing`. Any doubt (an invalid line, a non-dense index, a pairing
-violation, a value Arrow refuses) stops the conversion with nothing written and a reason
-(`BulkOutcome.fallback`); the caller then runs `write_parquet`, which converts what it can
-and reports the file and line of what it cannot (`checkers.load` does both).
+of `histories.pairing` (its leniencies counted alike). Any doubt (an invalid line, a
+non-dense index, a pairing violation, a value Arrow refuses) stops the conversion with
+nothing written and a reason (`BulkOutcome.fallback`); the caller then runs
+`write_parquet`, which converts what it can and reports the file and line of what it
+cannot (`checkers.load` does both).
 """
 
 from __future__ import annotations
@@ -41,12 +42,14 @@ import pyarrow.parquet as pq
 
 from histories.contract import KEY_LIST_FS, MICRO_OP_FS
 from histories.errors import HistoryError
+from histories.pairing import SHOWN, Leniency
 from histories.parquet import (
     COMPRESSION,
     ParquetSummary,
     add_mop_rows,
     assign_lists,
     event_row,
+    leniency_metadata,
     operation_row,
     record_fields,
     staged_directory,
@@ -707,9 +710,11 @@ class _RowGroupWriter:
         self._pending = [pending.slice(count)]
         self._pending_rows -= count
 
-    def close(self) -> None:
+    def close(self, metadata: dict[str, str] | None = None) -> None:
         if self._pending_rows:
             self._flush(self._pending_rows)
+        if metadata:
+            self._writer.add_key_value_metadata(metadata)
         self._writer.close()
 
     def abort(self) -> None:
@@ -763,7 +768,9 @@ class _Tables:
         self._writer_thread = writer_thread
         self._writing: deque[Future[None]] = deque()
         self._outstanding: dict[int, tuple[int, int, int]] = {}  # process: index, time, f
-        self._retired: Ints = np.empty(0, np.int64)  # sorted
+        self._informed: Ints = np.empty(0, np.int64)  # processes with an info, sorted
+        self._counts = {"after_info": 0, "uninvoked": 0}
+        self._first: dict[str, list[int]] = {"after_info": [], "uninvoked": []}
         self._f_ids: dict[str, int] = {}
         self._held: deque[_Paired] = deque()
         self.per_line = 0
@@ -800,19 +807,11 @@ class _Tables:
         f_ids = np.array(
             [self._f_ids.setdefault(name, len(self._f_ids)) for name in block.f_names], np.int64
         )
-        process = block.process_id[client]
-        if len(self._retired):
-            found = self._retired[np.searchsorted(self._retired, process) % len(self._retired)]
-            if (found == process).any():
-                raise _Fallback(
-                    f"operation {block.first_index + client[found == process][0]} breaks the "
-                    "pairing of invocations: its process was retired by an info completion"
-                )
         # Each process's operations in order, after its invoke still outstanding if any.
         held = np.array(
             [(p, *pending) for p, pending in self._outstanding.items()], np.int64
         ).reshape(len(self._outstanding), 4)
-        process = np.concatenate([held[:, 0], process])
+        process = np.concatenate([held[:, 0], block.process_id[client]])
         index = np.concatenate([held[:, 1], block.first_index + client])
         time = np.concatenate([held[:, 2], block.time[client]])
         f = np.concatenate([held[:, 3], f_ids[block.f_code[client]]])
@@ -824,19 +823,22 @@ class _Tables:
         )
         same = np.zeros(len(order), bool)
         same[1:] = process[1:] == process[:-1]
-        after = np.full(len(order), -1, np.int8)  # the type of the process's previous op
-        after[1:] = op_type[:-1]
-        after[~same] = -1
+        after_invoke = np.zeros(len(order), bool)  # the process's previous op is an invoke
+        after_invoke[1:] = op_type[:-1] == _INVOKE
+        after_invoke &= same
         completes = op_type != _INVOKE
-        breaks = (completes != (after == _INVOKE)) | (after == _INFO)
-        breaks[1:] |= completes[1:] & (f[1:] != f[:-1])
+        paired = completes & after_invoke
+        breaks = ~completes & after_invoke
+        breaks[1:] |= paired[1:] & (f[1:] != f[:-1])
         if breaks.any():
             raise _Fallback(
                 f"operation {index[breaks].min()} breaks the pairing of invocations by process "
-                "(a completion without invoke, a second invoke, another f, or an operation "
-                "after info)"
+                "(a second invoke while one is outstanding, or a completion of another f)"
             )
-        done = np.flatnonzero(completes)
+        uninvoked = completes & ~paired  # taken as invoked at its own index and time
+        is_info = op_type == _INFO
+        self._count_leniency(process, index, row, same, is_info, uninvoked)
+        done = np.flatnonzero(paired)
         invoke, completion = row[done - 1], row[done]
         latency = time[done] - time[done - 1]
         invoke_index = np.full(count, -1, np.int64)
@@ -850,13 +852,17 @@ class _Tables:
             complete_index[rows[keep]] = index[done][keep]
             complete_type[rows[keep]] = op_type[done][keep]
             latencies[rows[keep]] = latency[keep]
+        alone = row[uninvoked]
+        complete_index[alone] = block.first_index + alone
+        complete_type[alone] = block.type_code[alone]
         for at in np.flatnonzero(~here).tolist():
             invoked = int(index[done[at] - 1])
-            paired = next(p for p in reversed(self._held) if p.first_index <= invoked)
-            paired.complete(invoked, int(index[done[at]]), int(op_type[done[at]]), int(latency[at]))
+            paired_block = next(p for p in reversed(self._held) if p.first_index <= invoked)
+            paired_block.complete(
+                invoked, int(index[done[at]]), int(op_type[done[at]]), int(latency[at])
+            )
         last = np.ones(len(order), bool)
         last[:-1] = ~same[1:]
-        retired = []
         for p, i, t, kind, fid in zip(
             *(a[last].tolist() for a in (process, index, time, op_type, f)), strict=True
         ):
@@ -864,23 +870,54 @@ class _Tables:
                 self._outstanding[p] = (i, t, fid)
             else:
                 self._outstanding.pop(p, None)
-                if kind == _INFO:
-                    retired.append(p)
-        if retired:
-            self._retired = np.union1d(self._retired, np.array(retired, np.int64))
+        if is_info.any():
+            self._informed = np.union1d(self._informed, process[is_info])
         open_invokes = int(np.count_nonzero(block.type_code[client] == _INVOKE)) - int(here.sum())
         return _Paired(
             block.first_index, block.ops, invoke_index, complete_index, complete_type,
             latencies, open_invokes,
         )  # fmt: skip
 
+    def _count_leniency(
+        self, process: Ints, index: Ints, row: Ints, same: Flags, is_info: Flags, alone: Flags
+    ) -> None:
+        """Count the operations of processes after their info completion and the
+        completions without invoke (the block's ops sorted by process, then index)."""
+        went_on = np.zeros(len(process), bool)
+        if len(self._informed):  # an info in an earlier block
+            found = np.searchsorted(self._informed, process) % len(self._informed)
+            went_on = self._informed[found] == process
+        if is_info.any():  # an info earlier in this block, of the same process
+            before: Ints = np.cumsum(is_info) - is_info
+            group_start = np.flatnonzero(~same)
+            group = np.cumsum(~same) - 1
+            went_on |= before > before[group_start][group]
+        went_on &= row >= 0  # an invoke held from an earlier block was counted there
+        for kind, flags in (("after_info", went_on), ("uninvoked", alone)):
+            if flags.any():
+                at = np.sort(index[flags])
+                first = self._first[kind]
+                first += at[: SHOWN - len(first)].tolist()
+                self._counts[kind] += len(at)
+
+    @property
+    def leniency(self) -> Leniency:
+        """What pairing has accepted so far as Jepsen does."""
+        return Leniency(
+            self._counts["after_info"],
+            tuple(self._first["after_info"]),
+            self._counts["uninvoked"],
+            tuple(self._first["uninvoked"]),
+        )
+
     def close(self) -> dict[str, int]:
         while self._held:
             self._write("ops", self._held.popleft().columns())
         while self._writing:
             self._writing.popleft().result()
-        for writer in self._writers.values():
-            writer.close()
+        metadata = leniency_metadata(self.leniency, lines=True)
+        for name, writer in self._writers.items():
+            writer.close(metadata if name == "ops" else None)
         return {name: writer.rows for name, writer in self._writers.items()}
 
     def abort(self) -> None:
@@ -960,7 +997,7 @@ def write_parquet_bulk(
     if tail is not None:
         warnings.warn(TruncatedHistoryWarning(tail.describe(path)), stacklevel=2)
     summary = ParquetSummary(
-        target, rows["ops"], rows["mops"], rows["events"], rows["assign"], tail
+        target, rows["ops"], rows["mops"], rows["events"], rows["assign"], tail, tables.leniency
     )
     return BulkOutcome(summary, None, tables.per_line)
 

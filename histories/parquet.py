@@ -16,7 +16,7 @@ import shutil
 import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from histories.contract import KEY_LIST_FS, MICRO_OP_FS, Process
 from histories.errors import HistoryFormatError, OperationError, PairingError
 from histories.jsonline import to_json
 from histories.operation import Operation
-from histories.pairing import InvocationTracker
+from histories.pairing import InvocationTracker, Leniency
 from histories.parquet_schema import (
     BOOL,
     DEFAULT_ROW_GROUP_SIZE,
@@ -48,6 +48,8 @@ from histories.reader import (
 
 _ENCODE_STR = json.encoder.encode_basestring_ascii
 COMPRESSION = "snappy"
+LENIENCY_KEY = "squall.history.leniency"
+"""The ops.parquet footer key that records what pairing accepted leniently (if anything)."""
 
 # An ops row as buffered: `operation_row` (the columns of OPS_SCHEMA up to key, then
 # value_json), then invoke_index and latency_ns (known on completions); the pairing of
@@ -63,7 +65,8 @@ OperationFields = tuple[
 
 @dataclass(frozen=True, slots=True)
 class ParquetSummary:
-    """What `write_parquet` wrote: the directory, row counts, and a torn tail it ignored."""
+    """What `write_parquet` wrote: the directory, row counts, a torn tail it ignored, and
+    what pairing accepted as Jepsen does (`histories.pairing`)."""
 
     path: Path
     ops: int
@@ -71,6 +74,45 @@ class ParquetSummary:
     events: int
     assign: int
     truncated_tail: TruncatedTail | None = None
+    leniency: Leniency = field(default_factory=Leniency)
+
+
+def leniency_metadata(leniency: Leniency, *, lines: bool) -> dict[str, str]:
+    """The ops.parquet footer metadata recording `leniency` (none when there was none);
+    `lines`: its positions are lines of a history file."""
+    if not leniency:
+        return {}
+    record = {
+        "positions": "line" if lines else "index",
+        "after_info": leniency.after_info,
+        "after_info_first": list(leniency.after_info_first),
+        "uninvoked": leniency.uninvoked,
+        "uninvoked_first": list(leniency.uninvoked_first),
+    }
+    return {LENIENCY_KEY: json.dumps(record, separators=(",", ":"))}
+
+
+def pairing_notes(directory: str | os.PathLike[str]) -> list[str]:
+    """The notes for results.json on what pairing accepted leniently when the tables of
+    `directory` were written (read from the footer of its ops.parquet file, if a file)."""
+    path = Path(directory) / "ops.parquet"
+    if not path.is_file():
+        return []
+    try:
+        text = (pq.ParquetFile(path).metadata.metadata or {}).get(LENIENCY_KEY.encode())
+        if text is None:
+            return []
+        record = json.loads(text)
+        leniency = Leniency(
+            int(record["after_info"]),
+            tuple(int(i) for i in record["after_info_first"]),
+            int(record["uninvoked"]),
+            tuple(int(i) for i in record["uninvoked_first"]),
+        )
+        lines = record["positions"] == "line"
+    except (OSError, pa.ArrowException, ValueError, KeyError, TypeError):
+        return []  # unreadable tables fail when read; a note is not worth an error here
+    return leniency.notes(lines=lines)
 
 
 def value_json(index: int, value: Any) -> str:
@@ -218,23 +260,33 @@ class _TableWriter:
         self.rows += table.num_rows
         self._writer.write_table(table, row_group_size=self._row_group_size)
 
-    def close(self) -> None:
+    def close(self, metadata: dict[str, str] | None = None) -> None:
+        if metadata:
+            self._writer.add_key_value_metadata(metadata)
         self._writer.close()
 
 
 class HistoryTables:
-    """Streams operations (in index order) into the four Parquet tables of `out_dir`."""
+    """Streams operations (in index order) into the four Parquet tables of `out_dir`.
 
-    def __init__(self, out_dir: Path, *, row_group_size: int = DEFAULT_ROW_GROUP_SIZE) -> None:
+    `lines`: the operations are the lines of a history file, so a leniency recorded in
+    ops.parquet is placed by line (index + 1) rather than by index.
+    """
+
+    def __init__(
+        self, out_dir: Path, *, row_group_size: int = DEFAULT_ROW_GROUP_SIZE, lines: bool = False
+    ) -> None:
         if row_group_size < 1:
             raise ValueError(f"row_group_size is {row_group_size}, expected >= 1")
         self._dir = out_dir
         self._rg = row_group_size
+        self._lines = lines
         self._writers = {
             name: _TableWriter(out_dir / f"{name}.parquet", SCHEMAS[name], row_group_size)
             for name in TABLES
         }
-        self._observe = InvocationTracker().observe
+        self._tracker = InvocationTracker()
+        self._observe = self._tracker.observe
         self._ops_limit = 2 * row_group_size
         self._ops: list[tuple[Any, ...]] = []
         self._ops_start = 0  # index of the first buffered ops row
@@ -372,10 +424,16 @@ class HistoryTables:
         self._flush_mops()
         self._flush_rows("events", self._events)
         self._flush_rows("assign", self._assign)
-        for writer in self._writers.values():
-            writer.close()
+        metadata = leniency_metadata(self.leniency, lines=self._lines)
+        for name, writer in self._writers.items():
+            writer.close(metadata if name == "ops" else None)
         if self._late:
-            self._patch_late_completions()
+            self._patch_late_completions(metadata)
+
+    @property
+    def leniency(self) -> Leniency:
+        """What pairing has accepted leniently so far."""
+        return self._tracker.leniency()
 
     def abort(self) -> None:
         for writer in self._writers.values():
@@ -384,7 +442,7 @@ class HistoryTables:
     def rows(self) -> dict[str, int]:
         return {name: writer.rows for name, writer in self._writers.items()}
 
-    def _patch_late_completions(self) -> None:
+    def _patch_late_completions(self, metadata: dict[str, str]) -> None:
         """Rewrite ops.parquet, filling in invokes whose completion came after their flush."""
         path = self._dir / "ops.parquet"
         patched = self._dir / "ops.parquet.patching"
@@ -409,6 +467,8 @@ class HistoryTables:
                     merged = pc.if_else(hit, values.take(found), table[name])
                     table = table.set_column(column, OPS_SCHEMA.field(name), merged)
                 writer.write_table(table, row_group_size=self._rg)
+            if metadata:
+                writer.add_key_value_metadata(metadata)
         finally:
             writer.close()
         os.replace(patched, path)
@@ -424,12 +484,14 @@ def write_parquet(
 
     `out_dir` is the `history.parquet` directory itself; an existing one is replaced.
     A history whose invocations do not pair up raises `HistoryFormatError` (for a file) or
-    `PairingError`.
+    `PairingError`; what pairing accepted as Jepsen does is in the summary's `leniency`
+    and in ops.parquet's footer (`pairing_notes`).
     """
     target = Path(out_dir)
     tail: TruncatedTail | None = None
+    from_file = isinstance(source, (str, os.PathLike))
     with staged_directory(target) as temporary:
-        tables = HistoryTables(temporary, row_group_size=row_group_size)
+        tables = HistoryTables(temporary, row_group_size=row_group_size, lines=from_file)
         try:
             with collector_paused():
                 if isinstance(source, (str, os.PathLike)):
@@ -442,7 +504,9 @@ def write_parquet(
             tables.abort()
             raise
     rows = tables.rows()
-    return ParquetSummary(target, rows["ops"], rows["mops"], rows["events"], rows["assign"], tail)
+    return ParquetSummary(
+        target, rows["ops"], rows["mops"], rows["events"], rows["assign"], tail, tables.leniency
+    )
 
 
 def _add_file(tables: HistoryTables, path: Path) -> TruncatedTail | None:

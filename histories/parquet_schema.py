@@ -1,7 +1,9 @@
 """The schema of `history.parquet/`: four flat tables, for Spark checkers without UDFs.
 
 `history.parquet/` holds `ops.parquet`, `mops.parquet`, `events.parquet` and
-`assign.parquet` (written by `histories.parquet.write_parquet`). Every table carries the schema metadata `squall.history.version` = "1". Process is
+`assign.parquet` (written by `histories.parquet.write_parquet`). Every table carries the schema metadata `squall.history.version` = "1"; when pairing accepted a history
+leniently, as Jepsen does, ops.parquet's footer also holds `squall.history.leniency` (JSON:
+the counts and first positions, `histories.parquet.pairing_notes`). Process is
 written twice: `process` as text ("3", "nemesis", "sut") and `process_id` as the client
 number (null for nemesis and SUT). Keys are opaque strings: an int key 5 is written "5",
 the way poll results spell it, so send keys and poll keys compare equal. Values are written
@@ -11,10 +13,12 @@ as their JSON text (`7`, `"v-7"`), one comparable column that tells ints from st
   index int64, time int64, process string, process_id int64, type string, f string,
   final bool, acks int8, node string, error string, key string,
   invoke_index int64     the pair's invoke: its own index on an invoke, its invoke's on a
-                         completion; null for nemesis and SUT events
+                         completion; null for nemesis and SUT events. A completion without
+                         invoke is its own invoke (its own index; `histories.pairing`)
   complete_index int64   the pair's completion (own index on a completion); null if none
   complete_type string   the pair's completion type (ok, fail, info); null if none
-  latency_ns int64       completion time - invoke time, on both rows of a pair
+  latency_ns int64       completion time - invoke time, on both rows of a pair (0 on a
+                         completion without invoke)
   value_json string      the value as JSON, except for send/poll/txn (see mops)
 
 `mops.parquet`, one row per micro-operation of a client send, poll or txn, and for poll

@@ -80,7 +80,7 @@ def wait_for_full_isr(cluster: Cluster, topic: str, timeout: float = 30.0) -> No
 def check_history(path: Path, final: FinalReadResult) -> tuple[list[Operation], Counter[Any]]:
     """The assertions every run must pass; returns the operations and (f, type) counts."""
     ops = read_history(path)  # validates every line against the contract
-    pairs = pair_operations(ops)  # one op in flight per process, none after an info
+    pairs = pair_operations(ops, strict=True)  # one op in flight per process, none after an info
     assert all(done is not None for _, done in pairs), "an invocation was never completed"
     counts = Counter((op.f, op.type) for op in ops if op.is_client)
     assert counts[("send", "ok")] > 0 and counts[("poll", "ok")] > 0

@@ -24,7 +24,7 @@ from histories import (
 from histories.bulk_parquet import BulkOutcome, write_parquet_bulk
 from histories.jsonline import encode_line
 from histories.operation import make_operation
-from tests.unit.test_histories_parquet import paired_histories
+from tests.unit.test_histories_parquet import expected_leniency, paired_histories
 
 SMALL_BLOCKS = 4096  # many blocks: pairing across them, invokes completed blocks later
 
@@ -44,6 +44,7 @@ def assert_same_tables(source: Path, **options: Any) -> BulkOutcome:
         assert outcome.summary is not None
         assert (outcome.summary.path, outcome.summary.truncated_tail) == (
             bulk_dir, exact.truncated_tail)  # fmt: skip
+        assert outcome.summary.leniency == exact.leniency
         bulk_tables, exact_tables = read_parquet_tables(bulk_dir), read_parquet_tables(exact_dir)
         for name, table in exact_tables.items():
             assert bulk_tables[name].schema.equals(table.schema, check_metadata=True), name
@@ -227,8 +228,11 @@ tier1_values = st.one_of(
 
 
 @st.composite
-def client_histories(draw: st.DrawFn) -> list[Operation]:
-    """Mostly tier-1 histories: sends, polls, txns and commits, with optional fields."""
+def client_histories(draw: st.DrawFn, lenient: bool = False) -> list[Operation]:
+    """Mostly tier-1 histories: sends, polls, txns and commits, with optional fields.
+
+    `lenient`: a process may go on after its info, and complete what it never invoked.
+    """
     ops: list[Operation] = []
     now = draw(st.integers(-(10**6), 10**6))
     for process in range(draw(st.integers(1, 4))):
@@ -260,10 +264,13 @@ def client_histories(draw: st.DrawFn) -> list[Operation]:
                 "error": st.sampled_from(["timeout", 'a "quoted" [error]', "é", ""]),
                 "node": st.just("n1"), "acks": st.sampled_from([-1, 0, 1]),
                 "final": st.booleans(), "key": tier1_keys | st.integers(-5, 5)}))  # fmt: skip
-            for kind, value in (("invoke", invoke), (op_type, done)):
+            steps = [("invoke", invoke), (op_type, done)]
+            if lenient and draw(st.integers(0, 3)) == 0:
+                del steps[0]
+            for kind, value in steps:
                 now += draw(st.integers(0, 10**9))
                 ops.append(make_operation(len(ops), now, process, kind, f, value, **fields))
-            if op_type == "info":
+            if op_type == "info" and not (lenient and draw(st.booleans())):
                 break
     return ops
 
@@ -274,14 +281,20 @@ def _history_file(ops: list[Operation]) -> Path:
     return path
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.one_of(client_histories(), paired_histories()), st.sampled_from([64, 1 << 20]))
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(client_histories(), paired_histories(), client_histories(lenient=True),
+              paired_histories(lenient=True)),
+    st.sampled_from([64, 1 << 20]),
+)  # fmt: skip
 def test_generated_histories_convert_exactly(ops: list[Operation], block_bytes: int) -> None:
     # Interleave the processes' operations the way a run does: by time, renumbered.
     ops = [op.with_index(i) for i, op in enumerate(sorted(ops, key=lambda op: op.time))]
     source = _history_file(ops)
     try:
-        assert_same_tables(source, block_bytes=block_bytes)
+        outcome = assert_same_tables(source, block_bytes=block_bytes)
+        assert outcome.summary is not None
+        assert outcome.summary.leniency == expected_leniency(ops)
     finally:
         source.unlink()
         source.parent.rmdir()
@@ -304,7 +317,7 @@ def _valid_lines(start: int = 0) -> list[str]:
     [
         ('{"index":200,"time":1,"process":', "not a valid operation"),
         (line(201, 900, "invoke", "poll", [["poll"]]), "index 201, expected 200"),
-        (line(200, 900, "ok", "poll", [["poll", {}]]), "pairing"),
+        (line(200, 1201, "invoke", "poll", [["poll"]]), "pairing"),  # 1201 invokes at 201
         (line(200, "sut", "info", "leader-election", {"key": "k", "isr": "all"}), "isr"),
         (line(200, 5, "ok", "send", [["send", "k", [1.5, 2]]]), "not a valid operation"),
         (line(200, 5, "invoke", "poll", [["poll"]], acks=2), "acks"),
@@ -332,31 +345,64 @@ def test_invalid_histories_fall_back_with_nothing_written(
         write_parquet(source, tmp_path / "exact")
 
 
+def _padded(lines: list[str], spread: bool) -> list[str]:
+    """`lines` from index 200 among valid lines, the last one in the same block as the
+    others, or (`spread`) 200 lines and blocks later."""
+    before, last = lines[:-1], lines[-1]
+    return [
+        *_valid_lines(),
+        *(_shifted(text, 200) for text in before),
+        *(_valid_lines(200 + len(before)) if spread else []),
+        _shifted(last, 200 + 200 * spread),
+    ]
+
+
 def test_pairing_violations_fall_back(tmp_path: Path) -> None:
     poll = [["poll"]]
     cases = {
-        "completion without invoke": [line(0, 1, "ok", "poll", [["poll", {}]])],
         "second invoke": [line(0, 1, "invoke", "poll", poll), line(1, 1, "invoke", "poll", poll)],
+        "second invoke after info": [
+            line(0, 1, "invoke", "poll", poll), line(1, 1, "info", "poll", None),
+            line(2, 1, "invoke", "poll", poll), line(3, 1, "invoke", "poll", poll)],
         "another f": [line(0, 1, "invoke", "poll", poll),
                       line(1, 1, "ok", "send", [["send", "k", 1]])],
-        "after info": [line(0, 1, "invoke", "poll", poll), line(1, 1, "info", "poll", None),
-                       line(2, 1, "invoke", "poll", poll)],
     }  # fmt: skip
     for name, lines in cases.items():
-        for spread in (False, True):  # the last line in the same block, or blocks later
-            before, last = lines[:-1], lines[-1]
-            padded = [
-                *_valid_lines(),
-                *(_shifted(text, 200) for text in before),
-                *(_valid_lines(200 + len(before)) if spread else []),
-                _shifted(last, 200 + 200 * spread),
-            ]
+        for spread in (False, True):
             case_dir = tmp_path / f"{name.replace(' ', '-')}-{spread}"
             case_dir.mkdir()
-            source = write_lines(case_dir / "history.jsonl", padded)
+            source = write_lines(case_dir / "history.jsonl", _padded(lines, spread))
             assert_falls_back(source, case_dir, "pairing")
             with pytest.raises(HistoryFormatError):
                 write_parquet(source, case_dir / "exact")
+
+
+def test_jepsen_leniency_converts_exactly(tmp_path: Path) -> None:
+    poll, polled = [["poll"]], [["poll", {"k": [[0, 0]]}]]
+    cases = {
+        "completion without invoke": ([line(0, 1, "ok", "poll", polled)], (0, 1)),
+        "completions without invoke": (
+            [line(0, 1, "fail", "send", [["send", "k", 5]]), line(1, 1, "info", "poll", None)],
+            (0, 2)),
+        "after info": ([line(0, 1, "invoke", "poll", poll), line(1, 1, "info", "poll", None),
+                        line(2, 1, "invoke", "poll", poll)], (1, 0)),
+        "after info, completed": (
+            [line(0, 1, "invoke", "poll", poll), line(1, 1, "info", "poll", None),
+             line(2, 1, "invoke", "poll", poll), line(3, 1, "ok", "poll", polled)], (2, 0)),
+        "after info, uninvoked": (
+            [line(0, 1, "invoke", "poll", poll), line(1, 1, "info", "poll", None),
+             line(2, 1, "ok", "poll", polled)], (1, 1)),
+    }  # fmt: skip
+    for name, (lines, (after_info, uninvoked)) in cases.items():
+        for spread in (False, True):
+            source = tmp_path / f"{name.replace(' ', '-')}-{spread}.jsonl"
+            write_lines(source, _padded(lines, spread))
+            outcome = assert_same_tables(source, block_bytes=SMALL_BLOCKS)
+            assert outcome.summary is not None
+            leniency = outcome.summary.leniency
+            assert (leniency.after_info, leniency.uninvoked) == (after_info, uninvoked), name
+            last = 200 + len(lines) - 1 + 200 * spread
+            assert last in leniency.after_info_first + leniency.uninvoked_first
 
 
 def _shifted(text: str, by: int) -> str:

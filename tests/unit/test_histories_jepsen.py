@@ -6,10 +6,29 @@ from pathlib import Path
 
 import pytest
 
-from histories import JepsenImportError, Operation, pair_operations, write_parquet
+from histories import (
+    JepsenImportError,
+    Leniency,
+    Operation,
+    pair_operations,
+    read_parquet_tables,
+    write_parquet,
+)
 from histories.jepsen import import_jepsen_history, jepsen_operation
+from histories.parquet import pairing_notes
 
 FIXTURE = Path(__file__).parent / "data" / "histories" / "jepsen_kafka_history.edn"
+# Written by hand, as in Jepsen's own tests: process 0 goes on after its :info, and
+# process 1 completes a send it never invoked.
+HAND_WRITTEN_EDN = """\
+[{:type :invoke, :f :send, :value [[:send 0 1]], :time 1000, :process 0}
+ {:type :info, :f :send, :value [[:send 0 1]], :time 2000, :process 0, :error :timeout}
+ {:type :invoke, :f :send, :value [[:send 0 2]], :time 3000, :process 0}
+ {:type :ok, :f :send, :value [[:send 0 [1 2]]], :time 4000, :process 0}
+ {:type :ok, :f :send, :value [[:send 0 [2 3]]], :time 5000, :process 1}
+ {:type :invoke, :f :poll, :value [[:poll]], :time 6000, :process 0}
+ {:type :ok, :f :poll, :value [[:poll {0 [[0 1] [1 2] [2 3]]}]], :time 7000, :process 0}]
+"""
 
 
 def test_fixture_imports_into_expected_operations() -> None:
@@ -38,8 +57,6 @@ def test_fixture_imports_into_expected_operations() -> None:
 
 
 def test_fixture_converts_to_parquet_with_matching_keys(tmp_path: Path) -> None:
-    from histories import read_parquet_tables
-
     summary = write_parquet(import_jepsen_history(FIXTURE), tmp_path / "history.parquet")
     mops = read_parquet_tables(summary.path)["mops"].to_pylist()
     acked = {(r["key"], r["value"]) for r in mops
@@ -95,3 +112,25 @@ def test_jepsen_operation_converts_odd_values() -> None:
     assert op.time == 5
     assert op.value == {'["n1",2]': 1.5, "null": "inf"}
     assert op.node == "3" and op.extra == {}
+
+
+def test_hand_written_history_pairs_as_jepsen_and_notes_it(tmp_path: Path) -> None:
+    path = tmp_path / "history.edn"
+    path.write_text(HAND_WRITTEN_EDN)
+    ops = import_jepsen_history(path)
+    pairs = [(a.index, b.index if b else None) for a, b in pair_operations(ops)]
+    assert pairs == [(0, 1), (2, 3), (4, 4), (5, 6)]  # 4 is its own invoke
+    summary = write_parquet(ops, tmp_path / "history.parquet")
+    assert summary.leniency == Leniency(4, (2, 3, 5, 6), 1, (4,))
+    rows = read_parquet_tables(summary.path)["ops"].to_pylist()
+    assert [(r["invoke_index"], r["complete_index"], r["latency_ns"]) for r in rows] == [
+        (0, 1, 1000), (0, 1, 1000), (2, 3, 1000), (2, 3, 1000), (4, 4, 0), (5, 6, 1000),
+        (5, 6, 1000)]  # fmt: skip
+    # An EDN op is not a line of its own: its place is its index.
+    assert pairing_notes(summary.path) == [
+        "4 operations came from processes after their info completion (operation indices 2, "
+        "3, 5, 6); each process went on, its next completion pairing with its next invoke, "
+        "as Jepsen does",
+        "1 completion had no invoke (operation index 4); it was taken as invoked at its own "
+        "time, as Jepsen does",
+    ]

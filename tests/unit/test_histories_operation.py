@@ -9,10 +9,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from histories import Operation, OperationError, PairingError, check_json_dict, pair_operations
+from histories import (
+    InvocationTracker,
+    Leniency,
+    Operation,
+    OperationError,
+    PairingError,
+    check_json_dict,
+    pair_operations,
+)
 from histories.contract import KNOWN_FIELDS, check_operation
 from histories.jsonline import encode_line
 from histories.operation import make_operation
+from histories.pairing import SHOWN
 from histories.validation import fields_valid
 
 # ---------------------------------------------------------------- strategies (shared)
@@ -295,10 +304,9 @@ def test_pairing_by_process() -> None:
 @pytest.mark.parametrize(
     ("ops", "message"),
     [
-        ([_op(0, 0, "ok")], "operation 0 (ok poll) completes nothing: process 0 has no"),
         ([_op(0, 0, "invoke"), _op(1, 0, "invoke")], "invoke at index 0 is still outstanding"),
-        ([_op(0, 0, "invoke"), _op(1, 0, "info"), _op(2, 0, "invoke")],
-         "retired by the info completion at index 1"),
+        ([_op(0, 0, "invoke"), _op(1, 0, "info"), _op(2, 0, "invoke"), _op(3, 0, "invoke")],
+         "invoke at index 2 is still outstanding"),
         ([_op(0, 0, "invoke"), Operation(1, 1, 0, "ok", "send", [["send", 1, 1]])],
          "operation 1 completes send, but the outstanding invoke"),
     ],
@@ -307,6 +315,76 @@ def test_pairing_errors(ops: list[Operation], message: str) -> None:
     with pytest.raises(PairingError) as caught:
         pair_operations(ops)
     assert message in str(caught.value)
+
+
+def test_a_process_goes_on_after_info_as_in_jepsen() -> None:
+    ops = [_op(0, 0, "invoke"), _op(1, 0, "info"), _op(2, 0, "invoke"), _op(3, 1, "invoke"),
+           _op(4, 0, "ok"), _op(5, 1, "ok"), _op(6, 0, "invoke")]  # fmt: skip
+    pairs = pair_operations(ops)
+    assert [(a.index, b.index if b else None) for a, b in pairs] == [
+        (0, 1), (2, 4), (3, 5), (6, None)]  # fmt: skip
+    tracker = InvocationTracker()
+    for op in ops:
+        tracker.observe(op.index, op.time, op.process, op.type, op.f)
+    assert tracker.leniency() == Leniency(after_info=3, after_info_first=(2, 4, 6))
+    assert tracker.outstanding() == {0: (6, 6, "poll")}
+
+
+def test_a_completion_without_invoke_is_its_own_invoke() -> None:
+    ops = [_op(0, 0, "ok"), _op(1, 1, "invoke"), _op(2, 0, "fail"), _op(3, 1, "ok"),
+           _op(4, 1, "info")]  # fmt: skip
+    pairs = pair_operations(ops)
+    assert [(a.index, b.index if b else None) for a, b in pairs] == [
+        (0, 0), (1, 3), (2, 2), (4, 4)]  # fmt: skip
+    tracker = InvocationTracker()
+    seen = [tracker.observe(op.index, op.time, op.process, op.type, op.f) for op in ops]
+    assert seen == [(0, 0, "poll"), None, (2, 2, "poll"), (1, 1, "poll"), (4, 4, "poll")]
+    assert tracker.leniency() == Leniency(uninvoked=3, uninvoked_first=(0, 2, 4))
+
+
+def test_leniency_keeps_the_first_positions_and_counts_all() -> None:
+    ops = [_op(i, i, "ok") for i in range(SHOWN + 3)]
+    tracker = InvocationTracker()
+    for op in ops:
+        tracker.observe(op.index, op.time, op.process, op.type, op.f)
+    leniency = tracker.leniency()
+    assert leniency.uninvoked == SHOWN + 3
+    assert leniency.uninvoked_first == tuple(range(SHOWN))
+    assert not Leniency() and leniency
+
+
+def test_leniency_notes() -> None:
+    assert Leniency().notes(lines=True) == []
+    notes = Leniency(2, (4, 6), 3, (3, 8, 11)).notes(lines=True)
+    assert notes == [
+        "2 operations came from processes after their info completion (lines 5, 7); each "
+        "process went on, its next completion pairing with its next invoke, as Jepsen does",
+        "3 completions had no invoke (lines 4, 9, 12); each was taken as invoked at its own "
+        "time, as Jepsen does",
+    ]
+    assert Leniency(1, (4,), 1, (3,)).notes(lines=False) == [
+        "1 operation came from a process after its info completion (operation index 4); the "
+        "process went on, its next completion pairing with its next invoke, as Jepsen does",
+        "1 completion had no invoke (operation index 3); it was taken as invoked at its own "
+        "time, as Jepsen does",
+    ]
+    (note,) = Leniency(uninvoked=7, uninvoked_first=(0, 1, 2, 3, 4)).notes(lines=True)
+    assert "7 completions had no invoke (lines 1, 2, 3, 4, 5 and 2 more)" in note
+
+
+@pytest.mark.parametrize(
+    ("ops", "message"),
+    [
+        ([_op(0, 0, "ok")], "operation 0 (ok poll) completes nothing: process 0 has no"),
+        ([_op(0, 0, "invoke"), _op(1, 0, "info"), _op(2, 0, "invoke")],
+         "retired by the info completion at index 1"),
+    ],
+)  # fmt: skip
+def test_strict_pairing_keeps_squalls_own_rules(ops: list[Operation], message: str) -> None:
+    with pytest.raises(PairingError) as caught:
+        pair_operations(ops, strict=True)
+    assert message in str(caught.value)
+    assert pair_operations(ops)  # accepted without strict
 
 
 @given(any_operations)

@@ -117,7 +117,7 @@ def make_worker(
 
 def shapes(path: Path) -> list[tuple[Any, ...]]:
     ops = read_history(path)
-    pair_operations(ops)
+    pair_operations(ops, strict=True)
     return [(op.process, op.type, op.f, op.value) for op in ops]
 
 

@@ -100,7 +100,7 @@ def test_reads_every_key_to_its_end_and_marks_everything_final(tmp_path: Path) -
     assert result.complete and result.missing == {}
     assert result.reached == {"t-0": 7, "t-1": 2}
     ops = read_history(path)
-    pair_operations(ops)
+    pair_operations(ops, strict=True)
     assert all(op.final for op in ops)
     read = [
         (key, offset)

@@ -143,7 +143,7 @@ def test_sends_are_recorded_with_offsets_and_a_process_per_in_flight_send(
         worker.run()
     assert failures == []
     ops = read_history(path)
-    pairs = pair_operations(ops)
+    pairs = pair_operations(ops, strict=True)
     assert all(done is not None for _, done in pairs)
     sends = [(invoke, done) for invoke, done in pairs if done is not None]
     assert len(sends) >= SENDS
@@ -258,7 +258,7 @@ def test_a_producer_crash_ends_its_sends_in_flight_as_info_and_a_new_client_take
         "squall-producer-0.1",
     ]
     ops = read_history(path)
-    pair_operations(ops)  # one op at a time per process, nothing after an info
+    pair_operations(ops, strict=True)  # one op at a time per process, nothing after an info
     rows = [(op.process, op.type, op.f, op.value, op.error) for op in ops]
     sends = [(p, v[0][2]) for p, t, f, v, _ in rows if f == "send" and t == "invoke"]
     assert [value for _, value in sends] == [0, 1, 2, 3]
@@ -315,7 +315,7 @@ def test_the_mix_crashes_producers_now_and_then_and_the_run_goes_on(
         )
         worker.run()
     ops = read_history(path)
-    pair_operations(ops)
+    pair_operations(ops, strict=True)
     crashes = [op for op in ops if op.f == "crash" and op.type == "info"]
     assert worker.crashes == len(crashes) >= 1
     assert sum(op.f == "send" and op.type == "ok" for op in ops) > 0

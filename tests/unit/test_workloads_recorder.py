@@ -42,7 +42,7 @@ def history(tmp_path: Path) -> Iterator[tuple[OperationRecorder, Recorded]]:
     def read() -> list[Operation]:
         writer.close()
         ops = read_history(path)
-        pair_operations(ops)  # raises PairingError if the process rules are broken
+        pair_operations(ops, strict=True)  # raises PairingError if the process rules are broken
         return ops
 
     yield recorder, read

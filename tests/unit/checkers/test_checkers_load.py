@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from checkers import CheckConfig, HistoryNotFoundError, TestConfigError, load, load_history
-from checkers.config import TestSettings, find_test_settings, read_test_settings
-from checkers.load import locate_history
+from checkers.config import Loader, TestSettings, find_test_settings, read_test_settings
+from checkers.load import convert_history, locate_history
 from histories import HistoryFormatError, HistoryWriter, write_parquet
 from histories.bulk_parquet import BulkOutcome
 
@@ -102,6 +102,29 @@ def test_torn_last_line_is_noted(spark: Any, tmp_path: Path) -> None:
     loaded = load_history(spark, tmp_path)
     assert any("torn" in note for note in loaded.notes)
     assert loaded.ops.count() == 2
+
+
+@pytest.mark.parametrize("loader", ["auto", "exact"])
+def test_jepsen_leniency_is_noted_each_time_the_tables_are_read(
+    tmp_path: Path, loader: Loader
+) -> None:
+    (tmp_path / "history.jsonl").write_text(
+        '{"index":0,"time":0,"process":0,"type":"invoke","f":"poll","value":[["poll"]]}\n'
+        '{"index":1,"time":1,"process":0,"type":"info","f":"poll","value":null}\n'
+        '{"index":2,"time":2,"process":0,"type":"fail","f":"poll","value":null}\n'
+    )
+    parquet, how, notes = convert_history(locate_history(tmp_path), loader=loader)
+    assert how == ("bulk" if loader == "auto" else "exact")
+    expected = [
+        "1 operation came from a process after its info completion (line 3); the process "
+        "went on, its next completion pairing with its next invoke, as Jepsen does",
+        "1 completion had no invoke (line 3); it was taken as invoked at its own time, as "
+        "Jepsen does",
+    ]
+    assert notes == expected
+    # Reused tables, or the tables themselves: the note comes from ops.parquet's footer.
+    assert convert_history(locate_history(tmp_path)) == (parquet, "existing", expected)
+    assert convert_history(locate_history(parquet))[2] == expected
 
 
 def test_test_json(tmp_path: Path) -> None:
