@@ -6,6 +6,9 @@
 Malformed histories raise the `histories` errors (`HistoryFormatError` names the file and
 line); a path without a history raises `HistoryNotFoundError`; a malformed test.json
 `TestConfigError`; Spark that cannot start `SparkUnavailableError`.
+
+Every check of a process shares one SparkSession (`checkers.session.get_spark`): a
+campaign's or a hunt's checks start Spark once; `stop_spark` ends it.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from checkers.load import LoadedHistory, load_history, locate_history
 from checkers.losses import LossRules
 from checkers.registry import REGISTRY, compose
 from checkers.results import assemble_results, collect_findings
-from checkers.session import SparkSettings, get_spark
+from checkers.session import connect_running, get_spark, spark_settings
 from checkers.stats import DATA_FS, history_stats
 from checkers.unclean import election_counts, unclean_lost_writes
 
@@ -33,13 +36,17 @@ def check_history(
     path: str | os.PathLike[str],
     *,
     spark_master: str | None = None,
+    spark_remote: str | None = None,
     config: CheckConfig | None = None,
     checkers: Iterable[Checker] | None = None,
 ) -> dict[str, Any]:
     """Check the history at `path` (run directory, history.jsonl, history.parquet, .edn)
-    with `checkers`, by default the registered ones."""
+    with `checkers`, by default the registered ones, on the running SparkSession, else one
+    on `spark_master` (default local[*]) or the Spark Connect server `spark_remote`."""
     config = config or CheckConfig()
-    settings = None if spark_master is None else SparkSettings(master=spark_master)
+    settings = spark_settings(spark_master, spark_remote)
+    if spark_remote is not None or (settings is None and connect_running()):
+        path = os.path.abspath(path)  # the server resolves a relative path against its own
     started = time.monotonic()
     location = locate_history(path)
     tested = config.test if config.test is not None else find_test_settings(location.run_dir)

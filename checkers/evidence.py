@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checkers.dense import look_up, with_dense_index
+from checkers.session import is_connect
 
 
 class Evidence:
@@ -56,7 +57,9 @@ class Evidence:
         """Drop every persisted frame."""
         for frame in self._persisted:
             # The kept rows belong to the plan's RDD, which the DataFrame API does not release.
-            frame._jdf.queryExecution().logical().rdd().unpersist(False)
+            # A Spark Connect server releases a frame when its last reference here goes.
+            if not is_connect(frame):
+                frame._jdf.queryExecution().logical().rdd().unpersist(False)
         self._persisted.clear()
         self._kept.clear()
 
@@ -148,10 +151,12 @@ class Evidence:
             "op_f",
         )
         # Operations that did not complete ok (fail, info, never) are few; their completion
-        # may carry no value, so their sends come from the invocation.
+        # may carry no value, so their sends come from the invocation. A completion without
+        # invoke is its own invocation (its invoke_index is its own index).
+        invoked = (F.col("type") == "invoke") | (F.col("invoke_index") == F.col("index"))
         unsettled = F.broadcast(
             self.ops.filter(
-                (F.col("type") == "invoke")
+                invoked
                 & F.col("f").isin("send", "txn")
                 & (F.col("complete_type").isNull() | (F.col("complete_type") != "ok"))
             ).select(
@@ -169,7 +174,7 @@ class Evidence:
             F.col("acks").alias("done_acks"),
         )
         others = (
-            sends.filter(F.col("type") == "invoke")
+            sends.filter(invoked)
             .join(unsettled, "invoke_index")
             .join(reported, ["invoke_index", "mop_index"], "left")
             .select(

@@ -1,10 +1,14 @@
 """The one SparkSession every checker shares.
 
 `local[*]` by default, or any master URL (`spark://host:7077`, `yarn`, ...) for a real
-cluster; on a cluster the history's Parquet directory must be on storage the executors
-can read. The session is quiet (no UI, no progress bars, only errors logged) and sized for
-checking histories: few shuffle partitions and no adaptive execution locally, adaptive
-execution on a cluster.
+cluster, or a Spark Connect server (`sc://host:15002`, `SparkSettings.remote`) that runs the
+checks in its own JVM; on a cluster or a server the history's Parquet directory must be on
+storage the executors or the server can read. The session is quiet (no UI, no progress
+bars, only errors logged) and sized for checking histories: few shuffle partitions and no
+adaptive execution locally, adaptive execution on a cluster. A session is started once per
+process and reused by every check until `stop_spark`; a master or server that nothing
+answers at is reported (`SparkUnavailableError`) within seconds, not after Spark's own
+minute-long retries.
 
 Where a run directory is known (`spark_log`, `SparkSettings.log_file`), log4j2 writes the
 JVM's warnings and errors to a log file there (`spark.log`) instead of the terminal. The log4j2
@@ -17,21 +21,30 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import socket
 import stat
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from checkers.errors import SparkSessionConflictError, SparkUnavailableError
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "4g"
+DEFAULT_CONNECT_PORT = 15002
+"""Spark Connect's port when a `sc://` URL names none."""
+PROBE_TIMEOUT_S = 5.0
+"""How long a master or Connect server has to accept a TCP connection."""
+ANSWER_TIMEOUT_S = 20.0
+"""How long a Connect server that accepted the connection has to answer."""
 
 SPARK_LOG = "spark.log"
 """The name of the Spark log written into a run directory."""
@@ -140,6 +153,9 @@ class SparkSettings:
     """How to start the shared session; `None` fields take defaults suited to the master."""
 
     master: str = DEFAULT_MASTER
+    remote: str | None = None
+    """A Spark Connect URL (`sc://host:port`): the checks run in that server, whose own
+    settings (master, memory, logging) then apply instead of the fields below."""
     shuffle_partitions: int | None = None
     driver_memory: str = DEFAULT_DRIVER_MEMORY
     app_name: str = "squall-check"
@@ -150,8 +166,13 @@ class SparkSettings:
     `spark_log` names, if any)."""
 
     @property
+    def target(self) -> str:
+        """Where the checks run: the Connect URL, else the master."""
+        return self.remote or self.master
+
+    @property
     def is_local(self) -> bool:
-        return bool(_LOCAL.match(self.master))
+        return self.remote is None and bool(_LOCAL.match(self.master))
 
     def local_cores(self) -> int:
         """The cores of a local master: `local` 1, `local[N]` N, `local[*]` the machine's."""
@@ -212,6 +233,88 @@ class SparkSettings:
         conf.update(self.extra)
         return conf
 
+    def connect_conf(self) -> dict[str, str]:
+        """The settings a Spark Connect session sets for itself: the SQL settings results
+        depend on (the server sizes the rest)."""
+        conf = {
+            "spark.sql.session.timeZone": "UTC",
+            "spark.sql.requireAllClusterKeysForCoPartition": "false",
+        }
+        conf.update((k, v) for k, v in self.extra.items() if k.startswith("spark.sql."))
+        return conf
+
+
+def spark_settings(master: str | None = None, remote: str | None = None) -> SparkSettings | None:
+    """The settings of a `--spark-master` or a `--spark-remote` (None: neither, whatever
+    session runs or the default); ValueError for both, or for a URL that names no host and
+    port where it must."""
+    if master is not None and remote is not None:
+        raise ValueError(
+            f"a Spark master ({master}) and a Spark Connect server ({remote}) exclude each "
+            "other: give one"
+        )
+    if remote is not None:
+        spark_endpoints(remote)
+        return SparkSettings(remote=remote)
+    if master is not None:
+        spark_endpoints(master)
+        return SparkSettings(master=master)
+    return None
+
+
+def spark_endpoints(url: str) -> list[tuple[str, int]]:
+    """The (host, port) a standalone master (`spark://h1:7077[,h2:7077]`) or a Spark Connect
+    server (`sc://host[:port][/;params]`) listens at; [] for other masters (local, yarn,
+    k8s, ...), which Spark reaches by its own means. ValueError for a malformed URL."""
+    scheme, separator, rest = url.partition("://")
+    if not separator or scheme not in ("spark", "sc"):
+        return []
+    default = 7077 if scheme == "spark" else DEFAULT_CONNECT_PORT
+    hosts = rest.split("/", 1)[0].split(",") if scheme == "spark" else [rest.split("/", 1)[0]]
+    endpoints = []
+    for host in hosts:
+        try:
+            parts = urlsplit(f"//{host}")
+            name, port = parts.hostname, parts.port
+        except ValueError as err:
+            raise ValueError(f"{url}: {err}; expected {scheme}://HOST:PORT") from None
+        if not name:
+            raise ValueError(f"{url} names no host; expected {scheme}://HOST:PORT")
+        endpoints.append((name, port or default))
+    return endpoints
+
+
+def probe_spark(settings: SparkSettings, timeout: float = PROBE_TIMEOUT_S) -> None:
+    """Raise `SparkUnavailableError` unless something accepts connections where the settings'
+    standalone master or Connect server listens (other masters are not probed). Spark itself
+    would retry an absent master for a minute, and a Connect client for ten."""
+    url = settings.target
+    errors = []
+    for host, port in spark_endpoints(url):
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return
+        except OSError as err:
+            errors.append(f"{host}:{port}: {err.strerror or err}")
+    if not errors:
+        return
+    why = "; ".join(errors)
+    if settings.remote is not None:
+        raise SparkUnavailableError(
+            f"no Spark Connect server answers at {url} ({why}): start it (`squall spark "
+            "start` runs one on this machine), or leave out --spark-remote to check on "
+            f"{DEFAULT_MASTER}"
+        )
+    raise SparkUnavailableError(
+        f"no Spark master answers at {url} ({why}): start the master and its workers, or "
+        f"leave out --spark-master to check on {DEFAULT_MASTER}"
+    )
+
+
+def is_connect(item: Any) -> bool:
+    """Whether a SparkSession or DataFrame is Spark Connect's (no JVM in this process)."""
+    return type(item).__module__.startswith("pyspark.sql.connect.")
+
 
 def _log4j2_file(text: str) -> Path:
     """A file holding the log4j2 configuration `text`, in the user's private cache directory
@@ -236,8 +339,12 @@ def _log4j2_file(text: str) -> Path:
 
 
 _spark_log: ContextVar[Path | None] = ContextVar("squall_spark_log", default=None)
-_routing: dict[str, Any] = {"session": None, "log_file": None}
-"""The session squall started, and where its JVM logs (None: errors to the terminal)."""
+_routing: dict[str, Any] = {"session": None, "log_file": None, "target": None, "env": False}
+"""The session squall started, where its JVM logs (None: errors to the terminal), its
+master or Connect URL, and whether squall switched pyspark to Spark Connect for it."""
+
+_CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
+"""Set, pyspark's functions build Spark Connect columns instead of the JVM's."""
 
 
 @contextmanager
@@ -269,11 +376,12 @@ def _route_log(session: Any, log_file: Path | None) -> None:
 
 
 def get_spark(settings: SparkSettings | None = None) -> Any:
-    """The shared SparkSession: the active one if any, else a new one from `settings`.
+    """The shared SparkSession: the running one if any, else a new one from `settings`.
 
-    An active session is reused as it is when `settings` is None or names its master;
-    asking for another master raises `SparkSessionConflictError`. Raises
-    `SparkUnavailableError` when Spark cannot start (no Java, master unreachable).
+    A running session is reused as it is when `settings` is None or names its master (or
+    Connect URL); asking for another raises `SparkSessionConflictError`. Raises
+    `SparkUnavailableError` when Spark cannot start (no Java) or be reached (nothing
+    answers at the master or Connect server).
     """
     with _lock:
         try:
@@ -282,17 +390,21 @@ def get_spark(settings: SparkSettings | None = None) -> Any:
             raise SparkUnavailableError(
                 f"pyspark cannot be imported ({err}); install squall's dependencies"
             ) from err
-        active = SparkSession.getActiveSession()
+        active = _running_session(SparkSession)
         if active is not None:
-            running = active.sparkContext.master
-            if settings is not None and settings.master != running:
+            running = _target_of(active)
+            if settings is not None and settings.target != running:
                 raise SparkSessionConflictError(
-                    f"a SparkSession with master {running} is already running in this "
-                    f"process; stop it (checkers.stop_spark()) before asking for {settings.master}"
+                    f"a SparkSession on {running} is already running in this process; stop "
+                    f"it (checkers.stop_spark()) before asking for {settings.target}"
                 )
-            _route_log(active, (settings and settings.log_file) or _spark_log.get())
+            if not is_connect(active):
+                _route_log(active, (settings and settings.log_file) or _spark_log.get())
             return active
         chosen = settings or SparkSettings()
+        probe_spark(chosen)
+        if chosen.remote is not None:
+            return _connect(chosen)
         log_file = chosen.log_file or _spark_log.get()
         builder = SparkSession.builder.master(chosen.master)
         for name, value in chosen.conf(log_file).items():
@@ -308,19 +420,111 @@ def get_spark(settings: SparkSettings | None = None) -> Any:
             ) from err
         logged = log_file is not None and log4j2_config(log_file) != _LOG4J2
         session.sparkContext.setLogLevel("WARN" if logged else "ERROR")
-        _routing.update(session=session, log_file=log_file if logged else None)
+        _routing.update(
+            session=session, log_file=log_file if logged else None, target=chosen.master
+        )
         return session
 
 
+def connect_running() -> bool:
+    """Whether the session squall started in this process is a Spark Connect one."""
+    with _lock:
+        ours = _routing["session"]
+        return ours is not None and is_connect(ours) and _alive(ours)
+
+
+def _running_session(session_class: Any) -> Any:
+    """The session squall started, while it runs; else the active classic session another
+    caller started, if any."""
+    ours = _routing["session"]
+    if ours is not None and _alive(ours):
+        return ours
+    if ours is not None:
+        _forget()
+    return None if os.environ.get(_CONNECT_MODE) else session_class.getActiveSession()
+
+
+def _alive(session: Any) -> bool:
+    if is_connect(session):
+        return not session.is_stopped
+    return getattr(session.sparkContext, "_jsc", None) is not None
+
+
+def _target_of(session: Any) -> str:
+    if session is _routing["session"]:
+        return str(_routing["target"])
+    return str(session.sparkContext.master)
+
+
+def _connect(settings: SparkSettings) -> Any:
+    """A Spark Connect session on `settings.remote`, which has answered (or
+    `SparkUnavailableError` within `ANSWER_TIMEOUT_S`)."""
+    url = str(settings.remote)
+    try:
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    except ImportError as err:
+        raise SparkUnavailableError(
+            f"the Spark Connect client cannot be imported ({err}); install squall's "
+            "dependencies (pyspark[connect]: grpcio, grpcio-status, googleapis-common-protos, "
+            "zstandard)"
+        ) from err
+    from checkers.connect_server import connect_address
+
+    switched = _CONNECT_MODE not in os.environ
+    os.environ[_CONNECT_MODE] = "1"
+    session = ConnectSession.builder.remote(connect_address(url)).create()
+    # Spark's default retries a server that does not answer for ten minutes; a server that
+    # goes away fails the check within seconds instead.
+    session.client.set_retry_policies([DefaultPolicy(max_retries=5, max_backoff=4000)])
+    failure: list[BaseException] = []
+
+    def first_contact() -> None:
+        try:
+            for name, value in settings.connect_conf().items():
+                session.conf.set(name, value)
+        except BaseException as err:
+            failure.append(err)
+
+    contact = threading.Thread(target=first_contact, name="spark-connect-probe", daemon=True)
+    started = time.monotonic()
+    contact.start()
+    contact.join(ANSWER_TIMEOUT_S)
+    if contact.is_alive() or failure:
+        session.release_session_on_close = False  # it cannot be reached to release
+        session.stop()
+        if switched:
+            os.environ.pop(_CONNECT_MODE, None)
+        why = (
+            f"no answer in {time.monotonic() - started:.0f} s"
+            if not failure
+            else _first_line(failure[0])
+        )
+        raise SparkUnavailableError(
+            f"the Spark Connect server at {url} did not answer ({why}); check that it is a "
+            "Spark Connect server of Spark 4 (`squall spark status` for squall's own), or "
+            f"leave out --spark-remote to check on {DEFAULT_MASTER}"
+        )
+    _routing.update(session=session, log_file=None, target=url, env=switched)
+    return session
+
+
 def stop_spark() -> None:
-    """Stop the shared session, if one is running."""
+    """Stop the shared session, if one is running (of a Connect server, release this
+    process's session; the server goes on)."""
     with _lock:
         from pyspark.sql import SparkSession
 
-        active = SparkSession.getActiveSession()
+        active = _running_session(SparkSession)
         if active is not None:
             active.stop()
-        _routing.update(session=None, log_file=None)
+        _forget()
+
+
+def _forget() -> None:
+    if _routing["env"]:
+        os.environ.pop(_CONNECT_MODE, None)
+    _routing.update(session=None, log_file=None, target=None, env=False)
 
 
 def _first_line(err: BaseException) -> str:

@@ -179,6 +179,7 @@ def run_campaign(
     *,
     store: Path,
     spark_master: str | None = None,
+    spark_remote: str | None = None,
     console: Console | None = None,
 ) -> tuple[Path, list[CaseResult]]:
     """Run every case; write summary.json and junit.xml under store/<campaign>/<stamp>/."""
@@ -194,7 +195,11 @@ def run_campaign(
         interrupted = False
         try:
             outcome = TestRunner(
-                case.spec, store=run_store, spark_master=spark_master, console=console
+                case.spec,
+                store=run_store,
+                spark_master=spark_master,
+                spark_remote=spark_remote,
+                console=console,
             ).run()
             interrupted = outcome.interrupted
             found = outcome.results or {}

@@ -21,6 +21,7 @@ from squall.commands.perf import perf_app
 from squall.commands.roundtrip import demo_renamed, roundtrip
 from squall.commands.run import campaign, replay, report, run
 from squall.commands.runs import runs, serve
+from squall.commands.spark import spark_app
 from squall.commands.topic import topic_app
 from squall.exit_codes import ExitCode
 
@@ -81,6 +82,11 @@ app.add_typer(
 )
 app.add_typer(
     nemesis_app, name="nemesis", short_help="Apply one fault to the current cluster, or heal it."
+)
+app.add_typer(
+    spark_app,
+    name="spark",
+    short_help="A Spark Connect server here: repeated checks skip Spark's start.",
 )
 app.command("clean", short_help="Remove everything squall left behind.")(clean)
 app.command("run", short_help="Run one test: workload under faults, check, report.")(run)

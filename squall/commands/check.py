@@ -10,12 +10,14 @@ import typer
 
 from squall.commands._common import fail
 from squall.commands.choices import ExpectedLossName, LoaderName
+from squall.commands.spark import SparkMasterOption, SparkRemoteOption, require_spark, spark_target
 from squall.exit_codes import ExitCode
 
 _RUNS = ("run", "edn")  # a directory holding the history (not a bare history.parquet/)
 
 
 def check(
+    ctx: typer.Context,
     path: Path = typer.Argument(
         ...,
         metavar="PATH",
@@ -24,9 +26,8 @@ def check(
     as_json: bool = typer.Option(
         False, "--json", help="Print results.json on stdout instead of the report."
     ),
-    spark_master: str | None = typer.Option(
-        None, "--spark-master", metavar="URL", help="Spark master.  [default: local[*]]"
-    ),
+    spark_master: str | None = SparkMasterOption,
+    spark_remote: str | None = SparkRemoteOption,
     sample: int = typer.Option(
         8, "--sample", min=0, metavar="N", help="Anomalies kept per type (counts are complete)."
     ),
@@ -47,7 +48,11 @@ def check(
         True, "--write/--no-write", help="Write results.json into the run directory."
     ),
 ) -> None:
-    """Check a history; exit 0 valid, 1 anomalies, 2 invalid input, 3 Spark unavailable."""
+    """Check a history; exit 0 valid, 1 anomalies, 2 invalid input, 3 Spark unavailable.
+
+    Each check starts Spark (seconds); for many, `squall spark start` once and then
+    `squall check --spark-remote URL` checks in that running server.
+    """
     from checkers import (
         CheckConfig,
         CheckerError,
@@ -55,6 +60,7 @@ def check(
         SparkUnavailableError,
         TestConfigError,
         check_history,
+        stop_spark,
         write_results,
     )
     from histories import HistoryFormatError
@@ -74,8 +80,12 @@ def check(
         )
     except (ValueError, TypeError) as err:
         fail(str(err), ExitCode.USAGE)
+    spark_master, spark_remote = spark_target(ctx, spark_master, spark_remote)
+    require_spark(spark_master, spark_remote)
     try:
-        results = check_history(path, spark_master=spark_master, config=config)
+        results = check_history(
+            path, spark_master=spark_master, spark_remote=spark_remote, config=config
+        )
     except (HistoryFormatError, HistoryNotFoundError, TestConfigError) as err:
         fail(str(err), ExitCode.USAGE)
     except SparkUnavailableError as err:
@@ -90,6 +100,9 @@ def check(
         if type(err).__module__.startswith(("py4j", "pyspark")):
             fail(f"Spark failed while checking {path}: {err}", ExitCode.INFRASTRUCTURE)
         raise
+    finally:
+        if spark_remote is not None:
+            stop_spark()  # the server keeps a session until it is released
     run_dir = path if path.is_dir() and results.get("history", {}).get("kind") in _RUNS else None
     if run_dir is not None and write:
         write_results(results, run_dir / "results.json")

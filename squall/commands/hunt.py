@@ -34,13 +34,18 @@ from squall.commands.run import (
     RuntimeOption,
     SeedOption,
     SettingsOption,
-    SparkMasterOption,
     SpecOption,
     StoreOption,
     TimeLimitOption,
     TruncationOption,
     UncleanOption,
     spec_from_flags,
+)
+from squall.commands.spark import (
+    SparkMasterOption,
+    SparkRemoteOption,
+    require_spark,
+    spark_target,
 )
 from squall.exit_codes import ExitCode
 from squall.hunt import RunReport, ShrinkResult
@@ -87,9 +92,16 @@ def _verdict_line(label: str, report: RunReport) -> Group:
 class _Runs:
     """Runs tests in-process through the TestRunner, one at a time."""
 
-    def __init__(self, store: Path, spark_master: str | None, console: Console) -> None:
+    def __init__(
+        self,
+        store: Path,
+        spark_master: str | None,
+        console: Console,
+        spark_remote: str | None = None,
+    ) -> None:
         self.store = RunStore(store)
         self.spark_master = spark_master
+        self.spark_remote = spark_remote
         self.console = console
 
     def run(self, spec: TestSpec, seed: int, schedule: Any = None) -> RunReport:
@@ -103,6 +115,7 @@ class _Runs:
                 console=self.console,
                 replay_schedule=schedule,
                 spark_master=self.spark_master,
+                spark_remote=self.spark_remote,
             ).run()
         except Exception as err:  # squall itself failed: a run without a verdict
             log.exception("the run with seed %s failed", seed)
@@ -132,6 +145,7 @@ def _schedule_table(schedule: Any) -> Table:
 
 
 def hunt(
+    ctx: typer.Context,
     spec_file: Path | None = SpecOption,
     name: str | None = NameOption,
     runtime: RuntimeName | None = RuntimeOption,
@@ -179,6 +193,7 @@ def hunt(
     ),
     store: Path = StoreOption,
     spark_master: str | None = SparkMasterOption,
+    spark_remote: str | None = SparkRemoteOption,
     quiet: bool = typer.Option(
         False,
         "--quiet",
@@ -221,6 +236,8 @@ def hunt(
         settings=settings,
         inventory=inventory,
     )
+    spark_master, spark_remote = spark_target(ctx, spark_master, spark_remote)
+    require_spark(spark_master, spark_remote)
     try:
         hunt_dir = hunting.new_hunt_dir(store, spec.name)
     except StoreError as err:
@@ -229,7 +246,7 @@ def hunt(
         _console(stderr=True, quiet=quiet),
         _console(stderr=False, quiet=quiet or as_json),
     )
-    runs = _Runs(store, spark_master, progress)
+    runs = _Runs(store, spark_master, progress, spark_remote)
     summary: dict[str, Any] = {
         "name": spec.name,
         "hunt_dir": str(hunt_dir),
@@ -255,21 +272,26 @@ def hunt(
         + (f", at most {max_runs} runs" if max_runs else "")
         + f"; summary in {hunt_dir}"
     )
-    result = hunting.hunt(
-        lambda s: runs.run(spec, s),
-        seeds=hunting.fresh_seeds(spec.seed),
-        budget_s=budget,
-        max_runs=max_runs,
-        on_run=on_run,
-    )
-    summary.update(result.to_json())
-    save()
-    found = result.detection
-    shrunk: ShrinkResult | None = None
-    if found is not None and shrink:
-        shrunk = _shrink(
-            spec, found, runs, hunt_dir, summary, replays=shrink_replays, budget_s=shrink_budget
+    from checkers import stop_spark
+
+    try:  # every run is checked in one SparkSession
+        result = hunting.hunt(
+            lambda s: runs.run(spec, s),
+            seeds=hunting.fresh_seeds(spec.seed),
+            budget_s=budget,
+            max_runs=max_runs,
+            on_run=on_run,
         )
+        summary.update(result.to_json())
+        save()
+        found = result.detection
+        shrunk: ShrinkResult | None = None
+        if found is not None and shrink:
+            shrunk = _shrink(
+                spec, found, runs, hunt_dir, summary, replays=shrink_replays, budget_s=shrink_budget
+            )
+    finally:
+        stop_spark()
     _print_summary(out, result, shrunk, summary)
     if as_json:
         print(json.dumps({"hunt": str(hunt_dir / hunting.HUNT_JSON), **summary}, default=str))

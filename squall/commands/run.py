@@ -11,6 +11,12 @@ from rich.console import Console
 
 from squall.commands._common import fail
 from squall.commands.choices import RuntimeName
+from squall.commands.spark import (
+    SparkMasterOption,
+    SparkRemoteOption,
+    require_spark,
+    spark_target,
+)
 from squall.exit_codes import ExitCode
 from squall.spec import TOP_LEVEL, SpecError, TestSpec
 from squall.store import DEFAULT_STORE, RunStore, StoreError
@@ -214,12 +220,6 @@ InventoryOption = typer.Option(
 StoreOption = typer.Option(
     DEFAULT_STORE, "--store", metavar="DIR", help="Where run directories go."
 )
-SparkMasterOption = typer.Option(
-    None,
-    "--spark-master",
-    metavar="URL",
-    help="Spark master for the checkers.  [default: local[*]]",
-)
 KeepClusterOption = typer.Option(False, "--keep-cluster", help="Leave the cluster up afterwards.")
 QuietOption = typer.Option(
     False,
@@ -289,6 +289,7 @@ def spec_from_flags(
 
 
 def run(
+    ctx: typer.Context,
     spec_file: Path | None = SpecOption,
     name: str | None = NameOption,
     runtime: RuntimeName | None = RuntimeOption,
@@ -310,6 +311,7 @@ def run(
     store: Path = StoreOption,
     keep_cluster: bool = KeepClusterOption,
     spark_master: str | None = SparkMasterOption,
+    spark_remote: str | None = SparkRemoteOption,
     quiet: bool = QuietOption,
 ) -> None:
     """Run one test: provision, workload under faults, heal, final read, check, report.
@@ -337,7 +339,15 @@ def run(
         settings=settings,
         inventory=inventory,
     )
-    _execute(spec, store=store, keep_cluster=keep_cluster, spark_master=spark_master, quiet=quiet)
+    spark_master, spark_remote = spark_target(ctx, spark_master, spark_remote)
+    _execute(
+        spec,
+        store=store,
+        keep_cluster=keep_cluster,
+        spark_master=spark_master,
+        spark_remote=spark_remote,
+        quiet=quiet,
+    )
 
 
 def progress_console(*, quiet: bool) -> Console:
@@ -351,12 +361,15 @@ def _execute(
     store: Path,
     keep_cluster: bool,
     spark_master: str | None,
+    spark_remote: str | None = None,
     replay_schedule: Any = None,
     quiet: bool = False,
 ) -> None:
+    from checkers import stop_spark
     from squall.cluster.runtimes import RuntimeUnavailableError
     from squall.runner import TestRunner
 
+    require_spark(spark_master, spark_remote)
     try:
         outcome = TestRunner(
             spec,
@@ -365,11 +378,14 @@ def _execute(
             keep_cluster=keep_cluster,
             replay_schedule=replay_schedule,
             spark_master=spark_master,
+            spark_remote=spark_remote,
         ).run()
     except (StoreError, SpecError) as err:
         fail(str(err), ExitCode.USAGE)
     except RuntimeUnavailableError as err:
         fail(str(err), ExitCode.INFRASTRUCTURE)
+    finally:
+        stop_spark()
     print(
         json.dumps(
             {
@@ -383,12 +399,14 @@ def _execute(
 
 
 def replay(
+    ctx: typer.Context,
     run_dir: Path = typer.Argument(
         ..., metavar="RUN_DIR", help="A run directory (or store/<test>/latest)."
     ),
     store: Path = StoreOption,
     keep_cluster: bool = KeepClusterOption,
     spark_master: str | None = SparkMasterOption,
+    spark_remote: str | None = SparkRemoteOption,
     schedule_file: Path | None = typer.Option(
         None,
         "--schedule",
@@ -406,6 +424,7 @@ def replay(
     from squall.config.errors import ConfigurationError
     from squall.store import load_schedule
 
+    spark_master, spark_remote = spark_target(ctx, spark_master, spark_remote)
     try:
         run = RunStore.open(run_dir)
         test = run.read_test()
@@ -423,6 +442,7 @@ def replay(
         store=store,
         keep_cluster=keep_cluster,
         spark_master=spark_master,
+        spark_remote=spark_remote,
         replay_schedule=schedule,
         quiet=quiet,
     )
@@ -452,11 +472,13 @@ def report(
 
 
 def campaign(
+    ctx: typer.Context,
     campaign_file: Path = typer.Argument(
         ..., metavar="FILE", help="A campaign TOML: [base], [matrix], [[case]]."
     ),
     store: Path = StoreOption,
     spark_master: str | None = SparkMasterOption,
+    spark_remote: str | None = SparkRemoteOption,
     list_only: bool = typer.Option(
         False, "--list", help="Print each case as JSON ({name, parameters}) and exit."
     ),
@@ -478,8 +500,10 @@ def campaign(
     from rich.markup import escape
     from rich.table import Table
 
+    from checkers import stop_spark
     from squall.campaign import CampaignError, load_campaign, run_campaign
 
+    spark_master, spark_remote = spark_target(ctx, spark_master, spark_remote)
     try:
         name, cases = load_campaign(campaign_file)
     except CampaignError as err:
@@ -488,12 +512,17 @@ def campaign(
         for case in cases:
             print(json.dumps({"name": case.spec.name, "parameters": case.parameters}, default=str))
         return
-    out_dir, results = run_campaign(
-        campaign_file,
-        store=store,
-        spark_master=spark_master,
-        console=progress_console(quiet=quiet),
-    )
+    require_spark(spark_master, spark_remote)
+    try:  # every case is checked in one SparkSession
+        out_dir, results = run_campaign(
+            campaign_file,
+            store=store,
+            spark_master=spark_master,
+            spark_remote=spark_remote,
+            console=progress_console(quiet=quiet),
+        )
+    finally:
+        stop_spark()
     paths = {"summary": str(out_dir / "summary.json"), "junit": str(out_dir / "junit.xml")}
     worst = max((r.exit_code for r in results), default=0)
     if as_json:

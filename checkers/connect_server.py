@@ -1,0 +1,351 @@
+"""squall's own Spark Connect server: one per user and machine, started in the background
+from pyspark's launcher, so that checks (`--spark-remote`) skip the JVM's start.
+
+    state, started = start_server(port=15002, memory="4g")  # waits until it answers
+    state, running = server_status()                         # state None: none recorded
+    state, was_running = stop_server()
+
+The server runs `local[*]` with squall's Spark settings (`SparkSettings.conf`), binds
+127.0.0.1, and takes only clients that present its token: a random secret kept, with its
+pid, port and start time, in the user's private cache directory
+(`~/.cache/squall/spark/connect-server.json`, written atomically). squall hands the token
+to a server it started (`connect_address`), so other users of the machine cannot run
+anything in it. Its log (the JVM's warnings and errors, and whatever it prints) is
+`connect-server.log` beside the state file; its working directory is that directory too,
+so a relative path a client sends never resolves against somewhere unexpected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from checkers.errors import SparkUnavailableError
+from checkers.session import (
+    DEFAULT_CONNECT_PORT,
+    DEFAULT_DRIVER_MEMORY,
+    DEFAULT_MASTER,
+    SparkSettings,
+    private_cache_dir,
+    spark_endpoints,
+)
+from histories.atomic import atomic_file
+
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+STATE = "connect-server.json"
+LOG = "connect-server.log"
+START_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 30.0
+_LOOPBACK = ("127.0.0.1", "localhost")
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """What the state file records of a server squall started."""
+
+    pid: int
+    port: int
+    token: str
+    started: float
+    """Seconds since the epoch."""
+    log: str
+    memory: str
+    spark_version: str
+
+    @property
+    def url(self) -> str:
+        return f"sc://127.0.0.1:{self.port}"
+
+    def describe(self, *, running: bool) -> dict[str, Any]:
+        """The state as `squall spark status --json` prints it (never the token)."""
+        return {
+            "running": running,
+            "url": self.url,
+            "pid": self.pid,
+            "port": self.port,
+            "uptime_s": round(time.time() - self.started, 1) if running else None,
+            "started": self.started,
+            "memory": self.memory,
+            "log": self.log,
+            "spark_version": self.spark_version,
+        }
+
+
+def state_dir() -> Path:
+    """The private directory of the state file and the log; `SparkUnavailableError` when it
+    cannot be made private."""
+    try:
+        return private_cache_dir("spark")
+    except OSError as err:
+        raise SparkUnavailableError(
+            f"squall's cache directory cannot hold the Spark Connect server's state: {err}"
+        ) from err
+
+
+def read_state() -> ServerState | None:
+    """The recorded server, running or not; None when there is none (or the record is
+    unreadable)."""
+    try:
+        doc = json.loads((state_dir() / STATE).read_text())
+        return ServerState(
+            pid=int(doc["pid"]),
+            port=int(doc["port"]),
+            token=str(doc["token"]),
+            started=float(doc["started"]),
+            log=str(doc["log"]),
+            memory=str(doc["memory"]),
+            spark_version=str(doc["spark_version"]),
+        )
+    except (OSError, ValueError, TypeError, KeyError, SparkUnavailableError):
+        return None
+
+
+def is_server(pid: int) -> bool:
+    """Whether `pid` is a Spark Connect server of this user (not a process that took the
+    pid of one that ended)."""
+    try:
+        os.kill(pid, 0)
+    except OSError:  # gone, or another user's
+        return False
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:  # no /proc (macOS)
+        listed = subprocess.run(
+            ["ps", "-ww", "-p", str(pid), "-o", "command="],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        command = listed.stdout
+    return SERVER_CLASS in command
+
+
+def server_status() -> tuple[ServerState | None, bool]:
+    """The recorded server and whether it runs."""
+    state = read_state()
+    return state, state is not None and is_server(state.pid)
+
+
+def connect_address(url: str) -> str:
+    """The address a Connect client dials for `url`: with the token of squall's own server
+    when `url` names it (pyspark sends a token without TLS only to `localhost`), else
+    `url` as it is."""
+    try:
+        [(host, port)] = spark_endpoints(url)
+    except ValueError:
+        return url
+    params = urlsplit(url).path
+    if host not in _LOOPBACK or ";token=" in params:
+        return url
+    state, running = server_status()
+    if state is None or not running or state.port != port:
+        return url
+    return f"sc://localhost:{port}/;token={state.token}" + params.lstrip("/")
+
+
+@contextlib.contextmanager
+def _locked() -> Iterator[Path]:
+    """The state directory, held against another `squall spark` of the same user."""
+    directory = state_dir()
+    with open(directory / f"{STATE}.lock", "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        yield directory
+
+
+def _write_state(directory: Path, state: ServerState) -> None:
+    with atomic_file(directory / STATE) as out:
+        out.write((json.dumps({**asdict(state), "url": state.url}, indent=2) + "\n").encode())
+
+
+def _spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+def _free_port(port: int) -> int:
+    """`port` (0: any free one) if nothing listens on it at 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as err:
+            raise SparkUnavailableError(
+                f"port {port} on 127.0.0.1 is taken ({err.strerror or err}): give another "
+                "with --port, or 0 for any free one"
+            ) from None
+        return int(probe.getsockname()[1])
+
+
+def server_command(port: int, memory: str, log: Path) -> list[str]:
+    """The spark-submit command that runs the server (pyspark's own launcher)."""
+    settings = SparkSettings(
+        master=DEFAULT_MASTER, driver_memory=memory, app_name="squall-connect-server"
+    )
+    conf = {
+        **settings.conf(log),
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+        # Frames released by clients (checkpoints of finished checks) are dropped when the
+        # JVM collects them: collect now and then, not only under memory pressure.
+        "spark.cleaner.periodicGC.interval": "5min",
+    }
+    command = [str(_spark_home() / "bin" / "spark-submit"), "--class", SERVER_CLASS]
+    command += ["--master", DEFAULT_MASTER, "--driver-memory", memory]
+    for name, value in conf.items():
+        command += ["--conf", f"{name}={value}"]
+    return command
+
+
+def _server_env(token: str) -> dict[str, str]:
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("SPARK_REMOTE", "SPARK_LOCAL_REMOTE", "SPARK_CONNECT_MODE_ENABLED")
+    }
+    env.update(
+        SPARK_HOME=str(_spark_home()),
+        SPARK_CONNECT_MODE="0",
+        SPARK_LOCAL_IP="127.0.0.1",  # the driver's services on loopback too
+        SPARK_CONNECT_AUTHENTICATE_TOKEN=token,  # the environment: never on a command line
+        PYSPARK_PYTHON=sys.executable,
+    )
+    return env
+
+
+def _last_error(log: Path) -> str:
+    """The last line of the log that says something went wrong, if any."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines[-200:]):
+        if any(word in line for word in ("ERROR", "Exception", "Error:", "error:")):
+            return line.strip()[:300]
+    return lines[-1].strip()[:300] if lines else ""
+
+
+def start_server(
+    *,
+    port: int = DEFAULT_CONNECT_PORT,
+    memory: str = DEFAULT_DRIVER_MEMORY,
+    timeout: float = START_TIMEOUT_S,
+) -> tuple[ServerState, bool]:
+    """Start the server unless it runs; return it and whether it was started now.
+
+    Waits until a Connect session runs a query on it; `SparkUnavailableError` (the
+    server stopped again) when it does not within `timeout` seconds, or exits.
+    """
+    with _locked() as directory:
+        state, running = server_status()
+        if state is not None and running:
+            return state, False
+        port = _free_port(port)
+        log = directory / LOG
+        token = secrets.token_urlsafe(32)
+        with open(log, "ab") as out:
+            out.write(f"--- squall spark start: port {port}, memory {memory}\n".encode())
+            out.flush()
+            process = subprocess.Popen(
+                server_command(port, memory, log),
+                env=_server_env(token),
+                cwd=directory,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # survives this process and its terminal
+            )
+        from pyspark.version import __version__
+
+        state = ServerState(process.pid, port, token, time.time(), str(log), memory, __version__)
+        _write_state(directory, state)
+        try:
+            _await_ready(process, state, timeout)
+        except BaseException:
+            _terminate(process.pid, STOP_TIMEOUT_S)
+            (directory / STATE).unlink(missing_ok=True)
+            raise
+        return state, True
+
+
+def _await_ready(process: subprocess.Popen[bytes], state: ServerState, timeout: float) -> None:
+    from checkers.session import get_spark, stop_spark
+
+    deadline = time.monotonic() + timeout
+    log = Path(state.log)
+    while time.monotonic() < deadline:
+        code = process.poll()
+        if code is not None:
+            raise SparkUnavailableError(
+                f"the Spark Connect server exited while starting (code {code}): "
+                f"{_last_error(log) or 'no error logged'}; its log: {log}"
+            )
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.settimeout(0.5)
+            listening = probe.connect_ex(("127.0.0.1", state.port)) == 0
+        if listening:
+            try:
+                get_spark(SparkSettings(remote=state.url)).range(1).count()
+            finally:
+                stop_spark()
+            return
+        time.sleep(0.25)
+    raise SparkUnavailableError(
+        f"the Spark Connect server did not answer within {timeout:.0f} s; its log: {log}"
+    )
+
+
+def stop_server(timeout: float = STOP_TIMEOUT_S) -> tuple[ServerState | None, bool]:
+    """Stop the recorded server; return it (None: none recorded) and whether it was
+    running (False: the record was stale, and is removed)."""
+    with _locked() as directory:
+        state, running = server_status()
+        if state is not None and running:
+            _terminate(state.pid, timeout)
+        (directory / STATE).unlink(missing_ok=True)
+        return state, running
+
+
+def _terminate(pid: int, timeout: float) -> None:
+    """SIGTERM (Spark stops its context), SIGKILL after `timeout` seconds, to the server's
+    process group (it leads one: the launcher's processes while it starts go too)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not _exists(pid):
+                return
+            time.sleep(0.1)
+    if _exists(pid):
+        raise SparkUnavailableError(f"the Spark Connect server (pid {pid}) did not stop")
+
+
+def _exists(pid: int) -> bool:
+    """Whether `pid` still runs (ended but not yet reaped by its parent counts as ended)."""
+    with contextlib.suppress(ChildProcessError):
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # the state follows the command's name, which is in parentheses
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
