@@ -76,6 +76,7 @@ class TestRunner:
         keep_cluster: bool = False,
         replay_schedule: Schedule | None = None,
         spark_master: str | None = None,
+        spark_remote: str | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
@@ -83,6 +84,8 @@ class TestRunner:
         self.keep_cluster = keep_cluster
         self.replay_schedule = replay_schedule
         self.spark_master = spark_master
+        self.spark_remote = spark_remote
+        """Where the checkers run: a Spark master, or a Spark Connect server (at most one)."""
         self.stop = threading.Event()
         self.interrupted = False
         self.signal: signal.Signals | None = None
@@ -372,7 +375,9 @@ class TestRunner:
         from checkers import check_history
 
         try:
-            results: dict[str, Any] = check_history(run_dir.path, spark_master=self.spark_master)
+            results: dict[str, Any] = check_history(
+                run_dir.path, spark_master=self.spark_master, spark_remote=self.spark_remote
+            )
         except Exception as err:
             log.exception("checking %s failed", run_dir.history)
             self.console.print(f"[bold red]the checkers failed:[/] {err}")
@@ -451,24 +456,36 @@ def interrupted_results(results: dict[str, Any], by: signal.Signals | None) -> d
 
 
 def write_reports(run_dir: RunDirectory, results: dict[str, Any]) -> None:
-    """report.html with its plots, and junit.xml, beside results.json."""
+    """junit.xml, then report.html with its plots (it links to junit.xml), beside
+    results.json."""
+    from squall.report.failures import failures_by_error
     from squall.report.html import render_html
     from squall.report.junit import render_junit
     from squall.report.plots import write_plots
 
-    images: list[str] = []
-    if run_dir.parquet.exists():
-        images = [p.name for p in write_plots(run_dir.parquet, run_dir.path, results)]
     history = read_history(run_dir.history)
+    events = [op.to_json_dict() for op in history if not op.is_client]  # nemesis and SUT
     faults = [op.to_json_dict() for op in history if op.process == "nemesis"]
     elections = sum(1 for op in history if op.process == "sut" and op.f == "leader-election")
     test = run_dir.read_test() if run_dir.test_json.exists() else None
-    run_dir.report_html.write_text(
-        render_html(results, test=test, faults=faults, images=images, elections=elections)
-    )
     run_dir.junit.write_text(
         render_junit(results, suite=run_dir.test_name, test=test, run_dir=str(run_dir.path))
     )
+    images: list[str] = []
+    if run_dir.parquet.exists():
+        plots = write_plots(run_dir.parquet, run_dir.path, results, events=events, test=test)
+        images = [p.name for p in plots]
+    page = render_html(
+        results,
+        test=test,
+        faults=faults,
+        images=images,
+        elections=elections,
+        events=events,
+        failures=failures_by_error(history),
+        run_dir=run_dir.path,
+    )
+    run_dir.report_html.write_text(page)
 
 
 def _describe_active(nemesis: Nemesis) -> list[str]:

@@ -1,11 +1,16 @@
-"""PNG plots of a run: latency and throughput over time with fault intervals shaded, and
-anomalies per key. Read from the Parquet form of the history, so large runs plot quickly;
-its columns are named by the history's schema (`histories.parquet_schema`)."""
+"""PNG plots of a run: its timeline (faults per node, elections, ISR changes, controller
+moves, truncations), latency and throughput, consumer lag and acknowledged-but-unseen
+values over time with fault intervals shaded, anomalies per key, and loss windows.
+
+Read from the Parquet form of the history with vectorised passes, so large runs plot
+quickly; its columns are named by the history's schema (`histories.parquet_schema`).
+"""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,17 +19,38 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import numpy as np
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
-from histories.parquet_schema import OPS_SCHEMA
+from histories.parquet_schema import EVENTS_SCHEMA, OPS_SCHEMA
+from squall.report.consumption import Consumption, Series, consumption, read_mops
+from squall.report.timeline import (
+    FAULT_NAMES,
+    Timeline,
+    build_timeline,
+    natural_key,
+    nodes_of_test,
+)
 
 COLORS = {"ok": "#2e7d32", "fail": "#f9a825", "info": "#c62828"}
+FAULT_COLORS = {
+    "kill": "#e53935",
+    "start-partition": "#1e88e5",
+    "pause": "#fdd835",
+    "freeze": "#8e24aa",
+    "start-netem": "#43a047",
+}
+X_LABEL = "seconds since the test began"
 
 # The ops columns plotted, looked up in the history's schema: a column renamed there fails
 # here, on import, rather than in pyarrow on some run's Parquet.
 _TIME, _TYPE, _F, _LATENCY_NS = (
     OPS_SCHEMA.field(name).name for name in ("time", "type", "f", "latency_ns")
 )
+_EVENT_COLUMNS = [EVENTS_SCHEMA.field(n).name for n in ("time", "process", "f", "value_json")]
 
 
 @dataclass(frozen=True)
@@ -51,57 +77,75 @@ def fault_intervals(results: Mapping[str, Any] | None, end_s: float) -> list[Fau
 
 
 def _shade(ax: Any, intervals: list[FaultInterval]) -> None:
-    palette = {
-        "kill": "#ef9a9a",
-        "start-partition": "#90caf9",
-        "pause": "#ffe082",
-        "freeze": "#ce93d8",
-        "start-netem": "#a5d6a7",
-    }
     seen: set[str] = set()
     for interval in intervals:
-        label = interval.name if interval.name not in seen else None
+        label = FAULT_NAMES.get(interval.name, interval.name) if interval.name not in seen else None
         seen.add(interval.name)
         ax.axvspan(
             interval.start_s,
             interval.end_s,
-            color=palette.get(interval.name, "#e0e0e0"),
-            alpha=0.35,
+            color=FAULT_COLORS.get(interval.name, "#9e9e9e"),
+            alpha=0.15,
             label=label,
             lw=0,
         )
 
 
+def key_colors(keys: Sequence[str]) -> dict[str, Any]:
+    """A qualitative colour per key, in the order given."""
+    cmap = plt.get_cmap("tab10" if len(keys) <= 10 else "tab20")
+    return {key: cmap(i % cmap.N) for i, key in enumerate(keys)}
+
+
+def read_events(parquet_dir: Path) -> list[dict[str, Any]]:
+    """The nemesis operations and SUT events of `events.parquet`, as history objects."""
+    table = pq.read_table(parquet_dir / "events.parquet", columns=_EVENT_COLUMNS).to_pydict()
+    out = []
+    for time, process, f, text in zip(*(table[c] for c in _EVENT_COLUMNS), strict=True):
+        try:
+            value = json.loads(text) if text is not None else None
+        except ValueError:
+            value = None
+        out.append({"time": time, "process": process, "f": f, "value": value})
+    return out
+
+
 def write_plots(
-    parquet_dir: Path, out_dir: Path, results: Mapping[str, Any] | None = None
+    parquet_dir: Path,
+    out_dir: Path,
+    results: Mapping[str, Any] | None = None,
+    *,
+    events: Sequence[Mapping[str, Any]] | None = None,
+    test: Mapping[str, Any] | None = None,
 ) -> list[Path]:
-    """latency.png, rate.png, and where results have them anomalies.png (per key) and
-    windows.png (loss windows on a time line); their paths."""
-    ops = pq.read_table(
-        parquet_dir / "ops.parquet", columns=[_TIME, _TYPE, _F, _LATENCY_NS]
-    ).to_pydict()
-    latency: dict[str, tuple[list[float], list[float]]] = {kind: ([], []) for kind in COLORS}
-    per_second: dict[str, Counter[int]] = {kind: Counter() for kind in COLORS}
-    end_s = 0.0
-    for time_ns, kind, f, latency_ns in zip(
-        ops[_TIME], ops[_TYPE], ops[_F], ops[_LATENCY_NS], strict=True
-    ):
-        seconds = time_ns / 1e9
-        end_s = max(end_s, seconds)
-        if kind not in COLORS:
-            continue
-        per_second[kind][int(seconds)] += 1
-        if latency_ns is not None and f in ("send", "poll"):
-            latency[kind][0].append(seconds)
-            latency[kind][1].append(latency_ns / 1e6)
+    """timeline.png, latency.png, rate.png, lag.png (when a send was acknowledged with an
+    offset), unseen.png (when a send was acknowledged), and where results have them
+    anomalies.png (per key) and windows.png (loss windows on a time line); their paths.
+
+    `events`: the history's nemesis operations and SUT events (else read from
+    `events.parquet`); `test`: test.json, which names the nodes of the timeline's lanes."""
+    ops = pq.read_table(parquet_dir / "ops.parquet", columns=[_TIME, _TYPE, _F, _LATENCY_NS])
+    seconds = np.asarray(ops[_TIME].to_numpy(), np.float64) / 1e9
+    end_s = float(seconds.max()) if len(seconds) else 0.0
     intervals = fault_intervals(results, end_s)
+    if events is None:
+        events = read_events(parquet_dir)
+    timeline = build_timeline(events, nodes=nodes_of_test(test), end_s=end_s)
+    end_s = max(end_s, timeline.end_s)
     written = [
-        _save(_latency_plot(latency, intervals), out_dir / "latency.png"),
-        _save(_rate_plot(per_second, end_s, intervals), out_dir / "rate.png"),
+        _save(_timeline_plot(timeline), out_dir / "timeline.png"),
+        _save(_latency_plot(ops, seconds, intervals, end_s), out_dir / "latency.png"),
+        _save(_rate_plot(ops, seconds, intervals, end_s), out_dir / "rate.png"),
     ]
+    used = consumption(read_mops(parquet_dir))
+    if used.lag:
+        written.append(_save(_lag_plot(used, intervals, end_s), out_dir / "lag.png"))
+    if used.acknowledged:
+        written.append(_save(_unseen_plot(used, intervals, end_s), out_dir / "unseen.png"))
     per_key = anomalies_per_key(results)
     if per_key:
-        written.append(_save(_anomalies_plot(per_key), out_dir / "anomalies.png"))
+        plot = _anomalies_plot(per_key, anomaly_totals(results))
+        written.append(_save(plot, out_dir / "anomalies.png"))
     windows = loss_windows(results)
     if windows:
         written.append(_save(_windows_plot(windows, end_s, intervals), out_dir / "windows.png"))
@@ -115,61 +159,264 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
-def _latency_plot(
-    latency: Mapping[str, tuple[list[float], list[float]]], intervals: list[FaultInterval]
-) -> Any:
-    fig, ax = plt.subplots(figsize=(11, 4))
-    for kind, (xs, ys) in latency.items():
-        if xs:
-            ax.scatter(xs, ys, s=3, color=COLORS[kind], label=kind, alpha=0.6)
+def _legend_outside(ax: Any, **options: Any) -> Any:
+    """A legend to the right of the axes, where it covers nothing (none: nothing to name)."""
+    if "handles" not in options and not ax.get_legend_handles_labels()[0]:
+        return None
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, **options)
+
+
+def _time_axis(ax: Any, end_s: float) -> None:
+    ax.set_xlim(0, max(end_s, 1.0))
+    ax.set_xlabel(X_LABEL)
+    ax.grid(axis="x", color="#eeeeee", lw=0.6)
+
+
+def _latency_plot(ops: Any, seconds: Any, intervals: list[FaultInterval], end_s: float) -> Any:
+    fig, ax = plt.subplots(figsize=(12, 4))
+    f = ops[_F]
+    client = pc.and_(
+        pc.or_(pc.equal(f, "send"), pc.equal(f, "poll")), pc.is_valid(ops[_LATENCY_NS])
+    )
+    latency_ms = np.asarray(pc.fill_null(ops[_LATENCY_NS], 0).to_numpy(), np.float64) / 1e6
+    for kind, color in COLORS.items():
+        mask = np.asarray(pc.and_(client, pc.equal(ops[_TYPE], kind)).to_numpy(), bool)
+        if mask.any():
+            # Markers of a line draw far faster than a scatter's.
+            ax.plot(seconds[mask], latency_ms[mask], ls="", marker=".", ms=2.5, mew=0,
+                    color=color, alpha=0.5, label=kind)  # fmt: skip
     _shade(ax, intervals)
     ax.set_yscale("log")
-    ax.set_xlabel("seconds since the test began")
+    _time_axis(ax, end_s)
     ax.set_ylabel("latency (ms)")
     ax.set_title("operation latency (send, poll), faults shaded")
-    ax.legend(loc="upper right", fontsize=8, markerscale=3)
+    _legend_outside(ax, markerscale=4)
     return fig
 
 
-def _rate_plot(
-    per_second: Mapping[str, Counter[int]], end_s: float, intervals: list[FaultInterval]
-) -> Any:
-    fig, ax = plt.subplots(figsize=(11, 3.5))
-    xs = list(range(int(end_s) + 1))
-    for kind, buckets in per_second.items():
-        if buckets:
-            ax.plot(xs, [buckets.get(x, 0) for x in xs], color=COLORS[kind], label=kind, lw=1.2)
+def _rate_plot(ops: Any, seconds: Any, intervals: list[FaultInterval], end_s: float) -> Any:
+    fig, ax = plt.subplots(figsize=(12, 3.5))
+    buckets = seconds.astype(np.int64)
+    width = int(end_s) + 1
+    for kind, color in COLORS.items():
+        mask = np.asarray(pc.equal(ops[_TYPE], kind).to_numpy(), bool)
+        if mask.any():
+            counts = np.bincount(buckets[mask], minlength=width)
+            ax.plot(np.arange(len(counts)), counts, color=color, label=kind, lw=1.2)
     _shade(ax, intervals)
-    ax.set_xlabel("seconds since the test began")
+    _time_axis(ax, end_s)
     ax.set_ylabel("completions / s")
     ax.set_title("throughput by outcome, faults shaded")
-    ax.legend(loc="upper right", fontsize=8)
+    _legend_outside(ax)
     return fig
 
 
-def _anomalies_plot(per_key: Counter[tuple[str, str]]) -> Any:
-    keys = sorted({k for k, _ in per_key})
-    fig, ax = plt.subplots(figsize=(11, 3.5))
-    bottom = [0] * len(keys)
-    for name in sorted({a for _, a in per_key}):
-        heights = [per_key.get((k, name), 0) for k in keys]
-        hatch = "//" if name.endswith("(expected)") else None
-        ax.bar(keys, heights, bottom=bottom, label=name, hatch=hatch)
-        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-    ax.set_ylabel("anomalies (sampled)")
-    ax.set_title("anomalies and expected losses per key")
-    ax.legend(fontsize=8)
-    ax.tick_params(axis="x", labelrotation=30)
+_MARKS = {
+    # kind: (label, marker, size, y offset in the lane, colour by key?)
+    "controller": ("controller moved here", "D", 42, -0.3, False),
+    "election": ("leader elected (colour: key)", "o", 30, -0.1, True),
+    "unclean-election": ("UNCLEAN leader election", "*", 160, -0.1, True),
+    "offline": ("partition offline (no leader)", "X", 50, -0.1, True),
+    "isr-change": ("ISR change (colour: key)", "|", 50, 0.12, True),
+    "truncation": ("log truncated here", "v", 34, 0.3, False),
+    "instant-fault": ("bounce / other fault", "P", 50, 0.0, False),
+}
+_MARK_COLORS = {"controller": "#37474f", "truncation": "#6d4c41", "instant-fault": "#fb8c00"}
+
+
+def _label_places(timeline: Timeline, end_s: float) -> list[tuple[float, float]]:
+    """Where each scenario's name goes: above or below its bar, whichever it does not
+    overlap the previous name on, and moved left to end inside the axes."""
+    per_char = end_s / 9.5 * (7 * 0.56 / 72)  # 7 pt text on axes about 9.5 inches wide
+    rows = [-1.62, -0.95, -1.95]
+    free_from = [float("-inf")] * len(rows)
+    places = []
+    for span in timeline.scenarios:
+        width = len(span.name) * per_char
+        x = max(min(span.start_s, end_s - width), 0.0)
+        row = next((i for i, free in enumerate(free_from) if x >= free), None)
+        if row is None:
+            row = min(range(len(rows)), key=free_from.__getitem__)
+        free_from[row] = x + width + per_char
+        places.append((x, rows[row]))
+    return places
+
+
+def _timeline_plot(timeline: Timeline) -> Any:
+    lanes = list(timeline.nodes)
+    row = {node: i for i, node in enumerate(lanes)}
+    fig, ax = plt.subplots(figsize=(12, 1.9 + 0.55 * (len(lanes) + 1.5)))
+    end_s = max(timeline.end_s, 1.0)
+    for bar in timeline.bars:
+        end = end_s if bar.end_s is None else bar.end_s
+        ax.barh(
+            row[bar.node], max(end - bar.start_s, end_s / 800), left=bar.start_s, height=0.7,
+            color=FAULT_COLORS.get(bar.fault, "#9e9e9e"), alpha=0.4, lw=0.6,
+            edgecolor=FAULT_COLORS.get(bar.fault, "#9e9e9e"),
+            hatch="///" if bar.fault == "start-partition" else None,
+        )  # fmt: skip
+    for span, (x, y) in zip(timeline.scenarios, _label_places(timeline, end_s), strict=True):
+        width = max(span.end_s - span.start_s, end_s / 400)
+        ax.barh(-1.3, width, left=span.start_s, height=0.35, color="#78909c", alpha=0.8)
+        ax.text(x, y, span.name, fontsize=7, va="center", ha="left", color="#37474f")
+    colors = key_colors(timeline.keys)
+    for kind, (_label, marker, size, offset, by_key) in _MARKS.items():
+        marks = [m for m in timeline.marks if m.kind == kind]
+        if not marks:
+            continue
+        ax.scatter(
+            [m.time_s for m in marks],
+            [row[m.node] + offset for m in marks],
+            marker=marker,
+            s=size,
+            c=[colors.get(m.key or "", "#616161") if by_key else _MARK_COLORS[kind] for m in marks],
+            edgecolors="#b71c1c" if kind == "unclean-election" else None,
+            linewidths=1.2 if kind in ("unclean-election", "isr-change") else 0.5,
+            zorder=3,
+            clip_on=False,
+        )
+    if not (timeline.bars or timeline.marks or timeline.scenarios):
+        ax.text(0.5, 0.5, "no faults or SUT events in the history", transform=ax.transAxes,
+                ha="center", va="center", color="#616161")  # fmt: skip
+    ax.set_yticks([-1.3, *range(len(lanes))], ["scenario", *lanes])
+    ax.set_ylim(len(lanes) - 0.4, -2.2)
+    _time_axis(ax, end_s)
+    ax.set_title("timeline: faults per node (bars), SUT events (markers)")
+    handles: list[Any] = [
+        Patch(facecolor=FAULT_COLORS.get(f, "#9e9e9e"), alpha=0.5,
+              hatch="///" if f == "start-partition" else None, label=FAULT_NAMES.get(f, f))
+        for f in [*FAULT_COLORS, *sorted({b.fault for b in timeline.bars} - set(FAULT_COLORS))]
+        if any(b.fault == f for b in timeline.bars)
+    ]  # fmt: skip
+    present = {m.kind for m in timeline.marks}
+    handles += [
+        Line2D([], [], ls="", marker=marker, markersize=7 if kind != "unclean-election" else 11,
+               color=_MARK_COLORS.get(kind, "#616161"), label=label,
+               markeredgecolor="#b71c1c" if kind == "unclean-election" else None)
+        for kind, (label, marker, _s, _o, _k) in _MARKS.items() if kind in present
+    ]  # fmt: skip
+    handles += [
+        Line2D([], [], ls="", marker="o", markersize=6, color=color, label=key)
+        for key, color in colors.items()
+    ]
+    if handles:
+        _legend_outside(ax, handles=handles, ncols=1 if len(handles) <= 14 else 2)
+    return fig
+
+
+def decimate(series: Series, buckets: int = 2000) -> Series:
+    """At most about 4 points per bucket of time: the first, lowest, highest and last of
+    each, which draw the same line at the plot's resolution (the series is in time order)."""
+    time, values = series.time_s, series.values
+    if len(time) <= 4 * buckets:
+        return series
+    span = max(float(time[-1] - time[0]), 1e-9)
+    bucket = ((time - time[0]) / span * (buckets - 1)).astype(np.int64)
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(bucket)) + 1])
+    ends = np.concatenate([starts[1:], [len(time)]]) - 1
+    by_value = np.lexsort((values, bucket))  # each bucket keeps its positions, by value
+    keep = np.unique(np.concatenate([starts, ends, by_value[starts], by_value[ends]]))
+    return Series(time[keep], values[keep])
+
+
+def _step_to_end(series: Series, end_s: float) -> tuple[Any, Any]:
+    """A step function from 0 at the start to its last value at `end_s`."""
+    series = decimate(series)
+    xs = np.concatenate([[0.0], series.time_s, [max(end_s, *series.time_s[-1:])]])
+    ys = np.concatenate([[0], series.values, series.values[-1:] if len(series.values) else [0]])
+    return xs, ys
+
+
+def _lag_plot(used: Consumption, intervals: list[FaultInterval], end_s: float) -> Any:
+    fig, ax = plt.subplots(figsize=(12, 3.5))
+    colors = key_colors(list(used.lag))
+    for key, series in used.lag.items():
+        ax.step(*_step_to_end(series, end_s), where="post", color=colors[key], lw=0.9, label=key)
+    _shade(ax, intervals)
+    _time_axis(ax, end_s)
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("offsets behind")
+    ax.set_title(
+        "consumer lag per key: highest acknowledged offset minus the highest offset the "
+        "latest poll read (final read left out), faults shaded",
+        fontsize=10,
+    )
+    _legend_outside(ax)
+    return fig
+
+
+def _unseen_plot(used: Consumption, intervals: list[FaultInterval], end_s: float) -> Any:
+    fig, ax = plt.subplots(figsize=(12, 3.5))
+    colors = key_colors(list(used.unseen))
+    for key, series in used.unseen.items():
+        if len(series.time_s):
+            ax.step(*_step_to_end(series, end_s), where="post", color=colors[key], lw=0.9,
+                    label=key)  # fmt: skip
+    if len(used.unseen) > 1:
+        ax.step(*_step_to_end(used.unseen_total, end_s), where="post", color="black", lw=1.3,
+                label="all keys")  # fmt: skip
+    _shade(ax, intervals)
+    _time_axis(ax, end_s)
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("values")
+    final = int(used.unseen_total.values[-1]) if len(used.unseen_total.values) else 0
+    ax.set_title(
+        f"acknowledged writes not yet read by any poll ({final} never read), faults shaded",
+        fontsize=10,
+    )
+    _legend_outside(ax)
+    return fig
+
+
+def anomaly_keys(per_key: Mapping[tuple[str, str], int]) -> list[str]:
+    """The keys of `anomalies_per_key`, in natural order (``q-2`` before ``q-10``)."""
+    return sorted({k for k, _ in per_key}, key=natural_key)
+
+
+def _anomalies_plot(per_key: Counter[tuple[str, str]], totals: Mapping[str, int]) -> Any:
+    keys = anomaly_keys(per_key)
+    names = sorted({a for _, a in per_key})
+    fig, ax = plt.subplots(figsize=(12, 3.8))
+    cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
+    bottom = np.zeros(len(keys))
+    positions = np.arange(len(keys))
+    for i, name in enumerate(names):
+        heights = np.asarray([per_key.get((k, name), 0) for k in keys], np.float64)
+        total = totals.get(name)
+        label = f"{name}: {int(heights.sum())} sampled" + (f" of {total}" if total else "")
+        bars = ax.bar(
+            positions, heights, 0.6, bottom=bottom, label=label, color=cmap(i % cmap.N),
+            hatch="//" if name.endswith("(expected)") else None, edgecolor="white", lw=0.5,
+        )  # fmt: skip
+        ax.bar_label(
+            bars, labels=[str(int(h)) if h else "" for h in heights], label_type="center",
+            fontsize=8, color="white", fontweight="bold",
+        )  # fmt: skip
+        bottom += heights
+    for x, height in zip(positions, bottom, strict=True):
+        ax.text(float(x), height, f"{int(height)}", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(positions, keys)
+    ax.set_xlim(-0.8, len(keys) - 0.2)
+    ax.set_ylim(0, max(bottom.max(), 1) * 1.12)
+    ax.set_ylabel("cases (sampled)")
+    ax.set_title(
+        "anomalies and expected losses per key: the sampled cases of results.json "
+        "(legend: sampled of all found)",
+        fontsize=10,
+    )
+    _legend_outside(ax)
+    if len(keys) > 8:
+        ax.tick_params(axis="x", labelrotation=30)
     return fig
 
 
 def _windows_plot(
     windows: list[dict[str, Any]], end_s: float, intervals: list[FaultInterval]
 ) -> Any:
-    keys = sorted({w["key"] for w in windows})
-    fig, ax = plt.subplots(figsize=(11, 1.2 + 0.5 * len(keys)))
+    keys = sorted({str(w["key"]) for w in windows}, key=natural_key)
+    fig, ax = plt.subplots(figsize=(12, 1.2 + 0.5 * len(keys)))
     for window in windows:
-        row = keys.index(window["key"])
+        row = keys.index(str(window["key"]))
         start, end = (t / 1e9 for t in window["window"])
         color = "#ef6c00" if window["expected"] else "#c62828"
         ax.barh(row, max(end - start, 0.05), left=start, height=0.5, color=color, alpha=0.8)
@@ -198,6 +445,21 @@ def anomalies_per_key(results: Mapping[str, Any] | None) -> Counter[tuple[str, s
                     if isinstance(sample, Mapping) and "key" in sample:
                         per_key[(str(sample["key"]), anomaly + suffix)] += 1
     return per_key
+
+
+def anomaly_totals(results: Mapping[str, Any] | None) -> dict[str, int]:
+    """Every case found per anomaly (results' `counts`, `expected_counts`), named as in
+    `anomalies_per_key`."""
+    totals: Counter[str] = Counter()
+    for checker in (results or {}).get("checkers", {}).values():
+        if not isinstance(checker, Mapping):
+            continue
+        for group, suffix in (("counts", ""), ("expected_counts", " (expected)")):
+            counts = checker.get(group)
+            for anomaly, n in counts.items() if isinstance(counts, Mapping) else ():
+                if isinstance(n, int) and not isinstance(n, bool):
+                    totals[anomaly + suffix] += n
+    return dict(totals)
 
 
 def loss_windows(results: Mapping[str, Any] | None) -> list[dict[str, Any]]:
