@@ -29,7 +29,7 @@ import itertools
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -96,8 +96,11 @@ def _case_name(base: str, parameters: Mapping[str, Any]) -> str:
     return "-".join([base, *parts])[:100].strip("-.")
 
 
-def load_campaign(path: Path) -> tuple[str, list[CampaignCase]]:
-    """The campaign's name and its cases, every spec validated before anything runs."""
+def load_campaign(
+    path: Path, overrides: Mapping[str, Any] | None = None
+) -> tuple[str, list[CampaignCase]]:
+    """The campaign's name and its cases, every spec validated before anything runs;
+    `overrides` (spec paths such as ``runtime``) apply to every case, over the file."""
     doc = validate(
         CampaignFile,
         read_toml(path, what="campaign", error=CampaignError),
@@ -125,6 +128,8 @@ def load_campaign(path: Path) -> tuple[str, list[CampaignCase]]:
         for key, value in parameters.items():
             if key != "name":
                 set_path(spec_doc, key, value, source=source, error=CampaignError)
+        for key, value in (overrides or {}).items():
+            set_path(spec_doc, key, value, source=f"{source}, --{key}", error=CampaignError)
         spec_doc["name"] = case_name
         spec = validate(TestSpec, spec_doc, source=source, error=CampaignError)
         cases.append(CampaignCase(parameters, spec))
@@ -174,6 +179,32 @@ def junit_xml(campaign: str, results: list[CaseResult]) -> str:
     )
 
 
+def progress_line(
+    campaign: str, number: int, total: int, case: str, elapsed_s: float, done: Sequence[CaseResult]
+) -> str:
+    """Such as ``campaign bug-zoo: case 3 of 5 (unclean), 6 min 10 s in; so far 1 valid,
+    1 invalid``."""
+    minutes, seconds = divmod(int(elapsed_s), 60)
+    tally: dict[str, int] = {}
+    for r in done:
+        label = (
+            "invalid"
+            if r.valid is False
+            else "valid"
+            if r.valid is True
+            else "failed"
+            if r.exit_code == ExitCode.INFRASTRUCTURE and r.error
+            else "unknown"
+        )
+        tally[label] = tally.get(label, 0) + 1
+    so_far = ", ".join(f"{n} {label}" for label, n in tally.items()) or "nothing yet"
+    return (
+        f"campaign {campaign}: case {number} of {total} ({case}), {minutes} min {seconds:02d} s "
+        f"in; "
+        f"so far {so_far}"
+    )
+
+
 def run_campaign(
     path: Path,
     *,
@@ -181,16 +212,31 @@ def run_campaign(
     spark_master: str | None = None,
     spark_remote: str | None = None,
     console: Console | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> tuple[Path, list[CaseResult]]:
-    """Run every case; write summary.json and junit.xml under store/<campaign>/<stamp>/."""
+    """Run every case; write summary.json and junit.xml under store/<campaign>/<stamp>/.
+    Before each case, `console` shows which of how many, the time so far and the verdicts."""
     from squall.runner import TestRunner
     from squall.store import RunStore
 
-    name, cases = load_campaign(path)
+    name, cases = load_campaign(path, overrides)
     run_store = RunStore(store)
     out_dir = RunStore(store / "campaigns").new_run(name).path
     results: list[CaseResult] = []
-    for case in cases:
+    campaign_started = time.monotonic()
+    for number, case in enumerate(cases, start=1):
+        if console is not None:
+            console.print(
+                progress_line(
+                    name,
+                    number,
+                    len(cases),
+                    case.spec.name,
+                    time.monotonic() - campaign_started,
+                    results,
+                ),
+                highlight=False,
+            )
         started = time.monotonic()
         interrupted = False
         try:

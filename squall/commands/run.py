@@ -477,6 +477,16 @@ def campaign(
         ..., metavar="FILE", help="A campaign TOML: [base], [matrix], [[case]]."
     ),
     store: Path = StoreOption,
+    runtime: RuntimeName | None = typer.Option(
+        None,
+        "--runtime",
+        metavar="docker|ssh|local",
+        help="Where every case's nodes run, over the file's.  [default: the file's, else "
+        "docker where an engine answers, else local]",
+    ),
+    inventory: Path | None = typer.Option(
+        None, "--inventory", metavar="FILE", help="The ssh runtime's inventory, for every case."
+    ),
     spark_master: str | None = SparkMasterOption,
     spark_remote: str | None = SparkRemoteOption,
     list_only: bool = typer.Option(
@@ -504,14 +514,27 @@ def campaign(
     from squall.campaign import CampaignError, load_campaign, run_campaign
 
     spark_master, spark_remote = spark_target(ctx, spark_master, spark_remote)
+    overrides: dict[str, Any] = {}
+    if runtime is not None:
+        overrides["runtime"] = runtime.value
+    if inventory is not None:
+        overrides["inventory"] = str(inventory)
     try:
-        name, cases = load_campaign(campaign_file)
+        name, cases = load_campaign(campaign_file, overrides)
     except CampaignError as err:
         fail(str(err), ExitCode.USAGE)
     if list_only:
         for case in cases:
             print(json.dumps({"name": case.spec.name, "parameters": case.parameters}, default=str))
         return
+    from squall.runner import check_runnable
+    from squall.spec import SpecError
+
+    for case in cases:
+        try:
+            check_runnable(case.spec)
+        except SpecError as err:
+            fail(f"{campaign_file}, case {case.spec.name}: {err}", ExitCode.USAGE)
     require_spark(spark_master, spark_remote)
     try:  # every case is checked in one SparkSession
         out_dir, results = run_campaign(
@@ -520,6 +543,7 @@ def campaign(
             spark_master=spark_master,
             spark_remote=spark_remote,
             console=progress_console(quiet=quiet),
+            overrides=overrides,
         )
     finally:
         stop_spark()

@@ -5,7 +5,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from squall.campaign import CampaignError, CaseResult, junit_xml, load_campaign
+from squall.campaign import CampaignError, CaseResult, junit_xml, load_campaign, progress_line
 from squall.spec import SpecError, TestSpec
 
 
@@ -103,3 +103,39 @@ def test_junit_failure_message_is_the_verdict_explained() -> None:
     bad = CaseResult("bad", {}, 1, False, ["lost-write"], "/r/2", 2.0, explanation=explained)
     suite = ElementTree.fromstring(junit_xml("c", [bad]))
     assert suite.find("testcase/failure").get("message") == explained
+
+
+def test_campaign_overrides_apply_to_every_case() -> None:
+    campaign = Path(__file__).resolve().parents[2] / "campaigns" / "bug-zoo.toml"
+    _name, cases = load_campaign(campaign, {"runtime": "local"})
+    assert cases and all(case.spec.runtime == "local" for case in cases)
+    with pytest.raises(CampaignError, match="runtime = \"kubernetes\": must be"):
+        load_campaign(campaign, {"runtime": "kubernetes"})
+
+
+def test_campaign_progress_says_which_case_how_long_and_the_verdicts_so_far() -> None:
+    done = [
+        CaseResult("a", {}, 0, True, [], "/r/1", 60.0),
+        CaseResult("b", {}, 1, False, ["lost-write"], "/r/2", 61.0),
+        CaseResult("c", {}, 3, "unknown", [], None, 1.0, error="no docker"),
+    ]
+    line = progress_line("zoo", 4, 5, "safe", 370.2, done)
+    assert line == (
+        "campaign zoo: case 4 of 5 (safe), 6 min 10 s in; so far 1 valid, 1 invalid, 1 failed"
+    )
+    assert progress_line("zoo", 1, 5, "acks0", 0.0, []).endswith("so far nothing yet")
+
+
+def test_campaign_with_a_runtime_it_cannot_use_creates_nothing(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from squall.cli import app
+
+    campaign = Path(__file__).resolve().parents[2] / "campaigns" / "demo.toml"
+    store = tmp_path / "store"
+    result = CliRunner().invoke(
+        app, ["campaign", str(campaign), "--runtime", "ssh", "--store", str(store)]
+    )
+    assert result.exit_code == 2, result.output
+    assert "case demo-safe" in result.output and "--inventory" in result.output
+    assert not store.exists()
