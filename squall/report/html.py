@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+from checkers.catalogue import ANOMALIES, describe_case
 from squall.report.failures import FailureGroup
 from squall.report.throughput import AchievedRate, achieved_rate
 from squall.report.timeline import event_rows, natural_key
@@ -438,8 +439,19 @@ def _checkers(results: Mapping[str, Any], samples: int) -> list[str]:
                     f"<h3>{_text(anomaly)} ({_text(count)}) from {html.escape(checker)}"
                     f"{html.escape(title)}</h3>"
                 )
+                about = ANOMALIES.get(str(anomaly))
+                if about is not None:
+                    out.append(
+                        f"<p>{html.escape(about.meaning)} <span class='caption'>Allowed by: "
+                        f"{html.escape(about.allowed_by)}; see {html.escape(about.doc)}."
+                        "</span></p>"
+                    )
                 if len(listed) > len(shown) or (_number(count) and count > len(shown)):
                     out.append(f"<p class='caption'>the first {len(shown)} cases</p>")
+                explained = [describe_case(str(anomaly), s)["text"] for s in shown[:5]]
+                out.append(
+                    "<ul>" + "".join(f"<li>{html.escape(t)}</li>" for t in explained) + "</ul>"
+                )
                 records = [s for s in shown if isinstance(s, Mapping)]
                 if records:
                     out += _records(records, _sample_cell)

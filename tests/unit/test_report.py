@@ -99,6 +99,9 @@ def test_html_shows_anomalies_expected_losses_and_statistics() -> None:
     page = render_html(RESULTS, test={"name": "demo", "seed": 3}, images=["windows.png"])
     assert 'demo: <span class="invalid">INVALID</span>' in page
     assert "lost-write (1) from delivery" in page
+    assert "A write known to have happened was never read" in page  # its meaning
+    assert "docs/anomalies/lost-write.md" in page
+    assert "key t-1: value 3 written at offset 1" in page  # each case in a sentence
     assert "unseen (2) from delivery (expected loss: the configuration allows it)" in page
     assert "unclean-loss-window (1) from unclean (expected loss" in page
     assert "<img src='windows.png'>" in page
