@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 from pathlib import Path
@@ -31,6 +31,7 @@ from typing import Any, Literal
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from checkers.catalogue import ANOMALIES, describe_case
 from checkers.findings import FINDING_COLUMNS, Finding
 from histories.atomic import write_json_atomically
 
@@ -187,12 +188,41 @@ def assemble_results(
         "anomaly_types": sorted(found),
         "allowed_anomaly_types": sorted(allowed),
         "expected_anomaly_types": sorted(expected),
+        "explanations": explain_anomalies(sections),
         "checkers": sections,
         "stats": stats,
         "config": config,
         "history": history,
         "notes": all_notes,
     }
+
+
+EXPLAINED_CASES = 3
+"""Cases per anomaly type that ``explanations`` describes in a sentence."""
+
+
+def explain_anomalies(sections: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """For each anomaly type found (invalid, expected or allowed): what it means, what allows
+    it, its page, and its first cases explained (key, offsets, history lines, a sentence)."""
+    explained: dict[str, Any] = {}
+    for checker, section in sections.items():
+        for group in ("anomalies", "expected"):
+            for name, cases in (section.get(group) or {}).items():
+                if not cases or name in explained:
+                    continue
+                about = ANOMALIES.get(name)
+                entry: dict[str, Any] = {"checker": checker}
+                if about is not None:
+                    entry.update(
+                        meaning=about.meaning,
+                        allowed_by=about.allowed_by,
+                        allowance=about.allowance,
+                        doc=about.doc,
+                    )
+                listed = cases if isinstance(cases, list) else [cases]
+                entry["cases"] = [describe_case(name, c) for c in listed[:EXPLAINED_CASES]]
+                explained[name] = entry
+    return dict(sorted(explained.items()))
 
 
 def write_results(results: dict[str, Any], path: str | os.PathLike[str]) -> Path:

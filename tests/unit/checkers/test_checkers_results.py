@@ -14,10 +14,12 @@ from checkers.config import TestSettings
 from checkers.findings import Finding
 from checkers.losses import LossRules
 from checkers.results import (
+    EXPLAINED_CASES,
     CheckerReport,
     Collected,
     assemble_results,
     decode_values,
+    explain_anomalies,
     worst,
     write_results,
 )
@@ -166,3 +168,23 @@ def test_spark_settings(master: str, cores: int | None, partitions: str) -> None
     assert conf["spark.sql.requireAllClusterKeysForCoPartition"] == "false"
     bloom = conf.get("spark.sql.optimizer.runtime.bloomFilter.enabled")
     assert bloom == ("false" if settings.is_local else None)
+
+
+def test_explanations_describe_each_anomaly_type_found_once() -> None:
+    lost = {"key": "q-0", "value": 4, "offset": 2, "writer": 9, "status": "ok", "acks": -1}
+    sections = {
+        "delivery": {
+            "anomalies": {"lost-write": [lost] * 5, "unseen": []},
+            "expected": {"unseen": [{"key": "q-0", "value": 5, "offset": 3}]},
+        },
+        "order": {"anomalies": {"lost-write": [lost]}},
+    }
+    explained = explain_anomalies(sections)
+    assert list(explained) == ["lost-write", "unseen"]
+    entry = explained["lost-write"]
+    assert entry["checker"] == "delivery" and entry["doc"] == "docs/anomalies/lost-write.md"
+    assert entry["meaning"].startswith("A write known to have happened")
+    assert len(entry["cases"]) == EXPLAINED_CASES
+    assert entry["cases"][0]["lines"] == [10] and entry["cases"][0]["offsets"] == [2]
+    assert explained["unseen"]["cases"][0]["key"] == "q-0"
+    assert explain_anomalies({"x": {"anomalies": {"made-up": [{"odd": 1}]}}})["made-up"]["cases"]
