@@ -77,15 +77,20 @@ def isr_shrink_leader_loss(layout: Layout, start: float) -> float:
 
 
 def follower_restart_leader_loss(layout: Layout, start: float) -> float:
-    """KIP-101's first sequence: the followers restart (and truncate, as their protocol says)
-    while the leader cannot serve them, then the leader dies before they catch up; one of
-    them leads with whatever its truncation left. The old leader returns as a follower."""
-    paused = layout.add(start, Fault("pause", {"targets": ["leader"]}))
-    restarted = layout.add(start + 0.2, Fault("kill", {"targets": ["followers"]}))
-    layout.add(start + 0.7, Fault("start"), heals=restarted)
-    lost_at = start + 0.7 + layout.draw(Span(1.0, 2.0, "s"))
-    killed = layout.add(lost_at, Fault("kill", {"targets": ["leader"]}), same_as=paused)
-    back = lost_at + layout.draw(Span(1.3, 2.0, "session"))
+    """KIP-101's first sequence: the followers crash and come back (and, made followers
+    again, truncate as their protocol says) while the leader can no longer serve them, and
+    the leader is lost before they catch up; one of them leads with whatever its truncation
+    left. The leader is paused only after the followers are down, so that a controller that
+    did not see them crash (a new one, when the controller was among them) makes them
+    followers of it again, in the ISR, before its session ends. The old leader, killed
+    while paused, returns as a follower."""
+    restarted = layout.add(start, Fault("kill", {"targets": ["followers"]}))
+    layout.add(start + layout.draw(Span(0.05, 0.1, "session")), Fault("start"), heals=restarted)
+    paused_at = start + layout.draw(Span(0.35, 0.45, "session"))
+    paused = layout.add(paused_at, Fault("pause", {"targets": ["leader"]}))
+    killed_at = paused_at + layout.draw(Span(1.5, 1.8, "session"))
+    killed = layout.add(killed_at, Fault("kill", {"targets": ["leader"]}), same_as=paused)
+    back = killed_at + layout.draw(Span(1.0, 1.5, "session"))
     layout.add(back, Fault("start"), heals=killed)
     return back
 

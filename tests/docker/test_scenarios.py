@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from nemesis import Nemesis, ScheduleRunner, ScheduleSpec, generate_schedule, heal_all
+from nemesis import Fault, Nemesis, ScheduleRunner, ScheduleSpec, generate_schedule, heal_all
 from nemesis.timing import Detectors
 from squall.cluster.cluster import Cluster
 from squall.cluster.docker import DockerRuntime
@@ -159,15 +159,39 @@ def test_isr_shrinks_to_the_leader_then_the_leader_is_lost(
     assert lost, "the last ISR member was never replaced or taken offline"
 
 
-def test_follower_restart_then_leader_loss_elects_a_restarted_follower(
+def controller_apart_from_the_leader(cluster: Cluster) -> None:
+    """Bounce the leader until another broker is controller: the KIP-101 sequence needs a
+    controller that outlives the leader (with the controller on the leader's node, the
+    restarted followers are made followers by nobody before the leader is gone)."""
+    for _ in range(4):
+        view = cluster.roles.observe([KEY], controller=True)
+        if view.controller != view.partitions[KEY].leader:
+            return
+        Nemesis(cluster, rng=random.Random(1), topic_hint=KEY).apply(
+            Fault("bounce", {"targets": ["leader"]})
+        )
+        wait_for(lambda: len(partition_state(cluster)[1]) == 3, what="a full ISR after a bounce")
+    pytest.fail("the controller stayed on the partition's leader after four bounces")
+
+
+def test_follower_restart_then_leader_loss_elects_a_follower_that_truncated(
     cluster: Cluster, tmp_path: Path
 ) -> None:
+    controller_apart_from_the_leader(cluster)
     before, isr = partition_state(cluster)
     followers = {b for b in isr if b != before}
     events = run_scenario(cluster, "follower-restart-leader-loss", tmp_path)
+    elected = [e for e in elections(events) if e["previous_leader"] == before]
+    assert elected and elected[0]["leader"] in followers, elected
+    # KIP-101's state: a controller that did not see the followers crash made them followers
+    # of the paused leader again, in its ISR (where a replica truncating by the high
+    # watermark would truncate), and elected one of them when the leader's session ended
+    assert elected[0]["reason"].startswith("broker change"), elected[0]
+    assert elected[0]["leader"] in elected[0]["isr"], elected[0]
     assert any(
-        e["previous_leader"] == before and e["leader"] in followers for e in elections(events)
-    )
+        e["type"] == "controller-elected" and e["wall_time_ns"] < elected[0]["wall_time_ns"]
+        for e in events
+    ), "no new controller between the followers' restart and the election"
 
 
 def test_failover_during_truncation_truncates_the_returning_leader(
