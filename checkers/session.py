@@ -410,6 +410,8 @@ def get_spark(settings: SparkSettings | None = None) -> Any:
         for name, value in chosen.conf(log_file).items():
             builder = builder.config(name, value)
         try:
+            if log_file is not None:
+                _launch_jvm_logging_to(log_file, chosen)
             session = builder.getOrCreate()
         except Exception as err:
             where = f" (Spark's log: {log_file})" if log_file is not None else ""
@@ -424,6 +426,24 @@ def get_spark(settings: SparkSettings | None = None) -> Any:
             session=session, log_file=log_file if logged else None, target=chosen.master
         )
         return session
+
+
+def _launch_jvm_logging_to(log_file: Path, settings: SparkSettings) -> None:
+    """Start the driver's JVM with its standard error appended to `log_file`: what the JVM
+    prints before log4j2 takes over (``WARNING: Using incubator modules``) would otherwise
+    land in the terminal, in the middle of the live panel. Nothing when a JVM runs already."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:
+        return
+    conf = SparkConf().setMaster(settings.master)
+    for name, value in settings.conf(log_file).items():
+        conf.set(name, value)
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with log_file.open("ab") as jvm_stderr:  # the JVM keeps its own copy of the descriptor
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": jvm_stderr})  # type: ignore[no-untyped-call]
+    SparkContext._ensure_initialized(gateway=gateway, conf=conf)
 
 
 def connect_running() -> bool:

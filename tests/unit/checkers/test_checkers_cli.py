@@ -187,3 +187,25 @@ def test_hand_written_jepsen_history_checks_with_leniency_noted(spark: Any, tmp_
     )
     assert any(note.startswith("4 operations came from processes after their info completion")
                for note in results["notes"])  # fmt: skip
+
+
+def test_the_jvm_writes_into_the_run_directory_not_the_terminal(tmp_path: Path) -> None:
+    """A new process (a JVM of its own): what the JVM prints before log4j2 starts (Spark 4's
+    ``WARNING: Using incubator modules``) goes to the run's spark.log, not stderr."""
+    import subprocess
+    import sys
+
+    lines = [
+        {"index": i, "time": (i + 1) * 1_000_000, "process": p, "type": t, "f": f, "value": v}
+        for i, (p, t, f, v) in enumerate(HAND_WRITTEN)
+    ]
+    (tmp_path / "history.jsonl").write_text("".join(json.dumps(op) + "\n" for op in lines))
+    done = subprocess.run(
+        [sys.executable, "-m", "squall", "check", str(tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "WARNING" not in done.stderr and "incubator" not in done.stderr, done.stderr
+    assert (tmp_path / "spark.log").is_file()
