@@ -109,7 +109,7 @@ def test_campaign_overrides_apply_to_every_case() -> None:
     campaign = Path(__file__).resolve().parents[2] / "campaigns" / "bug-zoo.toml"
     _name, cases = load_campaign(campaign, {"runtime": "local"})
     assert cases and all(case.spec.runtime == "local" for case in cases)
-    with pytest.raises(CampaignError, match="runtime = \"kubernetes\": must be"):
+    with pytest.raises(CampaignError, match='runtime = "kubernetes": must be'):
         load_campaign(campaign, {"runtime": "kubernetes"})
 
 
