@@ -284,7 +284,7 @@ def test_campaign_json_prints_the_summary(
         (tmp_path / "summary.json").write_text(json.dumps(summary))
         return tmp_path, results
 
-    monkeypatch.setattr(squall.campaign, "load_campaign", lambda _path: ("c", []))
+    monkeypatch.setattr(squall.campaign, "load_campaign", lambda _path, _overrides=None: ("c", []))
     monkeypatch.setattr(squall.campaign, "run_campaign", run_campaign)
     assert main(["campaign", str(tmp_path / "c.toml"), "--json"]) == ExitCode.ANOMALIES
     summary = json.loads(capsys.readouterr().out)
