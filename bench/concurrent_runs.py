@@ -56,6 +56,37 @@ def record(run: Launched) -> dict[str, Any]:
     return data
 
 
+def wait_in_background(run: Launched) -> threading.Thread:
+    """Collect the run's output and note the moment its process ends."""
+
+    def wait() -> None:
+        out, _ = run.process.communicate()
+        run.ended, run.exit_code = time.monotonic(), run.process.returncode
+        lines = [line for line in (out or "").splitlines() if line.startswith("{")]
+        run.output = json.loads(lines[-1]) if lines else None
+
+    thread = threading.Thread(target=wait, daemon=True)
+    thread.start()
+    return thread
+
+
+def held_its_containers(samples: list[tuple[float, int]], seconds: float) -> bool:
+    """Whether the run kept its whole set of containers (its peak count) for at least
+    `seconds` without a break: its workload's time limit. Its own teardown comes after the
+    final read, and the check after that, so the end of its process says nothing."""
+    if not samples:
+        return False
+    peak = max(count for _t, count in samples)
+    longest, since = 0.0, None
+    for t, count in samples:
+        if count == peak:
+            since = t if since is None else since
+            longest = max(longest, t - since)
+        else:
+            since = None
+    return longest >= seconds
+
+
 def launch(name: str, store: Path, time_limit: float) -> Launched:
     command = [
         sys.executable,
@@ -131,6 +162,7 @@ def main() -> int:
     watcher = Watcher()
     watcher.thread.start()
     runs = [launch(f"conc-{i}", work / f"store-{i}", args.time_limit) for i in (1, 2, 3)]
+    waiters = [wait_in_background(run) for run in runs]
     deadline = time.monotonic() + args.kill_after
     while time.monotonic() < deadline and runs[2].process.poll() is None:
         time.sleep(0.5)
@@ -139,36 +171,33 @@ def main() -> int:
     if victim.process.poll() is None:
         os.kill(victim.process.pid, signal.SIGKILL)
         victim.killed = True
-    for run in runs:
-        out, _ = run.process.communicate()
-        run.ended, run.exit_code = time.monotonic(), run.process.returncode
+    time.sleep(3.0)
+    left_at_kill = victim.run_id is not None and watcher.present(victim.run_id)
+    for run, waiter in zip(runs, waiters, strict=True):
+        waiter.join()
         run.run_id = run.run_id or run_id_of(Path(run.store))
-        lines = [line for line in (out or "").splitlines() if line.startswith("{")]
-        run.output = json.loads(lines[-1]) if lines else None
-    leftovers_before = victim.run_id is not None and watcher.present(victim.run_id)
+    # Any run that starts on the engine meanwhile (another user's) may clean them first.
+    left_before_next = victim.run_id is not None and watcher.present(victim.run_id)
     fourth = launch("conc-4", work / "store-4", 20.0)
-    out, _ = fourth.process.communicate()
-    fourth.ended, fourth.exit_code = time.monotonic(), fourth.process.returncode
+    wait_in_background(fourth).join()
     fourth.run_id = run_id_of(Path(fourth.store))
     leftovers_after = victim.run_id is not None and watcher.present(victim.run_id)
     watcher.stop.set()
     watcher.thread.join()
     everything = [*runs, fourth]
-    touched = []
-    for run in runs[:2]:
-        seen = watcher.seen.get(run.run_id or "")
-        if seen is None or run.ended is None:
-            touched.append(run.name)
-            continue
-        counts = [c for t, c in watcher.counts[run.run_id or ""] if t < run.ended - 20]
-        if counts and min(counts) < max(counts):
-            touched.append(run.name)  # containers vanished while the run still needed them
+    touched = [
+        run.name
+        for run in runs[:2]
+        if not held_its_containers(watcher.counts.get(run.run_id or "", []), args.time_limit)
+    ]
+    ours = {run.run_id for run in everything}
+    others = sorted(run for run in watcher.counts if run not in ours)
     checks = {
         "both concurrent runs reached a verdict (exit 0 or 1)": all(
             r.exit_code in (0, 1) for r in runs[:2]
         ),
-        "neither concurrent run lost containers mid-run": not touched,
-        "the SIGKILLed run left its containers": leftovers_before,
+        "each concurrent run kept all its containers for its whole workload": not touched,
+        "the SIGKILLed run left its containers (3 s after the kill)": left_at_kill,
         "the next run reached a verdict": fourth.exit_code in (0, 1),
         "the next run's start-up clean removed the SIGKILLed run's leftovers": not leftovers_after,
     }
@@ -176,12 +205,18 @@ def main() -> int:
         print(json.dumps(record(run), default=str))
     for check, held in checks.items():
         print(f"{'PASS' if held else 'FAIL'}  {check}")
+    if others:
+        print(f"other runs on the engine meanwhile (not ours, left alone): {', '.join(others)}")
+    if not left_before_next and left_at_kill:
+        print("the SIGKILLed run's leftovers were gone before conc-4 started: another run's")
+        print("start-up clean on the same engine removed them")
     if args.out:
         args.out.write_text(
             json.dumps(
                 {
                     "runs": [record(r) for r in everything],
                     "checks": checks,
+                    "containers_by_run": watcher.counts,
                 },
                 indent=2,
                 default=str,
