@@ -23,7 +23,7 @@ from squall.commands.run import campaign, replay, report, run
 from squall.commands.runs import runs, serve
 from squall.commands.spark import spark_app
 from squall.commands.topic import topic_app
-from squall.exit_codes import ExitCode
+from squall.exit_codes import ExitCode, exit_code_table
 
 HELP_SETTINGS = {
     "help_option_names": ["-h", "--help"],
@@ -43,6 +43,7 @@ app = typer.Typer(
     # cut long option names at 80 columns and read [base] or [[case]] as markup
     rich_markup_mode=None,
     context_settings=HELP_SETTINGS,
+    epilog=exit_code_table(),
 )
 
 

@@ -25,3 +25,13 @@ class ExitCode(IntEnum):
     """Stopped by Ctrl-C (SIGINT): 128 + 2, as shells report it."""
     TERMINATED = 143
     """Stopped by SIGTERM: 128 + 15, as shells report it."""
+
+
+def exit_code_table() -> str:
+    """The exit codes, one line each, for ``--help`` (docs/exit-codes.md has them per command)."""
+    lines = [
+        "Exit codes: 0 success (a valid history); 1 anomalies found (or records failed);",
+        "2 bad input or usage; 3 squall's own failure (a broker, node or Spark unreachable,",
+        "nothing judged); 130 Ctrl-C; 143 SIGTERM. Per command: docs/exit-codes.md.",
+    ]
+    return "\n".join(lines)

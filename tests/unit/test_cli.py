@@ -292,3 +292,10 @@ def test_campaign_json_prints_the_summary(
     assert summary["cases"][0]["anomaly_types"] == ["lost-write"]
     assert summary["summary"] == str(tmp_path / "summary.json")
     assert summary["junit"] == str(tmp_path / "junit.xml")
+
+
+def test_the_top_help_lists_every_exit_code() -> None:
+    text = " ".join(help_at_80_columns().split())
+    for code in ExitCode:
+        assert f"{int(code)} " in text, code
+    assert "Per command: docs/exit-" in text  # click may break the path at its hyphen
