@@ -117,8 +117,11 @@ def test_sigkilled_run_leaves_a_checkable_history_and_clean_removes_everything(
     checked = squall(tmp_path, "check", str(history_path.parent), "--json")
     assert checked.returncode in (0, 1), checked.stderr[-3000:]
     assert json.loads(checked.stdout)["stats"]["ops"] > 0
+    run_id = json.loads((history_path.parent / "test.json").read_text())["run_id"]
     cleaned = squall(tmp_path, "clean")
     assert cleaned.returncode == 0, cleaned.stderr
     client = docker.from_env()
-    assert not client.containers.list(all=True, filters={"label": "squall.run"})
-    assert not client.networks.list(filters={"label": "squall.run"})
+    # Only this run's leftovers: runs of other users on the same engine stay as they are.
+    label = {"label": f"squall.run={run_id}"}
+    assert not client.containers.list(all=True, filters=label)
+    assert not client.networks.list(filters=label)
