@@ -49,9 +49,11 @@ def run_squall(
     home: Path | None = None,
     stdin: str | None = None,
     timeout: float = 300,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m squall ARGS` as a user runs it; `home` sets SQUALL_HOME (cluster state)."""
-    env = dict(os.environ)
+    """`python -m squall ARGS` as a user runs it, in `env` (default: this process's);
+    `home` sets SQUALL_HOME (cluster state)."""
+    env = dict(os.environ if env is None else env)
     if home is not None:
         env["SQUALL_HOME"] = str(home)
     return subprocess.run(

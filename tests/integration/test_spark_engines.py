@@ -25,7 +25,7 @@ import pyspark
 import pytest
 
 from checkers.connect_server import is_server
-from tests.support import wait_for
+from tests.support import run_squall, wait_for
 from tests.unit.checkers.history_builder import HistoryBuilder
 from tests.unit.checkers.scenarios import DEFAULT_SCENARIOS, UNCLEAN_SCENARIOS, build
 
@@ -62,14 +62,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def squall(
     *args: str, env: dict[str, str], timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "squall", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env=env,
-    )
+    return run_squall(*args, env=env, timeout=timeout)
 
 
 def checkers_section(stdout: str) -> str:
