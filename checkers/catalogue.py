@@ -251,10 +251,11 @@ _CATALOGUE = (
         "unclean-loss-window",
         "unclean",
         "A leader elected from outside the in-sync replicas (an unclean election) discarded "
-        "acknowledged writes of its partition.",
+        "committed writes of its partition.",
         "`election` is the SUT's `leader-election` event; `offsets` the first and last lost "
-        "offsets, `lost` how many acknowledged values were lost (`lost_values`: up to 5), "
-        "`window` the nanoseconds from the first lost acknowledgement to the election.",
+        "offsets, `lost` how many committed values were lost (`lost_values`: up to 5), "
+        "`window` the nanoseconds from the first lost acknowledgement (or read, for an "
+        "indeterminate write) to the election.",
         "unclean leader election allowed (test.json topic.unclean_leader_election true, or "
         "--expect-loss unclean)",
         "configuration",

@@ -1,7 +1,8 @@
-"""Unclean-loss windows: acknowledged data lost when a leader outside the ISR was elected.
+"""Unclean-loss windows: committed data lost when a leader outside the ISR was elected.
 
-From the SUT's `leader-election` events with `unclean: true`. An `ok` write with a known
-offset is lost in the window of election E (of its key) when either
+From the SUT's `leader-election` events with `unclean: true`. A committed write (`ok`, or
+`info` and read; see `checkers.evidence`) with a known offset is lost in the window of
+election E (of its key) when either
 - it was acknowledged, and last read by an `ok` read, before E (E is the first unclean
   election of the key after both), and no `ok` read completed after E saw it, although
   `ok` reads completed after E reached its offset or beyond (so the log after E no longer
@@ -11,13 +12,13 @@ offset is lost in the window of election E (of its key) when either
   leader's ISR (see below): clients may still read from a deposed leader that has not
   learned of E; `ok` reads after that rejoin reached its offset or beyond without seeing
   it; or
-- it was acknowledged after E (E is the last unclean election of the key before) by the
-  deposed leader, which had not yet learned of E: acknowledged and last read before the
+- it was acknowledged (or, indeterminate, first read) after E (E is the last unclean
+  election of the key before) by the deposed leader, which had not yet learned of E: acknowledged and last read before the
   deposed leader (E's `previous_leader`) rejoined the ISR of the new leader (a later
   `isr-change` or `leader-election` of the key whose ISR holds it), and `ok` reads after
   that rejoin reached its offset or beyond without seeing it.
 One `unclean-loss-window` per election that lost something: the key, the election, the
-lost offset range, how many acknowledged values were lost, and the time window from the
+lost offset range, how many committed values were lost, and the time window from the
 first lost acknowledgement to the election. Expected (not invalid) when unclean leader
 election was allowed; the lost writes' own `lost-write`/`unseen` are then expected too.
 """
@@ -75,7 +76,7 @@ def _rejoins(events: DataFrame, elections: DataFrame) -> DataFrame:
 
 
 def unclean_lost_writes(evidence: Evidence, events: DataFrame) -> DataFrame:
-    """Acknowledged writes lost in an unclean election: write columns plus the election's."""
+    """Committed writes lost in an unclean election: write columns plus the election's."""
     by_key = Window.partitionBy("key").orderBy("election_time", "election_index")
     found = unclean_elections(events).select(
         "key", "election_index", "election_time", "previous_leader"
@@ -85,7 +86,19 @@ def unclean_lost_writes(evidence: Evidence, events: DataFrame) -> DataFrame:
         .withColumn("next_time", F.lead("election_time").over(by_key))
         .join(_rejoins(events, found), "election_index", "left")
     )
-    acked = evidence.writes.filter((F.col("status") == "ok") & F.col("offset").isNotNull())
+    # Committed writes at a known offset. An indeterminate write that was read counts from
+    # when it was known to be in the log: its completion or its read, whichever came first.
+    acked = (
+        evidence.located_writes.filter(F.col("committed"))
+        .withColumn("offset", F.coalesce("offset", "first_offset"))
+        .filter(F.col("offset").isNotNull())
+        .withColumn(
+            "complete_time",
+            F.when(F.col("status") == "ok", F.col("complete_time")).otherwise(
+                F.least("complete_time", "last_read_time")
+            ),
+        )
+    )
     complete = F.col("complete_time")
     last_sign = F.greatest(complete, F.coalesce(F.col("last_read_time"), complete))
 

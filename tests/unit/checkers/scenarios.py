@@ -379,6 +379,27 @@ def deposed_leader_read(b: HistoryBuilder, k: str) -> Outcome:
     return Outcome({k: {"unclean-loss-window", "inconsistent-offsets"}})
 
 
+def deposed_leader_info_read(b: HistoryBuilder, k: str) -> Outcome:
+    """After an unclean election the deposed leader takes a write whose send times out
+    (info) and a consumer reads it there; once the deposed leader rejoins the new leader's
+    ISR, that offset holds the new leader's value and the consumer, reset to the earliest
+    offset, steps back across it: lost in the election's window, the step back explained."""
+    p, c = b.process(), b.process()
+    b.send1(p, k, f"{k}-0", 0)
+    b.send1(p, k, f"{k}-1", 1)
+    b.poll(c, {k: [(0, f"{k}-0"), (1, f"{k}-1")]})
+    b.election(k, unclean=True)
+    b.send1(b.process(), k, f"{k}-deposed", None, result="info")
+    b.poll(c, {k: [(2, f"{k}-deposed")]})
+    b.send1(b.process(), k, f"{k}-new-2", 2)
+    b.isr_change(k, [2, 1])
+    b.poll(c, {k: [(0, f"{k}-0"), (1, f"{k}-1"), (2, f"{k}-new-2")]})
+    return Outcome(
+        {k: {"unclean-loss-window", "inconsistent-offsets", "nonmonotonic-poll"}},
+        caused_by_loss={"nonmonotonic-poll"},
+    )
+
+
 def elections_without_loss(b: HistoryBuilder, k: str) -> Outcome:
     """A clean election, and an unclean one after which everything acknowledged is still read."""
     v = _log(b, k, 2)
@@ -442,6 +463,7 @@ DEFAULT_SCENARIOS: dict[str, Scenario] = {
     "recommitted": commit_before_truncation,
     "deposed": deposed_leader_acks,
     "deposedread": deposed_leader_read,
+    "deposedinfo": deposed_leader_info_read,
     "elections": elections_without_loss,
     "acks1": acks1_loss,
 }
@@ -512,6 +534,7 @@ UNCLEAN_SCENARIOS: dict[str, Scenario] = {
     "elections": elections_without_loss,
     "deposed": deposed_leader_acks,
     "deposedread": deposed_leader_read,
+    "deposedinfo": deposed_leader_info_read,
 }
 
 
