@@ -23,6 +23,7 @@ from pyspark.sql import SparkSession
 from checkers.checker import CheckContext, Checker
 from checkers.config import CheckConfig, TestSettings, find_test_settings
 from checkers.evidence import Evidence
+from checkers.key_pass import KeyCheck, key_pass
 from checkers.load import LoadedHistory, load_history, locate_history
 from checkers.losses import LossRules
 from checkers.registry import REGISTRY, compose
@@ -85,6 +86,12 @@ def check_loaded(
         losses = LossRules(settings, config.expect_loss, lost_in_windows)
         stats = history_stats(spark, loaded.ops, loaded.events, window_s=config.stats_window_s)
         has_ok = any(stats["by_f"].get(f, {}).get("ok", 0) for f in DATA_FS)
+        chosen = tuple(REGISTRY if checkers is None else checkers)
+        per_key = [checker for checker in chosen if isinstance(checker, KeyCheck)]
+        key_findings = evidence.keep(
+            "key_findings",
+            lambda: key_pass(loaded.ops, loaded.mops, loaded.events, losses, per_key),
+        )
         context = CheckContext(
             evidence=evidence,
             assign=loaded.assign,
@@ -93,8 +100,9 @@ def check_loaded(
             unclean_lost=lost_in_windows,
             elections=elections,
             config=config,
+            key_findings=key_findings,
         )
-        reports = compose(REGISTRY if checkers is None else checkers, context)
+        reports = compose(chosen, context)
         collected = collect_findings(
             [item for report in reports for item in report.findings], config.sample
         )

@@ -30,7 +30,9 @@ class CheckContext:
     tested configuration allows; `unclean_lost`: the acknowledged writes lost in
     unclean-loss windows (`checkers.unclean`), kept, as the loss rules read them too;
     `elections`: the SUT's leader elections counted (`leader_elections`,
-    `unclean_elections`); `config`: the options of the check.
+    `unclean_elections`); `config`: the options of the check; `key_findings`: the finding
+    frame of the per-key pass (`checkers.key_pass`), holding the findings of every checker
+    that has `check_key` (None: the pass did not run; such checkers cannot report).
     """
 
     evidence: Evidence
@@ -40,6 +42,7 @@ class CheckContext:
     unclean_lost: DataFrame
     elections: Mapping[str, int]
     config: CheckConfig
+    key_findings: DataFrame | None = None
 
     @property
     def settings(self) -> TestSettings:

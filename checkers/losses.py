@@ -20,7 +20,9 @@ by hand, as the count of retries is then not known). Nothing else is excused by 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -128,23 +130,6 @@ class LossRules:
             .drop("_election")
         )
 
-    def classify_duplicates(self, duplicates: DataFrame) -> DataFrame:
-        """`duplicates` (key, value, offset_count, `sends`: the value's send operations, null
-        if none) plus `expected` and `expected_reason`: a retry without idempotence explains
-        the duplicate (see the module's docstring)."""
-        if not self.retries_may_duplicate:
-            return duplicates.withColumn("expected", F.lit(False)).withColumn(
-                "expected_reason", F.lit(None).cast("string")
-            )
-        sends = F.when(F.col("sends").isNotNull(), F.size("sends")).otherwise(F.lit(0))
-        explained = sends > 0
-        bound = self.landings_per_send
-        if bound is not None:
-            explained = explained & (F.col("offset_count") <= sends * bound)
-        return duplicates.withColumn("expected", explained).withColumn(
-            "expected_reason", F.when(explained, F.lit(self.duplicate_reason))
-        )
-
     def lossy_unclean_elections(self) -> list[tuple[str, int]]:
         """(key, election index) of the allowed unclean elections that lost acknowledged
         writes: each truncated its key's log."""
@@ -184,3 +169,73 @@ class LossRules:
                 )
             )
         return positions.dropDuplicates(["value", "key"])
+
+
+@dataclass(frozen=True)
+class KeyLosses:
+    """The allowances on one key, for the per-key pass (`checkers.key_pass`): the rules,
+    and the key's writes lost in allowed-or-not unclean-loss windows (value -> election)."""
+
+    rules: LossRules
+    unclean_lost: pd.DataFrame
+    """The key's committed writes lost in unclean-loss windows (`key_unclean_lost`)."""
+
+    @property
+    def windows(self) -> dict[Any, int]:
+        """Value -> the election in whose window it was lost, where unclean is allowed."""
+        if not self.rules.unclean_allowed or self.unclean_lost.empty:
+            return {}
+        return dict(
+            zip(
+                self.unclean_lost["value"].tolist(),
+                self.unclean_lost["election_index"].tolist(),
+                strict=True,
+            )
+        )
+
+    def with_acks(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """`rows` (with an `acks` column) plus `effective_acks`."""
+        rows = rows.copy()
+        acks = rows["acks"].astype("Int64")
+        default = self.rules.default_acks
+        rows["effective_acks"] = acks if default is None else acks.fillna(default)
+        return rows
+
+    def classify(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """`rows` of lost writes (value, acks) plus `effective_acks`, `expected` and
+        `expected_reason`, as `LossRules.classify`."""
+        rows = self.with_acks(rows)
+        acks = rows["effective_acks"]
+        lossy = acks.isin([0, 1]).fillna(False).astype(bool)
+        election = rows["value"].map(self.windows)
+        in_window = election.notna()
+        acks_reason = "sent with acks=" + acks.astype("string")
+        window_reason = (
+            "lost in the unclean-loss window of the leader election at index "
+            + election.astype("Int64").astype("string")
+        )
+        rows["expected"] = lossy | in_window
+        rows["expected_reason"] = acks_reason.where(lossy, window_reason.where(in_window))
+        return rows
+
+    def classify_duplicates(self, duplicates: pd.DataFrame) -> pd.DataFrame:
+        """`duplicates` (value, offset_count, `sends`: a list, or None) plus `expected` and
+        `expected_reason`: a retry without idempotence explains the duplicate (see the
+        module's docstring)."""
+        duplicates = duplicates.copy()
+        if not self.rules.retries_may_duplicate:
+            duplicates["expected"] = False
+            duplicates["expected_reason"] = None
+            return duplicates
+        sends = duplicates["sends"].map(lambda items: len(items) if isinstance(items, list) else 0)
+        explained = sends > 0
+        bound = self.rules.landings_per_send
+        if bound is not None:
+            explained &= duplicates["offset_count"] <= sends * bound
+        duplicates["expected"] = explained
+        duplicates["expected_reason"] = pd.Series(
+            [self.rules.duplicate_reason if e else None for e in explained],
+            index=duplicates.index,
+            dtype=object,
+        )
+        return duplicates

@@ -7,92 +7,115 @@
 - duplicate: one value appears at more than one offset of a key. It is counted as
   expected when the producer may have retried the send without idempotence and a retry
   explains it (`checkers.losses`); its sample then lists the value's send operations.
+
+Both are found per key, in the per-key pass (`checkers.key_pass`).
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+import pandas as pd
 
 from checkers.checker import CheckContext
-from checkers.evidence import Evidence
-from checkers.findings import Finding, finding
-from checkers.losses import LossRules
+from checkers.key_log import KeyLog
+from checkers.key_pass import FindingRow, key_finding, rows_of
+from checkers.losses import KeyLosses
 from checkers.results import CheckerReport
 
 CHECKER = "offsets"
 ANOMALIES = ("inconsistent-offsets", "duplicate")
 
 
-def inconsistent_offsets(evidence: Evidence, losses: LossRules) -> DataFrame:
-    """Per (key, offset) holding several values: key, offset, didx, values, expected, reason."""
-    several = evidence.offset_index.filter(F.col("value_count") > 1).select("key", "offset", "didx")
-    inconsistent = evidence.values_at(several).join(several, ["offset", "key"])
-    writes = evidence.located_writes.filter(F.col("committed")).select(
-        "key",
-        F.coalesce("offset", "first_offset").alias("offset"),
-        "value",
-        "acks",
-    )
-    at_offsets = writes.join(inconsistent.select("key", "offset"), ["offset", "key"], "left_semi")
-    lossy = (
-        losses.classify(at_offsets)
-        .filter(F.col("expected"))
-        .groupBy("key", "offset")
-        .agg(F.min("expected_reason").alias("expected_reason"))
-    )
-    return inconsistent.join(lossy, ["offset", "key"], "left").withColumn(
-        "expected", F.col("expected_reason").isNotNull()
-    )
+def key_inconsistent_offsets(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
+    """`inconsistent_offsets` on one key."""
+    per_offset = log.offset_values
+    several = per_offset[per_offset["value_count"] > 1]
+    if several.empty:
+        return several.assign(expected=False, expected_reason=None)
+    writes = log.located_writes
+    committed = writes[writes["committed"]].copy()
+    committed["offset"] = committed["offset"].fillna(committed["first_offset"])
+    at_offsets = committed[committed["offset"].isin(several["offset"])]
+    lossy = losses.classify(at_offsets)
+    lossy = lossy[lossy["expected"]]
+    reasons = lossy.groupby(lossy["offset"].astype("int64"))["expected_reason"].min()
+    several = several.copy()
+    several["expected_reason"] = several["offset"].map(reasons)
+    several["expected"] = several["expected_reason"].notna()
+    return several
 
 
-def check_offsets(evidence: Evidence, losses: LossRules) -> list[Finding]:
-    """The findings of this checker."""
-    inconsistent = inconsistent_offsets(evidence, losses)
-    several = evidence.values.filter(F.col("offset_count") > 1)
-    duplicates = evidence.dense_index(
-        several.join(evidence.offsets_of(several), ["value", "key"]), "first_offset", "first_idx"
-    )
-    duplicate_detail: list[Column | str] = [
-        "key",
-        "value",
-        "offsets",
-        F.col("offset_count").alias("count"),
-        F.col("first_idx").alias("index"),
+def key_duplicates(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
+    """Values at several offsets of one key, with `sends` where retries may duplicate."""
+    values = log.values
+    several = values[values["offset_count"] > 1].copy()
+    several["first_idx"] = log.dense(several["first_offset"]).to_numpy()
+    if not losses.rules.retries_may_duplicate or several.empty:
+        return several.assign(expected=False, expected_reason=None)
+    writes = log.writes[log.writes["value"].isin(several["value"])]
+    sends = {
+        value: [
+            {
+                "invoke_index": row.invoke_index,
+                "index": row.complete_index,
+                "type": row.status,
+                "error": row.error,
+                "offset": row.offset,
+                "pending": True if row.pending else None,
+            }
+            for row in group.sort_values(
+                ["invoke_index", "complete_index"], na_position="first"
+            ).itertuples()
+        ]
+        for value, group in writes.groupby("value", sort=False)
+    }
+    several["sends"] = several["value"].map(sends)
+    return losses.classify_duplicates(several)
+
+
+def check_offsets_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
+    """The findings of this checker on one key (the per-key pass)."""
+    inconsistent = key_inconsistent_offsets(log, losses)
+    duplicates = key_duplicates(log, losses)
+    duplicate_detail = [
+        ("key", "key"),
+        ("value", "value"),
+        ("offsets", "offsets"),
+        ("count", "offset_count"),
+        ("index", "first_idx"),
     ]
-    excused: Column | None = None
-    if losses.retries_may_duplicate:
-        duplicates = losses.classify_duplicates(
-            duplicates.join(evidence.sends_of(several), ["value", "key"], "left")
-        )
-        duplicate_detail.append("sends")
-        excused = F.col("expected")
+    if losses.rules.retries_may_duplicate:
+        duplicate_detail.append(("sends", "sends"))
     return [
-        finding(
+        *rows_of(
             CHECKER,
             "inconsistent-offsets",
-            inconsistent,
+            inconsistent.assign(key=log.key),
             order="offset",
-            detail=["key", "offset", F.col("didx").alias("index"), "values"],
-            expected=F.col("expected"),
-            json_fields=("values",),
+            detail=[("key", "key"), ("offset", "offset"), ("index", "didx"), ("values", "values")],
+            expected="expected",
         ),
-        finding(
+        *rows_of(
             CHECKER,
             "duplicate",
-            duplicates,
+            duplicates.assign(key=log.key),
             order="first_offset",
             detail=duplicate_detail,
-            expected=excused,
+            expected="expected" if losses.rules.retries_may_duplicate else None,
         ),
     ]
 
 
 class OffsetsChecker:
-    """The `Checker` of this module."""
+    """The `Checker` of this module, a per-key check."""
 
     name = CHECKER
     anomalies = ANOMALIES
 
+    def check_key(self, log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
+        return check_offsets_key(log, losses)
+
     def check(self, context: CheckContext) -> CheckerReport:
-        return CheckerReport(self.name, check_offsets(context.evidence, context.losses))
+        finding = key_finding(
+            context.key_findings, CHECKER, ANOMALIES, json_fields=("value", "values")
+        )
+        return CheckerReport(self.name, [finding])

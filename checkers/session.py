@@ -406,6 +406,9 @@ def get_spark(settings: SparkSettings | None = None) -> Any:
         if chosen.remote is not None:
             return _connect(chosen)
         log_file = chosen.log_file or _spark_log.get()
+        # The per-key pass runs Python workers; the SparkContext reads their interpreter
+        # from the environment only (spark.pyspark.python is for spark-submit).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = SparkSession.builder.master(chosen.master)
         for name, value in chosen.conf(log_file).items():
             builder = builder.config(name, value)

@@ -25,12 +25,18 @@ election was allowed; the lost writes' own `lost-write`/`unseen` are then expect
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from checkers.checker import CheckContext
 from checkers.evidence import Evidence
 from checkers.findings import Finding, finding
+from checkers.key_log import KeyLog
 from checkers.losses import LossRules
 from checkers.results import CheckerReport
 
@@ -243,3 +249,134 @@ class UncleanChecker:
             details=dict(context.elections),
             notes=notes,
         )
+
+
+@dataclass(frozen=True)
+class ReplicationEvent:
+    """A SUT `leader-election` or `isr-change` of one key, as the per-key pass needs it."""
+
+    index: int
+    time: int
+    f: str
+    isr: tuple[int, ...] | None
+    previous_leader: int | None
+    unclean: bool
+
+
+def replication_events(events: DataFrame) -> dict[str, list[ReplicationEvent]]:
+    """The SUT's leader elections and ISR changes by key, in history order (collected: a
+    history holds few)."""
+    rows = (
+        events.filter(
+            (F.col("process") == "sut")
+            & F.col("f").isin("leader-election", "isr-change")
+            & F.col("key").isNotNull()
+        )
+        .select("key", "index", "time", "f", "isr", "previous_leader", "unclean")
+        .collect()
+    )
+    out: dict[str, list[ReplicationEvent]] = {}
+    for row in sorted(rows, key=lambda r: r["index"]):
+        out.setdefault(str(row["key"]), []).append(
+            ReplicationEvent(
+                int(row["index"]),
+                int(row["time"]),
+                str(row["f"]),
+                None if row["isr"] is None else tuple(int(b) for b in row["isr"]),
+                None if row["previous_leader"] is None else int(row["previous_leader"]),
+                row["unclean"] is True,
+            )
+        )
+    return out
+
+
+def key_unclean_lost(log: KeyLog, events: Sequence[ReplicationEvent]) -> pd.DataFrame:
+    """`unclean_lost_writes` on one key: its committed writes lost in an unclean-loss
+    window, with `election_index` (empty when the key had no unclean election)."""
+    elections = sorted(
+        (e for e in events if e.f == "leader-election" and e.unclean),
+        key=lambda e: (e.time, e.index),
+    )
+    columns = ["value", "offset", "complete_time", "complete_index", "election_index"]
+    if not elections:
+        return pd.DataFrame(columns=columns)
+    nan = float("nan")
+    table = pd.DataFrame(
+        {
+            "election_index": [e.index for e in elections],
+            "election_time": [float(e.time) for e in elections],
+            "previous_time": [nan] + [float(e.time) for e in elections[:-1]],
+            "next_time": [float(e.time) for e in elections[1:]] + [nan],
+            "rejoin_time": [_rejoin_time(e, events) for e in elections],
+        }
+    )
+    writes = log.located_writes
+    acked = writes[writes["committed"]].copy()
+    acked["offset"] = acked["offset"].fillna(acked["first_offset"])
+    acked = acked[acked["offset"].notna()]
+    ok = acked["status"] == "ok"
+    complete = acked["complete_time"].astype("float64")
+    last_read = acked["last_read_time"].astype("float64")
+    acked["complete_time"] = complete.where(ok, complete.combine(last_read, _least))
+    if acked.empty:
+        return pd.DataFrame(columns=columns)
+    pairs = acked.merge(table, how="cross")
+    complete = pairs["complete_time"].astype("float64")
+    last_read = pairs["last_read_time"].astype("float64")
+    last_sign = complete.combine(last_read.fillna(complete), _greatest)
+    at = pairs["election_time"]
+
+    def first_after(moment: pd.Series) -> pd.Series:
+        return (at > moment) & (pairs["previous_time"].isna() | (pairs["previous_time"] <= moment))
+
+    before = first_after(last_sign)
+    acked_after = (at < complete) & (pairs["next_time"].isna() | (pairs["next_time"] >= complete))
+    read_after = first_after(complete) & (last_read >= at)
+    deposed = (acked_after | read_after) & (last_sign < pairs["rejoin_time"])
+    pairs["_before"] = before
+    candidates = pairs[before | deposed]
+    reads = log.reads[log.reads["type"] == "ok"]
+    reach = {
+        e.index: (
+            _max_offset(reads, e.time),
+            None if math.isnan(r) else _max_offset(reads, r),
+        )
+        for e, r in zip(elections, table["rejoin_time"], strict=True)
+    }
+    limit = [
+        reach[election][0 if early else 1]
+        for election, early in zip(candidates["election_index"], candidates["_before"], strict=True)
+    ]
+    bound = pd.Series(limit, index=candidates.index, dtype="float64")
+    lost = candidates[candidates["offset"].astype("float64") <= bound]
+    lost = lost.sort_values("election_index", kind="stable").drop_duplicates("value")
+    return lost.drop(columns=["_before"]).reset_index(drop=True)
+
+
+def _least(a: float, b: float) -> float:
+    """Spark's `least`: the smaller, nulls skipped."""
+    return b if math.isnan(a) else a if math.isnan(b) else min(a, b)
+
+
+def _greatest(a: float, b: float) -> float:
+    """Spark's `greatest`: the larger, nulls skipped."""
+    return b if math.isnan(a) else a if math.isnan(b) else max(a, b)
+
+
+def _rejoin_time(election: ReplicationEvent, events: Sequence[ReplicationEvent]) -> float:
+    """When the deposed leader was next in the key's ISR after `election` (NaN: never)."""
+    times = [
+        e.time
+        for e in events
+        if e.isr is not None
+        and e.time > election.time
+        and election.previous_leader is not None
+        and election.previous_leader in e.isr
+    ]
+    return float(min(times)) if times else float("nan")
+
+
+def _max_offset(reads: pd.DataFrame, since: float) -> float:
+    """The highest offset of the `ok` reads at or after `since` (NaN: none)."""
+    offsets = reads.loc[reads["time"] >= since, "offset"]
+    return float("nan") if offsets.empty else float(offsets.max())

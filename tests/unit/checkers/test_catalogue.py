@@ -30,13 +30,17 @@ def declared_types() -> dict[str, str]:
     return {name: checker.name for checker in default_checkers() for name in checker.anomalies}
 
 
+FINDERS = ("finding", "rows_of")
+
+
 def emitted_types() -> set[str]:
-    """The anomaly types of every `finding(checker, anomaly, ...)` call in checkers/: the
-    string, or the keys of the {type: condition} dict, passed as `anomaly`."""
+    """The anomaly types of every `finding(checker, anomaly, ...)` call in checkers/ (and
+    `rows_of`, its per-key counterpart): the string, or the keys of the {type: condition}
+    dict, passed as `anomaly`."""
     found: set[str] = set()
     for path in CHECKER_SOURCES:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "finding"):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) in FINDERS):
                 continue
             anomaly = node.args[1] if len(node.args) > 1 else None
             if isinstance(anomaly, ast.Constant) and isinstance(anomaly.value, str):

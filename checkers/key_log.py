@@ -1,0 +1,250 @@
+"""One key's log in memory: what the history says about it, as columns.
+
+The per-key pass (`checkers.key_pass`) brings the micro-operations of each key together
+with one shuffle and builds a `KeyLog` from them; the checkers' per-key functions read it.
+Every definition is that of `checkers.evidence`:
+
+- reads: every record returned by a completed poll (any completion type), with its offset;
+- writes: one row per send micro-op, with its operation's completion (`status` ok, fail or
+  info; a send never completed counts as info, `pending`) and the offset if known;
+- committed: `ok`, or `info` with one of its operation's sent values read by an `ok`
+  operation (Jepsen's `must-have-committed?`; the operation may have written other keys,
+  so the pass is told which `info` operations were seen);
+- contents: distinct (offset, value) of the reads and the committed writes with an offset;
+  its distinct offsets, numbered from 0, are the dense index (`checkers.dense`).
+
+The pass hands each key's rows with the columns of `INPUT_COLUMNS`: the micro-operation's
+own (see `histories.parquet_schema`) and, on the invocation rows of a send operation that
+did not complete `ok`, that operation's completion (`op_type` null: never completed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Set
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+INPUT_COLUMNS = (
+    "index",
+    "invoke_index",
+    "time",
+    "process_id",
+    "type",
+    "op_f",
+    "final",
+    "acks",
+    "mop_index",
+    "f",
+    "key",
+    "value",
+    "offset",
+    "poll_seq",
+    "unsettled",
+    "op_type",
+    "op_complete_index",
+    "op_complete_time",
+    "error",
+)
+"""The columns the pass gives each key (`error`: its completion's, on completion rows and
+on the invocation rows of unsettled operations)."""
+
+
+def _int(series: pd.Series) -> pd.Series:
+    return series.astype("Int64")
+
+
+class KeyLog:
+    """The reads, writes and contents of one key, built lazily from its micro-operations."""
+
+    def __init__(self, key: str, rows: pa.Table, info_seen: Set[int]) -> None:
+        self.key = key
+        self._rows = rows.to_pandas()
+        self._info_seen = info_seen
+
+    @cached_property
+    def reads(self) -> pd.DataFrame:
+        """Every record read by a completed poll: offset, value, type, index, invoke_index,
+        process_id, mop_index, poll_seq, final, time; in history order."""
+        rows = self._rows
+        polls = rows[(rows["type"] != "invoke") & (rows["f"] == "poll") & rows["offset"].notna()]
+        out = polls[
+            [
+                "offset",
+                "value",
+                "type",
+                "index",
+                "invoke_index",
+                "process_id",
+                "mop_index",
+                "poll_seq",
+                "final",
+                "time",
+            ]
+        ].copy()
+        out["offset"] = out["offset"].astype(np.int64)
+        out["final"] = out["final"].astype("boolean").fillna(False).astype(bool)
+        return out.sort_values(["index", "mop_index", "poll_seq"], kind="stable").reset_index(
+            drop=True
+        )
+
+    @cached_property
+    def read_records(self) -> pd.DataFrame:
+        """Per (offset, value) read by any completed poll: `reads` (by `ok` polls), the first
+        such reader and the last such read's time (null: no `ok` read)."""
+        reads = self.reads
+        ok = reads["type"] == "ok"
+        frame = pd.DataFrame(
+            {
+                "offset": reads["offset"],
+                "value": reads["value"],
+                "ok": ok.astype(np.int64),
+                "ok_index": reads["index"].where(ok),
+                "ok_time": reads["time"].where(ok),
+            }
+        )
+        grouped = frame.groupby(["offset", "value"], sort=False).agg(
+            reads=("ok", "sum"), first_reader=("ok_index", "min"), last_read_time=("ok_time", "max")
+        )
+        return grouped.reset_index()
+
+    @cached_property
+    def read_values(self) -> pd.DataFrame:
+        """Per value read by an `ok` operation: reads, first_reader, last_read_time."""
+        seen = self.read_records[self.read_records["reads"] > 0]
+        return (
+            seen.groupby("value", sort=False)
+            .agg(
+                reads=("reads", "sum"),
+                first_reader=("first_reader", "min"),
+                last_read_time=("last_read_time", "max"),
+            )
+            .reset_index()
+        )
+
+    @cached_property
+    def writes(self) -> pd.DataFrame:
+        """One row per send micro-op: value, offset, status, pending, invoke_index,
+        complete_index, mop_index, process_id, acks, complete_time, op_f, error, reads,
+        last_read_time, first_reader, was_read, committed."""
+        rows = self._rows
+        sends = rows[rows["f"] == "send"]
+        ok = sends[sends["type"] == "ok"]
+        settled = pd.DataFrame(
+            {
+                "value": ok["value"],
+                "offset": _int(ok["offset"]),
+                "status": "ok",
+                "pending": False,
+                "invoke_index": ok["invoke_index"],
+                "complete_index": _int(ok["index"]),
+                "mop_index": ok["mop_index"],
+                "process_id": ok["process_id"],
+                "acks": _int(ok["acks"]),
+                "complete_time": _int(ok["time"]),
+                "op_f": ok["op_f"],
+                "error": ok["error"],
+            }
+        )
+        invoked = (sends["type"] == "invoke") | (sends["invoke_index"] == sends["index"])
+        others = sends[invoked & sends["unsettled"].fillna(False).astype(bool)]
+        done = sends[sends["type"].isin(["fail", "info"])][
+            ["invoke_index", "mop_index", "value", "offset", "acks"]
+        ].rename(columns={"value": "done_value", "offset": "done_offset", "acks": "done_acks"})
+        others = others.merge(done, on=["invoke_index", "mop_index"], how="left")
+        unsettled = pd.DataFrame(
+            {
+                "value": others["done_value"].where(others["done_value"].notna(), others["value"]),
+                "offset": _int(others["done_offset"]),
+                "status": others["op_type"].fillna("info"),
+                "pending": others["op_type"].isna(),
+                "invoke_index": others["invoke_index"],
+                "complete_index": _int(others["op_complete_index"]),
+                "mop_index": others["mop_index"],
+                "process_id": others["process_id"],
+                "acks": _int(
+                    others["done_acks"].where(others["done_acks"].notna(), others["acks"])
+                ),
+                "complete_time": _int(others["op_complete_time"]),
+                "op_f": others["op_f"],
+                "error": others["error"],
+            }
+        )
+        writes = pd.concat([settled, unsettled], ignore_index=True)
+        writes = writes.merge(self.read_values, on="value", how="left")
+        writes["was_read"] = writes["reads"].notna()
+        info = writes["status"] == "info"
+        writes["committed"] = (writes["status"] == "ok") | (
+            info & writes["invoke_index"].isin(self._info_seen)
+        )
+        return writes
+
+    @cached_property
+    def contents(self) -> pd.DataFrame:
+        """Distinct (offset, value) of the evidence: what each offset was seen holding."""
+        writes = self.writes
+        committed = writes[writes["committed"] & writes["offset"].notna()]
+        seen = pd.concat(
+            [
+                self.reads[["offset", "value"]],
+                pd.DataFrame(
+                    {"offset": committed["offset"].astype(np.int64), "value": committed["value"]}
+                ),
+            ],
+            ignore_index=True,
+        )
+        return seen.drop_duplicates(ignore_index=True)
+
+    @cached_property
+    def offsets(self) -> np.ndarray:
+        """The distinct offsets of the evidence, sorted: position i has dense index i."""
+        return np.unique(self.contents["offset"].to_numpy(dtype=np.int64))
+
+    def dense(self, offsets: pd.Series | np.ndarray) -> pd.Series:
+        """The dense index of each of `offsets` (null where the evidence has no such offset)."""
+        wanted = pd.Series(offsets).astype("Int64")
+        known = self.offsets
+        filled = wanted.fillna(known[0] - 1 if len(known) else -1).to_numpy(dtype=np.int64)
+        at = np.searchsorted(known, filled)
+        found = (at < len(known)) & (known[np.minimum(at, len(known) - 1)] == filled)
+        found &= wanted.notna().to_numpy()
+        return pd.Series(at, index=wanted.index).astype("Int64").where(found)
+
+    @cached_property
+    def offset_values(self) -> pd.DataFrame:
+        """Per offset in the evidence: didx, value_count, values (sorted distinct)."""
+        grouped = self.contents.groupby("offset", sort=True)["value"]
+        out = pd.DataFrame({"value_count": grouped.size(), "values": grouped.agg(sorted)})
+        out = out.reset_index()
+        out["didx"] = np.arange(len(out), dtype=np.int64)
+        return out
+
+    @cached_property
+    def values(self) -> pd.DataFrame:
+        """Per value in the evidence: first_offset, last_offset, offset_count, offsets."""
+        grouped = self.contents.groupby("value", sort=False)["offset"]
+        return pd.DataFrame(
+            {
+                "first_offset": grouped.min(),
+                "last_offset": grouped.max(),
+                "offset_count": grouped.size(),
+                "offsets": grouped.agg(sorted),
+            }
+        ).reset_index()
+
+    @cached_property
+    def located_writes(self) -> pd.DataFrame:
+        """The writes with their value's first and last offset (null: not in the log)."""
+        positions = self.values[["value", "first_offset", "last_offset"]]
+        located = self.writes.merge(positions, on="value", how="left")
+        located["first_offset"] = _int(located["first_offset"])
+        located["last_offset"] = _int(located["last_offset"])
+        return located
+
+    @cached_property
+    def max_read_offset(self) -> int | None:
+        """The highest offset an `ok` read reached (None: no `ok` read)."""
+        ok = self.reads.loc[self.reads["type"] == "ok", "offset"]
+        return None if ok.empty else int(ok.max())
