@@ -90,7 +90,9 @@ def check_loaded(
         per_key = [checker for checker in chosen if isinstance(checker, KeyCheck)]
         key_findings = evidence.keep(
             "key_findings",
-            lambda: key_pass(loaded.ops, loaded.mops, loaded.events, losses, per_key),
+            lambda: key_pass(
+                loaded.ops, loaded.mops, loaded.events, loaded.assign, losses, per_key
+            ),
         )
         context = CheckContext(
             evidence=evidence,

@@ -15,12 +15,15 @@ Every definition is that of `checkers.evidence`:
 
 The pass hands each key's rows with the columns of `INPUT_COLUMNS`: the micro-operation's
 own (see `histories.parquet_schema`) and, on the invocation rows of a send operation that
-did not complete `ok`, that operation's completion (`op_type` null: never completed).
+did not complete `ok`, that operation's completion (`op_type` null: never completed). The
+key's `ok` commits come as rows too (`f` "commit", `offset` the committed offset). What
+no key knows alone comes as `SharedFacts`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Set
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -52,6 +55,21 @@ INPUT_COLUMNS = (
 on the invocation rows of unsettled operations)."""
 
 
+@dataclass(frozen=True)
+class SharedFacts:
+    """What the pass tells every key: `info_seen`, the `info` (or never completed) send
+    operations one of whose values an `ok` poll read, in any key; `assignments`, every
+    `ok` or `info` assign/subscribe (process_id, index, keys: null when unknown), in
+    history order; `members`, the processes with an `ok` subscribe or commit (a
+    consumer group's)."""
+
+    info_seen: Set[int] = frozenset()
+    assignments: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=["process_id", "index", "keys"])
+    )
+    members: Set[int] = frozenset()
+
+
 def _int(series: pd.Series) -> pd.Series:
     return series.astype("Int64")
 
@@ -59,10 +77,24 @@ def _int(series: pd.Series) -> pd.Series:
 class KeyLog:
     """The reads, writes and contents of one key, built lazily from its micro-operations."""
 
-    def __init__(self, key: str, rows: pa.Table, info_seen: Set[int]) -> None:
+    def __init__(self, key: str, rows: pa.Table, shared: SharedFacts) -> None:
         self.key = key
         self._rows = rows.to_pandas()
-        self._info_seen = info_seen
+        self.shared = shared
+
+    @cached_property
+    def commits(self) -> pd.DataFrame:
+        """The key's `ok` commits: process_id, index, time, committed; in history order."""
+        rows = self._rows
+        commits = rows[rows["f"] == "commit"]
+        return pd.DataFrame(
+            {
+                "process_id": commits["process_id"],
+                "index": commits["index"],
+                "time": commits["time"],
+                "committed": commits["offset"].astype(np.int64),
+            }
+        ).sort_values("index", kind="stable", ignore_index=True)
 
     @cached_property
     def reads(self) -> pd.DataFrame:
@@ -177,7 +209,7 @@ class KeyLog:
         writes["was_read"] = writes["reads"].notna()
         info = writes["status"] == "info"
         writes["committed"] = (writes["status"] == "ok") | (
-            info & writes["invoke_index"].isin(self._info_seen)
+            info & writes["invoke_index"].isin(self.shared.info_seen)
         )
         return writes
 

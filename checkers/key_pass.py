@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 
 from checkers.errors import CheckerDefinitionError
 from checkers.findings import FINDING_COLUMNS, Finding
-from checkers.key_log import INPUT_COLUMNS, KeyLog
+from checkers.key_log import INPUT_COLUMNS, KeyLog, SharedFacts
 from checkers.losses import KeyLosses, LossRules
 from checkers.unclean import ReplicationEvent, key_unclean_lost, replication_events
 
@@ -116,8 +116,8 @@ def rows_of(
     return out
 
 
-def _prepared(ops: DataFrame, mops: DataFrame) -> DataFrame:
-    """The keyed micro-operations with the columns of `INPUT_COLUMNS`."""
+def _prepared(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> DataFrame:
+    """The keyed micro-operations and `ok` commits with the columns of `INPUT_COLUMNS`."""
     invoked = (F.col("type") == "invoke") | (F.col("invoke_index") == F.col("index"))
     unsettled = ops.filter(
         invoked
@@ -138,10 +138,60 @@ def _prepared(ops: DataFrame, mops: DataFrame) -> DataFrame:
         F.broadcast(unsettled), keyed["invoke_index"] == F.col("_invoke"), "left"
     ).drop("_invoke")
     completion = F.coalesce(F.col("op_complete_index"), F.col("index"))
-    return (
+    rows = (
         with_ops.join(F.broadcast(errors), completion == F.col("_completion"), "left")
         .drop("_completion")
         .select(*INPUT_COLUMNS)
+    )
+    commits = (
+        assign.filter(
+            (F.col("f") == "commit") & (F.col("type") == "ok") & F.col("keys").isNotNull()
+        )
+        .select(
+            "index",
+            "invoke_index",
+            "time",
+            "process_id",
+            "type",
+            F.explode(F.arrays_zip("keys", "offsets")).alias("c"),
+        )
+        .select(
+            "index",
+            "invoke_index",
+            "time",
+            "process_id",
+            "type",
+            F.lit("commit").alias("op_f"),
+            F.lit("commit").alias("f"),
+            F.col("c.keys").alias("key"),
+            F.col("c.offsets").alias("offset"),
+        )
+    )
+    absent = [
+        F.lit(None).cast(kind).alias(name)
+        for name, kind in rows.dtypes
+        if name not in commits.columns
+    ]
+    return rows.unionByName(commits.select("*", *absent))
+
+
+def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFacts:
+    """What every key is told (`SharedFacts`), collected: few rows."""
+    changes = (
+        assign.filter(F.col("f").isin("assign", "subscribe") & F.col("type").isin("ok", "info"))
+        .select("process_id", "index", "keys")
+        .orderBy("index")
+        .toPandas()
+    )
+    members = (
+        assign.filter((F.col("type") == "ok") & F.col("f").isin("subscribe", "commit"))
+        .select("process_id")
+        .distinct()
+    )
+    return SharedFacts(
+        info_seen=frozenset(info_operations_seen(mops, ops)),
+        assignments=changes,
+        members=frozenset(int(row["process_id"]) for row in members.collect()),
     )
 
 
@@ -171,20 +221,20 @@ def key_pass(
     ops: DataFrame,
     mops: DataFrame,
     events: DataFrame,
+    assign: DataFrame,
     rules: LossRules,
     checks: Sequence[KeyCheck],
 ) -> DataFrame:
     """The finding frame of `checks` over every key: one shuffle, one function per key."""
-    seen = info_operations_seen(mops, ops)
-    by_key = replication_events(events)
-    run = _key_function(checks, rules, seen, by_key)
-    return _prepared(ops, mops).groupBy("key").applyInArrow(run, schema=FINDING_DDL)
+    shared = shared_facts(ops, mops, assign)
+    run = _key_function(checks, rules, shared, replication_events(events))
+    return _prepared(ops, mops, assign).groupBy("key").applyInArrow(run, schema=FINDING_DDL)
 
 
 def _key_function(
     checks: Sequence[KeyCheck],
     rules: LossRules,
-    seen: set[int],
+    shared: SharedFacts,
     events: Mapping[str, list[ReplicationEvent]],
 ) -> Callable[[pa.Table], pa.Table]:
     plain_rules = LossRules(rules.settings, rules.expect_loss)
@@ -192,7 +242,7 @@ def _key_function(
 
     def run(table: pa.Table) -> pa.Table:
         key = table.column("key")[0].as_py()
-        log = KeyLog(key, table, seen)
+        log = KeyLog(key, table, shared)
         losses = KeyLosses(plain_rules, key_unclean_lost(log, events.get(key, [])))
         rows = [row for check in checks for row in check.check_key(log, losses)]
         return pa.table(
