@@ -8,119 +8,102 @@ it.
 When nobody at all read the value and its loss is allowed (acks=0/1, allowed unclean
 window), the violation is expected: the record was gone before the group got there.
 Values consumed more than once are allowed by at-least-once delivery and only counted.
+Both are found per key, in the per-key pass (`checkers.key_pass`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checkers.checker import CheckContext
-from checkers.evidence import Evidence
-from checkers.findings import Finding, finding
-from checkers.losses import LossRules
+from checkers.key_findings import FindingRow, KeyFacts, key_facts, key_finding, rows_of
+from checkers.key_log import KeyLog
+from checkers.losses import KeyLosses
 from checkers.results import CheckerReport
 
 CHECKER = "consumer_groups"
 ANOMALIES = ("at-least-once-violation",)
 
 
-def group_members(assign: DataFrame) -> DataFrame:
-    """The processes that acted as consumer-group members."""
-    return (
-        assign.filter((F.col("type") == "ok") & F.col("f").isin("subscribe", "commit"))
-        .select("process_id")
-        .distinct()
-    )
+def consumed_values(log: KeyLog) -> pd.Series:
+    """Per value of the key read by an `ok` poll of a member: how many times."""
+    reads = log.reads
+    by_members = reads[(reads["type"] == "ok") & reads["process_id"].isin(log.shared.members)]
+    return by_members.groupby("value", sort=False).size()
 
 
-def group_commits(assign: DataFrame) -> DataFrame:
-    """One row per (commit operation, key): process_id, index, time, key, committed."""
-    return (
-        assign.filter(
-            (F.col("f") == "commit") & (F.col("type") == "ok") & F.col("keys").isNotNull()
-        )
-        .select(
-            "process_id", "index", "time", F.explode(F.arrays_zip("keys", "offsets")).alias("c")
-        )
-        .select(
-            "process_id",
-            "index",
-            "time",
-            F.col("c.keys").alias("key"),
-            F.col("c.offsets").alias("committed"),
-        )
-    )
-
-
-def consumed_values(evidence: Evidence, assign: DataFrame) -> DataFrame:
-    """Per (key, value) read by an `ok` poll of a member: how many times (kept by
-    `evidence`: the check and the details both read it)."""
-    members = F.broadcast(group_members(assign))
-    return evidence.keep(
-        "consumed_values",
-        lambda: (
-            evidence.reads.filter(F.col("type") == "ok")
-            .join(members, "process_id", "left_semi")
-            .groupBy("key", "value")
-            .agg(F.count(F.lit(1)).alias("times"))
-        ),
-    )
-
-
-def at_least_once_violations(evidence: Evidence, assign: DataFrame, losses: LossRules) -> DataFrame:
+def at_least_once_violations(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
     """`ok` writes that no member consumed although a later commit moved past their offset,
-    with that first commit. Only commits after the write was invoked count: after a
-    truncation, an offset committed earlier may hold a newer value."""
-    commits = group_commits(assign)
-    highest = commits.groupBy("key").agg(F.max("committed").alias("max_committed"))
-    candidates = (
-        evidence.writes.filter((F.col("status") == "ok") & F.col("offset").isNotNull())
-        .join(highest, "key")
-        .filter(F.col("offset") < F.col("max_committed"))
-        .join(consumed_values(evidence, assign), ["value", "key"], "left_anti")
-    )
-    first_commit = (
-        candidates.select("key", "value", "offset", "invoke_index")
-        .join(commits.select("key", "committed", F.col("index").alias("commit_op")), "key")
-        .filter(
-            (F.col("committed") > F.col("offset")) & (F.col("commit_op") > F.col("invoke_index"))
+    with that first commit (`commit_op`, `committed`). Only commits after the write was
+    invoked count: after a truncation, an offset committed earlier may hold a newer value."""
+    commits = log.commits
+    writes = log.writes
+    if commits.empty:
+        return losses.classify(writes.iloc[0:0]).assign(commit_op=None, committed=None)
+    candidates = writes[
+        (writes["status"] == "ok")
+        & writes["offset"].notna()
+        & (writes["offset"] < commits["committed"].max())
+        & ~writes["value"].isin(consumed_values(log).index)
+    ]
+    offsets = candidates["offset"].to_numpy(dtype=np.int64)
+    invoked = candidates["invoke_index"].to_numpy(dtype=np.int64)
+    commit_ops = commits["index"].to_numpy(dtype=np.int64)
+    committed = commits["committed"].to_numpy(dtype=np.int64)
+    # Commits are in history order: the first that passes the offset after the invoke.
+    # Compared in blocks of candidates, so that a block's matrix stays a few MB.
+    has_commit = np.zeros(len(candidates), dtype=bool)
+    first = np.zeros(len(candidates), dtype=np.int64)
+    block = max(1, (1 << 22) // max(1, len(commit_ops)))
+    for start in range(0, len(candidates), block):
+        rows = slice(start, start + block)
+        past = (committed[None, :] > offsets[rows, None]) & (
+            commit_ops[None, :] > invoked[rows, None]
         )
-        .groupBy("key", "value")
-        .agg(F.min_by(F.struct("commit_op", "committed"), F.col("commit_op")).alias("first"))
-    )
-    classified = losses.classify(candidates.join(first_commit, ["value", "key"]))
-    return classified.withColumn("expected", F.col("expected") & ~F.col("was_read"))
+        has_commit[rows] = past.any(axis=1)
+        first[rows] = past.argmax(axis=1)
+    found = candidates[has_commit].copy()
+    found["commit_op"] = commit_ops[first[has_commit]]
+    found["committed"] = committed[first[has_commit]]
+    classified = losses.classify(found)
+    classified["expected"] = classified["expected"] & ~classified["was_read"]
+    return classified
 
 
-def check_consumer_groups(
-    evidence: Evidence, assign: DataFrame, losses: LossRules
-) -> list[Finding]:
-    """The findings of this checker."""
-    return [
-        finding(
+def check_consumer_groups_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyFacts]:
+    """The findings of this checker on one key, and how often its values were consumed."""
+    times = consumed_values(log).value_counts()
+    found: list[FindingRow | KeyFacts] = [
+        *rows_of(
             CHECKER,
             "at-least-once-violation",
-            at_least_once_violations(evidence, assign, losses),
+            at_least_once_violations(log, losses).assign(key=log.key),
             order="offset",
             detail=[
-                "key",
-                "value",
-                "offset",
-                F.col("complete_index").alias("writer"),
-                F.col("first.commit_op").alias("commit"),
-                F.col("first.committed").alias("committed"),
-                F.col("effective_acks").alias("acks"),
-                F.col("was_read").alias("read_by_anyone"),
+                ("key", "key"),
+                ("value", "value"),
+                ("offset", "offset"),
+                ("writer", "complete_index"),
+                ("commit", "commit_op"),
+                ("committed", "committed"),
+                ("acks", "effective_acks"),
+                ("read_by_anyone", "was_read"),
             ],
-            expected=F.col("expected"),
+            expected="expected",
         )
     ]
+    if not times.empty:
+        counts = {str(n): int(count) for n, count in times.items()}
+        found.append(KeyFacts(CHECKER, log.key, {"consumption_counts": counts}))
+    return found
 
 
-def consumption_details(evidence: Evidence, assign: DataFrame) -> dict[str, Any]:
+def consumption_details(assign: DataFrame, facts: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Members, commits, values consumed, and how many times each was consumed."""
     ok = F.col("type") == "ok"
     row = assign.agg(
@@ -132,10 +115,10 @@ def consumption_details(evidence: Evidence, assign: DataFrame) -> dict[str, Any]
     members, commits = int(row["members"]), int(row["commits"])
     if members == 0:
         return {"members": 0, "commits": commits, "note": "no consumer group in the history"}
-    distribution = (
-        consumed_values(evidence, assign).groupBy("times").count().orderBy("times").collect()
-    )
-    counts = {int(row["times"]): int(row["count"]) for row in distribution}
+    counts: dict[int, int] = {}
+    for fact in facts.values():
+        for times, n in fact["consumption_counts"].items():
+            counts[int(times)] = counts.get(int(times), 0) + n
     return {
         "members": members,
         "commits": commits,
@@ -146,14 +129,18 @@ def consumption_details(evidence: Evidence, assign: DataFrame) -> dict[str, Any]
 
 
 class ConsumerGroupsChecker:
-    """The `Checker` of this module; its details say how the group consumed."""
+    """The `Checker` of this module, a per-key check; its details say how the group
+    consumed."""
 
     name = CHECKER
     anomalies = ANOMALIES
 
+    def check_key(self, log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyFacts]:
+        return check_consumer_groups_key(log, losses)
+
     def check(self, context: CheckContext) -> CheckerReport:
         return CheckerReport(
             self.name,
-            check_consumer_groups(context.evidence, context.assign, context.losses),
-            details=consumption_details(context.evidence, context.assign),
+            [key_finding(context.key_findings, CHECKER, ANOMALIES)],
+            details=consumption_details(context.assign, key_facts(context.key_findings, CHECKER)),
         )

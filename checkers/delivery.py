@@ -12,191 +12,191 @@
   the key's lowest known offset to at or beyond its highest acknowledged offset (acks of
   sends without an offset are not judged here: `unseen` covers them).
 lost-write and unseen are expected losses for acks=0/1 writes and, when allowed, for
-writes lost in an unclean-loss window (`checkers.losses`).
+writes lost in an unclean-loss window (`checkers.losses`). All are found per key, in the
+per-key pass (`checkers.key_pass`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+import pandas as pd
 
 from checkers.checker import CheckContext
-from checkers.evidence import Evidence
-from checkers.findings import Finding, finding
-from checkers.losses import LossRules
+from checkers.key_findings import FindingRow, KeyFacts, key_facts, key_finding, rows_of
+from checkers.key_log import KeyLog
+from checkers.losses import KeyLosses, LossRules
 from checkers.results import CheckerReport
 
 CHECKER = "delivery"
 ANOMALIES = ("lost-write", "unseen", "G1a", "lost-acked-write")
+WRITE_DETAIL = (
+    ("key", "key"),
+    ("value", "value"),
+    ("offset", "offset"),
+    ("writer", "complete_index"),
+    ("status", "status"),
+    ("acks", "effective_acks"),
+    ("time", "complete_time"),
+)
 
 
-def _write_detail() -> list[Column | str]:
-    return [
-        "key",
-        "value",
-        "offset",
-        F.col("complete_index").alias("writer"),
-        "status",
-        F.col("effective_acks").alias("acks"),
-        F.col("complete_time").alias("time"),
-    ]
+def lost_writes(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
+    """Committed writes at or below the highest read offset of the key, never read ok."""
+    writes = log.located_writes
+    reach = log.max_read_offset
+    if reach is None:
+        return losses.classify(writes.iloc[0:0])
+    lost = writes[
+        writes["committed"]
+        & ~writes["was_read"]
+        & writes["last_offset"].notna()
+        & (writes["last_offset"] <= reach)
+    ].copy()
+    lost["first_idx"] = log.dense(lost["first_offset"]).to_numpy()
+    lost["max_read_idx"] = log.dense(pd.Series([reach] * len(lost), dtype="Int64")).to_numpy()
+    return losses.classify(lost)
 
 
-def lost_writes(evidence: Evidence, losses: LossRules) -> DataFrame:
-    """Committed writes at or below the highest read index of their key, never read ok."""
-    candidates = evidence.located_writes.filter(
-        F.col("committed") & ~F.col("was_read") & F.col("last_offset").isNotNull()
-    )
-    lost = candidates.join(evidence.read_bounds, "key").filter(
-        F.col("last_offset") <= F.col("max_read_offset")
-    )
-    lost = evidence.dense_index(lost, "first_offset", "first_idx")
-    return losses.classify(evidence.dense_index(lost, "max_read_offset", "max_read_idx"))
-
-
-def unseen_writes(evidence: Evidence, losses: LossRules) -> DataFrame:
+def unseen_writes(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
     """`ok` writes that no `ok` read saw."""
-    unseen = evidence.writes.filter((F.col("status") == "ok") & ~F.col("was_read"))
-    return losses.classify(unseen)
+    writes = log.writes
+    return losses.classify(writes[(writes["status"] == "ok") & ~writes["was_read"]])
 
 
-def aborted_reads(evidence: Evidence) -> DataFrame:
+def aborted_reads(log: KeyLog) -> pd.DataFrame:
     """Values read by an `ok` read although their send failed."""
-    return evidence.writes.filter((F.col("status") == "fail") & F.col("was_read"))
+    writes = log.writes
+    return writes[(writes["status"] == "fail") & writes["was_read"]]
 
 
-def final_read_coverage(evidence: Evidence) -> DataFrame:
-    """Per key with acknowledged offsets: its highest one, lowest known offset, completeness."""
-    acked = (
-        evidence.writes.filter((F.col("status") == "ok") & F.col("offset").isNotNull())
-        .groupBy("key")
-        .agg(F.max("offset").alias("max_acked_offset"))
-    )
-    lowest = evidence.offset_index.groupBy("key").agg(F.min("offset").alias("min_known_offset"))
-    final = (
-        evidence.reads.filter((F.col("type") == "ok") & F.col("final"))
-        .groupBy("key", "process_id")
-        .agg(F.min("offset").alias("first"), F.max("offset").alias("last"))
-    )
-    coverage = acked.join(lowest, "key", "left").join(final, "key", "left")
-    covers = (F.col("first") <= F.col("min_known_offset")) & (
-        F.col("last") >= F.col("max_acked_offset")
-    )
-    return coverage.groupBy("key").agg(
-        F.first("max_acked_offset").alias("max_acked_offset"),
-        F.first("min_known_offset").alias("min_known_offset"),
-        F.max("last").alias("final_read_to"),
-        F.coalesce(F.max(covers), F.lit(False)).alias("complete"),
-    )
+def final_read_coverage(log: KeyLog) -> dict[str, Any] | None:
+    """The key's highest acknowledged offset, lowest known offset, how far its final read
+    went and whether it was complete; None when no acknowledged write has an offset."""
+    writes = log.writes
+    acked = writes.loc[(writes["status"] == "ok") & writes["offset"].notna(), "offset"]
+    if acked.empty:
+        return None
+    max_acked = int(acked.max())
+    lowest = int(log.offsets[0])
+    reads = log.reads
+    final = reads[(reads["type"] == "ok") & reads["final"]]
+    spans = final.groupby("process_id")["offset"].agg(["min", "max"])
+    complete = bool(((spans["min"] <= lowest) & (spans["max"] >= max_acked)).any())
+    return {
+        "max_acked_offset": max_acked,
+        "min_known_offset": lowest,
+        "final_read_to": None if spans.empty else int(spans["max"].max()),
+        "complete": complete,
+    }
 
 
-def lost_acked_writes(evidence: Evidence, losses: LossRules) -> DataFrame:
-    """acks=-1 `ok` writes with an offset, missing from their key's complete final read."""
-    complete = final_read_coverage(evidence).filter(F.col("complete"))
-    final_values = (
-        evidence.reads.filter((F.col("type") == "ok") & F.col("final"))
-        .select("key", "value")
-        .distinct()
-    )
-    acked = losses.with_acks(
-        evidence.writes.filter((F.col("status") == "ok") & F.col("offset").isNotNull())
-    ).filter(F.col("effective_acks") == -1)
-    return acked.join(complete.select("key", "final_read_to"), "key").join(
-        final_values, ["value", "key"], "left_anti"
-    )
+def lost_acked_writes(log: KeyLog, losses: KeyLosses, final_read_to: Any) -> pd.DataFrame:
+    """acks=-1 `ok` writes with an offset, missing from the key's complete final read."""
+    writes = losses.with_acks(log.writes)
+    reads = log.reads
+    final_values = reads.loc[(reads["type"] == "ok") & reads["final"], "value"]
+    missing = writes[
+        (writes["status"] == "ok")
+        & writes["offset"].notna()
+        & (writes["effective_acks"] == -1).fillna(False)
+        & ~writes["value"].isin(final_values)
+    ].copy()
+    missing["final_read_to"] = final_read_to
+    return missing
 
 
-def judges_lost_acked_writes(losses: LossRules) -> bool:
+def judges_lost_acked_writes(rules: LossRules) -> bool:
     """Only a configuration that promised no loss of acks=-1 writes is held to it."""
-    return losses.settings.promises_no_loss and not losses.unclean_allowed
+    return rules.settings.promises_no_loss and not rules.unclean_allowed
 
 
-def check_delivery(evidence: Evidence, losses: LossRules) -> list[Finding]:
-    """The findings of this checker."""
-    lost = lost_writes(evidence, losses)
-    unseen = unseen_writes(evidence, losses)
-    aborted = aborted_reads(evidence)
-    findings = [
-        finding(
+def check_delivery_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyFacts]:
+    """The findings of this checker on one key, and its final read's coverage."""
+    key = log.key
+    found: list[FindingRow | KeyFacts] = [
+        *rows_of(
             CHECKER,
             "lost-write",
-            lost,
+            lost_writes(log, losses).assign(key=key),
             order="offset",
-            detail=[
-                *_write_detail(),
-                F.col("first_idx").alias("index"),
-                F.col("max_read_idx").alias("max_read_index"),
-            ],
-            expected=F.col("expected"),
+            detail=[*WRITE_DETAIL, ("index", "first_idx"), ("max_read_index", "max_read_idx")],
+            expected="expected",
         ),
-        finding(
+        *rows_of(
             CHECKER,
             "unseen",
-            unseen,
+            unseen_writes(log, losses).assign(key=key),
             order="complete_index",
-            detail=_write_detail(),
-            expected=F.col("expected"),
+            detail=WRITE_DETAIL,
+            expected="expected",
         ),
-        finding(
+        *rows_of(
             CHECKER,
             "G1a",
-            aborted,
+            aborted_reads(log).assign(key=key),
             order="complete_index",
             detail=[
-                "key",
-                "value",
-                F.col("complete_index").alias("writer"),
-                F.col("first_reader").alias("reader"),
-                "reads",
+                ("key", "key"),
+                ("value", "value"),
+                ("writer", "complete_index"),
+                ("reader", "first_reader"),
+                ("reads", "reads"),
             ],
         ),
     ]
-    if judges_lost_acked_writes(losses):
-        findings.append(
-            finding(
-                CHECKER,
-                "lost-acked-write",
-                lost_acked_writes(evidence, losses),
-                order="offset",
-                detail=[*_write_detail(), "final_read_to"],
-            )
-        )
-    return findings
+    if judges_lost_acked_writes(losses.rules):
+        coverage = final_read_coverage(log)
+        if coverage is not None:
+            found.append(KeyFacts(CHECKER, key, {"complete": coverage["complete"]}))
+            if coverage["complete"]:
+                missing = lost_acked_writes(log, losses, coverage["final_read_to"])
+                found += rows_of(
+                    CHECKER,
+                    "lost-acked-write",
+                    missing.assign(key=key),
+                    order="offset",
+                    detail=[*WRITE_DETAIL, ("final_read_to", "final_read_to")],
+                )
+    return found
 
 
-def delivery_details(evidence: Evidence, losses: LossRules) -> dict[str, Any]:
+def delivery_details(rules: LossRules, facts: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """What lost-acked-write could judge: keys with and without a complete final read."""
-    if not judges_lost_acked_writes(losses):
+    if not judges_lost_acked_writes(rules):
         return {
             "lost_acked_write": "not judged: "
             + (
                 "unclean leader election is allowed"
-                if losses.unclean_allowed
+                if rules.unclean_allowed
                 else "the configuration did not promise it (test.json absent, or "
                 "min.insync.replicas < 2, or unclean leader election not off)"
             )
         }
-    rows = final_read_coverage(evidence).select("key", "complete").collect()
-    incomplete = sorted(str(row["key"]) for row in rows if not row["complete"])
+    incomplete = sorted(key for key, fact in facts.items() if not fact["complete"])
     return {
         "lost_acked_write": "judged",
-        "keys_with_complete_final_read": sum(1 for row in rows if row["complete"]),
+        "keys_with_complete_final_read": sum(1 for fact in facts.values() if fact["complete"]),
         "keys_without_complete_final_read": incomplete[:50],
         "keys_without_complete_final_read_count": len(incomplete),
     }
 
 
 class DeliveryChecker:
-    """The `Checker` of this module; its details say what lost-acked-write could judge."""
+    """The `Checker` of this module, a per-key check; its details say what
+    lost-acked-write could judge."""
 
     name = CHECKER
     anomalies = ANOMALIES
 
+    def check_key(self, log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyFacts]:
+        return check_delivery_key(log, losses)
+
     def check(self, context: CheckContext) -> CheckerReport:
+        judged = judges_lost_acked_writes(context.losses)
+        looked_for = ANOMALIES if judged else tuple(a for a in ANOMALIES if a != "lost-acked-write")
         return CheckerReport(
             self.name,
-            check_delivery(context.evidence, context.losses),
-            details=delivery_details(context.evidence, context.losses),
+            [key_finding(context.key_findings, CHECKER, looked_for)],
+            details=delivery_details(context.losses, key_facts(context.key_findings, CHECKER)),
         )

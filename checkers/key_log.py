@@ -22,7 +22,7 @@ no key knows alone comes as `SharedFacts`.
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -56,6 +56,20 @@ on the invocation rows of unsettled operations)."""
 
 
 @dataclass(frozen=True)
+class ReplicationEvent:
+    """A SUT `leader-election` or `isr-change` of one key."""
+
+    index: int
+    time: int
+    f: str
+    leader: int | None
+    leader_epoch: int | None
+    isr: tuple[int, ...] | None
+    previous_leader: int | None
+    unclean: bool
+
+
+@dataclass(frozen=True)
 class SharedFacts:
     """What the pass tells every key: `info_seen`, the `info` (or never completed) send
     operations one of whose values an `ok` poll read, in any key; `assignments`, every
@@ -77,10 +91,18 @@ def _int(series: pd.Series) -> pd.Series:
 class KeyLog:
     """The reads, writes and contents of one key, built lazily from its micro-operations."""
 
-    def __init__(self, key: str, rows: pa.Table, shared: SharedFacts) -> None:
+    def __init__(
+        self,
+        key: str,
+        rows: pa.Table,
+        shared: SharedFacts,
+        events: Sequence[ReplicationEvent] = (),
+    ) -> None:
         self.key = key
         self._rows = rows.to_pandas()
         self.shared = shared
+        self.events = events
+        """The key's leader elections and ISR changes, in history order."""
 
     @cached_property
     def commits(self) -> pd.DataFrame:

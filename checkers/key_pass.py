@@ -8,27 +8,24 @@ pass and sent with the function: which `info` send operations were seen (they ma
 written other keys) and the SUT's replication events of each key.
 
 A checker joins the pass by having `check_key(log, losses)`, which returns its findings
-on one key as `FindingRow`s; its `check` then reads them from `CheckContext.key_findings`.
+on one key as `FindingRow`s, and what it learnt of the key for its details as a `KeyFacts`
+(a row of the frame without an anomaly); its `check` then reads them from
+`CheckContext.key_findings` (`key_finding`, `key_facts`).
 """
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from checkers.errors import CheckerDefinitionError
-from checkers.findings import FINDING_COLUMNS, Finding
-from checkers.key_log import INPUT_COLUMNS, KeyLog, SharedFacts
+from checkers.key_findings import FindingRow, KeyFacts, detail_json
+from checkers.key_log import INPUT_COLUMNS, KeyLog, ReplicationEvent, SharedFacts
 from checkers.losses import KeyLosses, LossRules
-from checkers.unclean import ReplicationEvent, key_unclean_lost, replication_events
+from checkers.unclean import key_unclean_lost
 
 FINDING_SCHEMA = pa.schema(
     [
@@ -45,18 +42,6 @@ FINDING_DDL = (
 )
 
 
-@dataclass(frozen=True)
-class FindingRow:
-    """One anomaly found on one key: a row of the finding frame, `detail` as a mapping."""
-
-    checker: str
-    anomaly: str
-    key: str
-    order: int
-    expected: bool
-    detail: Mapping[str, Any]
-
-
 @runtime_checkable
 class KeyCheck(Protocol):
     """A checker whose findings are per key, computed in the per-key pass."""
@@ -64,56 +49,9 @@ class KeyCheck(Protocol):
     @property
     def name(self) -> str: ...
 
-    def check_key(self, log: KeyLog, losses: KeyLosses) -> Iterable[FindingRow]:
+    def check_key(self, log: KeyLog, losses: KeyLosses) -> Iterable[FindingRow | KeyFacts]:
         """Its findings on the key of `log`."""
         ...
-
-
-def _plain(item: Any) -> Any:
-    """`item` as JSON sees it: numpy and pandas scalars as Python ones, missing as None."""
-    if item is None or item is pd.NA:
-        return None
-    if isinstance(item, float) and math.isnan(item):
-        return None
-    if hasattr(item, "item") and not isinstance(item, (list, dict, str)):
-        return item.item()
-    if isinstance(item, (list, tuple)):
-        return [_plain(element) for element in item]
-    if isinstance(item, dict):
-        fields = {name: _plain(element) for name, element in item.items()}
-        return {name: element for name, element in fields.items() if element is not None}
-    return item
-
-
-def detail_json(detail: Mapping[str, Any]) -> str:
-    """`detail` as Spark's `to_json` writes a struct: compact, in order, nulls left out."""
-    return json.dumps(_plain(dict(detail)), separators=(",", ":"), ensure_ascii=False)
-
-
-def rows_of(
-    checker: str,
-    anomaly: str,
-    frame: pd.DataFrame,
-    *,
-    order: str,
-    detail: Sequence[tuple[str, str]],
-    expected: str | None = None,
-) -> list[FindingRow]:
-    """One `FindingRow` per row of `frame` (with a `key` column): `detail` names (field, column) pairs; with
-    `expected` (a boolean column), an expected row's `expected_reason` is its
-    `expected_because`."""
-    out = []
-    for record in frame.to_dict("records"):
-        is_expected = bool(_plain(record[expected])) if expected is not None else False
-        fields = {name: record[column] for name, column in detail}
-        if expected is not None:
-            fields["expected_because"] = record["expected_reason"] if is_expected else None
-        out.append(
-            FindingRow(
-                checker, anomaly, str(record["key"]), int(record[order]), is_expected, fields
-            )
-        )
-    return out
 
 
 def _prepared(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> DataFrame:
@@ -217,6 +155,49 @@ def info_operations_seen(mops: DataFrame, ops: DataFrame) -> set[int]:
     return {int(row["invoke_index"]) for row in seen.collect()}
 
 
+def replication_events(events: DataFrame) -> dict[str, list[ReplicationEvent]]:
+    """The SUT's leader elections and ISR changes by key, in history order (collected: a
+    history holds few)."""
+    rows = (
+        events.filter(
+            (F.col("process") == "sut")
+            & F.col("f").isin("leader-election", "isr-change")
+            & F.col("key").isNotNull()
+        )
+        .select(
+            "key",
+            "index",
+            "time",
+            "f",
+            "leader",
+            "leader_epoch",
+            "isr",
+            "previous_leader",
+            "unclean",
+        )
+        .collect()
+    )
+    out: dict[str, list[ReplicationEvent]] = {}
+    for row in sorted(rows, key=lambda r: r["index"]):
+        out.setdefault(str(row["key"]), []).append(
+            ReplicationEvent(
+                int(row["index"]),
+                int(row["time"]),
+                str(row["f"]),
+                _maybe_int(row["leader"]),
+                _maybe_int(row["leader_epoch"]),
+                None if row["isr"] is None else tuple(int(b) for b in row["isr"]),
+                _maybe_int(row["previous_leader"]),
+                row["unclean"] is True,
+            )
+        )
+    return out
+
+
+def _maybe_int(item: object) -> int | None:
+    return None if item is None else int(item)  # type: ignore[call-overload]
+
+
 def key_pass(
     ops: DataFrame,
     mops: DataFrame,
@@ -242,42 +223,22 @@ def _key_function(
 
     def run(table: pa.Table) -> pa.Table:
         key = table.column("key")[0].as_py()
-        log = KeyLog(key, table, shared)
-        losses = KeyLosses(plain_rules, key_unclean_lost(log, events.get(key, [])))
+        log = KeyLog(key, table, shared, events.get(key, []))
+        losses = KeyLosses(plain_rules, key_unclean_lost(log))
         rows = [row for check in checks for row in check.check_key(log, losses)]
+        findings = [row for row in rows if isinstance(row, FindingRow)]
+        facts = [row for row in rows if isinstance(row, KeyFacts)]
         return pa.table(
             {
-                "checker": [row.checker for row in rows],
-                "anomaly": [row.anomaly for row in rows],
-                "key": [row.key for row in rows],
-                "order": [row.order for row in rows],
-                "expected": [row.expected for row in rows],
-                "detail": [detail_json(row.detail) for row in rows],
+                "checker": [r.checker for r in findings] + [r.checker for r in facts],
+                "anomaly": [r.anomaly for r in findings] + [None for _ in facts],
+                "key": [r.key for r in findings] + [r.key for r in facts],
+                "order": [r.order for r in findings] + [None for _ in facts],
+                "expected": [r.expected for r in findings] + [False for _ in facts],
+                "detail": [detail_json(r.detail) for r in findings]
+                + [detail_json(r.facts) for r in facts],
             },
             schema=FINDING_SCHEMA,
         )
 
     return run
-
-
-def key_finding(
-    frame: DataFrame | None,
-    checker: str,
-    anomalies: tuple[str, ...],
-    *,
-    json_fields: tuple[str, ...] = ("value",),
-    allowed: frozenset[str] = frozenset(),
-) -> Finding:
-    """The findings of `checker` in the pass's frame, as a `Finding`."""
-    if frame is None:
-        raise CheckerDefinitionError(
-            f"checker {checker!r} finds per key, but the per-key pass did not run: give "
-            "its CheckContext the frame of checkers.key_pass.key_pass"
-        )
-    return Finding(
-        checker,
-        anomalies,
-        frame.filter(F.col("checker") == checker).select(*FINDING_COLUMNS),
-        json_fields,
-        allowed,
-    )

@@ -16,8 +16,8 @@ from __future__ import annotations
 import pandas as pd
 
 from checkers.checker import CheckContext
+from checkers.key_findings import FindingRow, key_finding, rows_of
 from checkers.key_log import KeyLog
-from checkers.key_pass import FindingRow, key_finding, rows_of
 from checkers.losses import KeyLosses
 from checkers.results import CheckerReport
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
@@ -35,9 +34,9 @@ from pyspark.sql import functions as F
 
 from checkers.checker import CheckContext
 from checkers.evidence import Evidence
-from checkers.findings import Finding, finding
-from checkers.key_log import KeyLog
-from checkers.losses import LossRules
+from checkers.key_findings import FindingRow, key_finding, rows_of
+from checkers.key_log import KeyLog, ReplicationEvent
+from checkers.losses import KeyLosses
 from checkers.results import CheckerReport
 
 CHECKER = "unclean"
@@ -164,55 +163,68 @@ def unclean_lost_writes(evidence: Evidence, events: DataFrame) -> DataFrame:
     )
 
 
-def loss_windows(lost: DataFrame, events: DataFrame) -> DataFrame:
-    """One row per unclean election that lost acknowledged writes."""
-    windows = lost.groupBy("election_index").agg(
-        F.count(F.lit(1)).alias("lost"),
-        F.min("offset").alias("first_offset"),
-        F.max("offset").alias("last_offset"),
-        F.min("complete_time").alias("first_ack_time"),
-        F.max("complete_time").alias("last_ack_time"),
-        F.slice(F.array_sort(F.collect_list(F.struct("offset", "value"))), 1, 5).alias("sample"),
-    )
-    return windows.join(unclean_elections(events), "election_index").withColumn(
-        "lost_values", F.col("sample.value")
-    )
+def loss_windows(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
+    """One row per unclean election of the key that lost committed writes."""
+    lost = losses.unclean_lost
+    if lost.empty:
+        return pd.DataFrame()
+    elections = {e.index: e for e in log.events if e.f == "leader-election" and e.unclean}
+    rows = []
+    for election, group in lost.groupby("election_index", sort=True):
+        event = elections[int(election)]
+        sample = group.sort_values(["offset", "value"]).head(5)
+        acked = group["complete_time"].astype("int64")
+        rows.append(
+            {
+                "key": log.key,
+                "election": event.index,
+                "time": event.time,
+                "leader": event.leader,
+                "previous_leader": event.previous_leader,
+                "leader_epoch": event.leader_epoch,
+                "isr": None if event.isr is None else list(event.isr),
+                "offsets": [int(group["offset"].min()), int(group["offset"].max())],
+                "lost": len(group),
+                "window": [int(acked.min()), max(int(acked.max()), event.time)],
+                "lost_values": sample["value"].tolist(),
+            }
+        )
+    return pd.DataFrame(rows)
 
 
-def check_unclean(lost: DataFrame, events: DataFrame, losses: LossRules) -> list[Finding]:
-    """The findings of this checker, from `unclean_lost_writes`."""
-    windows = loss_windows(lost, events)
-    reason = (
+def check_unclean_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
+    """The findings of this checker on one key: its loss windows."""
+    windows = loss_windows(log, losses)
+    if windows.empty:
+        return []
+    rules = losses.rules
+    windows["expected"] = rules.unclean_allowed
+    windows["expected_reason"] = (
         "test.json allows unclean leader election"
-        if losses.settings.unclean_leader_election
+        if rules.settings.unclean_leader_election
         else "--expect-loss unclean"
     )
-    windows = windows.withColumn("expected_reason", F.lit(reason))
-    return [
-        finding(
-            CHECKER,
-            "unclean-loss-window",
-            windows,
-            order="election_index",
-            detail=[
-                "key",
-                F.col("election_index").alias("election"),
-                F.col("election_time").alias("time"),
-                "leader",
-                "previous_leader",
-                "leader_epoch",
-                "isr",
-                F.array("first_offset", "last_offset").alias("offsets"),
-                "lost",
-                F.array("first_ack_time", F.greatest("last_ack_time", "election_time")).alias(
-                    "window"
-                ),
-                "lost_values",
-            ],
-            expected=F.lit(losses.unclean_allowed),
-            json_fields=("lost_values",),
-        )
+    fields = [
+        "key",
+        "election",
+        "time",
+        "leader",
+        "previous_leader",
+        "leader_epoch",
+        "isr",
+        "offsets",
+        "lost",
+        "window",
+        "lost_values",
     ]
+    return rows_of(
+        CHECKER,
+        "unclean-loss-window",
+        windows,
+        order="election",
+        detail=[(name, name) for name in fields],
+        expected="expected",
+    )
 
 
 def election_counts(events: DataFrame) -> dict[str, int]:
@@ -229,11 +241,14 @@ def election_counts(events: DataFrame) -> dict[str, int]:
 
 
 class UncleanChecker:
-    """The `Checker` of this module: the loss windows of `CheckContext.unclean_lost`, with
-    the elections counted, and a note when test.json had turned unclean election off."""
+    """The `Checker` of this module, a per-key check: the loss windows, with the elections
+    counted, and a note when test.json had turned unclean election off."""
 
     name = CHECKER
     anomalies = ANOMALIES
+
+    def check_key(self, log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
+        return check_unclean_key(log, losses)
 
     def check(self, context: CheckContext) -> CheckerReport:
         unclean = context.elections["unclean_elections"]
@@ -245,54 +260,16 @@ class UncleanChecker:
             )
         return CheckerReport(
             self.name,
-            check_unclean(context.unclean_lost, context.events, context.losses),
+            [key_finding(context.key_findings, CHECKER, ANOMALIES, json_fields=("lost_values",))],
             details=dict(context.elections),
             notes=notes,
         )
 
 
-@dataclass(frozen=True)
-class ReplicationEvent:
-    """A SUT `leader-election` or `isr-change` of one key, as the per-key pass needs it."""
-
-    index: int
-    time: int
-    f: str
-    isr: tuple[int, ...] | None
-    previous_leader: int | None
-    unclean: bool
-
-
-def replication_events(events: DataFrame) -> dict[str, list[ReplicationEvent]]:
-    """The SUT's leader elections and ISR changes by key, in history order (collected: a
-    history holds few)."""
-    rows = (
-        events.filter(
-            (F.col("process") == "sut")
-            & F.col("f").isin("leader-election", "isr-change")
-            & F.col("key").isNotNull()
-        )
-        .select("key", "index", "time", "f", "isr", "previous_leader", "unclean")
-        .collect()
-    )
-    out: dict[str, list[ReplicationEvent]] = {}
-    for row in sorted(rows, key=lambda r: r["index"]):
-        out.setdefault(str(row["key"]), []).append(
-            ReplicationEvent(
-                int(row["index"]),
-                int(row["time"]),
-                str(row["f"]),
-                None if row["isr"] is None else tuple(int(b) for b in row["isr"]),
-                None if row["previous_leader"] is None else int(row["previous_leader"]),
-                row["unclean"] is True,
-            )
-        )
-    return out
-
-
-def key_unclean_lost(log: KeyLog, events: Sequence[ReplicationEvent]) -> pd.DataFrame:
+def key_unclean_lost(log: KeyLog) -> pd.DataFrame:
     """`unclean_lost_writes` on one key: its committed writes lost in an unclean-loss
     window, with `election_index` (empty when the key had no unclean election)."""
+    events = log.events
     elections = sorted(
         (e for e in events if e.f == "leader-election" and e.unclean),
         key=lambda e: (e.time, e.index),
