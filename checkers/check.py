@@ -30,7 +30,7 @@ from checkers.registry import REGISTRY, compose
 from checkers.results import assemble_results, collect_findings
 from checkers.session import connect_running, get_spark, spark_settings
 from checkers.stats import DATA_FS, history_stats
-from checkers.unclean import election_counts, unclean_lost_writes
+from checkers.unclean import election_counts, unclean_lost_frame
 
 
 def check_history(
@@ -78,28 +78,22 @@ def check_loaded(
     results.json; their sections follow their order."""
     evidence = Evidence(loaded.ops, loaded.mops)
     elections = election_counts(loaded.events)
+    rules = LossRules(settings, config.expect_loss)
     try:
-        lost = unclean_lost_writes(evidence, loaded.events)
-        if not elections["unclean_elections"]:
-            lost = lost.limit(0)  # planned as empty: no pass over the reads
-        lost_in_windows = evidence.keep("unclean_lost_writes", lambda: lost)
-        losses = LossRules(settings, config.expect_loss, lost_in_windows)
         stats = history_stats(spark, loaded.ops, loaded.events, window_s=config.stats_window_s)
         has_ok = any(stats["by_f"].get(f, {}).get("ok", 0) for f in DATA_FS)
         chosen = tuple(REGISTRY if checkers is None else checkers)
         per_key = [checker for checker in chosen if isinstance(checker, KeyCheck)]
         key_findings = evidence.keep(
             "key_findings",
-            lambda: key_pass(
-                loaded.ops, loaded.mops, loaded.events, loaded.assign, losses, per_key
-            ),
+            lambda: key_pass(loaded.ops, loaded.mops, loaded.events, loaded.assign, rules, per_key),
         )
         context = CheckContext(
             evidence=evidence,
             assign=loaded.assign,
             events=loaded.events,
-            losses=losses,
-            unclean_lost=lost_in_windows,
+            losses=rules,
+            unclean_lost=unclean_lost_frame(key_findings),
             elections=elections,
             config=config,
             key_findings=key_findings,
@@ -125,7 +119,7 @@ def check_loaded(
         config={
             "test": settings.as_dict(),
             "expect_loss": sorted(config.expect_loss),
-            "allowances": losses.describe(),
+            "allowances": rules.describe(),
             "sample": config.sample,
         },
         history=loaded.describe(),

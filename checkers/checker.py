@@ -25,10 +25,11 @@ from checkers.results import CheckerReport
 class CheckContext:
     """What one check gives every checker, built once.
 
-    `evidence`: reads, writes, commitment and the dense index (with the `ops` and `mops`
-    tables); `assign` and `events`: the history's other two tables; `losses`: what the
-    tested configuration allows; `unclean_lost`: the acknowledged writes lost in
-    unclean-loss windows (`checkers.unclean`), kept, as the loss rules read them too;
+    `evidence`: reads, writes, commitment and the dense index as DataFrames (with the `ops`
+    and `mops` tables), built only for a checker that reads them; `assign` and `events`:
+    the history's other two tables; `losses`: what the tested configuration allows;
+    `unclean_lost`: (key, value, election_index) of the committed writes lost in
+    unclean-loss windows (`checkers.unclean`);
     `elections`: the SUT's leader elections counted (`leader_elections`,
     `unclean_elections`); `config`: the options of the check; `key_findings`: the finding
     frame of the per-key pass (`checkers.key_pass`), holding the findings of every checker

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -89,7 +88,7 @@ def _int(series: pd.Series) -> pd.Series:
 
 
 class KeyLog:
-    """The reads, writes and contents of one key, built lazily from its micro-operations."""
+    """The reads, writes and contents of one key, built from its micro-operations."""
 
     def __init__(
         self,
@@ -99,13 +98,25 @@ class KeyLog:
         events: Sequence[ReplicationEvent] = (),
     ) -> None:
         self.key = key
-        self._rows = rows.to_pandas()
         self.shared = shared
         self.events = events
         """The key's leader elections and ISR changes, in history order."""
+        self._rows = rows.to_pandas()
+        # Built at once, in dependency order: every check reads nearly all of them.
+        self.commits: pd.DataFrame = self._commits()
+        self.reads: pd.DataFrame = self._reads()
+        self.read_records: pd.DataFrame = self._read_records()
+        self.read_values: pd.DataFrame = self._read_values()
+        self.writes: pd.DataFrame = self._writes()
+        self.contents: pd.DataFrame = self._contents()
+        self.offsets: np.ndarray = self._offsets()
+        self.offset_values: pd.DataFrame = self._offset_values()
+        self.values: pd.DataFrame = self._values()
+        self.located_writes: pd.DataFrame = self._located_writes()
+        self.max_read_offset: int | None = self._max_read_offset()
+        del self._rows
 
-    @cached_property
-    def commits(self) -> pd.DataFrame:
+    def _commits(self) -> pd.DataFrame:
         """The key's `ok` commits: process_id, index, time, committed; in history order."""
         rows = self._rows
         commits = rows[rows["f"] == "commit"]
@@ -118,8 +129,7 @@ class KeyLog:
             }
         ).sort_values("index", kind="stable", ignore_index=True)
 
-    @cached_property
-    def reads(self) -> pd.DataFrame:
+    def _reads(self) -> pd.DataFrame:
         """Every record read by a completed poll: offset, value, type, index, invoke_index,
         process_id, mop_index, poll_seq, final, time; in history order."""
         rows = self._rows
@@ -144,8 +154,7 @@ class KeyLog:
             drop=True
         )
 
-    @cached_property
-    def read_records(self) -> pd.DataFrame:
+    def _read_records(self) -> pd.DataFrame:
         """Per (offset, value) read by any completed poll: `reads` (by `ok` polls), the first
         such reader and the last such read's time (null: no `ok` read)."""
         reads = self.reads
@@ -164,8 +173,7 @@ class KeyLog:
         )
         return grouped.reset_index()
 
-    @cached_property
-    def read_values(self) -> pd.DataFrame:
+    def _read_values(self) -> pd.DataFrame:
         """Per value read by an `ok` operation: reads, first_reader, last_read_time."""
         seen = self.read_records[self.read_records["reads"] > 0]
         return (
@@ -178,8 +186,7 @@ class KeyLog:
             .reset_index()
         )
 
-    @cached_property
-    def writes(self) -> pd.DataFrame:
+    def _writes(self) -> pd.DataFrame:
         """One row per send micro-op: value, offset, status, pending, invoke_index,
         complete_index, mop_index, process_id, acks, complete_time, op_f, error, reads,
         last_read_time, first_reader, was_read, committed."""
@@ -203,7 +210,7 @@ class KeyLog:
             }
         )
         invoked = (sends["type"] == "invoke") | (sends["invoke_index"] == sends["index"])
-        others = sends[invoked & sends["unsettled"].fillna(False).astype(bool)]
+        others = sends[invoked & sends["unsettled"].astype("boolean").fillna(False).astype(bool)]
         done = sends[sends["type"].isin(["fail", "info"])][
             ["invoke_index", "mop_index", "value", "offset", "acks"]
         ].rename(columns={"value": "done_value", "offset": "done_offset", "acks": "done_acks"})
@@ -235,8 +242,7 @@ class KeyLog:
         )
         return writes
 
-    @cached_property
-    def contents(self) -> pd.DataFrame:
+    def _contents(self) -> pd.DataFrame:
         """Distinct (offset, value) of the evidence: what each offset was seen holding."""
         writes = self.writes
         committed = writes[writes["committed"] & writes["offset"].notna()]
@@ -251,8 +257,7 @@ class KeyLog:
         )
         return seen.drop_duplicates(ignore_index=True)
 
-    @cached_property
-    def offsets(self) -> np.ndarray:
+    def _offsets(self) -> np.ndarray:
         """The distinct offsets of the evidence, sorted: position i has dense index i."""
         return np.unique(self.contents["offset"].to_numpy(dtype=np.int64))
 
@@ -266,8 +271,7 @@ class KeyLog:
         found &= wanted.notna().to_numpy()
         return pd.Series(at, index=wanted.index).astype("Int64").where(found)
 
-    @cached_property
-    def offset_values(self) -> pd.DataFrame:
+    def _offset_values(self) -> pd.DataFrame:
         """Per offset in the evidence: didx, value_count, values (sorted distinct)."""
         grouped = self.contents.groupby("offset", sort=True)["value"]
         out = pd.DataFrame({"value_count": grouped.size(), "values": grouped.agg(sorted)})
@@ -275,8 +279,7 @@ class KeyLog:
         out["didx"] = np.arange(len(out), dtype=np.int64)
         return out
 
-    @cached_property
-    def values(self) -> pd.DataFrame:
+    def _values(self) -> pd.DataFrame:
         """Per value in the evidence: first_offset, last_offset, offset_count, offsets."""
         grouped = self.contents.groupby("value", sort=False)["offset"]
         return pd.DataFrame(
@@ -288,8 +291,7 @@ class KeyLog:
             }
         ).reset_index()
 
-    @cached_property
-    def located_writes(self) -> pd.DataFrame:
+    def _located_writes(self) -> pd.DataFrame:
         """The writes with their value's first and last offset (null: not in the log)."""
         positions = self.values[["value", "first_offset", "last_offset"]]
         located = self.writes.merge(positions, on="value", how="left")
@@ -297,8 +299,7 @@ class KeyLog:
         located["last_offset"] = _int(located["last_offset"])
         return located
 
-    @cached_property
-    def max_read_offset(self) -> int | None:
+    def _max_read_offset(self) -> int | None:
         """The highest offset an `ok` read reached (None: no `ok` read)."""
         ok = self.reads.loc[self.reads["type"] == "ok", "offset"]
         return None if ok.empty else int(ok.max())

@@ -15,17 +15,19 @@ on one key as `FindingRow`s, and what it learnt of the key for its details as a 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 import pyarrow as pa
+from pyspark import cloudpickle
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checkers.key_findings import FindingRow, KeyFacts, detail_json
 from checkers.key_log import INPUT_COLUMNS, KeyLog, ReplicationEvent, SharedFacts
 from checkers.losses import KeyLosses, LossRules
-from checkers.unclean import key_unclean_lost
+from checkers.unclean import key_unclean_lost, lost_facts
 
 FINDING_SCHEMA = pa.schema(
     [
@@ -208,6 +210,9 @@ def key_pass(
 ) -> DataFrame:
     """The finding frame of `checks` over every key: one shuffle, one function per key."""
     shared = shared_facts(ops, mops, assign)
+    # The workers get the checks' code with the function, not by importing squall: a
+    # cluster's or a Connect server's Python needs only pyspark, pandas and pyarrow.
+    cloudpickle.register_pickle_by_value(sys.modules["checkers"])  # type: ignore[no-untyped-call]
     run = _key_function(checks, rules, shared, replication_events(events))
     return _prepared(ops, mops, assign).groupBy("key").applyInArrow(run, schema=FINDING_DDL)
 
@@ -218,14 +223,16 @@ def _key_function(
     shared: SharedFacts,
     events: Mapping[str, list[ReplicationEvent]],
 ) -> Callable[[pa.Table], pa.Table]:
-    plain_rules = LossRules(rules.settings, rules.expect_loss)
     checks = tuple(checks)
 
     def run(table: pa.Table) -> pa.Table:
         key = table.column("key")[0].as_py()
         log = KeyLog(key, table, shared, events.get(key, []))
-        losses = KeyLosses(plain_rules, key_unclean_lost(log))
+        losses = KeyLosses(rules, key_unclean_lost(log))
         rows = [row for check in checks for row in check.check_key(log, losses)]
+        lost = lost_facts(log, losses.unclean_lost)
+        if lost is not None:
+            rows.append(lost)
         findings = [row for row in rows if isinstance(row, FindingRow)]
         facts = [row for row in rows if isinstance(row, KeyFacts)]
         return pa.table(

@@ -7,8 +7,11 @@ acks0|acks1`), or when it was lost in an unclean-loss window while unclean leade
 was allowed (`topic.unclean_leader_election` true, or `--expect-loss unclean`).
 
 Such a loss truncates the log: offsets are handed out again, so a producer's next send or a
-consumer's next read may land at or before where it was. `truncated_positions` lists the
-lost values that explain such a step back (see `checkers.order`).
+consumer's next read may land at or before where it was (`checkers.order` explains such a
+step back by the lost position).
+
+`LossRules` holds the rules of a check; `KeyLosses` applies them to one key in the per-key
+pass (`checkers.key_pass`).
 
 A `duplicate` (one value at several offsets of a key) is expected when the producer may
 have retried a send without idempotence (`workload.producer_retries` > 0 in `test.json`, or
@@ -23,19 +26,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from checkers.config import ExpectedLoss, TestSettings
 
 
 @dataclass(frozen=True)
 class LossRules:
-    """The allowances of one check; `unclean_lost` is (key, value, election_index) or None."""
+    """The allowances of one check: the tested configuration and the losses declared."""
 
     settings: TestSettings
     expect_loss: frozenset[ExpectedLoss]
-    unclean_lost: DataFrame | None = None
 
     @property
     def unclean_allowed(self) -> bool:
@@ -97,78 +97,6 @@ class LossRules:
                 "is an expected duplicate"
             )
         return notes
-
-    def with_acks(self, rows: DataFrame) -> DataFrame:
-        """`rows` (with an `acks` column) plus `effective_acks`."""
-        default = F.lit(self.default_acks).cast("int")
-        return rows.withColumn("effective_acks", F.coalesce(F.col("acks").cast("int"), default))
-
-    def classify(self, rows: DataFrame) -> DataFrame:
-        """`rows` of lost writes (key, value, acks) plus `expected` and `expected_reason`."""
-        rows = self.with_acks(rows)
-        lossy_acks = F.col("effective_acks").isin(0, 1)
-        acks_reason = F.concat(F.lit("sent with acks="), F.col("effective_acks").cast("string"))
-        if self.unclean_lost is None or not self.unclean_allowed:
-            return rows.withColumn("expected", lossy_acks).withColumn(
-                "expected_reason", F.when(lossy_acks, acks_reason)
-            )
-        windows = self.unclean_lost.select(
-            "key", "value", F.col("election_index").alias("_election")
-        ).dropDuplicates(["value", "key"])
-        rows = rows.join(windows, ["value", "key"], "left")
-        in_window = F.col("_election").isNotNull()
-        window_reason = F.concat(
-            F.lit("lost in the unclean-loss window of the leader election at index "),
-            F.col("_election").cast("string"),
-        )
-        return (
-            rows.withColumn("expected", lossy_acks | in_window)
-            .withColumn(
-                "expected_reason",
-                F.when(lossy_acks, acks_reason).when(in_window, window_reason),
-            )
-            .drop("_election")
-        )
-
-    def lossy_unclean_elections(self) -> list[tuple[str, int]]:
-        """(key, election index) of the allowed unclean elections that lost acknowledged
-        writes: each truncated its key's log."""
-        if self.unclean_lost is None or not self.unclean_allowed:
-            return []
-        rows = self.unclean_lost.select("key", "election_index").distinct().collect()
-        return sorted((str(row["key"]), int(row["election_index"])) for row in rows)
-
-    def truncated_positions(self, writes: DataFrame) -> DataFrame:
-        """(key, value, truncated_reason): committed writes whose loss the configuration
-        allows and that the log lost: in an allowed unclean-loss window, or sent with
-        acks=0/1 and never read by an `ok` read. `writes` is `Evidence.writes`."""
-        lossy = self.with_acks(writes).filter(
-            F.col("committed") & ~F.col("was_read") & F.col("effective_acks").isin(0, 1)
-        )
-        positions = lossy.select(
-            "key",
-            "value",
-            F.concat(
-                F.lit("the log lost the previous position (sent with acks="),
-                F.col("effective_acks").cast("string"),
-                F.lit(")"),
-            ).alias("truncated_reason"),
-        )
-        if self.unclean_lost is not None and self.unclean_allowed:
-            positions = positions.unionByName(
-                self.unclean_lost.select(
-                    "key",
-                    "value",
-                    F.concat(
-                        F.lit(
-                            "the log lost the previous position in the unclean-loss window "
-                            "of the leader election at index "
-                        ),
-                        F.col("election_index").cast("string"),
-                    ).alias("truncated_reason"),
-                )
-            )
-        return positions.dropDuplicates(["value", "key"])
 
 
 @dataclass(frozen=True)

@@ -19,17 +19,19 @@ not an anomaly, when the previous position was a write whose loss the configurat
 (`LossRules.truncated_positions`), or when an allowed unclean election that lost
 acknowledged writes of the key came between the two operations: the log was truncated and
 its offsets reused (a consumer past the new end resets, a producer lands lower).
+
+All are found per key, in the per-key pass (`checkers.key_pass`).
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
+import numpy as np
+import pandas as pd
 
 from checkers.checker import CheckContext
-from checkers.evidence import Evidence
-from checkers.findings import Finding, finding
-from checkers.losses import LossRules
+from checkers.key_findings import FindingRow, key_finding, rows_of
+from checkers.key_log import KeyLog
+from checkers.losses import KeyLosses
 from checkers.results import CheckerReport
 
 CHECKER = "order"
@@ -43,343 +45,312 @@ ANOMALIES = (
     "int-nonmonotonic-send",
 )
 ALLOWED = frozenset({"int-send-skip"})
+COUNTED = ["ok", "info"]
+"""The completions of the send operations that a later operation's first send follows."""
 
 
-def assignment_resets(assign: DataFrame, pairs: DataFrame) -> DataFrame:
-    """(process_id, key, index) where an assign/subscribe of the process dropped the key.
-
-    `pairs` holds the (process_id, key) pairs that matter. An `ok` or `info` completion
-    resets every key not in its list; one whose list is unknown (null) resets them all.
-    """
-    changes = assign.filter(
-        F.col("f").isin("assign", "subscribe") & F.col("type").isin("ok", "info")
-    ).select("process_id", "index", "keys")
-    return (
-        pairs.join(changes, "process_id")
-        .filter(F.col("keys").isNull() | ~F.array_contains(F.col("keys"), F.col("key")))
-        .select("process_id", "key", "index")
-    )
+def _resets(log: KeyLog, processes: pd.Series) -> pd.DataFrame:
+    """(process_id, index) where an `ok`/`info` assign/subscribe of one of `processes`
+    dropped the key: its keys do not hold it, or are not known."""
+    changes = log.shared.assignments
+    changes = changes[changes["process_id"].isin(processes.unique())].reset_index(drop=True)
+    holds = (changes["keys"].explode() == log.key).groupby(level=0).any()
+    dropped = ~holds.to_numpy(dtype=bool)
+    return changes.loc[dropped, ["process_id", "index"]]
 
 
-def _with_resets(rows: DataFrame, assign: DataFrame) -> DataFrame:
-    """`rows` (kind "read"/"send") plus reset rows for their (process, key) pairs."""
-    pairs = rows.select("process_id", "key").distinct()
-    resets = assignment_resets(assign, pairs)
-    for name, kind in rows.dtypes:
-        if name not in ("process_id", "key", "index"):
-            resets = resets.withColumn(name, F.lit(None).cast(kind))
-    return rows.unionByName(resets.withColumn("kind", F.lit("reset")))
-
-
-def _steps(rows: DataFrame, order: tuple[str, ...], counted: Column, position: Column) -> DataFrame:
-    """Each row with the `position` of the row before it (same operation: `inner`), and for
-    an operation's first row, the last `counted` row's position before it and whether a
-    reset came after that one (`follows`)."""
-    ordered = Window.partitionBy("process_id", "key").orderBy(*order)
-    before = ordered.rowsBetween(Window.unboundedPreceding, -1)
-    previous = F.lag(position).over(ordered)
-    return (
-        rows.withColumn("prev", previous)
-        .withColumn("prev_kind", F.lag("kind").over(ordered))
-        .withColumn("prev_counted", F.last(F.when(counted, position), True).over(before))
-        .withColumn(
-            "last_reset",
-            F.last(F.when(F.col("kind") == "reset", F.col("index")), True).over(before),
-        )
-        .filter(F.col("kind") != "reset")
-        .withColumn(
-            "inner",
-            F.coalesce(
-                (F.col("prev_kind") == F.col("kind")) & (F.col("prev.index") == F.col("index")),
-                F.lit(False),
+def _preceding(rows: pd.DataFrame, counted: np.ndarray, resets: pd.DataFrame) -> pd.DataFrame:
+    """Per row of `rows` (process_id, index, mop_index; a RangeIndex), as positions in
+    `rows` (-1: none): `prev`, the row before it in its process's history where that is
+    of the same operation (`inner`); else `prev_counted`, the last `counted` row before it
+    where no reset came after that one (`follows`)."""
+    combined = pd.concat(
+        [
+            rows[["process_id", "index", "mop_index"]].assign(
+                row=np.arange(len(rows)), counted=counted
             ),
-        )
-        .withColumn(
-            "follows",
-            ~F.col("inner")
-            & F.col("prev_counted").isNotNull()
-            & (F.col("last_reset").isNull() | (F.col("last_reset") < F.col("prev_counted.index"))),
-        )
+            resets.assign(mop_index=np.nan, row=-1, counted=False),
+        ],
+        ignore_index=True,
+    ).sort_values(["process_id", "index", "mop_index"], kind="stable", na_position="first")
+    if combined.empty:
+        return pd.DataFrame({"prev": [], "prev_counted": []}, dtype=np.int64)
+    process = combined["process_id"].to_numpy()
+    index = combined["index"].to_numpy(dtype=np.int64)
+    row = combined["row"].to_numpy(dtype=np.int64)
+    is_reset = row < 0
+    at = np.arange(len(combined))
+    opens = np.r_[True, process[1:] != process[:-1]]
+    group_start = np.maximum.accumulate(np.where(opens, at, 0))
+
+    def last_before(mask: np.ndarray) -> np.ndarray:
+        latest = np.maximum.accumulate(np.where(mask, at, -1))
+        before = np.r_[-1, latest[:-1]]
+        return np.where(before >= group_start, before, -1)
+
+    prev = np.where(at > group_start, at - 1, -1)
+    inner = (prev >= 0) & ~is_reset[prev] & (index[prev] == index)
+    counted_at = last_before(combined["counted"].to_numpy(dtype=bool))
+    # In history order, so a reset before the counted row came before its operation.
+    follows = ~inner & (counted_at >= 0) & (last_before(is_reset) < counted_at)
+    out = pd.DataFrame(
+        {
+            "prev": np.where(inner, row[prev], -1),
+            "prev_counted": np.where(follows, row[counted_at], -1),
+        },
+        index=row,
     )
+    return out[~is_reset].sort_index()
 
 
-def _index_deltas(evidence: Evidence, steps: DataFrame) -> DataFrame:
-    """The steps with a `prev_pos` that are not one position forward, with `delta` in dense
-    index.
-
-    Positions are offsets (`pos`), and the dense index is increasing in the offset: a step
-    of one offset is one index (never an anomaly) and a step back is a step back, so only
-    the remaining steps look up their two indices.
-    """
-    stepped = steps.filter(
-        F.col("pos").isNotNull()
-        & F.col("prev_pos").isNotNull()
-        & (F.col("pos") - F.col("prev_pos") != 1)
+def _uneven_steps(
+    log: KeyLog, ops: pd.DataFrame, earlier: np.ndarray, later: np.ndarray, inner: np.ndarray
+) -> pd.DataFrame:
+    """The steps from row `earlier` to row `later` of `ops` (process_id, index, status,
+    offset, value, and `pos`, the position) that are not one index forward, with `delta`
+    in dense index; steps where either position is unknown are left out."""
+    before = ops.iloc[earlier].reset_index(drop=True)
+    after = ops.iloc[later].reset_index(drop=True)
+    steps = pd.DataFrame(
+        {
+            "process_id": after["process_id"],
+            "index": after["index"],
+            "status": after["status"],
+            "inner": inner,
+            "before_index": before["index"],
+            "before_value": before["value"],
+            "before_offset": before["offset"],
+            "offset": after["offset"],
+            "value": after["value"],
+            "pos": after["pos"],
+            "prev_pos": before["pos"],
+        }
     )
-    stepped = evidence.dense_index(stepped, "pos", "didx")
-    stepped = evidence.dense_index(stepped, "prev_pos", "prev_didx")
-    return stepped.withColumn("delta", F.col("didx") - F.col("prev_didx"))
+    known = steps[(steps["pos"].notna() & steps["prev_pos"].notna()).to_numpy(dtype=bool)]
+    known = known.assign(delta=log.dense(known["pos"]) - log.dense(known["prev_pos"]))
+    uneven = known[(known["delta"] != 1).fillna(False).to_numpy(dtype=bool)]
+    return uneven.astype({"delta": np.int64}).reset_index(drop=True)
 
 
-def _poll_runs(evidence: Evidence) -> DataFrame:
-    """Per completed poll micro-op and key: its records as one run, with the first and last
-    position (offset at the first and last `poll_seq`) and whether every record sits one
-    offset after the one before it (`consecutive`: no step inside the run can be an
-    anomaly). Records of one poll are stored together, so this aggregates mostly before
-    any shuffle."""
-    drift = F.col("offset") - F.col("poll_seq")
-    return evidence.reads.groupBy("process_id", "key", "index", "mop_index", "type").agg(
-        F.min_by("offset", "poll_seq").alias("first_pos"),
-        F.max_by("offset", "poll_seq").alias("last_pos"),
-        F.max("poll_seq").alias("last_seq"),
-        (F.min(drift) == F.max(drift)).alias("consecutive"),
-    )
-
-
-def _steps_inside_runs(evidence: Evidence, runs: DataFrame) -> DataFrame:
-    """Steps between neighbouring records of the polls whose runs are not consecutive."""
-    uneven = runs.filter(~F.col("consecutive")).select("index", "mop_index", "key")
-    records = evidence.reads.join(F.broadcast(uneven), ["index", "mop_index", "key"], "left_semi")
-    in_run = Window.partitionBy("index", "mop_index", "key").orderBy("poll_seq")
-    previous = F.lag(F.struct("index", "offset", "value")).over(in_run)
-    return records.select(
-        "process_id",
-        "key",
-        "index",
-        "type",
-        F.col("offset").alias("pos"),
-        "offset",
-        "value",
-        F.lit(True).alias("inner"),
-        previous.alias("before"),
-        previous.getField("offset").alias("prev_pos"),
-    )
-
-
-def _steps_between_runs(runs: DataFrame, assign: DataFrame) -> DataFrame:
-    """Steps into each run from the run before it in the same operation (`inner`), or from
-    the end of the process's previous `ok` read of the key (`follows`), without values."""
-    rows = runs.select(
-        "process_id",
-        "key",
-        "index",
-        "mop_index",
-        "type",
-        "first_pos",
-        F.col("last_pos").alias("pos"),
-        F.col("last_seq").alias("seq"),
-        F.lit("read").alias("kind"),
-    )
-    ok_read = (F.col("kind") == "read") & (F.col("type") == "ok")
-    end = F.struct("index", "mop_index", "pos", "seq")
-    steps = _steps(_with_resets(rows, assign), ("index", "mop_index"), ok_read, end)
-    return steps.select(
-        "process_id",
-        "key",
-        "index",
-        "type",
-        F.col("first_pos").alias("pos"),
-        "inner",
-        F.col("mop_index").alias("first_mop"),
-        F.when(F.col("inner"), F.col("prev"))
-        .when(F.col("follows"), F.col("prev_counted"))
-        .alias("origin"),
-    ).withColumn("prev_pos", F.col("origin.pos"))
-
-
-def _with_read_values(evidence: Evidence, steps: DataFrame) -> DataFrame:
-    """Steps between runs (few: only those that are not one index forward) with the values
-    and offsets of their two records, as `offset`, `value` and `before`."""
-    wanted = steps.select(
-        "key",
-        F.col("origin.index").alias("index"),
-        F.col("origin.mop_index").alias("mop_index"),
-        F.col("origin.seq").alias("poll_seq"),
-    ).unionByName(
-        steps.select(
-            "key", "index", F.col("first_mop").alias("mop_index"), F.lit(0).alias("poll_seq")
-        )
-    )
-    columns = ["key", "index", "mop_index", "poll_seq"]
-    found = evidence.keep(
-        "uneven_read_records",
-        lambda: evidence.reads.join(F.broadcast(wanted.distinct()), columns).select(
-            *columns, "offset", "value"
-        ),
-    )
-    earlier = found.select(
-        F.col("key").alias("_k"),
-        F.col("index").alias("_i"),
-        F.col("mop_index").alias("_m"),
-        F.col("poll_seq").alias("_s"),
-        F.struct("index", "offset", "value").alias("before"),
-    )
-    later = found.filter(F.col("poll_seq") == 0).select(
-        F.col("key").alias("_k"),
-        F.col("index").alias("_i"),
-        F.col("mop_index").alias("_m"),
-        "offset",
-        "value",
-    )
-    with_before = steps.join(
-        earlier,
-        (F.col("key") == F.col("_k"))
-        & (F.col("origin.index") == F.col("_i"))
-        & (F.col("origin.mop_index") == F.col("_m"))
-        & (F.col("origin.seq") == F.col("_s")),
-    ).drop("_k", "_i", "_m", "_s")
-    return with_before.join(
-        later,
-        (F.col("key") == F.col("_k"))
-        & (F.col("index") == F.col("_i"))
-        & (F.col("first_mop") == F.col("_m")),
-    ).drop("_k", "_i", "_m")
-
-
-def read_steps(evidence: Evidence, assign: DataFrame) -> DataFrame:
+def read_steps(log: KeyLog) -> pd.DataFrame:
     """Every step of a reader that is not one index forward: between neighbouring records of
-    a poll, or into a poll's first record of a key from the record before it in the same
-    operation (`inner`) or from the end of the process's previous `ok` read of the key
-    (`follows`); `delta` in dense index, `before` the earlier record.
-
-    Polls are taken as runs of records (`_poll_runs`): only the few runs whose offsets are
-    not consecutive are looked at record by record."""
-    runs = _poll_runs(evidence)
-    inside = _index_deltas(evidence, _steps_inside_runs(evidence, runs))
-    between = _index_deltas(
-        evidence,
-        _steps_between_runs(runs, assign),
+    a poll, or into a poll's first record from the record before it in the same operation
+    (`inner`) or from the last record of the process's previous `ok` read of the key
+    (`follows`); `delta` in dense index, `before_*` the earlier record."""
+    reads = log.reads
+    ops = reads.assign(status=reads["type"], pos=reads["offset"])
+    if reads.empty:
+        nothing = np.zeros(0, dtype=np.int64)
+        return _uneven_steps(log, ops, nothing, nothing, nothing.astype(bool))
+    index = reads["index"].to_numpy()
+    mop = reads["mop_index"].to_numpy()
+    offset = reads["offset"].to_numpy()
+    opens = np.r_[True, (index[1:] != index[:-1]) | (mop[1:] != mop[:-1])]
+    inside = np.flatnonzero(~opens & (offset - np.r_[offset[0], offset[:-1]] != 1))
+    first = np.flatnonzero(opens)
+    last = np.r_[first[1:], len(reads)] - 1
+    polls = ops.iloc[first].reset_index(drop=True)
+    preceding = _preceding(
+        polls, (polls["type"] == "ok").to_numpy(), _resets(log, polls["process_id"])
     )
-    # Kept: the value look-up reads these few rows three times.
-    uneven = evidence.keep("uneven_read_steps", lambda: between.filter(F.col("delta") != 1))
-    between = _with_read_values(evidence, uneven)
-    columns = ["process_id", "key", "index", "type", "inner", "delta", "offset", "value", "before"]
-    return inside.select(*columns).unionByName(between.select(*columns))
+    prev = preceding["prev"].to_numpy()
+    origin = np.where(prev >= 0, prev, preceding["prev_counted"].to_numpy())
+    into = np.flatnonzero(origin >= 0)
+    return _uneven_steps(
+        log,
+        ops,
+        np.r_[inside - 1, last[origin[into]]],
+        np.r_[inside, first[into]],
+        np.r_[np.ones(len(inside), dtype=bool), prev[into] >= 0],
+    )
 
 
-def send_steps(evidence: Evidence, assign: DataFrame) -> DataFrame:
+def send_steps(log: KeyLog) -> pd.DataFrame:
     """Every completed send that is not one index after the send before it in its operation
     (`inner`) or, for an `ok`/`info` operation's first send to a key, after the last send of
     the process's previous such operation (`follows`); `delta` in dense index where both
     positions are known. A send's position is its value's first offset in the log."""
-    sends = evidence.located_writes.filter(F.col("complete_index").isNotNull()).select(
-        "process_id",
-        "key",
-        F.col("complete_index").alias("index"),
-        "mop_index",
-        "status",
-        F.col("first_offset").alias("pos"),
-        "offset",
-        "value",
-        F.lit("send").alias("kind"),
+    writes = log.located_writes
+    sent = writes[writes["complete_index"].notna()]
+    ops = pd.DataFrame(
+        {
+            "process_id": sent["process_id"],
+            "index": sent["complete_index"].astype(np.int64),
+            "mop_index": sent["mop_index"],
+            "status": sent["status"],
+            "offset": sent["offset"],
+            "value": sent["value"],
+            "pos": sent["first_offset"],
+        }
+    ).reset_index(drop=True)
+    counted = ops["status"].isin(COUNTED).to_numpy(dtype=bool)
+    preceding = _preceding(ops, counted, _resets(log, ops["process_id"]))
+    prev = preceding["prev"].to_numpy()
+    origin = np.where(prev >= 0, prev, np.where(counted, preceding["prev_counted"].to_numpy(), -1))
+    into = np.flatnonzero(origin >= 0)
+    return _uneven_steps(log, ops, origin[into], into, prev[into] >= 0)
+
+
+def _truncated_positions(log: KeyLog, losses: KeyLosses) -> pd.Series:
+    """`LossRules.truncated_positions` on one key: value -> reason."""
+    writes = log.writes
+    unread = losses.with_acks(writes[writes["committed"] & ~writes["was_read"]])
+    lossy = unread[unread["effective_acks"].isin([0, 1]).fillna(False).to_numpy(dtype=bool)]
+    acks = lossy["effective_acks"].astype("string")
+    by_acks = pd.Series(
+        ("the log lost the previous position (sent with acks=" + acks + ")").to_numpy(object),
+        index=lossy["value"].to_numpy(),
     )
-    counted = (F.col("kind") == "send") & F.col("status").isin("ok", "info")
-    position = F.struct("index", "pos", "offset", "value")
-    steps = _steps(_with_resets(sends, assign), ("index", "mop_index"), counted, position)
-    compared = F.col("inner") | (F.col("follows") & F.col("status").isin("ok", "info"))
-    before = F.when(F.col("inner"), F.col("prev")).otherwise(F.col("prev_counted"))
-    steps = steps.withColumn("before", F.when(compared, before))
-    return _index_deltas(evidence, steps.withColumn("prev_pos", F.col("before.pos")))
+    by_window = pd.Series(
+        {
+            value: "the log lost the previous position in the unclean-loss window of the "
+            f"leader election at index {election}"
+            for value, election in losses.windows.items()
+        },
+        dtype=object,
+    )
+    reasons = pd.concat([by_acks, by_window])
+    return reasons[~reasons.index.duplicated()]
 
 
-def _step_detail(op_status: str) -> list[Column | str]:
-    """Between operations: ops, values, offsets of the two; inside one: the op and the pair."""
-    inner = F.col("inner")
-    before = F.col("before")
-    return [
-        "key",
-        F.col("process_id").alias("process"),
-        F.when(~inner, F.array(before.getField("index"), F.col("index"))).alias("ops"),
-        F.when(inner, F.col("index")).alias("op"),
-        F.when(inner, F.col(op_status)).alias(op_status),
-        F.array(before.getField("value"), F.col("value")).alias("values"),
-        F.array(before.getField("offset"), F.col("offset")).alias("offsets"),
-        "delta",
-    ]
-
-
-def _after_truncation(
-    steps: DataFrame, truncated: DataFrame, elections: list[tuple[str, int]]
-) -> DataFrame:
-    """`steps` plus `expected_reason` where a step back between operations follows a
+def _expected_reasons(steps: pd.DataFrame, log: KeyLog, losses: KeyLosses) -> pd.Series:
+    """Why a step back between operations is expected (null: it is not): it follows a
     position the log lost, or crosses an allowed unclean election that lost data."""
-    lost = truncated.select(
-        F.col("key").alias("_key"), F.col("value").alias("_value"), "truncated_reason"
+    back = (~steps["inner"] & (steps["delta"] < 1)).to_numpy(dtype=bool)
+    reasons = pd.Series(None, index=steps.index, dtype=object)
+    if not back.any():
+        return reasons
+    reasons[back] = steps["before_value"][back].map(_truncated_positions(log, losses))
+    elections = np.array(sorted(set(losses.windows.values())), dtype=np.int64)
+    crossing = (
+        back[:, None]
+        & (steps["before_index"].to_numpy(dtype=np.int64)[:, None] < elections)
+        & (steps["index"].to_numpy(dtype=np.int64)[:, None] > elections)
     )
-    back = ~F.col("inner") & (F.col("delta") < 1)
-    joined = steps.join(
-        lost,
-        back & (F.col("before.value") == F.col("_value")) & (F.col("key") == F.col("_key")),
-        "left",
-    ).drop("_key", "_value")
-    crossing = [
-        F.when(
-            back
-            & (F.col("key") == key)
-            & (F.col("before.index") < election)
-            & (F.col("index") > election),
-            F.lit(
-                "the unclean leader election at index "
-                f"{election} truncated the log between the two operations"
-            ),
+    for at in np.flatnonzero(reasons.isna().to_numpy() & crossing.any(axis=1)):
+        election = elections[crossing[at].argmax()]
+        reasons.iloc[at] = (
+            f"the unclean leader election at index {election} truncated the log between the "
+            "two operations"
         )
-        for key, election in elections
-    ]
-    return joined.withColumn(
-        "expected_reason", F.coalesce(F.col("truncated_reason"), *crossing)
-    ).drop("truncated_reason")
+    return reasons
 
 
-def check_order(evidence: Evidence, assign: DataFrame, losses: LossRules) -> list[Finding]:
-    """The findings of this checker: one frame for the reads, one for the sends."""
-    truncated = losses.truncated_positions(evidence.writes)
-    reads = read_steps(evidence, assign).withColumn(
-        "skipped", F.when(~F.col("inner") & (F.col("delta") > 1), F.col("delta") - 1)
+def _with_detail(steps: pd.DataFrame, log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
+    """`steps` with the columns of their detail (`_detail`), `expected` and
+    `expected_reason`."""
+    inner = steps["inner"].to_numpy(dtype=bool)
+    steps = steps.assign(
+        key=log.key,
+        ops=[
+            None if within else [before, index]
+            for within, before, index in zip(
+                inner, steps["before_index"], steps["index"], strict=True
+            )
+        ],
+        op=steps["index"].astype("Int64").where(inner),
+        shown_status=steps["status"].where(inner, None),
+        values=[list(pair) for pair in zip(steps["before_value"], steps["value"], strict=True)],
+        offsets=[list(pair) for pair in zip(steps["before_offset"], steps["offset"], strict=True)],
+        expected_reason=_expected_reasons(steps, log, losses),
     )
-    elections = losses.lossy_unclean_elections()
-    reads = _after_truncation(reads, truncated, elections)
-    sends = _after_truncation(send_steps(evidence, assign), truncated, elections)
-    expected = F.col("expected_reason").isNotNull()
-    inner, delta = F.col("inner"), F.col("delta")
+    return steps.assign(expected=steps["expected_reason"].notna())
+
+
+def _detail(status_field: str) -> list[tuple[str, str]]:
+    """Between operations: ops, values, offsets of the two; inside one: the op and the pair."""
     return [
-        finding(
+        ("key", "key"),
+        ("process", "process_id"),
+        ("ops", "ops"),
+        ("op", "op"),
+        (status_field, "shown_status"),
+        ("values", "values"),
+        ("offsets", "offsets"),
+        ("delta", "delta"),
+    ]
+
+
+def check_order_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
+    """The findings of this checker on one key (the per-key pass)."""
+    reads = _with_detail(read_steps(log), log, losses)
+    inner, delta = reads["inner"], reads["delta"]
+    reads["skipped"] = (delta - 1).astype("Int64").where(~inner & (delta > 1))
+    sends = _with_detail(send_steps(log), log, losses)
+    send_inner, send_delta = sends["inner"], sends["delta"]
+    read_detail = [*_detail("type"), ("skipped", "skipped")]
+    send_detail = _detail("status")
+    return [
+        *rows_of(
             CHECKER,
-            {
-                "int-poll-skip": inner & (delta > 1),
-                "int-nonmonotonic-poll": inner & (delta < 1),
-                "poll-skip": ~inner & (delta > 1),
-                "nonmonotonic-poll": ~inner & (delta < 1),
-            },
-            reads,
+            "int-poll-skip",
+            reads[inner & (delta > 1)],
             order="index",
-            detail=[*_step_detail("type"), "skipped"],
-            expected=expected,
-            json_fields=("values",),
+            detail=read_detail,
+            expected="expected",
         ),
-        finding(
+        *rows_of(
             CHECKER,
-            {
-                "int-send-skip": inner & (delta > 1),
-                "int-nonmonotonic-send": inner & (delta < 1),
-                "nonmonotonic-send": ~inner & (delta < 1),
-            },
-            sends,
+            "int-nonmonotonic-poll",
+            reads[inner & (delta < 1)],
             order="index",
-            detail=_step_detail("status"),
-            expected=expected,
-            json_fields=("values",),
-            allowed=ALLOWED,
+            detail=read_detail,
+            expected="expected",
+        ),
+        *rows_of(
+            CHECKER,
+            "poll-skip",
+            reads[~inner & (delta > 1)],
+            order="index",
+            detail=read_detail,
+            expected="expected",
+        ),
+        *rows_of(
+            CHECKER,
+            "nonmonotonic-poll",
+            reads[~inner & (delta < 1)],
+            order="index",
+            detail=read_detail,
+            expected="expected",
+        ),
+        *rows_of(
+            CHECKER,
+            "int-send-skip",
+            sends[send_inner & (send_delta > 1)],
+            order="index",
+            detail=send_detail,
+            expected="expected",
+        ),
+        *rows_of(
+            CHECKER,
+            "int-nonmonotonic-send",
+            sends[send_inner & (send_delta < 1)],
+            order="index",
+            detail=send_detail,
+            expected="expected",
+        ),
+        *rows_of(
+            CHECKER,
+            "nonmonotonic-send",
+            sends[~send_inner & (send_delta < 1)],
+            order="index",
+            detail=send_detail,
+            expected="expected",
         ),
     ]
 
 
 class OrderChecker:
-    """The `Checker` of this module."""
+    """The `Checker` of this module, a per-key check."""
 
     name = CHECKER
     anomalies = ANOMALIES
 
+    def check_key(self, log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
+        return check_order_key(log, losses)
+
     def check(self, context: CheckContext) -> CheckerReport:
-        return CheckerReport(
-            self.name, check_order(context.evidence, context.assign, context.losses)
+        finding = key_finding(
+            context.key_findings, CHECKER, ANOMALIES, json_fields=("values",), allowed=ALLOWED
         )
+        return CheckerReport(self.name, [finding])

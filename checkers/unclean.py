@@ -29,12 +29,11 @@ import math
 from collections.abc import Sequence
 
 import pandas as pd
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checkers.checker import CheckContext
-from checkers.evidence import Evidence
-from checkers.key_findings import FindingRow, key_finding, rows_of
+from checkers.key_findings import FindingRow, KeyFacts, key_finding, rows_of
 from checkers.key_log import KeyLog, ReplicationEvent
 from checkers.losses import KeyLosses
 from checkers.results import CheckerReport
@@ -43,124 +42,97 @@ CHECKER = "unclean"
 ANOMALIES = ("unclean-loss-window",)
 
 
-def unclean_elections(events: DataFrame) -> DataFrame:
-    """The SUT's unclean leader elections: key, index, time, leader, epoch, ISR."""
-    return events.filter(
-        (F.col("process") == "sut")
-        & (F.col("f") == "leader-election")
-        & (F.col("unclean") == F.lit(True))
-        & F.col("key").isNotNull()
-    ).select(
-        "key",
-        F.col("index").alias("election_index"),
-        F.col("time").alias("election_time"),
-        "leader",
-        "previous_leader",
-        "leader_epoch",
-        "isr",
+def key_unclean_lost(log: KeyLog) -> pd.DataFrame:
+    """`unclean_lost_writes` on one key: its committed writes lost in an unclean-loss
+    window, with `election_index` (empty when the key had no unclean election)."""
+    events = log.events
+    elections = sorted(
+        (e for e in events if e.f == "leader-election" and e.unclean),
+        key=lambda e: (e.time, e.index),
     )
-
-
-def _rejoins(events: DataFrame, elections: DataFrame) -> DataFrame:
-    """Per unclean election: when its deposed leader was next seen back in the key's ISR."""
-    changes = events.filter(
-        (F.col("process") == "sut")
-        & F.col("f").isin("isr-change", "leader-election")
-        & F.col("isr").isNotNull()
-    ).select(F.col("key").alias("_key"), F.col("time").alias("_time"), "isr")
-    return (
-        elections.join(
-            changes,
-            (F.col("key") == F.col("_key"))
-            & (F.col("_time") > F.col("election_time"))
-            & F.array_contains(F.col("isr"), F.col("previous_leader")),
-        )
-        .groupBy("election_index")
-        .agg(F.min("_time").alias("rejoin_time"))
+    columns = ["value", "offset", "complete_time", "complete_index", "election_index"]
+    if not elections:
+        return pd.DataFrame(columns=columns)
+    nan = float("nan")
+    table = pd.DataFrame(
+        {
+            "election_index": [e.index for e in elections],
+            "election_time": [float(e.time) for e in elections],
+            "previous_time": [nan] + [float(e.time) for e in elections[:-1]],
+            "next_time": [float(e.time) for e in elections[1:]] + [nan],
+            "rejoin_time": [_rejoin_time(e, events) for e in elections],
+        }
     )
+    writes = log.located_writes
+    acked = writes[writes["committed"]].copy()
+    acked["offset"] = acked["offset"].fillna(acked["first_offset"])
+    acked = acked[acked["offset"].notna()]
+    ok = acked["status"] == "ok"
+    complete = acked["complete_time"].astype("float64")
+    last_read = acked["last_read_time"].astype("float64")
+    acked["complete_time"] = complete.where(ok, complete.combine(last_read, _least))
+    if acked.empty:
+        return pd.DataFrame(columns=columns)
+    pairs = acked.merge(table, how="cross")
+    complete = pairs["complete_time"].astype("float64")
+    last_read = pairs["last_read_time"].astype("float64")
+    last_sign = complete.combine(last_read.fillna(complete), _greatest)
+    at = pairs["election_time"]
 
+    def first_after(moment: pd.Series) -> pd.Series:
+        return (at > moment) & (pairs["previous_time"].isna() | (pairs["previous_time"] <= moment))
 
-def unclean_lost_writes(evidence: Evidence, events: DataFrame) -> DataFrame:
-    """Committed writes lost in an unclean election: write columns plus the election's."""
-    by_key = Window.partitionBy("key").orderBy("election_time", "election_index")
-    found = unclean_elections(events).select(
-        "key", "election_index", "election_time", "previous_leader"
-    )
-    elections = F.broadcast(
-        found.withColumn("previous_time", F.lag("election_time").over(by_key))
-        .withColumn("next_time", F.lead("election_time").over(by_key))
-        .join(_rejoins(events, found), "election_index", "left")
-    )
-    # Committed writes at a known offset. An indeterminate write that was read counts from
-    # when it was known to be in the log: its completion or its read, whichever came first.
-    acked = (
-        evidence.located_writes.filter(F.col("committed"))
-        .withColumn("offset", F.coalesce("offset", "first_offset"))
-        .filter(F.col("offset").isNotNull())
-        .withColumn(
-            "complete_time",
-            F.when(F.col("status") == "ok", F.col("complete_time")).otherwise(
-                F.least("complete_time", "last_read_time")
-            ),
-        )
-    )
-    complete = F.col("complete_time")
-    last_sign = F.greatest(complete, F.coalesce(F.col("last_read_time"), complete))
-
-    def first_after(moment: Column) -> Column:
-        """E is the first unclean election of the key after `moment`."""
-        return (F.col("election_time") > moment) & (
-            F.col("previous_time").isNull() | (F.col("previous_time") <= moment)
-        )
-
-    # Before E: E is the first election after the acknowledgement and the last read.
     before = first_after(last_sign)
-    # After E, by the deposed leader: E is the last election before the acknowledgement.
-    acked_after = (F.col("election_time") < complete) & (
-        F.col("next_time").isNull() | (F.col("next_time") >= complete)
-    )
-    # Acknowledged before E, read after E from the deposed leader.
-    read_after = first_after(complete) & (F.col("last_read_time") >= F.col("election_time"))
-    # Both only while the deposed leader had not rejoined the new leader's ISR.
-    deposed = (acked_after | read_after) & (last_sign < F.col("rejoin_time"))
-    candidates = acked.join(
-        elections, (acked["key"] == elections["key"]) & (before | deposed)
-    ).select(
-        acked["key"],
-        "value",
-        "offset",
-        "complete_time",
-        "complete_index",
-        "election_index",
-        before.alias("_before"),
-    )
-    ok_reads = evidence.reads.filter(F.col("type") == "ok").select("key", "offset", "time")
-    reach_after = (
-        ok_reads.join(
-            elections.select("key", "election_index", "election_time", "rejoin_time"), "key"
+    acked_after = (at < complete) & (pairs["next_time"].isna() | (pairs["next_time"] >= complete))
+    read_after = first_after(complete) & (last_read >= at)
+    deposed = (acked_after | read_after) & (last_sign < pairs["rejoin_time"])
+    pairs["_before"] = before
+    candidates = pairs[before | deposed]
+    reads = log.reads[log.reads["type"] == "ok"]
+    reach = {
+        e.index: (
+            _max_offset(reads, e.time),
+            None if math.isnan(r) else _max_offset(reads, r),
         )
-        .groupBy("election_index")
-        .agg(
-            F.max(F.when(F.col("time") >= F.col("election_time"), F.col("offset"))).alias(
-                "reach_election"
-            ),
-            F.max(F.when(F.col("time") >= F.col("rejoin_time"), F.col("offset"))).alias(
-                "reach_rejoin"
-            ),
-        )
-    )
-    # The log after E (after the rejoin, for the deposed leader's writes) reached the offset.
-    lost = candidates.join(F.broadcast(reach_after), "election_index").filter(
-        F.col("offset")
-        <= F.when(F.col("_before"), F.col("reach_election")).otherwise(F.col("reach_rejoin"))
-    )
-    # A write read on both sides of an election may match two: it was lost in the first.
-    first = Window.partitionBy("key", "value").orderBy("election_index")
-    return (
-        lost.withColumn("_rank", F.row_number().over(first))
-        .filter(F.col("_rank") == 1)
-        .drop("_before", "reach_election", "reach_rejoin", "_rank")
-    )
+        for e, r in zip(elections, table["rejoin_time"], strict=True)
+    }
+    limit = [
+        reach[election][0 if early else 1]
+        for election, early in zip(candidates["election_index"], candidates["_before"], strict=True)
+    ]
+    bound = pd.Series(limit, index=candidates.index, dtype="float64")
+    lost = candidates[candidates["offset"].astype("float64") <= bound]
+    lost = lost.sort_values("election_index", kind="stable").drop_duplicates("value")
+    return lost.drop(columns=["_before"]).reset_index(drop=True)
+
+
+def _least(a: float, b: float) -> float:
+    """Spark's `least`: the smaller, nulls skipped."""
+    return b if math.isnan(a) else a if math.isnan(b) else min(a, b)
+
+
+def _greatest(a: float, b: float) -> float:
+    """Spark's `greatest`: the larger, nulls skipped."""
+    return b if math.isnan(a) else a if math.isnan(b) else max(a, b)
+
+
+def _rejoin_time(election: ReplicationEvent, events: Sequence[ReplicationEvent]) -> float:
+    """When the deposed leader was next in the key's ISR after `election` (NaN: never)."""
+    times = [
+        e.time
+        for e in events
+        if e.isr is not None
+        and e.time > election.time
+        and election.previous_leader is not None
+        and election.previous_leader in e.isr
+    ]
+    return float(min(times)) if times else float("nan")
+
+
+def _max_offset(reads: pd.DataFrame, since: float) -> float:
+    """The highest offset of the `ok` reads at or after `since` (NaN: none)."""
+    offsets = reads.loc[reads["time"] >= since, "offset"]
+    return float("nan") if offsets.empty else float(offsets.max())
 
 
 def loss_windows(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
@@ -266,94 +238,26 @@ class UncleanChecker:
         )
 
 
-def key_unclean_lost(log: KeyLog) -> pd.DataFrame:
-    """`unclean_lost_writes` on one key: its committed writes lost in an unclean-loss
-    window, with `election_index` (empty when the key had no unclean election)."""
-    events = log.events
-    elections = sorted(
-        (e for e in events if e.f == "leader-election" and e.unclean),
-        key=lambda e: (e.time, e.index),
-    )
-    columns = ["value", "offset", "complete_time", "complete_index", "election_index"]
-    if not elections:
-        return pd.DataFrame(columns=columns)
-    nan = float("nan")
-    table = pd.DataFrame(
-        {
-            "election_index": [e.index for e in elections],
-            "election_time": [float(e.time) for e in elections],
-            "previous_time": [nan] + [float(e.time) for e in elections[:-1]],
-            "next_time": [float(e.time) for e in elections[1:]] + [nan],
-            "rejoin_time": [_rejoin_time(e, events) for e in elections],
-        }
-    )
-    writes = log.located_writes
-    acked = writes[writes["committed"]].copy()
-    acked["offset"] = acked["offset"].fillna(acked["first_offset"])
-    acked = acked[acked["offset"].notna()]
-    ok = acked["status"] == "ok"
-    complete = acked["complete_time"].astype("float64")
-    last_read = acked["last_read_time"].astype("float64")
-    acked["complete_time"] = complete.where(ok, complete.combine(last_read, _least))
-    if acked.empty:
-        return pd.DataFrame(columns=columns)
-    pairs = acked.merge(table, how="cross")
-    complete = pairs["complete_time"].astype("float64")
-    last_read = pairs["last_read_time"].astype("float64")
-    last_sign = complete.combine(last_read.fillna(complete), _greatest)
-    at = pairs["election_time"]
-
-    def first_after(moment: pd.Series) -> pd.Series:
-        return (at > moment) & (pairs["previous_time"].isna() | (pairs["previous_time"] <= moment))
-
-    before = first_after(last_sign)
-    acked_after = (at < complete) & (pairs["next_time"].isna() | (pairs["next_time"] >= complete))
-    read_after = first_after(complete) & (last_read >= at)
-    deposed = (acked_after | read_after) & (last_sign < pairs["rejoin_time"])
-    pairs["_before"] = before
-    candidates = pairs[before | deposed]
-    reads = log.reads[log.reads["type"] == "ok"]
-    reach = {
-        e.index: (
-            _max_offset(reads, e.time),
-            None if math.isnan(r) else _max_offset(reads, r),
+def unclean_lost_frame(key_findings: DataFrame) -> DataFrame:
+    """(key, value, election_index) of the committed writes lost in unclean-loss windows,
+    from the per-key pass's facts (lazy: computed only if a checker reads it)."""
+    lost = F.from_json("detail", "lost array<struct<value: string, election_index: bigint>>")
+    return (
+        key_findings.filter((F.col("checker") == CHECKER) & F.col("anomaly").isNull())
+        .select("key", F.explode(lost.getField("lost")).alias("w"))
+        .select(
+            "key",
+            F.col("w.value").alias("value"),
+            F.col("w.election_index").alias("election_index"),
         )
-        for e, r in zip(elections, table["rejoin_time"], strict=True)
-    }
-    limit = [
-        reach[election][0 if early else 1]
-        for election, early in zip(candidates["election_index"], candidates["_before"], strict=True)
-    ]
-    bound = pd.Series(limit, index=candidates.index, dtype="float64")
-    lost = candidates[candidates["offset"].astype("float64") <= bound]
-    lost = lost.sort_values("election_index", kind="stable").drop_duplicates("value")
-    return lost.drop(columns=["_before"]).reset_index(drop=True)
+    )
 
 
-def _least(a: float, b: float) -> float:
-    """Spark's `least`: the smaller, nulls skipped."""
-    return b if math.isnan(a) else a if math.isnan(b) else min(a, b)
-
-
-def _greatest(a: float, b: float) -> float:
-    """Spark's `greatest`: the larger, nulls skipped."""
-    return b if math.isnan(a) else a if math.isnan(b) else max(a, b)
-
-
-def _rejoin_time(election: ReplicationEvent, events: Sequence[ReplicationEvent]) -> float:
-    """When the deposed leader was next in the key's ISR after `election` (NaN: never)."""
-    times = [
-        e.time
-        for e in events
-        if e.isr is not None
-        and e.time > election.time
-        and election.previous_leader is not None
-        and election.previous_leader in e.isr
-    ]
-    return float(min(times)) if times else float("nan")
-
-
-def _max_offset(reads: pd.DataFrame, since: float) -> float:
-    """The highest offset of the `ok` reads at or after `since` (NaN: none)."""
-    offsets = reads.loc[reads["time"] >= since, "offset"]
-    return float("nan") if offsets.empty else float(offsets.max())
+def lost_facts(log: KeyLog, lost: pd.DataFrame) -> KeyFacts | None:
+    """The key's writes lost in unclean-loss windows as a facts row (None: none lost)."""
+    if lost.empty:
+        return None
+    pairs = [[v, int(e)] for v, e in zip(lost["value"], lost["election_index"], strict=True)]
+    return KeyFacts(
+        CHECKER, log.key, {"lost": [{"value": v, "election_index": e} for v, e in pairs]}
+    )
