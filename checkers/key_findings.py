@@ -18,6 +18,9 @@ from pyspark.sql import functions as F
 from checkers.errors import CheckerDefinitionError
 from checkers.findings import FINDING_COLUMNS, Finding
 
+FrameRow = tuple[str, str | None, str, int | None, bool, str]
+"""checker, anomaly, key, order, expected, detail (JSON): `FINDING_COLUMNS`."""
+
 
 @dataclass(frozen=True)
 class FindingRow:
@@ -30,6 +33,17 @@ class FindingRow:
     expected: bool
     detail: Mapping[str, Any]
 
+    def as_row(self) -> FrameRow:
+        """The row of the finding frame."""
+        return (
+            self.checker,
+            self.anomaly,
+            self.key,
+            self.order,
+            self.expected,
+            detail_json(self.detail),
+        )
+
 
 @dataclass(frozen=True)
 class KeyFacts:
@@ -38,6 +52,10 @@ class KeyFacts:
     checker: str
     key: str
     facts: Mapping[str, Any]
+
+    def as_row(self) -> FrameRow:
+        """The row of the finding frame: no anomaly, the facts as its detail."""
+        return (self.checker, None, self.key, None, False, detail_json(self.facts))
 
 
 def _plain(item: Any) -> Any:

@@ -24,7 +24,7 @@ from pyspark import cloudpickle
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from checkers.key_findings import FindingRow, KeyFacts, detail_json
+from checkers.key_findings import FindingRow, KeyFacts
 from checkers.key_log import INPUT_COLUMNS, KeyLog, ReplicationEvent, SharedFacts
 from checkers.losses import KeyLosses, LossRules
 from checkers.unclean import key_unclean_lost, lost_facts
@@ -233,18 +233,11 @@ def _key_function(
         lost = lost_facts(log, losses.unclean_lost)
         if lost is not None:
             rows.append(lost)
-        findings = [row for row in rows if isinstance(row, FindingRow)]
-        facts = [row for row in rows if isinstance(row, KeyFacts)]
+        # Rows are read by their method, not their class: a checker of one's own imports
+        # checkers' classes, while the pass's own code is a by-value copy of them.
+        columns = list(zip(*(row.as_row() for row in rows), strict=True)) or [()] * 6
         return pa.table(
-            {
-                "checker": [r.checker for r in findings] + [r.checker for r in facts],
-                "anomaly": [r.anomaly for r in findings] + [None for _ in facts],
-                "key": [r.key for r in findings] + [r.key for r in facts],
-                "order": [r.order for r in findings] + [None for _ in facts],
-                "expected": [r.expected for r in findings] + [False for _ in facts],
-                "detail": [detail_json(r.detail) for r in findings]
-                + [detail_json(r.facts) for r in facts],
-            },
+            dict(zip(FINDING_SCHEMA.names, map(list, columns), strict=True)),
             schema=FINDING_SCHEMA,
         )
 

@@ -32,7 +32,9 @@ from checkers import (
 )
 from checkers.evidence import Evidence
 from checkers.findings import Finding, finding
-from checkers.losses import LossRules
+from checkers.key_findings import FindingRow, key_finding, rows_of
+from checkers.key_log import KeyLog
+from checkers.losses import KeyLosses, LossRules
 from checkers.registry import compose, default_checkers
 from checkers.results import Validity
 from tests.unit.checkers.history_builder import HistoryBuilder
@@ -204,3 +206,52 @@ def test_compose_holds_checkers_to_the_protocol(
         compose([checker], context)
     with pytest.raises(CheckerDefinitionError, match="'agrees' is already registered"):
         compose([Verdict("agrees", True), Verdict("agrees", False)], context)
+
+
+@dataclass(frozen=True)
+class LongValues:
+    """A per-key checker of one's own: `long-value`, a sent value longer than 6 characters
+    of JSON text; and, through `check`, the writes lost in unclean windows as `window-loss`."""
+
+    name: str = "long_values"
+    anomalies: tuple[str, ...] = ("long-value", "window-loss")
+
+    def check_key(self, log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
+        long = log.writes[log.writes["value"].str.len() > 6]
+        return rows_of(
+            self.name,
+            "long-value",
+            long.assign(key=log.key),
+            order="invoke_index",
+            detail=[("key", "key"), ("value", "value")],
+        )
+
+    def check(self, context: CheckContext) -> CheckerReport:
+        lost = finding(
+            self.name,
+            "window-loss",
+            context.unclean_lost,
+            order="election_index",
+            detail=["key", "value", "election_index"],
+        )
+        own = key_finding(context.key_findings, self.name, ("long-value",))
+        return CheckerReport(self.name, [own, lost])
+
+
+def test_a_checker_of_ones_own_joins_the_per_key_pass(tmp_path: Path) -> None:
+    b = HistoryBuilder(tmp_path)
+    p, c = b.process(), b.process()
+    b.send1(p, "k", "ab", 0)
+    b.send1(p, "k", "abcdef", 1)
+    b.poll(c, {"k": [(0, "ab"), (1, "abcdef")]})
+    b.election("k", unclean=True)
+    b.send1(b.process(), "k", "new", 1)
+    b.poll(c, {"k": [(0, "ab"), (1, "new")]})
+    results = check_history(b.close(), config=CONFIG, checkers=[*default_checkers(), LongValues()])
+    section = results["checkers"]["long_values"]
+    assert section["counts"] == {"long-value": 1, "window-loss": 1}
+    assert section["anomalies"]["long-value"] == [{"key": "k", "value": "abcdef"}]
+    (window,) = results["checkers"]["unclean"]["anomalies"]["unclean-loss-window"]
+    assert section["anomalies"]["window-loss"] == [
+        {"key": "k", "value": "abcdef", "election_index": window["election"]}
+    ]
