@@ -272,24 +272,38 @@ class KeyLog:
         return pd.Series(at, index=wanted.index).astype("Int64").where(found)
 
     def _offset_values(self) -> pd.DataFrame:
-        """Per offset in the evidence: didx, value_count, values (sorted distinct)."""
-        grouped = self.contents.groupby("offset", sort=True)["value"]
-        out = pd.DataFrame({"value_count": grouped.size(), "values": grouped.agg(sorted)})
-        out = out.reset_index()
-        out["didx"] = np.arange(len(out), dtype=np.int64)
-        return out
+        """Per offset in the evidence, in order: didx, value_count."""
+        counts = self.contents.groupby("offset", sort=True).size()
+        return pd.DataFrame(
+            {
+                "offset": counts.index.to_numpy(dtype=np.int64),
+                "value_count": counts.to_numpy(),
+                "didx": np.arange(len(counts), dtype=np.int64),
+            }
+        )
 
     def _values(self) -> pd.DataFrame:
-        """Per value in the evidence: first_offset, last_offset, offset_count, offsets."""
+        """Per value in the evidence: first_offset, last_offset, offset_count."""
         grouped = self.contents.groupby("value", sort=False)["offset"]
         return pd.DataFrame(
             {
                 "first_offset": grouped.min(),
                 "last_offset": grouped.max(),
                 "offset_count": grouped.size(),
-                "offsets": grouped.agg(sorted),
             }
         ).reset_index()
+
+    def values_at(self, offsets: pd.Series) -> list[list[str]]:
+        """The sorted distinct values seen at each of `offsets` (for samples)."""
+        seen = self.contents[self.contents["offset"].isin(offsets)]
+        listed = seen.sort_values("value").groupby("offset")["value"].agg(list)
+        return [listed.get(offset, []) for offset in offsets]
+
+    def offsets_of(self, values: pd.Series) -> list[list[int]]:
+        """The sorted offsets holding each of `values` (for samples)."""
+        seen = self.contents[self.contents["value"].isin(values)]
+        listed = seen.sort_values("offset").groupby("value")["offset"].agg(list)
+        return [listed.get(value, []) for value in values]
 
     def _located_writes(self) -> pd.DataFrame:
         """The writes with their value's first and last offset (null: not in the log)."""

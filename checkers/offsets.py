@@ -28,7 +28,8 @@ ANOMALIES = ("inconsistent-offsets", "duplicate")
 def key_inconsistent_offsets(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
     """`inconsistent_offsets` on one key."""
     per_offset = log.offset_values
-    several = per_offset[per_offset["value_count"] > 1]
+    several = per_offset[per_offset["value_count"] > 1].copy()
+    several["values"] = log.values_at(several["offset"])
     if several.empty:
         return several.assign(expected=False, expected_reason=None)
     writes = log.located_writes
@@ -38,7 +39,6 @@ def key_inconsistent_offsets(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
     lossy = losses.classify(at_offsets)
     lossy = lossy[lossy["expected"]]
     reasons = lossy.groupby(lossy["offset"].astype("int64"))["expected_reason"].min()
-    several = several.copy()
     several["expected_reason"] = several["offset"].map(reasons)
     several["expected"] = several["expected_reason"].notna()
     return several
@@ -48,6 +48,7 @@ def key_duplicates(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
     """Values at several offsets of one key, with `sends` where retries may duplicate."""
     values = log.values
     several = values[values["offset_count"] > 1].copy()
+    several["offsets"] = log.offsets_of(several["value"])
     several["first_idx"] = log.dense(several["first_offset"]).to_numpy()
     if not losses.rules.retries_may_duplicate or several.empty:
         return several.assign(expected=False, expected_reason=None)
