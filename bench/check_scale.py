@@ -7,7 +7,8 @@ anomalies of every type injected at known places. The generator keeps the ground
 including the anomalies an injection causes as a side effect (a lost record makes every
 reader that crosses its offset skip an index). Then it times each stage with `local[2]`:
 Spark start, history.jsonl -> history.parquet (the bulk converter; `--loader exact`: the
-line-by-line one), checking; reports peak memory (this process + the JVM, from /proc) and precision/recall
+line-by-line one), checking; reports peak memory (this process, the JVM and its Python
+workers, from /proc) and precision/recall
 per anomaly type against the truth. Prints one JSON document.
 
     .venv/bin/python bench/check_scale.py --lines 1000000 [--loader auto|exact] [--dir /tmp]
@@ -497,8 +498,16 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def _descendants(pid: int) -> list[int]:
+    out = []
+    for child in _children(pid):
+        out += [child, *_descendants(child)]
+    return out
+
+
 class MemorySampler(threading.Thread):
-    """Peak RSS of this process and of its child processes (the JVM), sampled 4x a second."""
+    """Peak RSS of this process and of every process under it (the JVM, its Python workers;
+    their shared pages counted in each), sampled 4x a second."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
@@ -509,9 +518,7 @@ class MemorySampler(threading.Thread):
     def run(self) -> None:
         me = os.getpid()
         while not self.stopped.wait(0.25):
-            pids = [me]
-            for child in _children(me):
-                pids += [child, *_children(child)]
+            pids = [me, *_descendants(me)]
             driver = _rss_kb(me, "VmRSS")
             total = sum(_rss_kb(pid, "VmRSS") for pid in pids)
             self.peak_driver_kb = max(self.peak_driver_kb, driver)
@@ -613,7 +620,7 @@ def main() -> None:
     sampler.join()
     figures["peak_rss_mb"] = {
         "driver_python": round(sampler.peak_driver_kb / 1024),
-        "driver_python_and_jvm": round(sampler.peak_total_kb / 1024),
+        "driver_jvm_and_workers": round(sampler.peak_total_kb / 1024),
     }
     figures["ops_per_s_end_to_end"] = round(args.lines / figures["end_to_end_s"])
     figures["valid"] = results["valid"]
