@@ -1,26 +1,28 @@
 """Unclean-loss windows: committed data lost when a leader outside the ISR was elected.
 
 From the SUT's `leader-election` events with `unclean: true`. A committed write (`ok`, or
-`info` and read; see `checkers.evidence`) with a known offset is lost in the window of
+`info` and read; see `checkers.key_log`) with a known offset is lost in the window of
 election E (of its key) when either
 - it was acknowledged, and last read by an `ok` read, before E (E is the first unclean
-  election of the key after both), and no `ok` read completed after E saw it, although
-  `ok` reads completed after E reached its offset or beyond (so the log after E no longer
-  held it there); or
+  election of the key after both), no `ok` read completed after E saw it, and the log
+  after E no longer held it there: `ok` reads completed after E reached its offset or
+  beyond, or the final read after E (which reads the key to its end) ended below it; or
 - it was acknowledged before E (E is the first unclean election of the key after the
   acknowledgement) and last read after E but before the deposed leader rejoined the new
   leader's ISR (see below): clients may still read from a deposed leader that has not
-  learned of E; `ok` reads after that rejoin reached its offset or beyond without seeing
-  it; or
+  learned of E; after that rejoin, `ok` reads reached its offset or beyond without seeing
+  it, or the final read ended below it; or
 - it was acknowledged (or, indeterminate, first read) after E (E is the last unclean
-  election of the key before) by the deposed leader, which had not yet learned of E: acknowledged and last read before the
-  deposed leader (E's `previous_leader`) rejoined the ISR of the new leader (a later
-  `isr-change` or `leader-election` of the key whose ISR holds it), and `ok` reads after
-  that rejoin reached its offset or beyond without seeing it.
+  election of the key before) by the deposed leader, which had not yet learned of E:
+  acknowledged and last read before the deposed leader (E's `previous_leader`) rejoined
+  the ISR of the new leader (a later `isr-change` or `leader-election` of the key whose
+  ISR holds it), and after that rejoin `ok` reads reached its offset or beyond without
+  seeing it, or the final read ended below it.
 One `unclean-loss-window` per election that lost something: the key, the election, the
 lost offset range, how many committed values were lost, and the time window from the
 first lost acknowledgement to the election. Expected (not invalid) when unclean leader
 election was allowed; the lost writes' own `lost-write`/`unseen` are then expected too.
+Found per key, in the per-key pass (`checkers.key_pass`).
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ ANOMALIES = ("unclean-loss-window",)
 
 
 def key_unclean_lost(log: KeyLog) -> pd.DataFrame:
-    """`unclean_lost_writes` on one key: its committed writes lost in an unclean-loss
-    window, with `election_index` (empty when the key had no unclean election)."""
+    """The key's committed writes lost in an unclean-loss window (the module's rules), with
+    `election_index` (empty when the key had no unclean election)."""
     events = log.events
     elections = sorted(
         (e for e in events if e.f == "leader-election" and e.unclean),
@@ -89,19 +91,26 @@ def key_unclean_lost(log: KeyLog) -> pd.DataFrame:
     pairs["_before"] = before
     candidates = pairs[before | deposed]
     reads = log.reads[log.reads["type"] == "ok"]
+    final = reads[reads["final"]]
+    # Per election: how far `ok` reads, and the final read, went after it (and after the
+    # deposed leader's rejoin): a write is gone when reads passed its offset without it, or
+    # when the final read, which reads each key to its end, ended below it.
     reach = {
         e.index: (
-            _max_offset(reads, e.time),
-            None if math.isnan(r) else _max_offset(reads, r),
+            (_max_offset(reads, e.time), _max_offset(final, e.time)),
+            (nan, nan) if math.isnan(r) else (_max_offset(reads, r), _max_offset(final, r)),
         )
         for e, r in zip(elections, table["rejoin_time"], strict=True)
     }
-    limit = [
+    limits = [
         reach[election][0 if early else 1]
         for election, early in zip(candidates["election_index"], candidates["_before"], strict=True)
     ]
-    bound = pd.Series(limit, index=candidates.index, dtype="float64")
-    lost = candidates[candidates["offset"].astype("float64") <= bound]
+    index = candidates.index
+    passed = pd.Series([limit[0] for limit in limits], index=index, dtype="float64")
+    log_end = pd.Series([limit[1] for limit in limits], index=index, dtype="float64")
+    offset = candidates["offset"].astype("float64")
+    lost = candidates[(offset <= passed) | (offset > log_end)]
     lost = lost.sort_values("election_index", kind="stable").drop_duplicates("value")
     return lost.drop(columns=["_before"]).reset_index(drop=True)
 

@@ -379,6 +379,21 @@ def deposed_leader_read(b: HistoryBuilder, k: str) -> Outcome:
     return Outcome({k: {"unclean-loss-window", "inconsistent-offsets"}})
 
 
+def unclean_log_ends_below(b: HistoryBuilder, k: str) -> Outcome:
+    """Writes acknowledged before an unclean election past the end of the new leader's log:
+    no read can pass them, but the final read, which reads the key to its end, ends below
+    them: lost in the election's window."""
+    p, c = b.process(), b.process()
+    v = _log(b, k, 4, p)
+    b.poll(c, {k: [(0, v[0]), (1, v[1])]})
+    b.election(k, unclean=True)
+    b.send1(b.process(), k, f"{k}-new-2", 2)
+    final = b.process()
+    b.assign(final, [k])
+    b.poll(final, {k: [(0, v[0]), (1, v[1]), (2, f"{k}-new-2")]}, final=True)
+    return Outcome({k: {"unclean-loss-window", "lost-write", "unseen", "inconsistent-offsets"}})
+
+
 def deposed_leader_info_read(b: HistoryBuilder, k: str) -> Outcome:
     """After an unclean election the deposed leader takes a write whose send times out
     (info) and a consumer reads it there; once the deposed leader rejoins the new leader's
@@ -464,6 +479,7 @@ DEFAULT_SCENARIOS: dict[str, Scenario] = {
     "deposed": deposed_leader_acks,
     "deposedread": deposed_leader_read,
     "deposedinfo": deposed_leader_info_read,
+    "logend": unclean_log_ends_below,
     "elections": elections_without_loss,
     "acks1": acks1_loss,
 }
@@ -535,6 +551,7 @@ UNCLEAN_SCENARIOS: dict[str, Scenario] = {
     "deposed": deposed_leader_acks,
     "deposedread": deposed_leader_read,
     "deposedinfo": deposed_leader_info_read,
+    "logend": unclean_log_ends_below,
 }
 
 

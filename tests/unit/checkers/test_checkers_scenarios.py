@@ -79,7 +79,7 @@ def test_default_verdict(default_run: Any) -> None:
     assert results["config"]["test"]["promises_no_loss"] is False
     assert "lost-acked-write" not in results["checkers"]["delivery"]["counts"]
     counts = results["checkers"]["offsets"]["counts"]
-    assert counts == {"inconsistent-offsets": 13, "duplicate": 1}
+    assert counts == {"inconsistent-offsets": 14, "duplicate": 1}
 
 
 @pytest.mark.parametrize("name", sorted(PROMISE_SCENARIOS))
@@ -133,18 +133,20 @@ def test_unclean_loss_window(unclean_run: Any) -> None:
         "deposed",
         "deposedread",
         "deposedinfo",
+        "logend",
     }
     assert windows["deposed"]["lost"] == 2
     assert windows["deposed"]["lost_values"] == ["deposed-1", "deposed-deposed"]
     assert windows["deposedread"]["lost_values"] == ["deposedread-1"]
     assert windows["deposedinfo"]["lost_values"] == ["deposedinfo-deposed"]
     assert windows["deposedinfo"]["offsets"] == [2, 2]
+    assert windows["logend"]["lost_values"] == ["logend-2", "logend-3"]
     window = windows["unclean"]
     assert window["offsets"] == [2, 3]
     assert window["lost"] == 2
     assert window["lost_values"] == ["unclean-2", "unclean-3"]
     assert window["window"][1] == window["time"]
-    assert section["details"] == {"leader_elections": 10, "unclean_elections": 9}
+    assert section["details"] == {"leader_elections": 11, "unclean_elections": 10}
     steps = results["checkers"]["order"]["expected"]
     (send,) = steps["nonmonotonic-send"]
     assert send["key"] == "truncated" and send["offsets"] == [3, 2]
