@@ -23,6 +23,7 @@ from pyspark.sql import SparkSession
 from checkers.checker import CheckContext, Checker
 from checkers.config import CheckConfig, TestSettings, find_test_settings
 from checkers.evidence import Evidence
+from checkers.key_findings import key_facts
 from checkers.key_pass import KeyCheck, key_pass
 from checkers.load import LoadedHistory, load_history, locate_history
 from checkers.losses import LossRules
@@ -97,6 +98,7 @@ def check_loaded(
             elections=elections,
             config=config,
             key_findings=key_findings,
+            key_facts=key_facts(key_findings),
         )
         reports = compose(chosen, context)
         collected = collect_findings(

@@ -10,8 +10,8 @@ by `checkers.registry`; adding one is writing a module and registering it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from pyspark.sql import DataFrame
 
@@ -33,7 +33,9 @@ class CheckContext:
     `elections`: the SUT's leader elections counted (`leader_elections`,
     `unclean_elections`); `config`: the options of the check; `key_findings`: the finding
     frame of the per-key pass (`checkers.key_pass`), holding the findings of every checker
-    that has `check_key` (None: the pass did not run; such checkers cannot report).
+    that has `check_key` (None: the pass did not run; such checkers cannot report), and
+    `key_facts`, the facts they learnt of each key for their details (checker -> key ->
+    facts).
     """
 
     evidence: Evidence
@@ -44,6 +46,7 @@ class CheckContext:
     elections: Mapping[str, int]
     config: CheckConfig
     key_findings: DataFrame | None = None
+    key_facts: Mapping[str, Mapping[str, Mapping[str, Any]]] = field(default_factory=dict)
 
     @property
     def settings(self) -> TestSettings:

@@ -13,6 +13,7 @@ Both are found per key, in the per-key pass (`checkers.key_pass`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checkers.checker import CheckContext
-from checkers.key_findings import FindingRow, KeyFacts, key_facts, key_finding, rows_of
+from checkers.key_findings import FindingRow, KeyFacts, key_finding, rows_of
 from checkers.key_log import KeyLog
 from checkers.losses import KeyLosses
 from checkers.results import CheckerReport
@@ -103,7 +104,9 @@ def check_consumer_groups_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow
     return found
 
 
-def consumption_details(assign: DataFrame, facts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def consumption_details(
+    assign: DataFrame, facts: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
     """Members, commits, values consumed, and how many times each was consumed."""
     ok = F.col("type") == "ok"
     row = assign.agg(
@@ -142,5 +145,5 @@ class ConsumerGroupsChecker:
         return CheckerReport(
             self.name,
             [key_finding(context.key_findings, CHECKER, ANOMALIES)],
-            details=consumption_details(context.assign, key_facts(context.key_findings, CHECKER)),
+            details=consumption_details(context.assign, context.key_facts.get(CHECKER, {})),
         )

@@ -18,12 +18,13 @@ per-key pass (`checkers.key_pass`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
 from checkers.checker import CheckContext
-from checkers.key_findings import FindingRow, KeyFacts, key_facts, key_finding, rows_of
+from checkers.key_findings import FindingRow, KeyFacts, key_finding, rows_of
 from checkers.key_log import KeyLog
 from checkers.losses import KeyLosses, LossRules
 from checkers.results import CheckerReport
@@ -161,7 +162,7 @@ def check_delivery_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyF
     return found
 
 
-def delivery_details(rules: LossRules, facts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def delivery_details(rules: LossRules, facts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """What lost-acked-write could judge: keys with and without a complete final read."""
     if not judges_lost_acked_writes(rules):
         return {
@@ -198,5 +199,5 @@ class DeliveryChecker:
         return CheckerReport(
             self.name,
             [key_finding(context.key_findings, CHECKER, looked_for)],
-            details=delivery_details(context.losses, key_facts(context.key_findings, CHECKER)),
+            details=delivery_details(context.losses, context.key_facts.get(CHECKER, {})),
         )

@@ -135,13 +135,13 @@ def key_finding(
     )
 
 
-def key_facts(frame: DataFrame | None, checker: str) -> dict[str, dict[str, Any]]:
-    """The facts `checker` learnt of each key in the pass, by key (collected)."""
+def key_facts(frame: DataFrame | None) -> dict[str, dict[str, dict[str, Any]]]:
+    """The facts each checker learnt of each key in the pass: checker -> key -> facts
+    (collected in one job)."""
     if frame is None:
         return {}
-    rows = (
-        frame.filter((F.col("checker") == checker) & F.col("anomaly").isNull())
-        .select("key", "detail")
-        .collect()
-    )
-    return {str(row["key"]): json.loads(row["detail"]) for row in rows}
+    rows = frame.filter(F.col("anomaly").isNull()).select("checker", "key", "detail").collect()
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for row in rows:
+        out.setdefault(str(row["checker"]), {})[str(row["key"])] = json.loads(row["detail"])
+    return out

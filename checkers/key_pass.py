@@ -10,7 +10,7 @@ written other keys) and the SUT's replication events of each key.
 A checker joins the pass by having `check_key(log, losses)`, which returns its findings
 on one key as `FindingRow`s, and what it learnt of the key for its details as a `KeyFacts`
 (a row of the frame without an anomaly); its `check` then reads them from
-`CheckContext.key_findings` (`key_finding`, `key_facts`).
+`CheckContext.key_findings` (`key_finding`) and `CheckContext.key_facts`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
+import pandas as pd
 import pyarrow as pa
 from pyspark import cloudpickle
 from pyspark.sql import DataFrame
@@ -117,21 +118,26 @@ def _prepared(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> DataFrame:
 
 def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFacts:
     """What every key is told (`SharedFacts`), collected: few rows."""
-    changes = (
-        assign.filter(F.col("f").isin("assign", "subscribe") & F.col("type").isin("ok", "info"))
-        .select("process_id", "index", "keys")
-        .orderBy("index")
-        .toPandas()
-    )
+    changes = assign.filter(
+        F.col("f").isin("assign", "subscribe") & F.col("type").isin("ok", "info")
+    ).select("process_id", "index", "keys", F.lit(False).alias("member"))
     members = (
         assign.filter((F.col("type") == "ok") & F.col("f").isin("subscribe", "commit"))
         .select("process_id")
         .distinct()
+        .select(
+            "process_id",
+            F.lit(None).cast("long").alias("index"),
+            F.lit(None).cast("array<string>").alias("keys"),
+            F.lit(True).alias("member"),
+        )
     )
+    rows: pd.DataFrame = changes.unionByName(members).toPandas()
+    assignments = rows[~rows["member"]].sort_values("index", kind="stable")
     return SharedFacts(
         info_seen=frozenset(info_operations_seen(mops, ops)),
-        assignments=changes,
-        members=frozenset(int(row["process_id"]) for row in members.collect()),
+        assignments=assignments[["process_id", "index", "keys"]].reset_index(drop=True),
+        members=frozenset(int(p) for p in rows.loc[rows["member"], "process_id"]),
     )
 
 
