@@ -81,18 +81,28 @@ def detail_json(detail: Mapping[str, Any]) -> str:
 
 def rows_of(
     checker: str,
-    anomaly: str,
+    anomaly: str | Mapping[str, pd.Series],
     frame: pd.DataFrame,
     *,
     order: str,
     detail: Sequence[tuple[str, str]],
     expected: str | None = None,
 ) -> list[FindingRow]:
-    """One `FindingRow` per row of `frame` (with a `key` column): `detail` names (field, column) pairs; with
-    `expected` (a boolean column), an expected row's `expected_reason` is its
-    `expected_because`."""
+    """One `FindingRow` per row of `frame` (with a `key` column): `detail` names (field,
+    column) pairs; with `expected` (a boolean column), an expected row's `expected_reason`
+    is its `expected_because`. `anomaly` is a type name, or types with the boolean mask
+    over `frame` that makes a row one of them (the first that holds; rows matching none
+    are left out), as `checkers.findings.finding` takes them."""
+    if isinstance(anomaly, str):
+        kinds = pd.Series(anomaly, index=frame.index, dtype=object)
+    else:
+        kinds = pd.Series(None, index=frame.index, dtype=object)
+        for name, mask in reversed(list(anomaly.items())):
+            kinds = kinds.mask(mask.fillna(False).astype(bool), name)
     out = []
-    for record in frame.to_dict("records"):
+    for kind, record in zip(kinds, frame.to_dict("records"), strict=True):
+        if not isinstance(kind, str):  # no type's mask held
+            continue
         is_expected = bool(_plain(record[expected])) if expected is not None else False
         fields = {name: record[column] for name, column in detail}
         if expected is not None:
@@ -100,7 +110,7 @@ def rows_of(
         out.append(
             FindingRow(
                 checker,
-                anomaly,
+                kind,
                 str(record["key"]),
                 _plain(record[order]),
                 is_expected,

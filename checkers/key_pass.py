@@ -84,24 +84,14 @@ def _prepared(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> DataFrame:
         .drop("_completion")
         .select(*INPUT_COLUMNS)
     )
+    operation = ("index", "invoke_index", "time", "process_id", "type")
     commits = (
         assign.filter(
             (F.col("f") == "commit") & (F.col("type") == "ok") & F.col("keys").isNotNull()
         )
+        .select(*operation, F.explode(F.arrays_zip("keys", "offsets")).alias("c"))
         .select(
-            "index",
-            "invoke_index",
-            "time",
-            "process_id",
-            "type",
-            F.explode(F.arrays_zip("keys", "offsets")).alias("c"),
-        )
-        .select(
-            "index",
-            "invoke_index",
-            "time",
-            "process_id",
-            "type",
+            *operation,
             F.lit("commit").alias("op_f"),
             F.lit("commit").alias("f"),
             F.col("c.keys").alias("key"),
