@@ -16,22 +16,23 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pyspark.sql import SparkSession
 
 from checkers.checker import CheckContext, Checker
 from checkers.config import CheckConfig, TestSettings, find_test_settings
+from checkers.events import collect_events
 from checkers.evidence import Evidence
-from checkers.key_findings import key_facts
-from checkers.key_pass import KeyCheck, key_pass
+from checkers.key_pass import KeyCheck, key_pass, shared_facts
 from checkers.load import LoadedHistory, load_history, locate_history
 from checkers.losses import LossRules
 from checkers.registry import REGISTRY, compose
 from checkers.results import assemble_results, collect_findings
-from checkers.session import connect_running, get_spark, spark_settings
+from checkers.session import cancel_jobs, connect_running, get_spark, spark_settings
 from checkers.stats import DATA_FS, history_stats
-from checkers.unclean import election_counts, unclean_lost_frame
+from checkers.unclean import unclean_lost_frame
 
 
 def check_history(
@@ -78,27 +79,49 @@ def check_loaded(
     """Run `checkers` (by default the registered ones) over loaded tables and assemble
     results.json; their sections follow their order."""
     evidence = Evidence(loaded.ops, loaded.mops)
-    elections = election_counts(loaded.events)
     rules = LossRules(settings, config.expect_loss)
+    chosen = tuple(REGISTRY if checkers is None else checkers)
+    per_key = [checker for checker in chosen if isinstance(checker, KeyCheck)]
+    # The statistics and the pass read the same tables independently: their jobs run side
+    # by side, which on a small history (where a job waits more than it computes) saves
+    # most of the statistics' time.
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="squall-check")
     try:
-        stats = history_stats(spark, loaded.ops, loaded.events, window_s=config.stats_window_s)
-        has_ok = any(stats["by_f"].get(f, {}).get("ok", 0) for f in DATA_FS)
-        chosen = tuple(REGISTRY if checkers is None else checkers)
-        per_key = [checker for checker in chosen if isinstance(checker, KeyCheck)]
-        key_findings = evidence.keep(
-            "key_findings",
-            lambda: key_pass(loaded.ops, loaded.mops, loaded.events, loaded.assign, rules, per_key),
+        events = pool.submit(collect_events, loaded.events)
+        stats_done = pool.submit(
+            lambda: history_stats(
+                spark, loaded.ops, events.result().nemesis, window_s=config.stats_window_s
+            )
         )
+        shared = shared_facts(loaded.ops, loaded.mops, loaded.assign)
+        found = key_pass(
+            loaded.ops,
+            loaded.mops,
+            loaded.assign,
+            shared,
+            events.result().replication,
+            rules,
+            per_key,
+            config.sample,
+        )
+        stats = stats_done.result()
+    except BaseException:
+        cancel_jobs(spark)  # of the other thread too, rather than wait for them
+        raise
+    finally:
+        pool.shutdown(cancel_futures=True)
+    has_ok = any(stats["by_f"].get(f, {}).get("ok", 0) for f in DATA_FS)
+    try:
         context = CheckContext(
             evidence=evidence,
             assign=loaded.assign,
             events=loaded.events,
             losses=rules,
-            unclean_lost=unclean_lost_frame(key_findings),
-            elections=elections,
+            unclean_lost=unclean_lost_frame(spark, found),
+            elections=events.result().elections,
             config=config,
-            key_findings=key_findings,
-            key_facts=key_facts(key_findings),
+            key_findings=found,
+            key_facts=found.facts,
         )
         reports = compose(chosen, context)
         collected = collect_findings(

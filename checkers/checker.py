@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame
 
 from checkers.config import CheckConfig, TestSettings
 from checkers.evidence import Evidence
+from checkers.key_findings import KeyFindings
 from checkers.losses import LossRules
 from checkers.results import CheckerReport
 
@@ -31,9 +32,9 @@ class CheckContext:
     `unclean_lost`: (key, value, election_index) of the committed writes lost in
     unclean-loss windows (`checkers.unclean`);
     `elections`: the SUT's leader elections counted (`leader_elections`,
-    `unclean_elections`); `config`: the options of the check; `key_findings`: the finding
-    frame of the per-key pass (`checkers.key_pass`), holding the findings of every checker
-    that has `check_key` (None: the pass did not run; such checkers cannot report), and
+    `unclean_elections`); `config`: the options of the check; `key_findings`: what the
+    per-key pass (`checkers.key_pass`) found for every checker that has `check_key`,
+    counted and sampled (None: the pass did not run; such checkers cannot report), and
     `key_facts`, the facts they learnt of each key for their details (checker -> key ->
     facts).
     """
@@ -45,7 +46,7 @@ class CheckContext:
     unclean_lost: DataFrame
     elections: Mapping[str, int]
     config: CheckConfig
-    key_findings: DataFrame | None = None
+    key_findings: KeyFindings | None = None
     key_facts: Mapping[str, Mapping[str, Mapping[str, Any]]] = field(default_factory=dict)
 
     @property

@@ -10,7 +10,9 @@ The server runs `local[*]` with squall's Spark settings (`SparkSettings.conf`), 
 pid, port and start time, in the user's private cache directory
 (`~/.cache/squall/spark/connect-server.json`, written atomically). squall hands the token
 to a server it started (`connect_address`), so other users of the machine cannot run
-anything in it. Its log (the JVM's warnings and errors, and whatever it prints) is
+anything in it. It hands every check the same session too (its id is in the state file,
+renewed when the server has closed it for being idle): the server keeps one set of
+Python workers per session, so checks in one session skip their start. Its log (the JVM's warnings and errors, and whatever it prints) is
 `connect-server.log` beside the state file; its working directory is that directory too,
 so a relative path a client sends never resolves against somewhere unexpected.
 """
@@ -27,8 +29,9 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -64,6 +67,8 @@ class ServerState:
     log: str
     memory: str
     spark_version: str
+    session: str = ""
+    """The Spark Connect session every check shares (empty: none recorded)."""
 
     @property
     def url(self) -> str:
@@ -108,6 +113,7 @@ def read_state() -> ServerState | None:
             log=str(doc["log"]),
             memory=str(doc["memory"]),
             spark_version=str(doc["spark_version"]),
+            session=str(doc.get("session", "")),
         )
     except (OSError, ValueError, TypeError, KeyError, SparkUnavailableError):
         return None
@@ -153,7 +159,20 @@ def connect_address(url: str) -> str:
     state, running = server_status()
     if state is None or not running or state.port != port:
         return url
-    return f"sc://localhost:{port}/;token={state.token}" + params.lstrip("/")
+    shared = f";session_id={state.session}" if state.session and "session_id=" not in url else ""
+    return f"sc://localhost:{port}/;token={state.token}{shared}" + params.lstrip("/")
+
+
+def renew_session(address: str) -> str | None:
+    """The address with a new shared session, recorded for later checks, when `address`
+    names the recorded server's shared session (the server closed it); else None."""
+    with _locked() as directory:
+        state, running = server_status()
+        if state is None or not running or f";session_id={state.session}" not in address:
+            return None
+        renewed = replace(state, session=str(uuid.uuid4()))
+        _write_state(directory, renewed)
+    return address.replace(f"session_id={state.session}", f"session_id={renewed.session}")
 
 
 @contextlib.contextmanager
@@ -269,7 +288,10 @@ def start_server(
             )
         from pyspark.version import __version__
 
-        state = ServerState(process.pid, port, token, time.time(), str(log), memory, __version__)
+        state = ServerState(
+            process.pid, port, token, time.time(), str(log), memory, __version__,
+            session=str(uuid.uuid4()),
+        )  # fmt: skip
         _write_state(directory, state)
         try:
             _await_ready(process, state, timeout)

@@ -13,16 +13,13 @@ Both are found per key, in the per-key pass (`checkers.key_pass`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from checkers.checker import CheckContext
-from checkers.key_findings import FindingRow, KeyFacts, key_finding, rows_of
+from checkers.key_findings import FindingRow, KeyFacts, KeyFindings, key_finding, pass_ran, rows_of
 from checkers.key_log import KeyLog
 from checkers.losses import KeyLosses
 from checkers.results import CheckerReport
@@ -104,22 +101,13 @@ def check_consumer_groups_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow
     return found
 
 
-def consumption_details(
-    assign: DataFrame, facts: Mapping[str, Mapping[str, Any]]
-) -> dict[str, Any]:
+def consumption_details(found: KeyFindings) -> dict[str, Any]:
     """Members, commits, values consumed, and how many times each was consumed."""
-    ok = F.col("type") == "ok"
-    row = assign.agg(
-        F.count_distinct(
-            F.when(ok & F.col("f").isin("subscribe", "commit"), F.col("process_id"))
-        ).alias("members"),
-        F.count(F.when(ok & (F.col("f") == "commit"), 1)).alias("commits"),
-    ).collect()[0]
-    members, commits = int(row["members"]), int(row["commits"])
+    members, commits = len(found.shared.members), found.shared.commits
     if members == 0:
         return {"members": 0, "commits": commits, "note": "no consumer group in the history"}
     counts: dict[int, int] = {}
-    for fact in facts.values():
+    for fact in found.facts.get(CHECKER, {}).values():
         for times, n in fact["consumption_counts"].items():
             counts[int(times)] = counts.get(int(times), 0) + n
     return {
@@ -142,8 +130,9 @@ class ConsumerGroupsChecker:
         return check_consumer_groups_key(log, losses)
 
     def check(self, context: CheckContext) -> CheckerReport:
+        found = pass_ran(context.key_findings, CHECKER)
         return CheckerReport(
             self.name,
-            [key_finding(context.key_findings, CHECKER, ANOMALIES)],
-            details=consumption_details(context.assign, context.key_facts.get(CHECKER, {})),
+            [key_finding(found, CHECKER, ANOMALIES)],
+            details=consumption_details(found),
         )

@@ -5,6 +5,9 @@ A finding frame has one row per anomaly: `checker`, `anomaly` (the docs/anomalie
 (an allowed loss, see `checkers.losses`), and `detail`, the anomaly's fields as JSON text.
 Fields holding history values (JSON text in Parquet) are named in `json_fields` and decoded
 when samples are collected, so `"value": 17` reads as in the history.
+
+The per-key pass (`checkers.key_pass`) counts and samples its findings as it finds them:
+its `Finding`s carry those `SampledRows` instead of a frame.
 """
 
 from __future__ import annotations
@@ -18,15 +21,30 @@ from pyspark.sql import functions as F
 FINDING_COLUMNS = ("checker", "anomaly", "key", "order", "expected", "detail")
 
 
+FindingSlot = tuple[str, str, bool]
+"""checker, anomaly, expected: what findings are counted and sampled by."""
+
+
+@dataclass(frozen=True)
+class SampledRows:
+    """Findings of one slot already counted: the complete `count`, and the first rows in
+    sample order as (order, key, detail JSON), at least as many as are sampled."""
+
+    count: int
+    rows: tuple[tuple[int | None, str, str], ...]
+
+
 @dataclass(frozen=True)
 class Finding:
-    """Anomaly types found (or looked for) by one checker, in one frame."""
+    """Anomaly types found (or looked for) by one checker: in one frame, or counted and
+    sampled already (`sampled`, by (anomaly, expected); `frame` None)."""
 
     checker: str
     anomalies: tuple[str, ...]
-    frame: DataFrame
+    frame: DataFrame | None
     json_fields: tuple[str, ...] = ()
     allowed: frozenset[str] = frozenset()
+    sampled: Mapping[tuple[str, bool], SampledRows] | None = None
 
 
 def finding(

@@ -1,25 +1,30 @@
 """Findings of the per-key pass as data: a `FindingRow` per anomaly found on a key, a
 `KeyFacts` per key for a checker's details, both written as rows of the finding frame
-(`checkers.findings`; a facts row has no anomaly), and read back per checker.
+(`checkers.findings`; a facts row has no anomaly). Each key's function keeps only the
+first rows of each (checker, anomaly, expected) in sample order, with their count
+(`sampled_rows`), so the pass's rows are few; they are collected once into `KeyFindings`
+and read back per checker.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from checkers.errors import CheckerDefinitionError
-from checkers.findings import FINDING_COLUMNS, Finding
+from checkers.findings import Finding, FindingSlot, SampledRows
+from checkers.key_log import SharedFacts
 
 FrameRow = tuple[str, str | None, str, int | None, bool, str]
 """checker, anomaly, key, order, expected, detail (JSON): `FINDING_COLUMNS`."""
+PassRow = tuple[str, str | None, str, int | None, bool, str, int | None]
+"""A row of the pass's frame: a `FrameRow` and `count`, the number of findings of its slot
+on its key on the slot's first row (0 on the others, null on a facts row)."""
 
 
 @dataclass(frozen=True)
@@ -120,38 +125,80 @@ def rows_of(
     return out
 
 
+def sampled_rows(rows: Sequence[FindingRow | KeyFacts], sample: int) -> list[PassRow]:
+    """The rows one key gives the pass: of each (checker, anomaly, expected), the first
+    `max(sample, 1)` findings in sample order (order, nulls first, then detail), the first
+    carrying the slot's count; and every facts row."""
+    slots: dict[tuple[str, str | None, bool], list[FrameRow]] = {}
+    out: list[PassRow] = []
+    for row in rows:
+        shaped = row.as_row()
+        if shaped[1] is None:
+            out.append((*shaped, None))
+        else:
+            slots.setdefault((shaped[0], shaped[1], shaped[4]), []).append(shaped)
+    for found in slots.values():
+        found.sort(key=lambda r: (r[3] is not None, r[3] or 0, r[5]))
+        out.extend((*r, len(found) if i == 0 else 0) for i, r in enumerate(found[: max(sample, 1)]))
+    return out
+
+
+@dataclass(frozen=True)
+class KeyFindings:
+    """What the per-key pass found, collected: per (checker, anomaly, expected) the count
+    and first rows (`SampledRows`), the facts each checker learnt of each key, and what
+    the pass told every key (`shared`)."""
+
+    sampled: Mapping[FindingSlot, SampledRows]
+    facts: Mapping[str, Mapping[str, Mapping[str, Any]]]
+    shared: SharedFacts
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[PassRow], shared: SharedFacts) -> KeyFindings:
+        """From the pass's rows (`sampled_rows` of every key)."""
+        counts: dict[FindingSlot, int] = {}
+        found: dict[FindingSlot, list[tuple[int | None, str, str]]] = {}
+        facts: dict[str, dict[str, Mapping[str, Any]]] = {}
+        for checker, anomaly, key, order, expected, detail, count in rows:
+            if anomaly is None:
+                facts.setdefault(checker, {})[key] = json.loads(detail)
+                continue
+            slot = (checker, anomaly, bool(expected))
+            counts[slot] = counts.get(slot, 0) + (count or 0)
+            found.setdefault(slot, []).append((order, key, detail))
+        sampled = {slot: SampledRows(counts[slot], tuple(rows)) for slot, rows in found.items()}
+        return cls(sampled, facts, shared)
+
+
+def pass_ran(found: KeyFindings | None, checker: str) -> KeyFindings:
+    """`found`; CheckerDefinitionError if the per-key pass did not run (None)."""
+    if found is None:
+        raise CheckerDefinitionError(
+            f"checker {checker!r} finds per key, but the per-key pass did not run: give "
+            "its CheckContext the KeyFindings of checkers.key_pass.key_pass"
+        )
+    return found
+
+
 def key_finding(
-    frame: DataFrame | None,
+    found: KeyFindings | None,
     checker: str,
     anomalies: tuple[str, ...],
     *,
     json_fields: tuple[str, ...] = ("value",),
     allowed: frozenset[str] = frozenset(),
 ) -> Finding:
-    """The findings of `checker` in the pass's frame, as a `Finding`."""
-    if frame is None:
-        raise CheckerDefinitionError(
-            f"checker {checker!r} finds per key, but the per-key pass did not run: give "
-            "its CheckContext the frame of checkers.key_pass.key_pass"
-        )
+    """The findings of `checker` in the per-key pass, as a `Finding`."""
+    found = pass_ran(found, checker)
     return Finding(
         checker,
         anomalies,
-        frame.filter((F.col("checker") == checker) & F.col("anomaly").isNotNull()).select(
-            *FINDING_COLUMNS
-        ),
+        None,
         json_fields,
         allowed,
+        sampled={
+            (anomaly, expected): rows
+            for (name, anomaly, expected), rows in found.sampled.items()
+            if name == checker
+        },
     )
-
-
-def key_facts(frame: DataFrame | None) -> dict[str, dict[str, dict[str, Any]]]:
-    """The facts each checker learnt of each key in the pass: checker -> key -> facts
-    (collected in one job)."""
-    if frame is None:
-        return {}
-    rows = frame.filter(F.col("anomaly").isNull()).select("checker", "key", "detail").collect()
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for row in rows:
-        out.setdefault(str(row["checker"]), {})[str(row["key"])] = json.loads(row["detail"])
-    return out

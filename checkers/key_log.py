@@ -74,13 +74,14 @@ class SharedFacts:
     operations one of whose values an `ok` poll read, in any key; `assignments`, every
     `ok` or `info` assign/subscribe (process_id, index, keys: null when unknown), in
     history order; `members`, the processes with an `ok` subscribe or commit (a
-    consumer group's)."""
+    consumer group's); `commits`, how many `ok` commits the history holds."""
 
     info_seen: Set[int] = frozenset()
     assignments: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(columns=["process_id", "index", "keys"])
     )
     members: Set[int] = frozenset()
+    commits: int = 0
 
 
 def _int(series: pd.Series) -> pd.Series:

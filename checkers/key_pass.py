@@ -9,8 +9,10 @@ written other keys) and the SUT's replication events of each key.
 
 A checker joins the pass by having `check_key(log, losses)`, which returns its findings
 on one key as `FindingRow`s, and what it learnt of the key for its details as a `KeyFacts`
-(a row of the frame without an anomaly); its `check` then reads them from
-`CheckContext.key_findings` (`key_finding`) and `CheckContext.key_facts`.
+(a row of the frame without an anomaly). Each key keeps only the rows results.json may
+sample, with their counts (`sampled_rows`), so the pass is collected in one job; a
+checker's `check` reads what it found from `CheckContext.key_findings` (`key_finding`) and
+`CheckContext.key_facts`.
 """
 
 from __future__ import annotations
@@ -19,18 +21,19 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pyspark import cloudpickle
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from checkers.key_findings import FindingRow, KeyFacts
+from checkers.key_findings import FindingRow, KeyFacts, KeyFindings, sampled_rows
 from checkers.key_log import INPUT_COLUMNS, KeyLog, ReplicationEvent, SharedFacts
 from checkers.losses import KeyLosses, LossRules
 from checkers.unclean import key_unclean_lost, lost_facts
 
-FINDING_SCHEMA = pa.schema(
+PASS_SCHEMA = pa.schema(
     [
         ("checker", pa.string()),
         ("anomaly", pa.string()),
@@ -38,11 +41,14 @@ FINDING_SCHEMA = pa.schema(
         ("order", pa.int64()),
         ("expected", pa.bool_()),
         ("detail", pa.string()),
+        ("count", pa.int64()),
     ]
 )
-FINDING_DDL = (
-    "checker string, anomaly string, key string, order long, expected boolean, detail string"
+PASS_DDL = (
+    "checker string, anomaly string, key string, order long, expected boolean, "
+    "detail string, count long"
 )
+"""The rows of the pass (`checkers.key_findings.PassRow`)."""
 
 
 @runtime_checkable
@@ -107,33 +113,45 @@ def _prepared(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> DataFrame:
 
 
 def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFacts:
-    """What every key is told (`SharedFacts`), collected: few rows."""
+    """What every key is told (`SharedFacts`), collected in one job: few rows."""
+    ok = F.col("type") == "ok"
+    shape = ("fact", "process_id", "index", "keys")
+
+    def fact(name: str, frame: DataFrame, process: str | None, index: str | None) -> DataFrame:
+        return frame.select(
+            F.lit(name).alias("fact"),
+            F.col(process).cast("long") if process else F.lit(None).cast("long"),
+            F.col(index).cast("long") if index else F.lit(None).cast("long"),
+            F.col("keys") if name == "assignment" else F.lit(None).cast("array<string>"),
+        ).toDF(*shape)
+
     changes = assign.filter(
         F.col("f").isin("assign", "subscribe") & F.col("type").isin("ok", "info")
-    ).select("process_id", "index", "keys", F.lit(False).alias("member"))
-    members = (
-        assign.filter((F.col("type") == "ok") & F.col("f").isin("subscribe", "commit"))
-        .select("process_id")
-        .distinct()
-        .select(
-            "process_id",
-            F.lit(None).cast("long").alias("index"),
-            F.lit(None).cast("array<string>").alias("keys"),
-            F.lit(True).alias("member"),
-        )
     )
-    rows: pd.DataFrame = changes.unionByName(members).toPandas()
-    assignments = rows[~rows["member"]].sort_values("index", kind="stable")
+    members = assign.filter(ok & F.col("f").isin("subscribe", "commit")).select("process_id")
+    commits = assign.agg(F.count(F.when(ok & (F.col("f") == "commit"), 1)).alias("n"))
+    rows: pd.DataFrame = (
+        fact("assignment", changes, "process_id", "index")
+        .unionByName(fact("member", members.distinct(), "process_id", None))
+        .unionByName(fact("commits", commits, None, "n"))
+        .unionByName(fact("seen", info_operations_seen(mops, ops), None, "invoke_index"))
+        .toPandas()
+    )
+    of = {name: rows[rows["fact"] == name] for name in ("assignment", "member", "commits", "seen")}
+    assignments = of["assignment"].astype({"process_id": np.int64, "index": np.int64})
     return SharedFacts(
-        info_seen=frozenset(info_operations_seen(mops, ops)),
-        assignments=assignments[["process_id", "index", "keys"]].reset_index(drop=True),
-        members=frozenset(int(p) for p in rows.loc[rows["member"], "process_id"]),
+        info_seen=frozenset(int(i) for i in of["seen"]["index"]),
+        assignments=assignments.sort_values("index", kind="stable")[
+            ["process_id", "index", "keys"]
+        ].reset_index(drop=True),
+        members=frozenset(int(p) for p in of["member"]["process_id"]),
+        commits=int(of["commits"]["index"].sum()),
     )
 
 
-def info_operations_seen(mops: DataFrame, ops: DataFrame) -> set[int]:
+def info_operations_seen(mops: DataFrame, ops: DataFrame) -> DataFrame:
     """The `info` (or never completed) send operations one of whose sent values an `ok`
-    poll read, in any key."""
+    poll read, in any key: `invoke_index`, distinct (lazily)."""
     invoked = (F.col("type") == "invoke") | (F.col("invoke_index") == F.col("index"))
     indeterminate = ops.filter(
         invoked
@@ -149,68 +167,44 @@ def info_operations_seen(mops: DataFrame, ops: DataFrame) -> set[int]:
     read = mops.filter(
         (F.col("type") == "ok") & (F.col("f") == "poll") & F.col("offset").isNotNull()
     ).select("key", "value")
-    seen = read.join(F.broadcast(sent), ["key", "value"]).select("invoke_index").distinct()
-    return {int(row["invoke_index"]) for row in seen.collect()}
-
-
-def replication_events(events: DataFrame) -> dict[str, list[ReplicationEvent]]:
-    """The SUT's leader elections and ISR changes by key, in history order (collected: a
-    history holds few)."""
-    rows = (
-        events.filter(
-            (F.col("process") == "sut")
-            & F.col("f").isin("leader-election", "isr-change")
-            & F.col("key").isNotNull()
-        )
-        .select(
-            "key",
-            "index",
-            "time",
-            "f",
-            "leader",
-            "leader_epoch",
-            "isr",
-            "previous_leader",
-            "unclean",
-        )
-        .collect()
-    )
-    out: dict[str, list[ReplicationEvent]] = {}
-    for row in sorted(rows, key=lambda r: r["index"]):
-        out.setdefault(str(row["key"]), []).append(
-            ReplicationEvent(
-                int(row["index"]),
-                int(row["time"]),
-                str(row["f"]),
-                _maybe_int(row["leader"]),
-                _maybe_int(row["leader_epoch"]),
-                None if row["isr"] is None else tuple(int(b) for b in row["isr"]),
-                _maybe_int(row["previous_leader"]),
-                row["unclean"] is True,
-            )
-        )
-    return out
-
-
-def _maybe_int(item: object) -> int | None:
-    return None if item is None else int(item)  # type: ignore[call-overload]
+    return read.join(F.broadcast(sent), ["key", "value"]).select("invoke_index").distinct()
 
 
 def key_pass(
     ops: DataFrame,
     mops: DataFrame,
-    events: DataFrame,
+    assign: DataFrame,
+    shared: SharedFacts,
+    replication: Mapping[str, list[ReplicationEvent]],
+    rules: LossRules,
+    checks: Sequence[KeyCheck],
+    sample: int,
+) -> KeyFindings:
+    """What `checks` found over every key, told `shared` (`shared_facts`) and each key's
+    elections and ISR changes (`replication`, `checkers.events`), sampled as results.json
+    samples (`sample` per type): one shuffle, one function per key, one collect."""
+    frame = key_pass_frame(ops, mops, assign, rules, checks, sample, shared, replication)
+    columns = frame.toArrow().to_pydict()
+    rows = zip(*(columns[name] for name in PASS_SCHEMA.names), strict=True)
+    return KeyFindings.from_rows(rows, shared)
+
+
+def key_pass_frame(
+    ops: DataFrame,
+    mops: DataFrame,
     assign: DataFrame,
     rules: LossRules,
     checks: Sequence[KeyCheck],
+    sample: int,
+    shared: SharedFacts,
+    events: Mapping[str, list[ReplicationEvent]],
 ) -> DataFrame:
-    """The finding frame of `checks` over every key: one shuffle, one function per key."""
-    shared = shared_facts(ops, mops, assign)
+    """The pass's rows (`PASS_DDL`), lazily."""
     # The workers get the checks' code with the function, not by importing squall: a
     # cluster's or a Connect server's Python needs only pyspark, pandas and pyarrow.
     cloudpickle.register_pickle_by_value(sys.modules["checkers"])  # type: ignore[no-untyped-call]
-    run = _key_function(checks, rules, shared, replication_events(events))
-    return _prepared(ops, mops, assign).groupBy("key").applyInArrow(run, schema=FINDING_DDL)
+    run = _key_function(checks, rules, shared, events, sample)
+    return _prepared(ops, mops, assign).groupBy("key").applyInArrow(run, schema=PASS_DDL)
 
 
 def _key_function(
@@ -218,6 +212,7 @@ def _key_function(
     rules: LossRules,
     shared: SharedFacts,
     events: Mapping[str, list[ReplicationEvent]],
+    sample: int,
 ) -> Callable[[pa.Table], pa.Table]:
     checks = tuple(checks)
 
@@ -231,10 +226,9 @@ def _key_function(
             rows.append(lost)
         # Rows are read by their method, not their class: a checker of one's own imports
         # checkers' classes, while the pass's own code is a by-value copy of them.
-        columns = list(zip(*(row.as_row() for row in rows), strict=True)) or [()] * 6
+        columns = list(zip(*sampled_rows(rows, sample), strict=True)) or [()] * 7
         return pa.table(
-            dict(zip(FINDING_SCHEMA.names, map(list, columns), strict=True)),
-            schema=FINDING_SCHEMA,
+            dict(zip(PASS_SCHEMA.names, map(list, columns), strict=True)), schema=PASS_SCHEMA
         )
 
     return run

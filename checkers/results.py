@@ -28,11 +28,11 @@ from functools import reduce
 from pathlib import Path
 from typing import Any, Literal
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from checkers.catalogue import ANOMALIES, describe_case
-from checkers.findings import FINDING_COLUMNS, Finding
+from checkers.findings import FINDING_COLUMNS, Finding, FindingSlot
 from histories.atomic import write_json_atomically
 
 Validity = bool | Literal["unknown"]
@@ -70,27 +70,36 @@ def worst(values: Sequence[Validity]) -> Validity:
 def collect_findings(
     findings: Sequence[Finding], sample: int
 ) -> dict[tuple[str, str, bool], Collected]:
-    """Run every finding frame in one job; counts are complete, samples at most `sample`."""
-    if not findings:
-        return {}
-    frames: list[DataFrame] = [item.frame.select(*FINDING_COLUMNS) for item in findings]
-    union = reduce(lambda left, right: left.unionByName(right), frames)
-    group = Window.partitionBy("checker", "anomaly", "expected")
-    ranked = (
-        union.withColumn("n", F.count(F.lit(1)).over(group))
-        .withColumn("rank", F.row_number().over(group.orderBy("order", "key", "detail")))
-        .filter(F.col("rank") <= max(sample, 1))
-    )
+    """Count and sample every finding: the frames in one job, the already sampled ones
+    (`Finding.sampled`) without one; counts are complete, samples at most `sample`, in
+    order of (order, key, detail) as the frames' are."""
     fields = {
         (item.checker, name): item.json_fields for item in findings for name in item.anomalies
     }
+    ranked: list[tuple[FindingSlot, int, int, str]] = []
+    frames = [item.frame.select(*FINDING_COLUMNS) for item in findings if item.frame is not None]
+    if frames:
+        union = reduce(lambda left, right: left.unionByName(right), frames)
+        group = Window.partitionBy("checker", "anomaly", "expected")
+        top = (
+            union.withColumn("n", F.count(F.lit(1)).over(group))
+            .withColumn("rank", F.row_number().over(group.orderBy("order", "key", "detail")))
+            .filter(F.col("rank") <= max(sample, 1))
+        )
+        for row in top.collect():
+            slot = (row["checker"], row["anomaly"], bool(row["expected"]))
+            ranked.append((slot, int(row["rank"]), int(row["n"]), row["detail"]))
+    for item in findings:
+        for (anomaly, expected), sampled in (item.sampled or {}).items():
+            rows = sorted(sampled.rows, key=lambda r: (r[0] is not None, r[0] or 0, r[1], r[2]))
+            slot = (item.checker, anomaly, expected)
+            for rank, (_, _, detail) in enumerate(rows[: max(sample, 1)], start=1):
+                ranked.append((slot, rank, sampled.count, detail))
     out: dict[tuple[str, str, bool], Collected] = {}
-    for row in sorted(ranked.collect(), key=lambda r: (r["checker"], r["anomaly"], r["rank"])):
-        slot = (row["checker"], row["anomaly"], bool(row["expected"]))
-        collected = out.setdefault(slot, Collected(int(row["n"]), []))
-        if row["rank"] <= sample:
-            detail = json.loads(row["detail"])
-            collected.samples.append(decode_values(detail, fields[slot[:2]]))
+    for slot, rank, count, detail in sorted(ranked, key=lambda r: (r[0][:2], r[1])):
+        collected = out.setdefault(slot, Collected(count, []))
+        if rank <= sample:
+            collected.samples.append(decode_values(json.loads(detail), fields[slot[:2]]))
     return out
 
 

@@ -18,6 +18,7 @@ predictable path in a shared temporary directory.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -316,6 +317,15 @@ def is_connect(item: Any) -> bool:
     return type(item).__module__.startswith("pyspark.sql.connect.")
 
 
+def cancel_jobs(spark: Any) -> None:
+    """Cancel whatever `spark` runs for this process (every thread's jobs); never raises."""
+    with contextlib.suppress(Exception):
+        if is_connect(spark):
+            spark.interruptAll()
+        else:
+            spark.sparkContext.cancelAllJobs()
+
+
 def _log4j2_file(text: str) -> Path:
     """A file holding the log4j2 configuration `text`, in the user's private cache directory
     (named by its content, so concurrent sessions never rewrite each other's); in a new
@@ -492,14 +502,42 @@ def _connect(settings: SparkSettings) -> Any:
             "dependencies (pyspark[connect]: grpcio, grpcio-status, googleapis-common-protos, "
             "zstandard)"
         ) from err
-    from checkers.connect_server import connect_address
+    from checkers.connect_server import connect_address, renew_session
 
     switched = _CONNECT_MODE not in os.environ
     os.environ[_CONNECT_MODE] = "1"
-    session = ConnectSession.builder.remote(connect_address(url)).create()
+    address = connect_address(url)
+    session, why = _open(ConnectSession, DefaultPolicy, address, settings)
+    if why is not None and "SESSION_CLOSED" in why:  # the shared session was idle too long
+        renewed = renew_session(address)
+        if renewed is not None:
+            session, why = _open(ConnectSession, DefaultPolicy, renewed, settings)
+    if why is not None:
+        if switched:
+            os.environ.pop(_CONNECT_MODE, None)
+        raise SparkUnavailableError(
+            f"the Spark Connect server at {url} did not answer ({why}); check that it is a "
+            "Spark Connect server of Spark 4 (`squall spark status` for squall's own), or "
+            f"leave out --spark-remote to check on {DEFAULT_MASTER}"
+        )
+    _routing.update(session=session, log_file=None, target=url, env=switched)
+    return session
+
+
+def _open(
+    builder: Any, policy: Any, address: str, settings: SparkSettings
+) -> tuple[Any, str | None]:
+    """A Connect session on `address` and, if it did not answer its first request within
+    `ANSWER_TIMEOUT_S`, why not (the session is then stopped).
+
+    A session the address names (`;session_id=`) outlives this process: it is not released
+    when it stops, so later checks find it, and its Python workers, again."""
+    session = builder.builder.remote(address).create()
+    if "session_id=" in address:
+        session.release_session_on_close = False
     # Spark's default retries a server that does not answer for ten minutes; a server that
     # goes away fails the check within seconds instead.
-    session.client.set_retry_policies([DefaultPolicy(max_retries=5, max_backoff=4000)])
+    session.client.set_retry_policies([policy(max_retries=5, max_backoff=4000)])
     failure: list[BaseException] = []
 
     def first_contact() -> None:
@@ -513,23 +551,12 @@ def _connect(settings: SparkSettings) -> Any:
     started = time.monotonic()
     contact.start()
     contact.join(ANSWER_TIMEOUT_S)
-    if contact.is_alive() or failure:
-        session.release_session_on_close = False  # it cannot be reached to release
-        session.stop()
-        if switched:
-            os.environ.pop(_CONNECT_MODE, None)
-        why = (
-            f"no answer in {time.monotonic() - started:.0f} s"
-            if not failure
-            else _first_line(failure[0])
-        )
-        raise SparkUnavailableError(
-            f"the Spark Connect server at {url} did not answer ({why}); check that it is a "
-            "Spark Connect server of Spark 4 (`squall spark status` for squall's own), or "
-            f"leave out --spark-remote to check on {DEFAULT_MASTER}"
-        )
-    _routing.update(session=session, log_file=None, target=url, env=switched)
-    return session
+    if not contact.is_alive() and not failure:
+        return session, None
+    session.release_session_on_close = False  # it cannot be reached to release
+    session.stop()
+    waited = time.monotonic() - started
+    return session, _first_line(failure[0]) if failure else f"no answer in {waited:.0f} s"
 
 
 def stop_spark() -> None:

@@ -339,19 +339,18 @@ def fault_availability(
 
 
 def history_stats(
-    spark: SparkSession, ops: DataFrame, events: DataFrame, *, window_s: float | None = None
+    spark: SparkSession,
+    ops: DataFrame,
+    nemesis: list[tuple[int, int, str, str | None]],
+    *,
+    window_s: float | None = None,
 ) -> dict[str, Any]:
-    """The `stats` section of results.json."""
+    """The `stats` section of results.json (`nemesis`: the nemesis events as
+    `checkers.events` collects them)."""
     counts = operation_counts(ops)
     start, end = counts.pop("start"), counts.pop("end")
     if start is None:
         return {**counts, "duration_s": 0.0}
-    nemesis = [
-        (row["index"], row["time"], row["f"], row["value_json"])
-        for row in events.filter(F.col("process") == "nemesis")
-        .select("index", "time", "f", "value_json")
-        .collect()
-    ]
     intervals, instants = fault_intervals(nemesis)
     latency, throughput = latency_and_windows(ops, start, end, window_s)
     ok, total = throughput.pop("ok"), throughput.pop("completions")

@@ -31,11 +31,10 @@ import math
 from collections.abc import Sequence
 
 import pandas as pd
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession
 
 from checkers.checker import CheckContext
-from checkers.key_findings import FindingRow, KeyFacts, key_finding, rows_of
+from checkers.key_findings import FindingRow, KeyFacts, KeyFindings, key_finding, rows_of
 from checkers.key_log import KeyLog, ReplicationEvent
 from checkers.losses import KeyLosses
 from checkers.results import CheckerReport
@@ -208,19 +207,6 @@ def check_unclean_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
     )
 
 
-def election_counts(events: DataFrame) -> dict[str, int]:
-    """How many leader elections the SUT reported, and how many were unclean."""
-    row = (
-        events.filter((F.col("process") == "sut") & (F.col("f") == "leader-election"))
-        .agg(
-            F.count(F.lit(1)).alias("elections"),
-            F.count(F.when(F.col("unclean") == F.lit(True), 1)).alias("unclean"),
-        )
-        .collect()[0]
-    )
-    return {"leader_elections": int(row["elections"]), "unclean_elections": int(row["unclean"])}
-
-
 class UncleanChecker:
     """The `Checker` of this module, a per-key check: the loss windows, with the elections
     counted, and a note when test.json had turned unclean election off."""
@@ -247,19 +233,15 @@ class UncleanChecker:
         )
 
 
-def unclean_lost_frame(key_findings: DataFrame) -> DataFrame:
+def unclean_lost_frame(spark: SparkSession, found: KeyFindings) -> DataFrame:
     """(key, value, election_index) of the committed writes lost in unclean-loss windows,
-    from the per-key pass's facts (lazy: computed only if a checker reads it)."""
-    lost = F.from_json("detail", "lost array<struct<value: string, election_index: bigint>>")
-    return (
-        key_findings.filter((F.col("checker") == CHECKER) & F.col("anomaly").isNull())
-        .select("key", F.explode(lost.getField("lost")).alias("w"))
-        .select(
-            "key",
-            F.col("w.value").alias("value"),
-            F.col("w.election_index").alias("election_index"),
-        )
-    )
+    from the per-key pass's facts, as a frame for checkers of one's own."""
+    rows = [
+        (key, lost["value"], lost["election_index"])
+        for key, facts in sorted(found.facts.get(CHECKER, {}).items())
+        for lost in facts.get("lost", [])
+    ]
+    return spark.createDataFrame(rows, "key string, value string, election_index long")
 
 
 def lost_facts(log: KeyLog, lost: pd.DataFrame) -> KeyFacts | None:

@@ -1,0 +1,83 @@
+"""The history's nemesis and SUT events, collected once: a history holds few of them.
+
+The statistics pair the nemesis events into fault intervals (`checkers.stats`), the per-key
+pass tells each key its leader elections and ISR changes (`checkers.key_pass`), and the
+unclean checker counts the elections: one Spark job serves all three.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from checkers.key_log import ReplicationEvent
+
+NemesisEvent = tuple[int, int, str, str | None]
+"""index, time, f, value (JSON text)."""
+
+
+@dataclass(frozen=True)
+class HistoryEvents:
+    """`nemesis`: the nemesis events in history order; `replication`: the SUT's leader
+    elections and ISR changes by key, in history order; `elections`: the SUT's leader
+    elections counted (`leader_elections`, `unclean_elections`)."""
+
+    nemesis: list[NemesisEvent] = field(default_factory=list)
+    replication: dict[str, list[ReplicationEvent]] = field(default_factory=dict)
+    elections: dict[str, int] = field(
+        default_factory=lambda: {"leader_elections": 0, "unclean_elections": 0}
+    )
+
+
+def collect_events(events: DataFrame) -> HistoryEvents:
+    """The nemesis events and the SUT's elections and ISR changes, in one job."""
+    nemesis = F.col("process") == "nemesis"
+    replication = (F.col("process") == "sut") & F.col("f").isin("leader-election", "isr-change")
+    rows = sorted(
+        events.filter(nemesis | replication)
+        .select(
+            "process",
+            "index",
+            "time",
+            "f",
+            F.when(nemesis, F.col("value_json")).alias("value_json"),
+            "key",
+            "leader",
+            "leader_epoch",
+            "isr",
+            "previous_leader",
+            "unclean",
+        )
+        .collect(),
+        key=lambda row: row["index"],
+    )
+    out = HistoryEvents()
+    for row in rows:
+        if row["process"] == "nemesis":
+            out.nemesis.append((row["index"], row["time"], row["f"], row["value_json"]))
+            continue
+        unclean = row["unclean"] is True
+        if row["f"] == "leader-election":
+            out.elections["leader_elections"] += 1
+            out.elections["unclean_elections"] += unclean
+        if row["key"] is None:
+            continue
+        out.replication.setdefault(str(row["key"]), []).append(
+            ReplicationEvent(
+                int(row["index"]),
+                int(row["time"]),
+                str(row["f"]),
+                _maybe_int(row["leader"]),
+                _maybe_int(row["leader_epoch"]),
+                None if row["isr"] is None else tuple(int(b) for b in row["isr"]),
+                _maybe_int(row["previous_leader"]),
+                unclean,
+            )
+        )
+    return out
+
+
+def _maybe_int(item: object) -> int | None:
+    return None if item is None else int(item)  # type: ignore[call-overload]
