@@ -17,6 +17,7 @@ import os
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -26,11 +27,18 @@ from checkers.config import CheckConfig, TestSettings, find_test_settings
 from checkers.events import collect_events
 from checkers.evidence import Evidence
 from checkers.key_pass import KeyCheck, key_pass, shared_facts
-from checkers.load import LoadedHistory, load_history, locate_history
+from checkers.load import HistoryLocation, LoadedHistory, load_history, locate_history
 from checkers.losses import LossRules
 from checkers.registry import REGISTRY, compose
 from checkers.results import assemble_results, collect_findings
-from checkers.session import cancel_jobs, connect_running, get_spark, spark_settings
+from checkers.session import (
+    SparkSettings,
+    cancel_jobs,
+    connect_running,
+    get_spark,
+    session_running,
+    spark_settings,
+)
 from checkers.stats import DATA_FS, history_stats
 from checkers.unclean import unclean_lost_frame
 
@@ -54,11 +62,11 @@ def check_history(
     location = locate_history(path)
     tested = config.test if config.test is not None else find_test_settings(location.run_dir)
     loaded = load_history(
-        lambda: get_spark(settings),
+        lambda: get_spark(_sized(settings, location)),
         path,
         loader=config.loader,
     )
-    spark = get_spark(settings)
+    spark = get_spark()
     loaded_at = time.monotonic()
     results = check_loaded(spark, loaded, tested, config, checkers=checkers)
     results["history"]["seconds"] = {
@@ -66,6 +74,30 @@ def check_history(
         "check": round(time.monotonic() - loaded_at, 3),
     }
     return results
+
+
+SHORT_LIVED_BYTES = 256 << 20
+"""A history smaller than this (about a million lines of JSON) is checked by a local JVM that
+compiles quickly rather than well (`SparkSettings.short_lived`)."""
+
+
+def _sized(settings: SparkSettings | None, location: HistoryLocation) -> SparkSettings | None:
+    """The settings of a session for the history at `location`: a local one started now for
+    a small history is short-lived. None where a running session serves as it is."""
+    if settings is None:
+        if session_running():
+            return None
+        settings = SparkSettings()
+    if settings.remote is not None or _history_bytes(location) >= SHORT_LIVED_BYTES:
+        return settings
+    return replace(settings, short_lived=True)
+
+
+def _history_bytes(location: HistoryLocation) -> int:
+    """The size of the history's source, or of its Parquet tables."""
+    if location.source is not None and location.source.is_file():
+        return location.source.stat().st_size
+    return sum(f.stat().st_size for f in location.parquet.rglob("*") if f.is_file())
 
 
 def check_loaded(

@@ -104,10 +104,9 @@ def rows_of(
         kinds = pd.Series(None, index=frame.index, dtype=object)
         for name, mask in reversed(list(anomaly.items())):
             kinds = kinds.mask(mask.fillna(False).astype(bool), name)
+    held = kinds.notna().to_numpy(dtype=bool)  # rows where no type's mask held are left out
     out = []
-    for kind, record in zip(kinds, frame.to_dict("records"), strict=True):
-        if not isinstance(kind, str):  # no type's mask held
-            continue
+    for kind, record in zip(kinds[held], frame[held].to_dict("records"), strict=True):
         is_expected = bool(_plain(record[expected])) if expected is not None else False
         fields = {name: record[column] for name, column in detail}
         if expected is not None:

@@ -135,7 +135,8 @@ def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFa
         .unionByName(fact("member", members.distinct(), "process_id", None))
         .unionByName(fact("commits", commits, None, "n"))
         .unionByName(fact("seen", info_operations_seen(mops, ops), None, "invoke_index"))
-        .toPandas()
+        .toArrow()  # not toPandas: Spark Connect's frame carries the query's metrics in its
+        .to_pandas()  # `attrs`, which pandas deep-copies into every frame derived from it
     )
     of = {name: rows[rows["fact"] == name] for name in ("assignment", "member", "commits", "seen")}
     assignments = of["assignment"].astype({"process_id": np.int64, "index": np.int64})

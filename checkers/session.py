@@ -31,12 +31,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from checkers.errors import SparkSessionConflictError, SparkUnavailableError
+from checkers.jvm_archive import archive_options, record_jvm
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "4g"
@@ -165,6 +166,9 @@ class SparkSettings:
     log_file: Path | None = None
     """Where the JVM's warnings and errors go instead of the terminal (default: the log file
     `spark_log` names, if any)."""
+    short_lived: bool = False
+    """A local session for small histories: its JVM compiles hot code once, quickly (C1),
+    rather than again, optimised (C2), which costs a short check more than it saves."""
 
     @property
     def target(self) -> str:
@@ -214,6 +218,7 @@ class SparkSettings:
                     # compete with them for few cores: measured on 3M lines with local[2],
                     # the parallel collector checks in 70 s instead of 79 s.
                     "-XX:+UseParallelGC" if self.is_local else "",
+                    "-XX:TieredStopAtLevel=1" if self.is_local and self.short_lived else "",
                     self.java_options,
                 )
                 if option
@@ -419,6 +424,9 @@ def get_spark(settings: SparkSettings | None = None) -> Any:
         # The per-key pass runs Python workers; the SparkContext reads their interpreter
         # from the environment only (spark.pyspark.python is for spark-submit).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        claim = None
+        if chosen.is_local:
+            chosen, claim = _with_class_archive(chosen)
         builder = SparkSession.builder.master(chosen.master)
         for name, value in chosen.conf(log_file).items():
             builder = builder.config(name, value)
@@ -433,12 +441,33 @@ def get_spark(settings: SparkSettings | None = None) -> Any:
                 "check that Java 17 or newer is installed (java on PATH or JAVA_HOME) and "
                 f"that the master URL is reachable{where}"
             ) from err
+        if claim is not None:
+            record_jvm(claim, _jvm_pid())
         logged = log_file is not None and log4j2_config(log_file) != _LOG4J2
         session.sparkContext.setLogLevel("WARN" if logged else "ERROR")
         _routing.update(
             session=session, log_file=log_file if logged else None, target=chosen.master
         )
         return session
+
+
+def _with_class_archive(settings: SparkSettings) -> tuple[SparkSettings, Path | None]:
+    """`settings` with the JVM options of the class-data archive (`checkers.jvm_archive`),
+    and the claim to name the JVM in when it records the archive."""
+    try:
+        options, claim = archive_options(private_cache_dir("spark", "cds"))
+    except OSError:
+        return settings, None
+    java_options = " ".join(o for o in (settings.java_options, options) if o)
+    return replace(settings, java_options=java_options), claim
+
+
+def _jvm_pid() -> int:
+    """The pid of the driver's JVM this process started (0: unknown)."""
+    from pyspark import SparkContext
+
+    process = getattr(SparkContext._gateway, "proc", None)
+    return int(getattr(process, "pid", 0) or 0)
 
 
 def _launch_jvm_logging_to(log_file: Path, settings: SparkSettings) -> None:
@@ -457,6 +486,14 @@ def _launch_jvm_logging_to(log_file: Path, settings: SparkSettings) -> None:
     with log_file.open("ab") as jvm_stderr:  # the JVM keeps its own copy of the descriptor
         gateway = launch_gateway(conf, popen_kwargs={"stderr": jvm_stderr})  # type: ignore[no-untyped-call]
     SparkContext._ensure_initialized(gateway=gateway, conf=conf)
+
+
+def session_running() -> bool:
+    """Whether a session runs that `get_spark()` would return."""
+    with _lock:
+        from pyspark.sql import SparkSession
+
+        return _running_session(SparkSession) is not None
 
 
 def connect_running() -> bool:
