@@ -99,6 +99,20 @@ def _stop_group(process: subprocess.Popen[bytes]) -> None:
             return
 
 
+def python_daemons(server: int) -> set[int]:
+    """The pids of the Python worker daemons the server started."""
+    daemons = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+            command = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == server and b"pyspark.daemon" in command:
+            daemons.add(int(stat.parent.name))
+    return daemons
+
+
 def test_a_check_in_squalls_connect_server_is_the_local_check(
     history: Path, env: dict[str, str], local_checkers: str
 ) -> None:
@@ -113,11 +127,16 @@ def test_a_check_in_squalls_connect_server_is_the_local_check(
         assert again.returncode == 0 and again.stdout.strip() == url
         assert "already runs" in again.stderr
 
-        checked = squall(
-            "check", "--json", "--no-write", "--spark-remote", url, str(history), env=env
-        )
-        assert checked.returncode == 1, checked.stderr
-        assert checkers_section(checked.stdout) == local_checkers
+        workers = []
+        for _ in range(2):
+            checked = squall(
+                "check", "--json", "--no-write", "--spark-remote", url, str(history), env=env
+            )
+            assert checked.returncode == 1, checked.stderr
+            assert checkers_section(checked.stdout) == local_checkers
+            workers.append(python_daemons(status["pid"]))
+        # The checks share the server's session, and so its Python workers.
+        assert workers[0] and workers[1] == workers[0]
 
         stranger = subprocess.run(  # a client without squall's token is turned away
             [

@@ -173,3 +173,27 @@ def test_spark_help_names_the_commands() -> None:
         assert command in result.output
     check_help = runner.invoke(app, ["check", "--help"], env={"COLUMNS": "80"}).output
     assert "squall spark start" in " ".join(check_help.split())
+
+
+def test_every_check_shares_the_servers_session_until_the_server_closes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server keeps Python workers per session: squall's checks all use the session
+    the state file names, and a session the server closed is replaced there."""
+    state = ServerState(
+        os.getpid(), 15010, "s3cret", 1_700_000_000.0, "/x/log", "4g", "4", session="s-1"
+    )
+    (state_dir() / STATE).write_text(json.dumps(asdict(state)))
+    monkeypatch.setattr(connect_server, "is_server", lambda pid: pid == os.getpid())
+    address = connect_address("sc://127.0.0.1:15010")
+    assert address == "sc://localhost:15010/;token=s3cret;session_id=s-1"
+    mine = "sc://127.0.0.1:15010/;session_id=mine"
+    assert connect_address(mine) == "sc://localhost:15010/;token=s3cret;session_id=mine"
+
+    renewed = connect_server.renew_session(address)
+    assert renewed is not None and ";session_id=s-1" not in renewed
+    recorded = connect_server.read_state()
+    assert recorded is not None and recorded.session not in ("", "s-1")
+    assert renewed.endswith(f";session_id={recorded.session}")
+    assert connect_address("sc://127.0.0.1:15010") == renewed
+    assert connect_server.renew_session(connect_address(mine)) is None  # not squall's session
