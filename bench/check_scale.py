@@ -505,14 +505,39 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+def _pss_kb(pid: int) -> int:
+    """Proportional set size: a page shared by n processes counts 1/n in each (the Python
+    workers are forked from one daemon and share much of it)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _is_jvm(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return b"java" in fh.read().split(b"\0")[0]
+    except OSError:
+        return False
+
+
 class MemorySampler(threading.Thread):
-    """Peak RSS of this process and of every process under it (the JVM, its Python workers;
-    their shared pages counted in each), sampled 4x a second."""
+    """Peak memory of this process and of every process under it, sampled 4x a second:
+    RSS of this process (the driver's Python), of the JVM, and of all of them summed (the
+    Python workers' shared pages counted in each), and their PSS summed (shared pages
+    counted once)."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
         self.peak_driver_kb = 0
+        self.peak_jvm_kb = 0
         self.peak_total_kb = 0
+        self.peak_pss_kb = 0
         self.stopped = threading.Event()
 
     def run(self) -> None:
@@ -521,8 +546,11 @@ class MemorySampler(threading.Thread):
             pids = [me, *_descendants(me)]
             driver = _rss_kb(me, "VmRSS")
             total = sum(_rss_kb(pid, "VmRSS") for pid in pids)
+            jvm = sum(_rss_kb(pid, "VmRSS") for pid in pids if _is_jvm(pid))
             self.peak_driver_kb = max(self.peak_driver_kb, driver)
+            self.peak_jvm_kb = max(self.peak_jvm_kb, jvm)
             self.peak_total_kb = max(self.peak_total_kb, total)
+            self.peak_pss_kb = max(self.peak_pss_kb, sum(_pss_kb(pid) for pid in pids))
 
 
 def _identity(kind: str, sample: dict[str, Any]) -> tuple[Any, ...]:
@@ -620,7 +648,9 @@ def main() -> None:
     sampler.join()
     figures["peak_rss_mb"] = {
         "driver_python": round(sampler.peak_driver_kb / 1024),
+        "jvm": round(sampler.peak_jvm_kb / 1024),
         "driver_jvm_and_workers": round(sampler.peak_total_kb / 1024),
+        "driver_jvm_and_workers_pss": round(sampler.peak_pss_kb / 1024),
     }
     figures["ops_per_s_end_to_end"] = round(args.lines / figures["end_to_end_s"])
     figures["valid"] = results["valid"]
