@@ -80,7 +80,11 @@ def _prepared(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> DataFrame:
     errors = ops.filter((F.col("type") != "invoke") & F.col("error").isNotNull()).select(
         F.col("index").alias("_completion"), "error"
     )
-    keyed = mops.filter(F.col("key").isNotNull())
+    # A poll's row of a key it read nothing from says nothing of the key's log (`KeyLog`
+    # reads only records, which have offsets): most of a long history's polls are such.
+    keyed = mops.filter(
+        F.col("key").isNotNull() & ~((F.col("f") == "poll") & F.col("offset").isNull())
+    )
     with_ops = keyed.join(
         F.broadcast(unsettled), keyed["invoke_index"] == F.col("_invoke"), "left"
     ).drop("_invoke")
@@ -128,17 +132,19 @@ def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFa
     changes = assign.filter(
         F.col("f").isin("assign", "subscribe") & F.col("type").isin("ok", "info")
     )
-    members = assign.filter(ok & F.col("f").isin("subscribe", "commit")).select("process_id")
-    commits = assign.agg(F.count(F.when(ok & (F.col("f") == "commit"), 1)).alias("n"))
+    members = (
+        assign.filter(ok & F.col("f").isin("subscribe", "commit"))
+        .groupBy("process_id")
+        .agg(F.count(F.when(F.col("f") == "commit", 1)).alias("commits"))
+    )
     rows: pd.DataFrame = (
         fact("assignment", changes, "process_id", "index")
-        .unionByName(fact("member", members.distinct(), "process_id", None))
-        .unionByName(fact("commits", commits, None, "n"))
+        .unionByName(fact("member", members, "process_id", "commits"))
         .unionByName(fact("seen", info_operations_seen(mops, ops), None, "invoke_index"))
         .toArrow()  # not toPandas: Spark Connect's frame carries the query's metrics in its
         .to_pandas()  # `attrs`, which pandas deep-copies into every frame derived from it
     )
-    of = {name: rows[rows["fact"] == name] for name in ("assignment", "member", "commits", "seen")}
+    of = {name: rows[rows["fact"] == name] for name in ("assignment", "member", "seen")}
     assignments = of["assignment"].astype({"process_id": np.int64, "index": np.int64})
     return SharedFacts(
         info_seen=frozenset(int(i) for i in of["seen"]["index"]),
@@ -146,7 +152,8 @@ def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFa
             ["process_id", "index", "keys"]
         ].reset_index(drop=True),
         members=frozenset(int(p) for p in of["member"]["process_id"]),
-        commits=int(of["commits"]["index"].sum()),
+        # Every ok commit is a member's: a process with one is a member.
+        commits=int(of["member"]["index"].sum()),
     )
 
 
@@ -163,7 +170,6 @@ def info_operations_seen(mops: DataFrame, ops: DataFrame) -> DataFrame:
         mops.filter((F.col("f") == "send") & F.col("value").isNotNull())
         .join(F.broadcast(indeterminate), "invoke_index", "left_semi")
         .select("key", "value", "invoke_index")
-        .distinct()
     )
     read = mops.filter(
         (F.col("type") == "ok") & (F.col("f") == "poll") & F.col("offset").isNotNull()
