@@ -319,7 +319,7 @@ def _await_ready(process: subprocess.Popen[bytes], state: ServerState, timeout: 
             listening = probe.connect_ex(("127.0.0.1", state.port)) == 0
         if listening:
             try:
-                get_spark(SparkSettings(remote=state.url)).range(1).count()
+                _start_python_workers(get_spark(SparkSettings(remote=state.url)))
             finally:
                 stop_spark()
             return
@@ -327,6 +327,18 @@ def _await_ready(process: subprocess.Popen[bytes], state: ServerState, timeout: 
     raise SparkUnavailableError(
         f"the Spark Connect server did not answer within {timeout:.0f} s; its log: {log}"
     )
+
+
+def _start_python_workers(spark: Any) -> None:
+    """Run a query with a Python function in the shared session, so that the first check
+    finds its Python workers started (with pandas and pyarrow imported)."""
+
+    def same(table: Any) -> Any:
+        import pandas  # noqa: F401  (what the per-key pass imports)
+
+        return table
+
+    spark.range(2).groupBy("id").applyInArrow(same, schema="id long").collect()
 
 
 def stop_server(timeout: float = STOP_TIMEOUT_S) -> tuple[ServerState | None, bool]:
