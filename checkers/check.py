@@ -160,7 +160,6 @@ def check_loaded(
             elections=events.elections,
             config=config,
             key_findings=found,
-            key_facts=found.facts,
         )
         reports = compose(chosen, context)
         collected = collect_findings(

@@ -10,7 +10,7 @@ by `checkers.registry`; adding one is writing a module and registering it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pyspark.sql import DataFrame
@@ -34,9 +34,8 @@ class CheckContext:
     `elections`: the SUT's leader elections counted (`leader_elections`,
     `unclean_elections`); `config`: the options of the check; `key_findings`: what the
     per-key pass (`checkers.key_pass`) found for every checker that has `check_key`,
-    counted and sampled (None: the pass did not run; such checkers cannot report), and
-    `key_facts`, the facts they learnt of each key for their details (checker -> key ->
-    facts).
+    counted and sampled (None: the pass did not run; such checkers cannot report), with
+    the facts they learnt of each key for their details (`key_facts`).
     """
 
     evidence: Evidence
@@ -47,7 +46,11 @@ class CheckContext:
     elections: Mapping[str, int]
     config: CheckConfig
     key_findings: KeyFindings | None = None
-    key_facts: Mapping[str, Mapping[str, Mapping[str, Any]]] = field(default_factory=dict)
+
+    @property
+    def key_facts(self) -> Mapping[str, Mapping[str, Mapping[str, Any]]]:
+        """The facts the per-key checkers learnt of each key (checker -> key -> facts)."""
+        return {} if self.key_findings is None else self.key_findings.facts
 
     @property
     def settings(self) -> TestSettings:

@@ -37,6 +37,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from checkers.errors import SparkUnavailableError
+from checkers.processes import process_runs
 from checkers.session import (
     DEFAULT_CONNECT_PORT,
     DEFAULT_DRIVER_MEMORY,
@@ -375,11 +376,4 @@ def _exists(pid: int) -> bool:
     with contextlib.suppress(ChildProcessError):
         if os.waitpid(pid, os.WNOHANG)[0] == pid:
             return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # the state follows the command's name, which is in parentheses
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
+    return process_runs(pid)

@@ -25,6 +25,12 @@ FindingSlot = tuple[str, str, bool]
 """checker, anomaly, expected: what findings are counted and sampled by."""
 
 
+def sample_order(order: int | None, key: str, detail: str) -> tuple[bool, int, str, str]:
+    """Where a finding stands among its type's samples: as Spark orders the frames'
+    (`order`, `key`, `detail`, ascending, nulls first)."""
+    return (order is not None, order or 0, key, detail)
+
+
 @dataclass(frozen=True)
 class SampledRows:
     """Findings of one slot already counted: the complete `count`, and the first rows in

@@ -20,6 +20,8 @@ import shutil
 import time
 from pathlib import Path
 
+from checkers.processes import process_runs
+
 _QUIET = "-Xlog:disable -Xlog:all=error:stderr"
 
 
@@ -78,7 +80,7 @@ def _settle(archive: Path, part: Path, claim: Path, stale_s: float = 600.0) -> N
         age = time.time() - claim.stat().st_mtime
     except (OSError, ValueError):
         return
-    if (pid and _alive(pid)) or (not pid and age < stale_s):
+    if (pid and process_runs(pid)) or (not pid and age < stale_s):
         return
     with contextlib.suppress(OSError):
         if part.exists() and part.stat().st_size > 0:
@@ -86,16 +88,3 @@ def _settle(archive: Path, part: Path, claim: Path, stale_s: float = 600.0) -> N
         else:
             part.unlink(missing_ok=True)
         claim.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie has exited)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError, IndexError):
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
-    return True

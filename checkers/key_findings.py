@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from checkers.errors import CheckerDefinitionError
-from checkers.findings import Finding, FindingSlot, SampledRows
+from checkers.findings import Finding, FindingSlot, SampledRows, sample_order
 from checkers.key_log import SharedFacts
 
 FrameRow = tuple[str, str | None, str, int | None, bool, str]
@@ -137,7 +137,7 @@ def sampled_rows(rows: Sequence[FindingRow | KeyFacts], sample: int) -> list[Pas
         else:
             slots.setdefault((shaped[0], shaped[1], shaped[4]), []).append(shaped)
     for found in slots.values():
-        found.sort(key=lambda r: (r[3] is not None, r[3] or 0, r[5]))
+        found.sort(key=lambda r: sample_order(r[3], r[2], r[5]))
         out.extend((*r, len(found) if i == 0 else 0) for i, r in enumerate(found[: max(sample, 1)]))
     return out
 

@@ -32,7 +32,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from checkers.catalogue import ANOMALIES, describe_case
-from checkers.findings import FINDING_COLUMNS, Finding, FindingSlot
+from checkers.findings import FINDING_COLUMNS, Finding, FindingSlot, sample_order
 from histories.atomic import write_json_atomically
 
 Validity = bool | Literal["unknown"]
@@ -91,7 +91,7 @@ def collect_findings(
             ranked.append((slot, int(row["rank"]), int(row["n"]), row["detail"]))
     for item in findings:
         for (anomaly, expected), sampled in (item.sampled or {}).items():
-            rows = sorted(sampled.rows, key=lambda r: (r[0] is not None, r[0] or 0, r[1], r[2]))
+            rows = sorted(sampled.rows, key=lambda r: sample_order(*r))
             slot = (item.checker, anomaly, expected)
             for rank, (_, _, detail) in enumerate(rows[: max(sample, 1)], start=1):
                 ranked.append((slot, rank, sampled.count, detail))

@@ -18,7 +18,6 @@ predictable path in a shared temporary directory.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
@@ -324,7 +323,7 @@ def is_connect(item: Any) -> bool:
 
 def cancel_jobs(spark: Any) -> None:
     """Cancel whatever `spark` runs for this process (every thread's jobs); never raises."""
-    with contextlib.suppress(Exception):
+    with suppress(Exception):
         if is_connect(spark):
             spark.interruptAll()
         else:
