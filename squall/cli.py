@@ -5,24 +5,17 @@ from __future__ import annotations
 
 import inspect
 import sys
+from collections.abc import Iterator, MutableMapping
+from dataclasses import dataclass
+from importlib import import_module
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
 
 import typer
+import typer.core
+from typer._click import Command  # typer vendors its own click
 
 from squall.commands._common import report_crash, stderr
-from squall.commands.broker import broker
-from squall.commands.check import check
-from squall.commands.cluster import clean, cluster_app
-from squall.commands.console import consume, produce
-from squall.commands.hunt import hunt
-from squall.commands.nemesis import nemesis_app
-from squall.commands.perf import perf_app
-from squall.commands.roundtrip import demo_renamed, roundtrip
-from squall.commands.run import campaign, replay, report, run
-from squall.commands.runs import runs, serve
-from squall.commands.spark import spark_app
-from squall.commands.topic import topic_app
 from squall.exit_codes import ExitCode, exit_code_table
 
 HELP_SETTINGS = {
@@ -32,6 +25,126 @@ HELP_SETTINGS = {
     "show_default": True,
 }
 """Every command's help: -h as well as --help, defaults shown, wrapped to the terminal."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One of squall's commands, named where it lives (``module:attribute``) so that it is
+    imported only when it runs or its help is shown: ``squall check`` loads neither the
+    cluster nor the SUT's client."""
+
+    target: str
+    short_help: str
+    group: bool = False
+    hidden: bool = False
+
+
+ENTRIES: dict[str, Entry] = {
+    "topic": Entry(
+        "squall.commands.topic:topic_app",
+        "Create and describe topics, elect leaders.",
+        group=True,
+    ),
+    "perf": Entry("squall.commands.perf:perf_app", "Producer throughput and latency.", group=True),
+    "cluster": Entry(
+        "squall.commands.cluster:cluster_app",
+        "Bring a cluster up by hand, inspect it, tear it down.",
+        group=True,
+    ),
+    "nemesis": Entry(
+        "squall.commands.nemesis:nemesis_app",
+        "Apply one fault to the current cluster, or heal it.",
+        group=True,
+    ),
+    "spark": Entry(
+        "squall.commands.spark:spark_app",
+        "A Spark Connect server here: repeated checks skip Spark's start.",
+        group=True,
+    ),
+    "clean": Entry("squall.commands.cluster:clean", "Remove everything squall left behind."),
+    "run": Entry("squall.commands.run:run", "Run one test: workload under faults, check, report."),
+    "replay": Entry(
+        "squall.commands.run:replay", "Run a test again: same spec, seed and fault schedule."
+    ),
+    "report": Entry(
+        "squall.commands.run:report", "Write a run's report again from its results.json."
+    ),
+    "campaign": Entry("squall.commands.run:campaign", "Run a matrix of tests one after another."),
+    "hunt": Entry(
+        "squall.commands.hunt:hunt", "Run a test with fresh seeds until something is found."
+    ),
+    "check": Entry("squall.commands.check:check", "Check a history with the Spark checkers."),
+    "broker": Entry("squall.commands.broker:broker", "Run one broker in the foreground."),
+    "produce": Entry(
+        "squall.commands.console:produce", "Console producer: a record per line of stdin."
+    ),
+    "consume": Entry(
+        "squall.commands.console:consume", "Console consumer: a JSON line per record."
+    ),
+    "runs": Entry(
+        "squall.commands.runs:runs", "List the store's runs: verdicts, anomalies, durations."
+    ),
+    "serve": Entry("squall.commands.runs:serve", "Serve the store's reports over HTTP."),
+    "roundtrip": Entry(
+        "squall.commands.roundtrip:roundtrip",
+        "Produce, crash, recover, read back: a standalone broker.",
+    ),
+    "demo": Entry("squall.commands.roundtrip:demo_renamed", "", hidden=True),
+}
+"""squall's commands in the order its help lists them."""
+
+
+class LazyCommands(MutableMapping[str, Command]):
+    """A group's subcommands by name, each imported and built the first time it is asked
+    for (click's groups look commands up in their ``commands`` mapping)."""
+
+    def __init__(self, entries: dict[str, Entry]) -> None:
+        self._entries = entries
+        self._built: dict[str, Command] = {}
+
+    def __getitem__(self, name: str) -> Command:
+        if name not in self._built:
+            self._built[name] = _build(name, self._entries[name])
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Command) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._entries
+        yield from (name for name in self._built if name not in self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries.keys() | self._built.keys())
+
+
+class SquallGroup(typer.core.TyperGroup):
+    """squall's top-level group: its commands come from ENTRIES, imported as they run."""
+
+    def __init__(self, **attrs: object) -> None:
+        super().__init__(**attrs)  # type: ignore[arg-type]
+        eager = dict(self.commands)
+        self.commands = LazyCommands(ENTRIES)
+        self.commands.update(eager)
+
+
+def _build(name: str, entry: Entry) -> Command:
+    """The click command of one entry: its module imported, its typer wiring applied."""
+    module, _, attribute = entry.target.partition(":")
+    target = getattr(import_module(module), attribute)
+    holder = typer.Typer(rich_markup_mode=None, context_settings=HELP_SETTINGS)
+    if entry.group:
+        _whole_summaries(target)
+        holder.add_typer(target, name=name, short_help=entry.short_help)
+    else:
+        holder.command(name, short_help=entry.short_help or None, hidden=entry.hidden)(target)
+    holder.callback()(lambda: None)  # a group even with one command, so it can be picked out
+    group = typer.main.get_group(holder)
+    return group.commands[name]
+
 
 app = typer.Typer(
     name="squall",
@@ -44,6 +157,7 @@ app = typer.Typer(
     rich_markup_mode=None,
     context_settings=HELP_SETTINGS,
     epilog=exit_code_table(),
+    cls=SquallGroup,
 )
 
 
@@ -76,37 +190,6 @@ def _squall(
     pass
 
 
-app.add_typer(topic_app, name="topic", short_help="Create and describe topics, elect leaders.")
-app.add_typer(perf_app, name="perf", short_help="Producer throughput and latency.")
-app.add_typer(
-    cluster_app, name="cluster", short_help="Bring a cluster up by hand, inspect it, tear it down."
-)
-app.add_typer(
-    nemesis_app, name="nemesis", short_help="Apply one fault to the current cluster, or heal it."
-)
-app.add_typer(
-    spark_app,
-    name="spark",
-    short_help="A Spark Connect server here: repeated checks skip Spark's start.",
-)
-app.command("clean", short_help="Remove everything squall left behind.")(clean)
-app.command("run", short_help="Run one test: workload under faults, check, report.")(run)
-app.command("replay", short_help="Run a test again: same spec, seed and fault schedule.")(replay)
-app.command("report", short_help="Write a run's report again from its results.json.")(report)
-app.command("campaign", short_help="Run a matrix of tests one after another.")(campaign)
-app.command("hunt", short_help="Run a test with fresh seeds until something is found.")(hunt)
-app.command("check", short_help="Check a history with the Spark checkers.")(check)
-app.command("broker", short_help="Run one broker in the foreground.")(broker)
-app.command("produce", short_help="Console producer: a record per line of stdin.")(produce)
-app.command("consume", short_help="Console consumer: a JSON line per record.")(consume)
-app.command("runs", short_help="List the store's runs: verdicts, anomalies, durations.")(runs)
-app.command("serve", short_help="Serve the store's reports over HTTP.")(serve)
-app.command("roundtrip", short_help="Produce, crash, recover, read back: a standalone broker.")(
-    roundtrip
-)
-app.command("demo", hidden=True)(demo_renamed)
-
-
 def _whole_summaries(typer_app: typer.Typer) -> None:
     """Command lists show each command's whole first paragraph, wrapped, rather than click's
     cut to the width (``Start the targets' processes again (default: every broker...``)."""
@@ -117,9 +200,6 @@ def _whole_summaries(typer_app: typer.Typer) -> None:
     for group in typer_app.registered_groups:
         if group.typer_instance is not None:
             _whole_summaries(group.typer_instance)
-
-
-_whole_summaries(app)
 
 
 def main(argv: list[str] | None = None) -> int:
