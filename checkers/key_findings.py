@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from checkers.errors import CheckerDefinitionError
@@ -98,13 +99,17 @@ def rows_of(
     is its `expected_because`. `anomaly` is a type name, or types with the boolean mask
     over `frame` that makes a row one of them (the first that holds; rows matching none
     are left out), as `checkers.findings.finding` takes them."""
+    if frame.empty:
+        return []
     if isinstance(anomaly, str):
-        kinds = pd.Series(anomaly, index=frame.index, dtype=object)
+        kinds = np.full(len(frame), anomaly, dtype=object)
     else:
-        kinds = pd.Series(None, index=frame.index, dtype=object)
+        kinds = np.full(len(frame), None, dtype=object)
         for name, mask in reversed(list(anomaly.items())):
-            kinds = kinds.mask(mask.fillna(False).astype(bool), name)
-    held = kinds.notna().to_numpy(dtype=bool)  # rows where no type's mask held are left out
+            kinds[mask.to_numpy(dtype=bool, na_value=False)] = name
+    held = kinds != None  # noqa: E711 (elementwise): rows where no type's mask held are left out
+    if not held.any():
+        return []
     out = []
     for kind, record in zip(kinds[held], frame[held].to_dict("records"), strict=True):
         is_expected = bool(_plain(record[expected])) if expected is not None else False

@@ -9,13 +9,14 @@ Every definition is that of `checkers.evidence`:
   info; a send never completed counts as info, `pending`) and the offset if known;
 - committed: `ok`, or `info` with one of its operation's sent values read by an `ok`
   operation (Jepsen's `must-have-committed?`; the operation may have written other keys,
-  so the pass is told which `info` operations were seen);
+  so the pass tells it on the operation's rows: `op_seen`);
 - contents: distinct (offset, value) of the reads and the committed writes with an offset;
   its distinct offsets, numbered from 0, are the dense index (`checkers.dense`).
 
 The pass hands each key's rows with the columns of `INPUT_COLUMNS`: the micro-operation's
 own (see `histories.parquet_schema`) and, on the invocation rows of a send operation that
-did not complete `ok`, that operation's completion (`op_type` null: never completed). The
+did not complete `ok`, that operation's completion (`op_type` null: never completed) and
+whether one of its sent values was read by an `ok` poll of any key (`op_seen`). The
 key's `ok` commits come as rows too (`f` "commit", `offset` the committed offset). What
 no key knows alone comes as `SharedFacts`.
 """
@@ -48,6 +49,7 @@ INPUT_COLUMNS = (
     "op_type",
     "op_complete_index",
     "op_complete_time",
+    "op_seen",
     "error",
 )
 """The columns the pass gives each key (`error`: its completion's, on completion rows and
@@ -70,13 +72,11 @@ class ReplicationEvent:
 
 @dataclass(frozen=True)
 class SharedFacts:
-    """What the pass tells every key: `info_seen`, the `info` (or never completed) send
-    operations one of whose values an `ok` poll read, in any key; `assignments`, every
+    """What the pass tells every key: `assignments`, every
     `ok` or `info` assign/subscribe (process_id, index, keys: null when unknown), in
     history order; `members`, the processes with an `ok` subscribe or commit (a
     consumer group's); `commits`, how many `ok` commits the history holds."""
 
-    info_seen: Set[int] = frozenset()
     assignments: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(columns=["process_id", "index", "keys"])
     )
@@ -86,6 +86,44 @@ class SharedFacts:
 
 def _int(series: pd.Series) -> pd.Series:
     return series.astype("Int64")
+
+
+def _first_rows(groups: np.ndarray) -> np.ndarray:
+    """The position of each group's first row, groups numbered in order of appearance."""
+    first: np.ndarray = np.unique(groups, return_index=True)[1]
+    return first
+
+
+def _reduced(ufunc: np.ufunc, groups: np.ndarray, count: int, column: pd.Series) -> np.ndarray:
+    """`ufunc` (np.minimum or np.maximum) of `column` per group, nulls skipped as pandas
+    skips them; integers stay integers (no group of them can be all null)."""
+    data: np.ndarray = column.to_numpy()
+    if data.dtype.kind in "iu":
+        out: np.ndarray = data[_first_rows(groups)]
+        ufunc.at(out, groups, data)
+        return out
+    out = np.full(count, np.nan)
+    # fmin and fmax keep the number where one side is NaN: a group all NaN stays NaN
+    (np.fmin if ufunc is np.minimum else np.fmax).at(out, groups, data.astype(np.float64))
+    return out
+
+
+def _ok_aggregates(
+    groups: np.ndarray, count: int, ok: np.ndarray, index: pd.Series, time: pd.Series
+) -> dict[str, np.ndarray]:
+    """`reads` (ok rows), `first_reader` (least ok index) and `last_read_time` (greatest ok
+    time) per group: floats with NaN where some row is not ok, as pandas' `where` makes."""
+    if ok.all():
+        return {
+            "reads": np.bincount(groups, minlength=count).astype(np.int64),
+            "first_reader": _reduced(np.minimum, groups, count, index),
+            "last_read_time": _reduced(np.maximum, groups, count, time),
+        }
+    return {
+        "reads": np.bincount(groups, ok, minlength=count).astype(np.int64),
+        "first_reader": _reduced(np.minimum, groups, count, index.where(ok)),
+        "last_read_time": _reduced(np.maximum, groups, count, time.where(ok)),
+    }
 
 
 class KeyLog:
@@ -157,34 +195,38 @@ class KeyLog:
 
     def _read_records(self) -> pd.DataFrame:
         """Per (offset, value) read by any completed poll: `reads` (by `ok` polls), the first
-        such reader and the last such read's time (null: no `ok` read)."""
-        reads = self.reads
-        ok = reads["type"] == "ok"
-        frame = pd.DataFrame(
+        such reader and the last such read's time (null: no `ok` read); in order of first
+        reading."""
+        reads = self.reads[self.reads["value"].notna()]
+        offsets = reads["offset"].to_numpy(dtype=np.int64)
+        values = reads["value"].to_numpy(dtype=object)
+        value_codes, distinct = pd.factorize(values)
+        groups, _ = pd.factorize(offsets * max(len(distinct), 1) + value_codes)
+        first = _first_rows(groups)
+        ok = reads["type"].to_numpy(dtype=object) == "ok"
+        return pd.DataFrame(
             {
-                "offset": reads["offset"],
-                "value": reads["value"],
-                "ok": ok.astype(np.int64),
-                "ok_index": reads["index"].where(ok),
-                "ok_time": reads["time"].where(ok),
+                "offset": offsets[first],
+                "value": values[first],
+                **_ok_aggregates(groups, len(first), ok, reads["index"], reads["time"]),
             }
         )
-        grouped = frame.groupby(["offset", "value"], sort=False).agg(
-            reads=("ok", "sum"), first_reader=("ok_index", "min"), last_read_time=("ok_time", "max")
-        )
-        return grouped.reset_index()
 
     def _read_values(self) -> pd.DataFrame:
-        """Per value read by an `ok` operation: reads, first_reader, last_read_time."""
+        """Per value read by an `ok` operation: reads, first_reader, last_read_time; in order
+        of first reading."""
         seen = self.read_records[self.read_records["reads"] > 0]
-        return (
-            seen.groupby("value", sort=False)
-            .agg(
-                reads=("reads", "sum"),
-                first_reader=("first_reader", "min"),
-                last_read_time=("last_read_time", "max"),
-            )
-            .reset_index()
+        values = seen["value"].to_numpy(dtype=object)
+        groups, _ = pd.factorize(values)
+        first = _first_rows(groups)
+        count = len(first)
+        return pd.DataFrame(
+            {
+                "value": values[first],
+                "reads": np.bincount(groups, seen["reads"], minlength=count).astype(np.int64),
+                "first_reader": _reduced(np.minimum, groups, count, seen["first_reader"]),
+                "last_read_time": _reduced(np.maximum, groups, count, seen["last_read_time"]),
+            }
         )
 
     def _writes(self) -> pd.DataFrame:
@@ -208,6 +250,7 @@ class KeyLog:
                 "complete_time": _int(ok["time"]),
                 "op_f": ok["op_f"],
                 "error": ok["error"],
+                "seen": False,
             }
         )
         invoked = (sends["type"] == "invoke") | (sends["invoke_index"] == sends["index"])
@@ -232,15 +275,14 @@ class KeyLog:
                 "complete_time": _int(others["op_complete_time"]),
                 "op_f": others["op_f"],
                 "error": others["error"],
+                "seen": others["op_seen"].astype("boolean").fillna(False).astype(bool),
             }
         )
         writes = pd.concat([settled, unsettled], ignore_index=True)
         writes = writes.merge(self.read_values, on="value", how="left")
         writes["was_read"] = writes["reads"].notna()
         info = writes["status"] == "info"
-        writes["committed"] = (writes["status"] == "ok") | (
-            info & writes["invoke_index"].isin(self.shared.info_seen)
-        )
+        writes["committed"] = (writes["status"] == "ok") | (info & writes.pop("seen"))
         return writes
 
     def _contents(self) -> pd.DataFrame:

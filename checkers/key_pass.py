@@ -3,9 +3,11 @@
 The micro-operations of each key are brought together by one `groupBy("key")` and handed,
 as Arrow columns, to one Python function per key (`applyInArrow`), which builds the key's
 `KeyLog` and runs every per-key check on it; the checks' findings come back as rows of the
-finding frame (`checkers.findings`). What a key cannot know alone is computed before the
-pass and sent with the function: which `info` send operations were seen (they may have
-written other keys) and the SUT's replication events of each key.
+finding frame (`checkers.findings`). What a key cannot know alone comes with its rows or
+with the function: whether an `info` send operation was seen (it may have written other
+keys: a column of its rows, joined in the pass's query), the consumer groups' assignments
+and members (`shared_facts`, collected before the pass) and the SUT's replication events
+of each key.
 
 A checker joins the pass by having `check_key(log, losses)`, which returns its findings
 on one key as `FindingRow`s, and what it learnt of the key for its details as a `KeyFacts`
@@ -77,6 +79,12 @@ def _prepared(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> DataFrame:
         F.col("complete_index").alias("op_complete_index"),
         (F.col("time") + F.col("latency_ns")).alias("op_complete_time"),
     )
+    # Whether an indeterminate operation counts as committed depends on every key it sent
+    # to: the pass is told which were seen as a column of its invocation rows.
+    seen = info_operations_seen(mops, ops).select(
+        F.col("invoke_index").alias("_seen"), F.lit(True).alias("op_seen")
+    )
+    unsettled = unsettled.join(seen, F.col("_invoke") == F.col("_seen"), "left").drop("_seen")
     errors = ops.filter((F.col("type") != "invoke") & F.col("error").isNotNull()).select(
         F.col("index").alias("_completion"), "error"
     )
@@ -116,16 +124,17 @@ def _prepared(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> DataFrame:
     return rows.unionByName(commits.select("*", *absent))
 
 
-def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFacts:
-    """What every key is told (`SharedFacts`), collected in one job: few rows."""
+def shared_facts(assign: DataFrame) -> SharedFacts:
+    """What every key is told (`SharedFacts`), from the consumer-group operations, collected
+    in one job: few rows."""
     ok = F.col("type") == "ok"
     shape = ("fact", "process_id", "index", "keys")
 
-    def fact(name: str, frame: DataFrame, process: str | None, index: str | None) -> DataFrame:
+    def fact(name: str, frame: DataFrame, process: str, index: str) -> DataFrame:
         return frame.select(
             F.lit(name).alias("fact"),
-            F.col(process).cast("long") if process else F.lit(None).cast("long"),
-            F.col(index).cast("long") if index else F.lit(None).cast("long"),
+            F.col(process).cast("long"),
+            F.col(index).cast("long"),
             F.col("keys") if name == "assignment" else F.lit(None).cast("array<string>"),
         ).toDF(*shape)
 
@@ -140,14 +149,12 @@ def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFa
     rows: pd.DataFrame = (
         fact("assignment", changes, "process_id", "index")
         .unionByName(fact("member", members, "process_id", "commits"))
-        .unionByName(fact("seen", info_operations_seen(mops, ops), None, "invoke_index"))
         .toArrow()  # not toPandas: Spark Connect's frame carries the query's metrics in its
         .to_pandas()  # `attrs`, which pandas deep-copies into every frame derived from it
     )
-    of = {name: rows[rows["fact"] == name] for name in ("assignment", "member", "seen")}
+    of = {name: rows[rows["fact"] == name] for name in ("assignment", "member")}
     assignments = of["assignment"].astype({"process_id": np.int64, "index": np.int64})
     return SharedFacts(
-        info_seen=frozenset(int(i) for i in of["seen"]["index"]),
         assignments=assignments.sort_values("index", kind="stable")[
             ["process_id", "index", "keys"]
         ].reset_index(drop=True),
