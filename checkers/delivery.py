@@ -54,6 +54,8 @@ def lost_writes(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
         & writes["last_offset"].notna()
         & (writes["last_offset"] <= reach)
     ].copy()
+    if lost.empty:
+        return losses.classify(lost)
     lost["first_idx"] = log.dense(lost["first_offset"]).to_numpy()
     lost["max_read_idx"] = log.dense(pd.Series([reach] * len(lost), dtype="Int64")).to_numpy()
     return losses.classify(lost)

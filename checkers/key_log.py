@@ -306,13 +306,22 @@ class KeyLog:
 
     def dense(self, offsets: pd.Series | np.ndarray) -> pd.Series:
         """The dense index of each of `offsets` (null where the evidence has no such offset)."""
-        wanted = pd.Series(offsets).astype("Int64")
+        wanted = pd.Series(offsets)
+        at = self.dense_positions(wanted)
+        return pd.Series(at, index=wanted.index).astype("Int64").where(at >= 0)
+
+    def dense_positions(self, offsets: pd.Series) -> np.ndarray:
+        """The dense index of each of `offsets` as integers, -1 where the evidence has no
+        such offset or the offset is null."""
         known = self.offsets
-        filled = wanted.fillna(known[0] - 1 if len(known) else -1).to_numpy(dtype=np.int64)
+        wanted = offsets.to_numpy(dtype=np.float64, na_value=np.nan)
+        if len(known) == 0:
+            return np.full(len(wanted), -1, dtype=np.int64)
+        present = ~np.isnan(wanted)
+        filled = np.where(present, wanted, -1).astype(np.int64)
         at = np.searchsorted(known, filled)
-        found = (at < len(known)) & (known[np.minimum(at, len(known) - 1)] == filled)
-        found &= wanted.notna().to_numpy()
-        return pd.Series(at, index=wanted.index).astype("Int64").where(found)
+        found = present & (at < len(known)) & (known[np.minimum(at, len(known) - 1)] == filled)
+        return np.where(found, at, -1)
 
     def _offset_values(self) -> pd.DataFrame:
         """Per offset in the evidence, in order: didx, value_count."""

@@ -132,6 +132,12 @@ class KeyLosses:
     def classify(self, rows: pd.DataFrame) -> pd.DataFrame:
         """`rows` of lost writes (value, acks) plus `effective_acks`, `expected` and
         `expected_reason`, as `LossRules.classify`."""
+        if rows.empty:  # most keys lose nothing
+            return rows.assign(
+                effective_acks=pd.Series(dtype="Int64"),
+                expected=pd.Series(dtype=bool),
+                expected_reason=pd.Series(dtype=object),
+            )
         rows = self.with_acks(rows)
         acks = rows["effective_acks"]
         lossy = acks.isin([0, 1]).fillna(False).astype(bool)

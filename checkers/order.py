@@ -59,27 +59,28 @@ def _resets(log: KeyLog, processes: pd.Series) -> pd.DataFrame:
     return changes.loc[dropped, ["process_id", "index"]]
 
 
-def _preceding(rows: pd.DataFrame, counted: np.ndarray, resets: pd.DataFrame) -> pd.DataFrame:
-    """Per row of `rows` (process_id, index, mop_index; a RangeIndex), as positions in
-    `rows` (-1: none): `prev`, the row before it in its process's history where that is
-    of the same operation (`inner`); else `prev_counted`, the last `counted` row before it
-    where no reset came after that one (`follows`)."""
-    combined = pd.concat(
-        [
-            rows[["process_id", "index", "mop_index"]].assign(
-                row=np.arange(len(rows)), counted=counted
-            ),
-            resets.assign(mop_index=np.nan, row=-1, counted=False),
-        ],
-        ignore_index=True,
-    ).sort_values(["process_id", "index", "mop_index"], kind="stable", na_position="first")
-    if combined.empty:
-        return pd.DataFrame({"prev": [], "prev_counted": []}, dtype=np.int64)
-    process = combined["process_id"].to_numpy()
-    index = combined["index"].to_numpy(dtype=np.int64)
-    row = combined["row"].to_numpy(dtype=np.int64)
+def _preceding(
+    rows: pd.DataFrame, counted: np.ndarray, resets: pd.DataFrame
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of `rows` (process_id, index, mop_index), as positions in `rows` (-1: none):
+    `prev`, the row before it in its process's history where that is of the same operation
+    (`inner`); else `prev_counted`, the last `counted` row before it where no reset came
+    after that one (`follows`)."""
+    size = len(rows)
+    process = np.r_[rows["process_id"].to_numpy(dtype=np.int64), resets["process_id"]]
+    index = np.r_[rows["index"].to_numpy(dtype=np.int64), resets["index"]]
+    # a reset sorts before the micro-operations of an operation at its index
+    mop = np.r_[
+        rows["mop_index"].to_numpy(dtype=np.float64, na_value=-np.inf),
+        np.full(len(resets), -np.inf),
+    ]
+    if len(mop) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    order = np.lexsort((mop, index, process))  # stable: rows before resets where tied
+    process, index = process[order], index[order]
+    row = np.r_[np.arange(size), np.full(len(resets), -1)][order]
     is_reset = row < 0
-    at = np.arange(len(combined))
+    at = np.arange(len(row))
     opens = np.r_[True, process[1:] != process[:-1]]
     group_start = np.maximum.accumulate(np.where(opens, at, 0))
 
@@ -90,17 +91,15 @@ def _preceding(rows: pd.DataFrame, counted: np.ndarray, resets: pd.DataFrame) ->
 
     prev = np.where(at > group_start, at - 1, -1)
     inner = (prev >= 0) & ~is_reset[prev] & (index[prev] == index)
-    counted_at = last_before(combined["counted"].to_numpy(dtype=bool))
+    counted_at = last_before(np.r_[counted, np.zeros(len(resets), dtype=bool)][order])
     # In history order, so a reset before the counted row came before its operation.
     follows = ~inner & (counted_at >= 0) & (last_before(is_reset) < counted_at)
-    out = pd.DataFrame(
-        {
-            "prev": np.where(inner, row[prev], -1),
-            "prev_counted": np.where(follows, row[counted_at], -1),
-        },
-        index=row,
-    )
-    return out[~is_reset].sort_index()
+    prev_row = np.full(size, -1)
+    prev_counted = np.full(size, -1)
+    mine = ~is_reset
+    prev_row[row[mine]] = np.where(inner, row[prev], -1)[mine]
+    prev_counted[row[mine]] = np.where(follows, row[counted_at], -1)[mine]
+    return prev_row, prev_counted
 
 
 def _uneven_steps(
@@ -109,14 +108,18 @@ def _uneven_steps(
     """The steps from row `earlier` to row `later` of `ops` (process_id, index, status,
     offset, value, and `pos`, the position) that are not one index forward, with `delta`
     in dense index; steps where either position is unknown are left out."""
+    dense = log.dense_positions(ops["pos"])
+    delta = dense[later] - dense[earlier]
+    uneven = (dense[earlier] >= 0) & (dense[later] >= 0) & (delta != 1)
+    earlier, later = earlier[uneven], later[uneven]
     before = ops.iloc[earlier].reset_index(drop=True)
     after = ops.iloc[later].reset_index(drop=True)
-    steps = pd.DataFrame(
+    return pd.DataFrame(
         {
             "process_id": after["process_id"],
             "index": after["index"],
             "status": after["status"],
-            "inner": inner,
+            "inner": inner[uneven],
             "before_index": before["index"],
             "before_value": before["value"],
             "before_offset": before["offset"],
@@ -124,12 +127,9 @@ def _uneven_steps(
             "value": after["value"],
             "pos": after["pos"],
             "prev_pos": before["pos"],
+            "delta": delta[uneven].astype(np.int64),
         }
     )
-    known = steps[(steps["pos"].notna() & steps["prev_pos"].notna()).to_numpy(dtype=bool)]
-    known = known.assign(delta=log.dense(known["pos"]) - log.dense(known["prev_pos"]))
-    uneven = known[(known["delta"] != 1).fillna(False).to_numpy(dtype=bool)]
-    return uneven.astype({"delta": np.int64}).reset_index(drop=True)
 
 
 def read_steps(log: KeyLog) -> pd.DataFrame:
@@ -150,11 +150,10 @@ def read_steps(log: KeyLog) -> pd.DataFrame:
     first = np.flatnonzero(opens)
     last = np.r_[first[1:], len(reads)] - 1
     polls = ops.iloc[first].reset_index(drop=True)
-    preceding = _preceding(
+    prev, prev_counted = _preceding(
         polls, (polls["type"] == "ok").to_numpy(), _resets(log, polls["process_id"])
     )
-    prev = preceding["prev"].to_numpy()
-    origin = np.where(prev >= 0, prev, preceding["prev_counted"].to_numpy())
+    origin = np.where(prev >= 0, prev, prev_counted)
     into = np.flatnonzero(origin >= 0)
     return _uneven_steps(
         log,
@@ -184,9 +183,8 @@ def send_steps(log: KeyLog) -> pd.DataFrame:
         }
     ).reset_index(drop=True)
     counted = ops["status"].isin(COUNTED).to_numpy(dtype=bool)
-    preceding = _preceding(ops, counted, _resets(log, ops["process_id"]))
-    prev = preceding["prev"].to_numpy()
-    origin = np.where(prev >= 0, prev, np.where(counted, preceding["prev_counted"].to_numpy(), -1))
+    prev, prev_counted = _preceding(ops, counted, _resets(log, ops["process_id"]))
+    origin = np.where(prev >= 0, prev, np.where(counted, prev_counted, -1))
     into = np.flatnonzero(origin >= 0)
     return _uneven_steps(log, ops, origin[into], into, prev[into] >= 0)
 
@@ -239,6 +237,8 @@ def _expected_reasons(steps: pd.DataFrame, log: KeyLog, losses: KeyLosses) -> pd
 def _with_detail(steps: pd.DataFrame, log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
     """`steps` with the columns of their detail (`_detail`), `expected` and
     `expected_reason`."""
+    if steps.empty:  # no finding: nothing to describe
+        return steps
     inner = steps["inner"].to_numpy(dtype=bool)
     steps = steps.assign(
         key=log.key,
