@@ -106,6 +106,14 @@ def start(
     memory: str = typer.Option(
         "4g", "--memory", metavar="SIZE", help="The server's JVM heap, e.g. 4g or 2048m."
     ),
+    warmup: int = typer.Option(
+        5,
+        "--warmup",
+        min=0,
+        metavar="N",
+        help="Check a small built-in history N times before returning, so that the first "
+        "checks find Spark's code compiled (0: only start the Python workers).",
+    ),
 ) -> None:
     """Start the server in the background and wait until it answers; print its URL.
 
@@ -119,7 +127,7 @@ def start(
     if not _MEMORY.match(memory):
         fail(f"--memory {memory}: expected a size such as 4g or 2048m", ExitCode.USAGE)
     try:
-        state, started = start_server(port=port, memory=memory.lower())
+        state, started = start_server(port=port, memory=memory.lower(), warmup=warmup)
     except SparkUnavailableError as err:
         fail(str(err), ExitCode.INFRASTRUCTURE)
     if started:
