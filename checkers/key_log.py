@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 INPUT_COLUMNS = (
     "index",
@@ -140,7 +141,8 @@ class KeyLog:
         self.shared = shared
         self.events = events
         """The key's leader elections and ISR changes, in history order."""
-        self._rows = rows.to_pandas()
+        self._table = rows
+        self._rows = rows.drop_columns(["key"]).to_pandas()  # the key is `key`
         # Built at once, in dependency order: every check reads nearly all of them.
         self.commits: pd.DataFrame = self._commits()
         self.reads: pd.DataFrame = self._reads()
@@ -153,12 +155,18 @@ class KeyLog:
         self.values: pd.DataFrame = self._values()
         self.located_writes: pd.DataFrame = self._located_writes()
         self.max_read_offset: int | None = self._max_read_offset()
-        del self._rows
+        del self._rows, self._table
+
+    def _is(self, column: str, *values: str) -> np.ndarray:
+        """Where `column` of the key's rows is one of `values`, compared by Arrow (not
+        string by string in Python)."""
+        found = pc.is_in(self._table.column(column), value_set=pa.array(values, pa.string()))
+        return np.asarray(found.to_numpy(), dtype=bool)
 
     def _commits(self) -> pd.DataFrame:
         """The key's `ok` commits: process_id, index, time, committed; in history order."""
         rows = self._rows
-        commits = rows[rows["f"] == "commit"]
+        commits = rows[self._is("f", "commit")]
         return pd.DataFrame(
             {
                 "process_id": commits["process_id"],
@@ -172,7 +180,9 @@ class KeyLog:
         """Every record read by a completed poll: offset, value, type, index, invoke_index,
         process_id, mop_index, poll_seq, final, time; in history order."""
         rows = self._rows
-        polls = rows[(rows["type"] != "invoke") & (rows["f"] == "poll") & rows["offset"].notna()]
+        polls = rows[
+            ~self._is("type", "invoke") & self._is("f", "poll") & rows["offset"].notna().to_numpy()
+        ]
         out = polls[
             [
                 "offset",
@@ -234,8 +244,8 @@ class KeyLog:
         complete_index, mop_index, process_id, acks, complete_time, op_f, error, reads,
         last_read_time, first_reader, was_read, committed."""
         rows = self._rows
-        sends = rows[rows["f"] == "send"]
-        ok = sends[sends["type"] == "ok"]
+        send = self._is("f", "send")
+        ok = rows[send & self._is("type", "ok")]
         settled = pd.DataFrame(
             {
                 "value": ok["value"],
@@ -253,9 +263,10 @@ class KeyLog:
                 "seen": False,
             }
         )
-        invoked = (sends["type"] == "invoke") | (sends["invoke_index"] == sends["index"])
-        others = sends[invoked & sends["unsettled"].astype("boolean").fillna(False).astype(bool)]
-        done = sends[sends["type"].isin(["fail", "info"])][
+        invoked = self._is("type", "invoke") | (rows["invoke_index"] == rows["index"]).to_numpy()
+        not_ok = rows["unsettled"].to_numpy(dtype=bool, na_value=False)
+        others = rows[send & invoked & not_ok]
+        done = rows[send & self._is("type", "fail", "info")][
             ["invoke_index", "mop_index", "value", "offset", "acks"]
         ].rename(columns={"value": "done_value", "offset": "done_offset", "acks": "done_acks"})
         others = others.merge(done, on=["invoke_index", "mop_index"], how="left")
