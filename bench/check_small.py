@@ -2,8 +2,9 @@
 
 Cold: a new `squall check` process that starts its own Spark (`--spark-master local[2]`).
 Warm: a new `squall check` process against a running Spark Connect server (`squall spark
-start`, `--spark-remote`), after `--warmup` untimed checks (default 3) that warm the
-server's JIT, as the checks before it warm a server in use. Each is
+start`, which checks a small history of its own a few times before it returns;
+`--spark-remote`), after `--warmup` untimed checks (default 3) that warm the server's JIT
+further, as the checks before it warm a server in use. Each is
 timed N times, wall clock of the whole process; the table shows the median, min and max
 against the goals (10 s cold, 2 s warm), and whether every check found the same `checkers`
 section. The history is converted to Parquet once beforehand, so that both time the check.

@@ -1,8 +1,9 @@
 """The per-key pass: every per-key check of a history in one shuffle.
 
-The micro-operations of each key are brought together by one `groupBy("key")` and handed,
-as Arrow columns, to one Python function per key (`applyInArrow`), which builds the key's
-`KeyLog` and runs every per-key check on it; the checks' findings come back as rows of the
+The micro-operations of each key are brought into one partition by one shuffle
+(`repartition("key")`) and handed, as Arrow columns, to a Python function per partition
+(`mapInArrow`) that picks out each key's rows, builds the key's `KeyLog` and runs every
+per-key check on it; the checks' findings come back as rows of the
 finding frame (`checkers.findings`). What a key cannot know alone comes with its rows or
 with the function: whether an `info` send operation was seen (it may have written other
 keys: a column of its rows, joined in the pass's query), the consumer groups' assignments
