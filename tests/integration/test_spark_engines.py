@@ -116,9 +116,7 @@ def python_daemons(server: int) -> set[int]:
 def test_a_check_in_squalls_connect_server_is_the_local_check(
     history: Path, env: dict[str, str], local_checkers: str
 ) -> None:
-    started = squall(
-        "spark", "start", "--port", "0", "--memory", "1g", "--warmup", "1", env=env
-    )
+    started = squall("spark", "start", "--port", "0", "--memory", "1g", "--warmup", "1", env=env)
     try:
         assert started.returncode == 0, started.stderr
         url = started.stdout.strip()
