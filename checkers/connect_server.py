@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -267,12 +267,14 @@ def start_server(
     memory: str = DEFAULT_DRIVER_MEMORY,
     timeout: float = START_TIMEOUT_S,
     warmup: int = WARMUP_CHECKS,
+    on_answer: Callable[[ServerState], None] | None = None,
 ) -> tuple[ServerState, bool]:
     """Start the server unless it runs; return it and whether it was started now.
 
     Waits until a Connect session runs a query on it, then checks a small history
-    `warmup` times (`checkers.warmup`); `SparkUnavailableError` (the server stopped
-    again) when it does not answer within `timeout` seconds, exits, or cannot check.
+    `warmup` times (`checkers.warmup`), after telling `on_answer`; `SparkUnavailableError`
+    (the server stopped again) when it does not answer within `timeout` seconds, exits, or
+    cannot check.
     """
     with _locked() as directory:
         state, running = server_status()
@@ -301,7 +303,7 @@ def start_server(
         )  # fmt: skip
         _write_state(directory, state)
         try:
-            _await_ready(process, state, timeout, warmup)
+            _await_ready(process, state, timeout, warmup, on_answer)
         except BaseException:
             _terminate(process.pid, STOP_TIMEOUT_S)
             (directory / STATE).unlink(missing_ok=True)
@@ -310,7 +312,11 @@ def start_server(
 
 
 def _await_ready(
-    process: subprocess.Popen[bytes], state: ServerState, timeout: float, warmup: int
+    process: subprocess.Popen[bytes],
+    state: ServerState,
+    timeout: float,
+    warmup: int,
+    on_answer: Callable[[ServerState], None] | None,
 ) -> None:
     from checkers.session import stop_spark
 
@@ -327,6 +333,8 @@ def _await_ready(
             probe.settimeout(0.5)
             listening = probe.connect_ex(("127.0.0.1", state.port)) == 0
         if listening:
+            if on_answer is not None:
+                on_answer(state)
             try:
                 _warm_up(state.url, warmup)
             finally:

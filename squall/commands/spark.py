@@ -7,11 +7,16 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import typer
 
 from squall.commands._common import fail, stderr
 from squall.exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from checkers.connect_server import ServerState
 
 REMOTE_ENV = "SQUALL_SPARK_REMOTE"
 
@@ -127,7 +132,9 @@ def start(
     if not _MEMORY.match(memory):
         fail(f"--memory {memory}: expected a size such as 4g or 2048m", ExitCode.USAGE)
     try:
-        state, started = start_server(port=port, memory=memory.lower(), warmup=warmup)
+        state, started = start_server(
+            port=port, memory=memory.lower(), warmup=warmup, on_answer=_warming_up(warmup)
+        )
     except SparkUnavailableError as err:
         fail(str(err), ExitCode.INFRASTRUCTURE)
     if started:
@@ -143,6 +150,20 @@ def start(
             highlight=False,
         )
     print(state.url)
+
+
+def _warming_up(checks: int) -> Callable[[ServerState], None]:
+    """What `spark start` says once the server answers, before its warm-up checks."""
+
+    def say(state: ServerState) -> None:
+        if checks > 0:
+            stderr.print(
+                f"the server answers at {state.url}; warming it up: {checks} "
+                f"check{'' if checks == 1 else 's'} of a small history (--warmup 0 skips them)",
+                highlight=False,
+            )
+
+    return say
 
 
 @spark_app.command("status")

@@ -119,6 +119,7 @@ def test_a_check_in_squalls_connect_server_is_the_local_check(
     started = squall("spark", "start", "--port", "0", "--memory", "1g", "--warmup", "1", env=env)
     try:
         assert started.returncode == 0, started.stderr
+        assert "warming it up: 1 check of a small history" in started.stderr
         url = started.stdout.strip()
         assert url.startswith("sc://127.0.0.1:"), started.stdout
         status = json.loads(squall("spark", "status", "--json", env=env).stdout)

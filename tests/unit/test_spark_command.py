@@ -138,6 +138,7 @@ def test_stop_removes_a_stale_state_file() -> None:
 
 def test_a_bad_memory_size_is_a_usage_error() -> None:
     assert runner.invoke(app, ["spark", "start", "--memory", "lots"]).exit_code == ExitCode.USAGE
+    assert runner.invoke(app, ["spark", "start", "--warmup", "-1"]).exit_code == ExitCode.USAGE
 
 
 def test_the_token_goes_only_to_squalls_own_running_server(
