@@ -1,24 +1,22 @@
 """The floor of a Spark check: the least work any check of a history must do, timed.
 
-Issue 6 asks for 10M lines from `history.jsonl` to `results.json` in 60 s on `local[2]`.
-This bench times, on one history, the steps that no Spark check of docs/anomalies.md's anomalies
-can skip, each in its cheapest form:
+Issue 18 asks for 10M lines from `history.jsonl` to `results.json` in 60 s on `local[2]`.
+This bench times, on one history, the steps that the checkers' design (the per-key pass,
+docs/architecture.md) cannot skip, each in its cheapest form:
 
 1. `to_parquet`: history.jsonl to Parquet with the bulk converter (the fastest we have);
 2. `spark_start`: a local SparkSession;
-3. `ops_scan`: one scan and one aggregation of the operations (what counts and latency
-   statistics need at least);
-4. `records_by_key`: the records (every send micro-op and every record read), with only
-   the six columns every check compares (key, offset, value, process, index, type),
-   brought together by key: one shuffle, kept in memory;
-5. `dense_index`: each key's distinct offsets numbered in order (the dense index docs/anomalies.md
-   compares positions by: one aggregation and one sort of the distinct offsets);
-6. `by_process`: one sort of each key's records by process and operation (what the
-   order checks need at least).
+3. `ops_scan`: one scan and one aggregation of the operations (what the statistics need at
+   least);
+4. `pass_input`: the per-key pass's own input (its query: the micro-operations joined with
+   their operations' completions and with which indeterminate sends were read), shuffled
+   by key and handed to a Python function per partition that only counts the rows: the
+   pass without its checks.
 
-Nothing here looks for an anomaly, so the sum is a lower bound for a check built of Spark
-DataFrame operations, not an estimate. `--check` also runs the real check on the same
-Parquet tables for comparison. Prints one JSON document.
+Nothing here looks for an anomaly, so the sum is a lower bound for a check of this design,
+not an estimate. `--check` also runs the real check on the same Parquet tables: what it
+takes beyond the floor is the checks' Python per key and the statistics. Prints one JSON
+document.
 
     .venv/bin/python bench/check_scale.py --lines 10000000 --keep --dir /tmp/s10m
     .venv/bin/python bench/spark_floor.py /tmp/s10m/squall-check-scale-10000000 --check
@@ -31,15 +29,16 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession, Window
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from checkers import CheckConfig, SparkSettings, check_history, get_spark
+from checkers.key_pass import _prepared  # the pass's input query, as the pass builds it
 from histories.bulk_parquet import write_parquet_bulk
 
 GOAL_S = 60.0
@@ -52,24 +51,15 @@ def _timed(figures: dict[str, float], name: str, step: Callable[[], Any]) -> Any
     return result
 
 
-def _backward_steps(rows: DataFrame, by: list[str], order: list[str]) -> int:
-    """How many rows sit at a lower offset than the row before them in `order` (forces the
-    sort: the count depends on it)."""
-    ordered = Window.partitionBy(*by).orderBy(*order)
-    return int(
-        rows.withColumn("_previous", F.lag("offset").over(ordered))
-        .filter(F.col("_previous") > F.col("offset"))
-        .count()
-    )
+def _counted_by_key(frame: DataFrame) -> int:
+    """How many rows `frame` has, counted in Python per partition after one shuffle by key
+    (the per-key pass's shape, without its checks)."""
 
+    def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield pa.RecordBatch.from_pydict({"n": [sum(batch.num_rows for batch in batches)]})
 
-def _dense_index_total(rows: DataFrame) -> int:
-    """The sum of the dense indices of every key's distinct offsets (forces the numbering)."""
-    offsets = rows.filter(F.col("offset").isNotNull()).select("key", "offset").distinct()
-    numbered = offsets.withColumn(
-        "didx", F.row_number().over(Window.partitionBy("key").orderBy("offset")) - 1
-    )
-    return int(numbered.select(F.sum("didx")).collect()[0][0] or 0)
+    counted = frame.repartition("key").mapInArrow(count, schema="n long").toArrow()
+    return int(sum(counted.column("n").to_pylist()))
 
 
 def floor(history: Path, spark_settings: SparkSettings, *, check: bool) -> dict[str, Any]:
@@ -87,22 +77,8 @@ def floor(history: Path, spark_settings: SparkSettings, *, check: bool) -> dict[
             "ops_scan",
             lambda: ops.groupBy("f", "type").agg(F.count(F.lit(1)), F.max("latency_ns")).collect(),
         )
-        records = mops.filter((F.col("f") == "send") | F.col("offset").isNotNull()).select(
-            "key", "offset", "value", "process_id", "index", "type"
-        )
-        by_key = _timed(
-            figures,
-            "records_by_key",
-            lambda: records.repartition("key").localCheckpoint(
-                eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK_DESER
-            ),
-        )
-        _timed(figures, "dense_index", lambda: _dense_index_total(by_key))
-        _timed(
-            figures,
-            "by_process",
-            lambda: _backward_steps(by_key, ["key", "process_id"], ["index"]),
-        )
+        assign = spark.read.parquet(str(parquet / "assign.parquet"))
+        _timed(figures, "pass_input", lambda: _counted_by_key(_prepared(ops, mops, assign)))
         out: dict[str, Any] = {"history": str(history), "seconds": figures}
         out["floor_s"] = round(sum(figures.values()), 2)
         out["goal_s"] = GOAL_S
