@@ -125,43 +125,7 @@ def _prepared(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> DataFrame:
         for name, kind in rows.dtypes
         if name not in commits.columns
     ]
-    return _coded(rows.unionByName(commits.select("*", *absent)))
-
-
-CODED: dict[str, tuple[str, ...]] = {
-    "type": ("invoke", "ok", "fail", "info"),
-    "f": ("send", "poll", "commit"),
-    "op_f": ("send", "poll", "txn", "commit"),
-    "op_type": ("ok", "fail", "info"),
-}
-"""Columns of few values, sent to the key's function as their position in these labels
-(from 1; 0: another value, sent as it is in `<name>_raw`): a history's strings cost more
-to hand from the JVM to Python than anything else in it."""
-
-
-def _coded(frame: DataFrame) -> DataFrame:
-    """`frame` with the `CODED` columns as positions (and `_raw` where not a label)."""
-    columns = []
-    for name in frame.columns:
-        labels = CODED.get(name)
-        if labels is None:
-            columns.append(F.col(name))
-            continue
-        position = F.array_position(F.array(*map(F.lit, labels)), F.col(name))
-        columns.append(position.cast("byte").alias(name))
-        columns.append(F.when(position == 0, F.col(name)).alias(f"{name}_raw"))
-    return frame.select(*columns)
-
-
-def _decoded(table: pa.Table) -> pa.Table:
-    """The `CODED` columns of a key's rows as strings again (`_coded`)."""
-    for name, labels in CODED.items():
-        at = table.schema.get_field_index(name)
-        strings = pc.take(pa.array((None, *labels), pa.string()), table.column(at))
-        raw = table.column(f"{name}_raw")
-        table = table.set_column(at, name, pc.coalesce(strings, raw))
-        table = table.remove_column(table.schema.get_field_index(f"{name}_raw"))
-    return table
+    return rows.unionByName(commits.select("*", *absent))
 
 
 def shared_facts(assign: DataFrame) -> SharedFacts:
@@ -264,7 +228,7 @@ def key_pass_frame(
         received = list(batches)
         if not received:
             return
-        table = _decoded(pa.Table.from_batches(received))
+        table = pa.Table.from_batches(received)
         del received
         column = table.column("key")
         for key in pc.unique(column).to_pylist():
