@@ -40,27 +40,6 @@ class Entry:
 
 
 ENTRIES: dict[str, Entry] = {
-    "topic": Entry(
-        "squall.commands.topic:topic_app",
-        "Create and describe topics, elect leaders.",
-        group=True,
-    ),
-    "perf": Entry("squall.commands.perf:perf_app", "Producer throughput and latency.", group=True),
-    "cluster": Entry(
-        "squall.commands.cluster:cluster_app",
-        "Bring a cluster up by hand, inspect it, tear it down.",
-        group=True,
-    ),
-    "nemesis": Entry(
-        "squall.commands.nemesis:nemesis_app",
-        "Apply one fault to the current cluster, or heal it.",
-        group=True,
-    ),
-    "spark": Entry(
-        "squall.commands.spark:spark_app",
-        "A Spark Connect server here: repeated checks skip Spark's start.",
-        group=True,
-    ),
     "clean": Entry("squall.commands.cluster:clean", "Remove everything squall left behind."),
     "run": Entry("squall.commands.run:run", "Run one test: workload under faults, check, report."),
     "replay": Entry(
@@ -90,8 +69,29 @@ ENTRIES: dict[str, Entry] = {
         "Produce, crash, recover, read back: a standalone broker.",
     ),
     "demo": Entry("squall.commands.roundtrip:demo_renamed", "", hidden=True),
+    "topic": Entry(
+        "squall.commands.topic:topic_app",
+        "Create and describe topics, elect leaders.",
+        group=True,
+    ),
+    "perf": Entry("squall.commands.perf:perf_app", "Producer throughput and latency.", group=True),
+    "cluster": Entry(
+        "squall.commands.cluster:cluster_app",
+        "Bring a cluster up by hand, inspect it, tear it down.",
+        group=True,
+    ),
+    "nemesis": Entry(
+        "squall.commands.nemesis:nemesis_app",
+        "Apply one fault to the current cluster, or heal it.",
+        group=True,
+    ),
+    "spark": Entry(
+        "squall.commands.spark:spark_app",
+        "A Spark Connect server here: repeated checks skip Spark's start.",
+        group=True,
+    ),
 }
-"""squall's commands in the order its help lists them."""
+"""squall's commands in the order its help lists them: commands, then groups."""
 
 
 class LazyCommands(MutableMapping[str, Command]):
