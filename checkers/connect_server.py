@@ -351,11 +351,11 @@ def _warm_up(url: str, checks: int) -> None:
     with a Python function), so that the first checks find Spark's planner compiled, each
     of the checks' queries generated and compiled, and the Python workers started."""
     from checkers.check import check_history
-    from checkers.session import get_spark, start_python_workers
+    from checkers.session import get_spark
     from checkers.warmup import write_warmup_history
 
     if checks <= 0:
-        start_python_workers(get_spark(SparkSettings(remote=url)))
+        _start_python_workers(get_spark(SparkSettings(remote=url)))
         return
     with tempfile.TemporaryDirectory(prefix="squall-warmup-") as scratch:
         run = write_warmup_history(Path(scratch) / "run")
@@ -369,6 +369,18 @@ def _warm_up(url: str, checks: int) -> None:
                     f"the Spark Connect server started but could not check a history "
                     f"({type(err).__name__}: {err})"
                 ) from err
+
+
+def _start_python_workers(spark: Any) -> None:
+    """Run a query with a Python function in the shared session, so that the first check
+    finds its Python workers started (with pandas and pyarrow imported)."""
+
+    def same(table: Any) -> Any:
+        import pandas  # noqa: F401  (what the per-key pass imports)
+
+        return table
+
+    spark.range(2).groupBy("id").applyInArrow(same, schema="id long").collect()
 
 
 def stop_server(timeout: float = STOP_TIMEOUT_S) -> tuple[ServerState | None, bool]:

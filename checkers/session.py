@@ -616,15 +616,3 @@ def _forget() -> None:
 def _first_line(err: BaseException) -> str:
     text = str(err).strip() or type(err).__name__
     return text.splitlines()[0][:300]
-
-
-def start_python_workers(spark: Any) -> None:
-    """Run a query with a Python function, so that Spark starts the Python workers (with
-    pandas and pyarrow imported) that the per-key pass will use."""
-
-    def same(table: Any) -> Any:
-        import pandas  # noqa: F401  (what the per-key pass imports)
-
-        return table
-
-    spark.range(2).groupBy("id").applyInArrow(same, schema="id long").collect()

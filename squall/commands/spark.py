@@ -112,7 +112,7 @@ def start(
         "4g", "--memory", metavar="SIZE", help="The server's JVM heap, e.g. 4g or 2048m."
     ),
     warmup: int = typer.Option(
-        5,
+        5,  # checkers.connect_server.WARMUP_CHECKS: not imported before a command runs
         "--warmup",
         min=0,
         metavar="N",
