@@ -121,7 +121,7 @@ def check_loaded(
     # side against 65 s one after the other.)
     pool = ThreadPoolExecutor(max_workers=2 if small else 1, thread_name_prefix="squall-check")
     try:
-        shared_done = pool.submit(shared_facts, loaded.assign)
+        shared_done = pool.submit(shared_facts, loaded.ops, loaded.mops, loaded.assign)
         events = collect_events(loaded.events)
         stats_done = pool.submit(
             history_stats, spark, loaded.ops, events.nemesis, window_s=config.stats_window_s

@@ -8,15 +8,17 @@ Every definition is that of `checkers.evidence`:
 - writes: one row per send micro-op, with its operation's completion (`status` ok, fail or
   info; a send never completed counts as info, `pending`) and the offset if known;
 - committed: `ok`, or `info` with one of its operation's sent values read by an `ok`
-  operation (Jepsen's `must-have-committed?`; the operation may have written other keys,
-  so the pass tells it on the operation's rows: `op_seen`);
+  operation (Jepsen's `must-have-committed?`): read in this key, or, for an operation
+  that sent to several keys (`SharedFacts.spread`), in another, which the pass tells on
+  the operation's rows (`op_seen`);
 - contents: distinct (offset, value) of the reads and the committed writes with an offset;
   its distinct offsets, numbered from 0, are the dense index (`checkers.dense`).
 
 The pass hands each key's rows with the columns of `INPUT_COLUMNS`: the micro-operation's
 own (see `histories.parquet_schema`) and, on the invocation rows of a send operation that
-did not complete `ok`, that operation's completion (`op_type` null: never completed) and
-whether one of its sent values was read by an `ok` poll of any key (`op_seen`). The
+did not complete `ok`, that operation's completion (`op_type` null: never completed) and,
+for one that sent to several keys, whether one of its sent values was read by an `ok`
+poll of any key (`op_seen`; null otherwise). The
 key's `ok` commits come as rows too (`f` "commit", `offset` the committed offset). What
 no key knows alone comes as `SharedFacts`.
 """
@@ -76,13 +78,16 @@ class SharedFacts:
     """What the pass tells every key: `assignments`, every
     `ok` or `info` assign/subscribe (process_id, index, keys: null when unknown), in
     history order; `members`, the processes with an `ok` subscribe or commit (a
-    consumer group's); `commits`, how many `ok` commits the history holds."""
+    consumer group's); `commits`, how many `ok` commits the history holds; `spread`, the
+    `invoke_index` of the `info` (or never completed) send operations that sent to more
+    than one key (whether another key read one of their values comes as `op_seen`)."""
 
     assignments: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(columns=["process_id", "index", "keys"])
     )
     members: Set[int] = frozenset()
     commits: int = 0
+    spread: Set[int] = frozenset()
 
 
 def _int(series: pd.Series) -> pd.Series:
@@ -292,8 +297,12 @@ class KeyLog:
         writes = pd.concat([settled, unsettled], ignore_index=True)
         writes = writes.merge(self.read_values, on="value", how="left")
         writes["was_read"] = writes["reads"].notna()
-        info = writes["status"] == "info"
-        writes["committed"] = (writes["status"] == "ok") | (info & writes.pop("seen"))
+        info = (writes["status"] == "info").to_numpy()
+        # An indeterminate operation was seen when one of its values was read here, or, for
+        # one that sent to several keys, in another (`op_seen`).
+        read_here = writes.loc[info & writes["was_read"].to_numpy(), "invoke_index"]
+        seen = writes.pop("seen").to_numpy() | writes["invoke_index"].isin(read_here).to_numpy()
+        writes["committed"] = (writes["status"] == "ok").to_numpy() | (info & seen)
         return writes
 
     def _contents(self) -> pd.DataFrame:

@@ -5,10 +5,10 @@ The micro-operations of each key are brought into one partition by one shuffle
 (`mapInArrow`) that picks out each key's rows, builds the key's `KeyLog` and runs every
 per-key check on it; the checks' findings come back as rows of the
 finding frame (`checkers.findings`). What a key cannot know alone comes with its rows or
-with the function: whether an `info` send operation was seen (it may have written other
-keys: a column of its rows, joined in the pass's query), the consumer groups' assignments
-and members (`shared_facts`, collected before the pass) and the SUT's replication events
-of each key.
+with the function: whether an `info` send operation that wrote several keys was seen in
+another (a column of its rows, joined in the pass's query; there are seldom any), the
+consumer groups' assignments and members (`shared_facts`, collected before the pass) and
+the SUT's replication events of each key.
 
 A checker joins the pass by having `check_key(log, losses)`, which returns its findings
 on one key as `FindingRow`s, and what it learnt of the key for its details as a `KeyFacts`
@@ -21,7 +21,7 @@ checker's `check` reads what it found from `CheckContext.key_findings` (`key_fin
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -67,8 +67,9 @@ class KeyCheck(Protocol):
         ...
 
 
-def _prepared(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> DataFrame:
-    """The keyed micro-operations and `ok` commits with the columns of `INPUT_COLUMNS`."""
+def _prepared(ops: DataFrame, mops: DataFrame, assign: DataFrame, spread: Set[int]) -> DataFrame:
+    """The keyed micro-operations and `ok` commits with the columns of `INPUT_COLUMNS`
+    (`spread`: `SharedFacts.spread`)."""
     invoked = (F.col("type") == "invoke") | (F.col("invoke_index") == F.col("index"))
     unsettled = ops.filter(
         invoked
@@ -82,13 +83,17 @@ def _prepared(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> DataFrame:
         (F.col("time") + F.col("latency_ns")).alias("op_complete_time"),
     )
     # Whether an indeterminate operation counts as committed depends on every key it sent
-    # to: the pass is told which were seen as a column of its invocation rows.
-    seen = info_operations_seen(mops, ops).select(
-        F.col("invoke_index").alias("_seen"), F.lit(True).alias("op_seen")
-    )
-    unsettled = unsettled.join(F.broadcast(seen), F.col("_invoke") == F.col("_seen"), "left").drop(
-        "_seen"
-    )
+    # to: a key sees its own reads, and is told of the others' for an operation that sent
+    # to several keys, as a column of its rows.
+    if spread:
+        seen = spread_operations_seen(mops, spread).select(
+            F.col("invoke_index").alias("_seen"), F.lit(True).alias("op_seen")
+        )
+        unsettled = unsettled.join(
+            F.broadcast(seen), F.col("_invoke") == F.col("_seen"), "left"
+        ).drop("_seen")
+    else:
+        unsettled = unsettled.withColumn("op_seen", F.lit(None).cast("boolean"))
     errors = ops.filter((F.col("type") != "invoke") & F.col("error").isNotNull()).select(
         F.col("index").alias("_completion"), "error"
     )
@@ -128,16 +133,16 @@ def _prepared(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> DataFrame:
     return rows.unionByName(commits.select("*", *absent))
 
 
-def shared_facts(assign: DataFrame) -> SharedFacts:
-    """What every key is told (`SharedFacts`), from the consumer-group operations, collected
-    in one job: few rows."""
+def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFacts:
+    """What every key is told (`SharedFacts`), from the consumer-group operations and the
+    indeterminate sends, collected in one job: few rows."""
     ok = F.col("type") == "ok"
     shape = ("fact", "process_id", "index", "keys")
 
-    def fact(name: str, frame: DataFrame, process: str, index: str) -> DataFrame:
+    def fact(name: str, frame: DataFrame, process: str | None, index: str) -> DataFrame:
         return frame.select(
             F.lit(name).alias("fact"),
-            F.col(process).cast("long"),
+            (F.lit(None) if process is None else F.col(process)).cast("long"),
             F.col(index).cast("long"),
             F.col("keys") if name == "assignment" else F.lit(None).cast("array<string>"),
         ).toDF(*shape)
@@ -153,10 +158,11 @@ def shared_facts(assign: DataFrame) -> SharedFacts:
     rows: pd.DataFrame = (
         fact("assignment", changes, "process_id", "index")
         .unionByName(fact("member", members, "process_id", "commits"))
+        .unionByName(fact("spread", spread_operations(ops, mops), None, "invoke_index"))
         .toArrow()  # not toPandas: Spark Connect's frame carries the query's metrics in its
         .to_pandas()  # `attrs`, which pandas deep-copies into every frame derived from it
     )
-    of = {name: rows[rows["fact"] == name] for name in ("assignment", "member")}
+    of = {name: rows[rows["fact"] == name] for name in ("assignment", "member", "spread")}
     assignments = of["assignment"].astype({"process_id": np.int64, "index": np.int64})
     return SharedFacts(
         assignments=assignments.sort_values("index", kind="stable")[
@@ -165,23 +171,35 @@ def shared_facts(assign: DataFrame) -> SharedFacts:
         members=frozenset(int(p) for p in of["member"]["process_id"]),
         # Every ok commit is a member's: a process with one is a member.
         commits=int(of["member"]["index"].sum()),
+        spread=frozenset(int(i) for i in of["spread"]["index"]),
     )
 
 
-def info_operations_seen(mops: DataFrame, ops: DataFrame) -> DataFrame:
-    """The `info` (or never completed) send operations one of whose sent values an `ok`
-    poll read, in any key: `invoke_index`, distinct (lazily)."""
+def spread_operations(ops: DataFrame, mops: DataFrame) -> DataFrame:
+    """The `info` (or never completed) send operations that sent to more than one key:
+    `invoke_index` (lazily)."""
     invoked = (F.col("type") == "invoke") | (F.col("invoke_index") == F.col("index"))
     indeterminate = ops.filter(
         invoked
         & F.col("f").isin("send", "txn")
         & (F.col("complete_type").isNull() | (F.col("complete_type") == "info"))
     ).select(F.col("index").alias("invoke_index"))
-    sent = (
+    return (
         mops.filter((F.col("f") == "send") & F.col("value").isNotNull())
         .join(F.broadcast(indeterminate), "invoke_index", "left_semi")
-        .select("key", "value", "invoke_index")
+        .groupBy("invoke_index")
+        .agg(F.countDistinct("key").alias("keys"))
+        .filter(F.col("keys") > 1)
+        .select("invoke_index")
     )
+
+
+def spread_operations_seen(mops: DataFrame, spread: Set[int]) -> DataFrame:
+    """Those of the `spread` operations (`spread_operations`) one of whose sent values an
+    `ok` poll read, in any key: `invoke_index`, distinct (lazily)."""
+    sent = mops.filter(
+        (F.col("f") == "send") & F.col("value").isNotNull() & F.col("invoke_index").isin(*spread)
+    ).select("key", "value", "invoke_index")
     read = mops.filter(
         (F.col("type") == "ok") & (F.col("f") == "poll") & F.col("offset").isNotNull()
     ).select("key", "value")
@@ -238,7 +256,9 @@ def key_pass_frame(
     # that sorts every partition by key first, which at 10M lines costs the JVM 14 s of
     # 37 s; the key's function picks its rows out of the partition instead.
     return (
-        _prepared(ops, mops, assign).repartition("key").mapInArrow(run_partition, schema=PASS_DDL)
+        _prepared(ops, mops, assign, shared.spread)
+        .repartition("key")
+        .mapInArrow(run_partition, schema=PASS_DDL)
     )
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 
@@ -71,13 +72,13 @@ def key_unclean_lost(log: KeyLog) -> pd.DataFrame:
     ok = acked["status"] == "ok"
     complete = acked["complete_time"].astype("float64")
     last_read = acked["last_read_time"].astype("float64")
-    acked["complete_time"] = complete.where(ok, complete.combine(last_read, _least))
+    acked["complete_time"] = complete.where(ok, _least(complete, last_read))
     if acked.empty:
         return pd.DataFrame(columns=columns)
     pairs = acked.merge(table, how="cross")
     complete = pairs["complete_time"].astype("float64")
     last_read = pairs["last_read_time"].astype("float64")
-    last_sign = complete.combine(last_read.fillna(complete), _greatest)
+    last_sign = _greatest(complete, last_read)
     at = pairs["election_time"]
 
     def first_after(moment: pd.Series) -> pd.Series:
@@ -114,14 +115,14 @@ def key_unclean_lost(log: KeyLog) -> pd.DataFrame:
     return lost.drop(columns=["_before"]).reset_index(drop=True)
 
 
-def _least(a: float, b: float) -> float:
-    """Spark's `least`: the smaller, nulls skipped."""
-    return b if math.isnan(a) else a if math.isnan(b) else min(a, b)
+def _least(a: pd.Series, b: pd.Series) -> pd.Series:
+    """Spark's `least` of two float columns: the smaller, nulls (NaN) skipped."""
+    return pd.Series(np.fmin(a.to_numpy(), b.to_numpy()), index=a.index)
 
 
-def _greatest(a: float, b: float) -> float:
-    """Spark's `greatest`: the larger, nulls skipped."""
-    return b if math.isnan(a) else a if math.isnan(b) else max(a, b)
+def _greatest(a: pd.Series, b: pd.Series) -> pd.Series:
+    """Spark's `greatest` of two float columns: the larger, nulls (NaN) skipped."""
+    return pd.Series(np.fmax(a.to_numpy(), b.to_numpy()), index=a.index)
 
 
 def _rejoin_time(election: ReplicationEvent, events: Sequence[ReplicationEvent]) -> float:

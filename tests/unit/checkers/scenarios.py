@@ -116,6 +116,19 @@ def info_write_committed_by_sibling(b: HistoryBuilder, k: str) -> Outcome:
     return Outcome({k: {"lost-write"}})
 
 
+def info_write_committed_in_another_key(b: HistoryBuilder, k: str) -> Outcome:
+    """The same, but the info op's value that was read went to another key: it committed all
+    the same."""
+    other = f"{k}-other"
+    p, q, r, s, t = (b.process() for _ in range(5))
+    b.send(p, [(other, f"{other}-0", None), (k, f"{k}-1", None)], result="info")
+    b.send1(q, k, f"{k}-2", 2)
+    b.poll(r, {other: [(0, f"{other}-0")]})
+    b.poll(s, {k: [(1, f"{k}-1")]}, result="info")
+    b.poll(t, {k: [(2, f"{k}-2")]})
+    return Outcome({k: {"lost-write"}})
+
+
 def info_write_uncommitted(b: HistoryBuilder, k: str) -> Outcome:
     """The same, but no value of the info op was read by an ok op: it may not have happened."""
     p, q, s, t = (b.process() for _ in range(4))
@@ -458,6 +471,7 @@ DEFAULT_SCENARIOS: dict[str, Scenario] = {
     "lost": lost_write,
     "unseen": unseen_tail,
     "infosib": info_write_committed_by_sibling,
+    "infospread": info_write_committed_in_another_key,
     "infouncommitted": info_write_uncommitted,
     "pskip": poll_skip,
     "preset": poll_skip_reset_by_assign,
