@@ -26,7 +26,7 @@ from checkers.checker import CheckContext, Checker
 from checkers.config import CheckConfig, TestSettings, find_test_settings
 from checkers.events import collect_events
 from checkers.evidence import Evidence
-from checkers.key_pass import KeyCheck, key_pass, shared_facts
+from checkers.key_pass import KeyCheck, key_pass, pass_partitions, shared_facts
 from checkers.load import HistoryLocation, LoadedHistory, load_history, locate_history
 from checkers.losses import LossRules
 from checkers.registry import REGISTRY, compose
@@ -137,6 +137,7 @@ def check_loaded(
             rules,
             per_key,
             config.sample,
+            partitions=None if small else pass_partitions(spark),
         )
         stats = stats_done.result()
     except BaseException:
