@@ -12,6 +12,12 @@ from typing import Any
 import pytest
 
 from checkers import CheckConfig, check_history
+from checkers.config import TestSettings
+from checkers.events import collect_events
+from checkers.key_pass import KeyCheck, key_pass_frame, shared_facts
+from checkers.load import load_history
+from checkers.losses import LossRules
+from checkers.registry import REGISTRY
 from tests.unit.checkers.history_builder import HistoryBuilder
 from tests.unit.checkers.outcomes import as_expected, assert_outcome
 from tests.unit.checkers.scenarios import (
@@ -68,6 +74,29 @@ def unclean_run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
 def test_default_configuration(default_run: Any, name: str) -> None:
     results, outcomes = default_run
     assert_outcome(results, name, outcomes[name])
+
+
+def test_pass_partitions_change_nothing(spark: Any, default_run: Any) -> None:
+    """A key's findings are the same whichever keys share its partition: all in one, or
+    (nearly) one a partition, as in the pass over a large history."""
+    results, _ = default_run
+    loaded = load_history(spark, results["history"]["parquet"])
+    shared = shared_facts(loaded.ops, loaded.mops, loaded.assign)
+    events = collect_events(loaded.events)
+    rules = LossRules(TestSettings(), frozenset())
+    checks = [checker for checker in REGISTRY if isinstance(checker, KeyCheck)]
+
+    def rows(partitions: int | None) -> list[tuple[Any, ...]]:
+        frame = key_pass_frame(
+            loaded.ops, loaded.mops, loaded.assign, rules, checks, 1000, shared,
+            events.replication, partitions=partitions,
+        )  # fmt: skip
+        return sorted((tuple(row) for row in frame.collect()), key=repr)
+
+    found = rows(None)
+    assert any(row[1] is not None for row in found)  # anomalies, not only facts
+    assert rows(1) == found
+    assert rows(37) == found
 
 
 def test_default_verdict(default_run: Any) -> None:
