@@ -23,6 +23,7 @@ import os
 import re
 import socket
 import stat
+import subprocess
 import sys
 import tempfile
 import threading
@@ -32,7 +33,7 @@ from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 from checkers.errors import SparkSessionConflictError, SparkUnavailableError
@@ -430,8 +431,7 @@ def get_spark(settings: SparkSettings | None = None) -> Any:
         for name, value in chosen.conf(log_file).items():
             builder = builder.config(name, value)
         try:
-            if log_file is not None:
-                _launch_jvm_logging_to(log_file, chosen)
+            _launch_jvm(chosen, log_file)
             session = builder.getOrCreate()
         except Exception as err:
             where = f" (Spark's log: {log_file})" if log_file is not None else ""
@@ -469,10 +469,16 @@ def _jvm_pid() -> int:
     return int(getattr(process, "pid", 0) or 0)
 
 
-def _launch_jvm_logging_to(log_file: Path, settings: SparkSettings) -> None:
-    """Start the driver's JVM with its standard error appended to `log_file`: what the JVM
-    prints before log4j2 takes over (``WARNING: Using incubator modules``) would otherwise
-    land in the terminal, in the middle of the live panel. Nothing when a JVM runs already."""
+_JVM_NOTICE = b"WARNING: Using incubator modules"
+"""What Spark 4's JVM prints on standard error before log4j2 takes over, on every start."""
+
+
+def _launch_jvm(settings: SparkSettings, log_file: Path | None) -> None:
+    """Start the driver's JVM with its standard error appended to `log_file`, or, without
+    one, passed on to ours but for its start-up notice (`_JVM_NOTICE`): what the JVM prints
+    before log4j2 takes over would otherwise land in the terminal (in the middle of the
+    live panel, or before the results of `squall check FILE`). Nothing when a JVM runs
+    already."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
@@ -481,10 +487,24 @@ def _launch_jvm_logging_to(log_file: Path, settings: SparkSettings) -> None:
     conf = SparkConf().setMaster(settings.master)
     for name, value in settings.conf(log_file).items():
         conf.set(name, value)
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    with log_file.open("ab") as jvm_stderr:  # the JVM keeps its own copy of the descriptor
-        gateway = launch_gateway(conf, popen_kwargs={"stderr": jvm_stderr})  # type: ignore[no-untyped-call]
+    if log_file is None:
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
+        threading.Thread(
+            target=_pass_on, args=(gateway.proc.stderr,), name="squall-jvm-stderr", daemon=True
+        ).start()
+    else:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        with log_file.open("ab") as jvm_stderr:  # the JVM keeps its own copy of the descriptor
+            gateway = launch_gateway(conf, popen_kwargs={"stderr": jvm_stderr})  # type: ignore[no-untyped-call]
     SparkContext._ensure_initialized(gateway=gateway, conf=conf)
+
+
+def _pass_on(stream: IO[bytes]) -> None:
+    """Copy the JVM's standard error to ours, line by line, but for its start-up notice."""
+    with suppress(OSError, ValueError):
+        for line in stream:
+            if not line.startswith(_JVM_NOTICE):
+                os.write(2, line)
 
 
 def session_running() -> bool:

@@ -191,7 +191,8 @@ def test_hand_written_jepsen_history_checks_with_leniency_noted(spark: Any, tmp_
 
 def test_the_jvm_writes_into_the_run_directory_not_the_terminal(tmp_path: Path) -> None:
     """A new process (a JVM of its own): what the JVM prints before log4j2 starts (Spark 4's
-    ``WARNING: Using incubator modules``) goes to the run's spark.log, not stderr."""
+    ``WARNING: Using incubator modules``) goes to the run's spark.log, not stderr; with no
+    run directory, it is left out."""
     import subprocess
     import sys
 
@@ -209,3 +210,16 @@ def test_the_jvm_writes_into_the_run_directory_not_the_terminal(tmp_path: Path) 
     assert done.returncode == 1, done.stderr
     assert "WARNING" not in done.stderr and "incubator" not in done.stderr, done.stderr
     assert (tmp_path / "spark.log").is_file()
+    # A history file given alone has no run directory to log into: the JVM's standard
+    # error comes to the terminal, without its start-up notice.
+    (tmp_path / "spark.log").unlink()
+    done = subprocess.run(
+        [sys.executable, "-m", "squall", "check", str(tmp_path / "history.jsonl"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["valid"] is False
+    assert "incubator" not in done.stderr, done.stderr
+    assert not (tmp_path / "spark.log").exists()
