@@ -78,7 +78,7 @@ def _prepared(ops: DataFrame, mops: DataFrame, assign: DataFrame, spread: Set[in
     unsettled = sends & (F.col("type") != "ok")  # on the rows kept below
     told = ops.filter(
         (invocation & sends & F.col("complete_type").isNull())
-        | (~invocation & ((sends & (F.col("type") != "ok")) | F.col("error").isNotNull()))
+        | (~invocation & (unsettled | F.col("error").isNotNull()))
     ).select(
         F.col("invoke_index").alias("_invoke"),
         F.when(unsettled, True).alias("unsettled"),

@@ -427,11 +427,12 @@ def get_spark(settings: SparkSettings | None = None) -> Any:
         claim = None
         if chosen.is_local:
             chosen, claim = _with_class_archive(chosen)
+        conf = chosen.conf(log_file)  # once: it writes the log4j2 configuration's file
         builder = SparkSession.builder.master(chosen.master)
-        for name, value in chosen.conf(log_file).items():
+        for name, value in conf.items():
             builder = builder.config(name, value)
         try:
-            _launch_jvm(chosen, log_file)
+            _launch_jvm(chosen.master, conf, log_file)
             session = builder.getOrCreate()
         except Exception as err:
             where = f" (Spark's log: {log_file})" if log_file is not None else ""
@@ -473,19 +474,19 @@ _JVM_NOTICE = b"WARNING: Using incubator modules"
 """What Spark 4's JVM prints on standard error before log4j2 takes over, on every start."""
 
 
-def _launch_jvm(settings: SparkSettings, log_file: Path | None) -> None:
-    """Start the driver's JVM with its standard error appended to `log_file`, or, without
-    one, passed on to ours but for its start-up notice (`_JVM_NOTICE`): what the JVM prints
-    before log4j2 takes over would otherwise land in the terminal (in the middle of the
-    live panel, or before the results of `squall check FILE`). Nothing when a JVM runs
-    already."""
+def _launch_jvm(master: str, settings: dict[str, str], log_file: Path | None) -> None:
+    """Start the driver's JVM for `master` with the Spark configuration `settings`, its
+    standard error appended to `log_file`, or, without one, passed on to ours but for its
+    start-up notice (`_JVM_NOTICE`): what the JVM prints before log4j2 takes over would
+    otherwise land in the terminal (in the middle of the live panel, or before the results
+    of `squall check FILE`). Nothing when a JVM runs already."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
     if SparkContext._gateway is not None:
         return
-    conf = SparkConf().setMaster(settings.master)
-    for name, value in settings.conf(log_file).items():
+    conf = SparkConf().setMaster(master)
+    for name, value in settings.items():
         conf.set(name, value)
     if log_file is None:
         gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
