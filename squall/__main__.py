@@ -1,5 +1,5 @@
 """``python -m squall``: the squall command line."""
 
-from squall.cli import main
+from squall.script import run
 
-raise SystemExit(main())
+raise SystemExit(run())

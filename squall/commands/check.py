@@ -12,6 +12,7 @@ from squall.commands._common import fail
 from squall.commands.choices import ExpectedLossName, LoaderName
 from squall.commands.spark import SparkMasterOption, SparkRemoteOption, require_spark, spark_target
 from squall.exit_codes import ExitCode
+from squall.script import loading
 
 _RUNS = ("run", "edn")  # a directory holding the history (not a bare history.parquet/)
 
@@ -53,18 +54,19 @@ def check(
     Each check starts Spark (seconds); for many, `squall spark start` once and then
     `squall check --spark-remote URL` checks in that running server.
     """
-    from checkers import (
-        CheckConfig,
-        CheckerError,
-        HistoryNotFoundError,
-        SparkUnavailableError,
-        TestConfigError,
-        check_history,
-        stop_spark,
-        write_results,
-    )
-    from histories import HistoryFormatError
-    from squall.report.console import print_results
+    with loading():
+        from checkers import (
+            CheckConfig,
+            CheckerError,
+            HistoryNotFoundError,
+            SparkUnavailableError,
+            TestConfigError,
+            check_history,
+            stop_spark,
+            write_results,
+        )
+        from histories import HistoryFormatError
+        from squall.report.console import print_results
 
     if not path.exists():
         fail(
@@ -81,6 +83,9 @@ def check(
     except (ValueError, TypeError) as err:
         fail(str(err), ExitCode.USAGE)
     spark_master, spark_remote = spark_target(ctx, spark_master, spark_remote)
+    if spark_remote is not None:
+        with loading():
+            import pyspark.sql.connect.session  # noqa: F401  (Spark Connect's client)
     require_spark(spark_master, spark_remote)
     try:
         results = check_history(
