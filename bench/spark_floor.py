@@ -38,7 +38,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from checkers import CheckConfig, SparkSettings, check_history, get_spark
-from checkers.key_pass import _prepared, shared_facts  # the pass's input, as it builds it
+from checkers.key_pass import _prepared  # the pass's input, as it builds it
 from histories.bulk_parquet import write_parquet_bulk
 
 GOAL_S = 60.0
@@ -81,9 +81,7 @@ def floor(history: Path, spark_settings: SparkSettings, *, check: bool) -> dict[
         _timed(
             figures,
             "pass_input",
-            lambda: _counted_by_key(
-                _prepared(ops, mops, assign, shared_facts(ops, mops, assign).spread)
-            ),
+            lambda: _counted_by_key(_prepared(mops, assign)),
         )
         out: dict[str, Any] = {"history": str(history), "seconds": figures}
         out["floor_s"] = round(sum(figures.values()), 2)

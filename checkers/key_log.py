@@ -9,24 +9,23 @@ Every definition is that of `checkers.evidence`:
   info; a send never completed counts as info, `pending`) and the offset if known;
 - committed: `ok`, or `info` with one of its operation's sent values read by an `ok`
   operation (Jepsen's `must-have-committed?`): read in this key, or, for an operation
-  that sent to several keys (`SharedFacts.spread`), in another, which the pass tells on
-  the operation's rows (`op_seen`);
+  that sent to several keys (`SharedFacts.spread`), in another (`op_seen` of
+  `SharedFacts.told`);
 - contents: distinct (offset, value) of the reads and the committed writes with an offset;
   its distinct offsets, numbered from 0, are the dense index (`checkers.dense`).
 
-The pass hands each key's rows with the columns of `INPUT_COLUMNS`: the micro-operation's
-own (see `histories.parquet_schema`) and, on the invocation rows of a send operation that
-did not complete `ok`, that operation's completion (`op_type` null: never completed) and,
-for one that sent to several keys, whether one of its sent values was read by an `ok`
-poll of any key (`op_seen`; null otherwise). The
-key's `ok` commits come as rows too (`f` "commit", `offset` the committed offset). What
-no key knows alone comes as `SharedFacts`.
+The pass hands each key's rows with the columns of `INPUT_COLUMNS`, the micro-operation's
+own (see `histories.parquet_schema`); the key's `ok` commits come as rows too (`f`
+"commit", `offset` the committed offset). What no key knows alone comes as `SharedFacts`,
+among it what the rows of an operation that did not complete `ok` must know of its
+completion (`SharedFacts.told`, looked up by `invoke_index`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -48,15 +47,8 @@ INPUT_COLUMNS = (
     "value",
     "offset",
     "poll_seq",
-    "unsettled",
-    "op_type",
-    "op_complete_index",
-    "op_complete_time",
-    "op_seen",
-    "error",
 )
-"""The columns the pass gives each key (`error`: its completion's, on completion rows and
-on the invocation rows of unsettled operations)."""
+"""The columns the pass gives each key: the micro-operation's own."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +72,9 @@ class SharedFacts:
     history order; `members`, the processes with an `ok` subscribe or commit (a
     consumer group's); `commits`, how many `ok` commits the history holds; `spread`, the
     `invoke_index` of the `info` (or never completed) send operations that sent to more
-    than one key (whether another key read one of their values comes as `op_seen`)."""
+    than one key; `told`, what a key's rows must be told of their operation (`TOLD`), one
+    row per operation that did not complete `ok` or had an error, sorted by
+    `invoke_index`."""
 
     assignments: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(columns=["process_id", "index", "keys"])
@@ -88,6 +82,26 @@ class SharedFacts:
     members: Set[int] = frozenset()
     commits: int = 0
     spread: Set[int] = frozenset()
+    told: pd.DataFrame = field(default_factory=lambda: _no_told())
+
+
+TOLD = {
+    "invoke_index": np.int64,
+    "unsettled": bool,
+    "op_type": object,
+    "op_complete_index": "Int64",
+    "op_complete_time": "Int64",
+    "error": object,
+    "op_seen": bool,
+}
+"""`SharedFacts.told`'s columns: the operation's `invoke_index`; whether it is a send that
+did not complete `ok` (`unsettled`), and then its completion's type, index and time (null:
+it never completed); its completion's `error`; and, for one of the `spread` operations,
+whether another key's `ok` poll read one of its values (`op_seen`)."""
+
+
+def _no_told() -> pd.DataFrame:
+    return pd.DataFrame({name: pd.Series([], dtype=kind) for name, kind in TOLD.items()})
 
 
 def _int(series: pd.Series) -> pd.Series:
@@ -264,13 +278,17 @@ class KeyLog:
                 "acks": _int(ok["acks"]),
                 "complete_time": _int(ok["time"]),
                 "op_f": ok["op_f"],
-                "error": ok["error"],
+                "error": self._told(ok["invoke_index"])["error"],
                 "seen": False,
             }
         )
         invoked = self._is("type", "invoke") | (rows["invoke_index"] == rows["index"]).to_numpy()
-        not_ok = rows["unsettled"].to_numpy(dtype=bool, na_value=False)
-        others = rows[send & invoked & not_ok]
+        sent = rows[send & invoked]
+        told = self._told(sent["invoke_index"])
+        others = sent[told["unsettled"].to_numpy()]
+        others = pd.concat(
+            [others, told[told["unsettled"].to_numpy()].drop(columns="unsettled")], axis=1
+        )
         done = rows[send & self._is("type", "fail", "info")][
             ["invoke_index", "mop_index", "value", "offset", "acks"]
         ].rename(columns={"value": "done_value", "offset": "done_offset", "acks": "done_acks"})
@@ -304,6 +322,34 @@ class KeyLog:
         seen = writes.pop("seen").to_numpy() | writes["invoke_index"].isin(read_here).to_numpy()
         writes["committed"] = (writes["status"] == "ok").to_numpy() | (info & seen)
         return writes
+
+    def _told(self, invoke_index: pd.Series) -> pd.DataFrame:
+        """What the rows of operations `invoke_index` are told of their operation
+        (`SharedFacts.told` less `invoke_index`), on `invoke_index`'s index; for an
+        operation not told of, `unsettled` and `op_seen` false and the rest null."""
+        told = self.shared.told
+        known = told["invoke_index"].to_numpy(dtype=np.int64)
+        wanted = invoke_index.to_numpy(dtype=np.int64)
+        at = np.searchsorted(known, wanted)
+        found = at < len(known)
+        found[found] = known[at[found]] == wanted[found]
+        picked = told.iloc[at[found]]
+        count = len(wanted)
+        out: dict[str, pd.Series] = {}
+        for name, kind in TOLD.items():
+            if name == "invoke_index":
+                continue
+            empty: Any = (
+                np.zeros(count, dtype=bool)
+                if kind is bool
+                else pd.arrays.IntegerArray(np.zeros(count, np.int64), np.ones(count, bool))
+                if kind == "Int64"
+                else np.full(count, None, dtype=object)
+            )
+            column = pd.Series(empty, index=invoke_index.index)
+            column[found] = picked[name].to_numpy()
+            out[name] = column
+        return pd.DataFrame(out)
 
     def _contents(self) -> pd.DataFrame:
         """Distinct (offset, value) of the evidence: what each offset was seen holding."""
