@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -278,38 +277,40 @@ class KeyLog:
                 "acks": _int(ok["acks"]),
                 "complete_time": _int(ok["time"]),
                 "op_f": ok["op_f"],
-                "error": self._told(ok["invoke_index"])["error"],
+                "error": self._errors(ok["invoke_index"]),
                 "seen": False,
             }
         )
         invoked = self._is("type", "invoke") | (rows["invoke_index"] == rows["index"]).to_numpy()
         sent = rows[send & invoked]
-        told = self._told(sent["invoke_index"])
-        others = sent[told["unsettled"].to_numpy()]
-        others = pd.concat(
-            [others, told[told["unsettled"].to_numpy()].drop(columns="unsettled")], axis=1
-        )
+        told = self.shared.told
+        at, found = self._told_at(sent["invoke_index"])
+        unsettled = found.copy()
+        unsettled[found] = told["unsettled"].to_numpy()[at[found]]
+        others, at = sent[unsettled], at[unsettled]
         done = rows[send & self._is("type", "fail", "info")][
             ["invoke_index", "mop_index", "value", "offset", "acks"]
         ].rename(columns={"value": "done_value", "offset": "done_offset", "acks": "done_acks"})
+        # One completion an operation: the merge keeps the others' rows, in order (`at`).
         others = others.merge(done, on=["invoke_index", "mop_index"], how="left")
+        op_type = told["op_type"].to_numpy()[at]
         unsettled = pd.DataFrame(
             {
                 "value": others["done_value"].where(others["done_value"].notna(), others["value"]),
                 "offset": _int(others["done_offset"]),
-                "status": others["op_type"].fillna("info"),
-                "pending": others["op_type"].isna(),
+                "status": np.where(pd.isna(op_type), "info", op_type).astype(object),
+                "pending": pd.isna(op_type),
                 "invoke_index": others["invoke_index"],
-                "complete_index": _int(others["op_complete_index"]),
+                "complete_index": told["op_complete_index"].array[at],
                 "mop_index": others["mop_index"],
                 "process_id": others["process_id"],
                 "acks": _int(
                     others["done_acks"].where(others["done_acks"].notna(), others["acks"])
                 ),
-                "complete_time": _int(others["op_complete_time"]),
+                "complete_time": told["op_complete_time"].array[at],
                 "op_f": others["op_f"],
-                "error": others["error"],
-                "seen": others["op_seen"].astype("boolean").fillna(False).astype(bool),
+                "error": told["error"].to_numpy()[at],
+                "seen": told["op_seen"].to_numpy()[at],
             }
         )
         writes = pd.concat([settled, unsettled], ignore_index=True)
@@ -323,33 +324,22 @@ class KeyLog:
         writes["committed"] = (writes["status"] == "ok").to_numpy() | (info & seen)
         return writes
 
-    def _told(self, invoke_index: pd.Series) -> pd.DataFrame:
-        """What the rows of operations `invoke_index` are told of their operation
-        (`SharedFacts.told` less `invoke_index`), on `invoke_index`'s index; for an
-        operation not told of, `unsettled` and `op_seen` false and the rest null."""
-        told = self.shared.told
-        known = told["invoke_index"].to_numpy(dtype=np.int64)
+    def _errors(self, invoke_index: pd.Series) -> np.ndarray:
+        """The completion's error of each of the operations `invoke_index` (None: none)."""
+        at, found = self._told_at(invoke_index)
+        errors = np.full(len(found), None, dtype=object)
+        errors[found] = self.shared.told["error"].to_numpy()[at[found]]
+        return errors
+
+    def _told_at(self, invoke_index: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+        """Where each of `invoke_index` is in `SharedFacts.told` (its position, and
+        whether it is there at all: an operation that completed ok without error is not)."""
+        known = self.shared.told["invoke_index"].to_numpy(dtype=np.int64)
         wanted = invoke_index.to_numpy(dtype=np.int64)
         at = np.searchsorted(known, wanted)
         found = at < len(known)
         found[found] = known[at[found]] == wanted[found]
-        picked = told.iloc[at[found]]
-        count = len(wanted)
-        out: dict[str, pd.Series] = {}
-        for name, kind in TOLD.items():
-            if name == "invoke_index":
-                continue
-            empty: Any = (
-                np.zeros(count, dtype=bool)
-                if kind is bool
-                else pd.arrays.IntegerArray(np.zeros(count, np.int64), np.ones(count, bool))
-                if kind == "Int64"
-                else np.full(count, None, dtype=object)
-            )
-            column = pd.Series(empty, index=invoke_index.index)
-            column[found] = picked[name].to_numpy()
-            out[name] = column
-        return pd.DataFrame(out)
+        return at, found
 
     def _contents(self) -> pd.DataFrame:
         """Distinct (offset, value) of the evidence: what each offset was seen holding."""
