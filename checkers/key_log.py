@@ -71,9 +71,10 @@ class SharedFacts:
     history order; `members`, the processes with an `ok` subscribe or commit (a
     consumer group's); `commits`, how many `ok` commits the history holds; `spread`, the
     `invoke_index` of the `info` (or never completed) send operations that sent to more
-    than one key; `told`, what a key's rows must be told of their operation (`TOLD`), one
-    row per operation that did not complete `ok` or had an error, sorted by
-    `invoke_index`."""
+    than one key, and `seen`, those of them one of whose values an `ok` poll read; `told`,
+    what a key's rows must be told of their operation (`TOLD`), one row per operation that
+    did not complete `ok` or had an error, sorted by `invoke_index` (None: too many to
+    send with the pass's function, they come as columns of the key's rows instead)."""
 
     assignments: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(columns=["process_id", "index", "keys"])
@@ -81,7 +82,8 @@ class SharedFacts:
     members: Set[int] = frozenset()
     commits: int = 0
     spread: Set[int] = frozenset()
-    told: pd.DataFrame = field(default_factory=lambda: _no_told())
+    told: pd.DataFrame | None = field(default_factory=lambda: _no_told())
+    seen: Set[int] = frozenset()
 
 
 TOLD = {
@@ -101,6 +103,13 @@ whether another key's `ok` poll read one of its values (`op_seen`)."""
 
 def _no_told() -> pd.DataFrame:
     return pd.DataFrame({name: pd.Series([], dtype=kind) for name, kind in TOLD.items()})
+
+
+def _told_of_rows(rows: pa.Table) -> pd.DataFrame:
+    """`SharedFacts.told` of the operations of `rows` that carry it as columns."""
+    told = rows.filter(pc.is_valid(rows.column("unsettled"))).select(list(TOLD))
+    frame = told.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get).astype(TOLD)
+    return frame.drop_duplicates("invoke_index").sort_values("invoke_index", ignore_index=True)
 
 
 def _int(series: pd.Series) -> pd.Series:
@@ -159,6 +168,12 @@ class KeyLog:
         self.shared = shared
         self.events = events
         """The key's leader elections and ISR changes, in history order."""
+        told = [name for name in TOLD if name != "invoke_index"]
+        if shared.told is None:  # the pass joined what the rows are told onto them
+            self._told = _told_of_rows(rows)
+            rows = rows.drop_columns(told)
+        else:
+            self._told = shared.told
         self._table = rows
         self._rows = rows.drop_columns(["key"]).to_pandas()  # the key is `key`
         # Built at once, in dependency order: every check reads nearly all of them.
@@ -173,7 +188,7 @@ class KeyLog:
         self.values: pd.DataFrame = self._values()
         self.located_writes: pd.DataFrame = self._located_writes()
         self.max_read_offset: int | None = self._max_read_offset()
-        del self._rows, self._table
+        del self._rows, self._table, self._told
 
     def _is(self, column: str, *values: str) -> np.ndarray:
         """Where `column` of the key's rows is one of `values`, compared by Arrow (not
@@ -283,7 +298,7 @@ class KeyLog:
         )
         invoked = self._is("type", "invoke") | (rows["invoke_index"] == rows["index"]).to_numpy()
         sent = rows[send & invoked]
-        told = self.shared.told
+        told = self._told
         at, found = self._told_at(sent["invoke_index"])
         unsettled = found.copy()
         unsettled[found] = told["unsettled"].to_numpy()[at[found]]
@@ -328,13 +343,13 @@ class KeyLog:
         """The completion's error of each of the operations `invoke_index` (None: none)."""
         at, found = self._told_at(invoke_index)
         errors = np.full(len(found), None, dtype=object)
-        errors[found] = self.shared.told["error"].to_numpy()[at[found]]
+        errors[found] = self._told["error"].to_numpy()[at[found]]
         return errors
 
     def _told_at(self, invoke_index: pd.Series) -> tuple[np.ndarray, np.ndarray]:
         """Where each of `invoke_index` is in `SharedFacts.told` (its position, and
         whether it is there at all: an operation that completed ok without error is not)."""
-        known = self.shared.told["invoke_index"].to_numpy(dtype=np.int64)
+        known = self._told["invoke_index"].to_numpy(dtype=np.int64)
         wanted = invoke_index.to_numpy(dtype=np.int64)
         at = np.searchsorted(known, wanted)
         found = at < len(known)

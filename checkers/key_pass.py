@@ -70,13 +70,28 @@ class KeyCheck(Protocol):
         ...
 
 
-def _prepared(mops: DataFrame, assign: DataFrame) -> DataFrame:
-    """The keyed micro-operations and `ok` commits with the columns of `INPUT_COLUMNS`."""
+TOLD_WITH_FUNCTION = 50_000
+"""At most this many told operations (`SharedFacts.told`) travel with the pass's function,
+which every task receives (50,000 are about 2 MB); more are joined onto the rows in the
+pass's query instead, which costs every row of a long history the told columns (10M lines:
+14.3 s for the pass's input with them, 10.1 s without) but sends each executor one copy."""
+
+
+def _prepared(mops: DataFrame, assign: DataFrame, told: DataFrame | None = None) -> DataFrame:
+    """The keyed micro-operations and `ok` commits with the columns of `INPUT_COLUMNS`, and
+    with `told`'s (`told_operations` and `op_seen`) where it is given."""
     # A poll's row of a key it read nothing from says nothing of the key's log (`KeyLog`
     # reads only records, which have offsets): most of a long history's polls are such.
-    rows = mops.filter(
+    keyed = mops.filter(
         F.col("key").isNotNull() & ~((F.col("f") == "poll") & F.col("offset").isNull())
-    ).select(*INPUT_COLUMNS)
+    )
+    if told is None:
+        rows = keyed.select(*INPUT_COLUMNS)
+    else:
+        told = told.withColumnRenamed("invoke_index", "_invoke")
+        rows = keyed.join(
+            F.broadcast(told), keyed["invoke_index"] == F.col("_invoke"), "left"
+        ).select(*INPUT_COLUMNS, *(name for name in TOLD if name != "invoke_index"))
     operation = ("index", "invoke_index", "time", "process_id", "type")
     commits = (
         assign.filter(
@@ -168,6 +183,7 @@ def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFa
     member = of["member"]
     spread = frozenset(of["spread"].column("index").to_pylist())
     seen = spread_operations_seen(mops, spread).toArrow() if spread else None
+    many = of["told"].num_rows > TOLD_WITH_FUNCTION
     return SharedFacts(
         assignments=assignments.astype({"process_id": np.int64, "index": np.int64})
         .sort_values("index", kind="stable")
@@ -176,7 +192,8 @@ def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFa
         # Every ok commit is a member's: a process with one is a member.
         commits=int(pc.sum(member.column("index")).as_py() or 0),
         spread=spread,
-        told=_told(of["told"], seen),
+        told=None if many else _told(of["told"], seen),
+        seen=frozenset() if seen is None else frozenset(seen.column(0).to_pylist()),
     )
 
 
@@ -281,7 +298,10 @@ def key_pass_frame(
     # One shuffle brings each key's rows into one partition. Not groupBy().applyInArrow:
     # that sorts every partition by key first, which at 10M lines costs the JVM 14 s of
     # 37 s; the key's function picks its rows out of the partition instead.
-    prepared = _prepared(mops, assign)
+    told = None
+    if shared.told is None:  # too many to send with the function: joined onto the rows
+        told = told_operations(ops).withColumn("op_seen", F.col("invoke_index").isin(*shared.seen))
+    prepared = _prepared(mops, assign, told)
     by_key = (
         prepared.repartition("key")
         if partitions is None

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from checkers import CheckConfig, check_history
+from checkers import CheckConfig, check_history, key_pass
 from checkers.config import TestSettings
 from checkers.events import collect_events
 from checkers.key_pass import KeyCheck, key_pass_frame, shared_facts
@@ -76,27 +76,41 @@ def test_default_configuration(default_run: Any, name: str) -> None:
     assert_outcome(results, name, outcomes[name])
 
 
+def _pass_rows(spark: Any, run: Any, *, partitions: int | None = None) -> list[tuple[Any, ...]]:
+    """The rows of the per-key pass over `run`'s history, sorted."""
+    results, _ = run
+    loaded = load_history(spark, results["history"]["parquet"])
+    shared = shared_facts(loaded.ops, loaded.mops, loaded.assign)
+    frame = key_pass_frame(
+        loaded.ops, loaded.mops, loaded.assign, LossRules(TestSettings(), frozenset()),
+        [checker for checker in REGISTRY if isinstance(checker, KeyCheck)], 1000, shared,
+        collect_events(loaded.events).replication, partitions=partitions,
+    )  # fmt: skip
+    return sorted((tuple(row) for row in frame.collect()), key=repr)
+
+
 def test_pass_partitions_change_nothing(spark: Any, default_run: Any) -> None:
     """A key's findings are the same whichever keys share its partition: all in one, or
     (nearly) one a partition, as in the pass over a large history."""
+    found = _pass_rows(spark, default_run)
+    assert any(row[1] is not None for row in found)  # anomalies, not only facts
+    assert _pass_rows(spark, default_run, partitions=1) == found
+    assert _pass_rows(spark, default_run, partitions=37) == found
+
+
+def test_told_on_the_rows_changes_nothing(
+    spark: Any, default_run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the rows of unsettled operations are told is the same sent with the function
+    or, when there are too many such operations, joined onto the rows."""
+    found = _pass_rows(spark, default_run)
     results, _ = default_run
     loaded = load_history(spark, results["history"]["parquet"])
-    shared = shared_facts(loaded.ops, loaded.mops, loaded.assign)
-    events = collect_events(loaded.events)
-    rules = LossRules(TestSettings(), frozenset())
-    checks = [checker for checker in REGISTRY if isinstance(checker, KeyCheck)]
-
-    def rows(partitions: int | None) -> list[tuple[Any, ...]]:
-        frame = key_pass_frame(
-            loaded.ops, loaded.mops, loaded.assign, rules, checks, 1000, shared,
-            events.replication, partitions=partitions,
-        )  # fmt: skip
-        return sorted((tuple(row) for row in frame.collect()), key=repr)
-
-    found = rows(None)
-    assert any(row[1] is not None for row in found)  # anomalies, not only facts
-    assert rows(1) == found
-    assert rows(37) == found
+    told = shared_facts(loaded.ops, loaded.mops, loaded.assign).told
+    assert told is not None and told["unsettled"].any() and told["op_seen"].any()
+    monkeypatch.setattr(key_pass, "TOLD_WITH_FUNCTION", 0)
+    assert shared_facts(loaded.ops, loaded.mops, loaded.assign).told is None
+    assert _pass_rows(spark, default_run) == found
 
 
 def test_default_verdict(default_run: Any) -> None:
