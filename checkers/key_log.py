@@ -168,10 +168,9 @@ class KeyLog:
         self.shared = shared
         self.events = events
         """The key's leader elections and ISR changes, in history order."""
-        told = [name for name in TOLD if name != "invoke_index"]
         if shared.told is None:  # the pass joined what the rows are told onto them
             self._told = _told_of_rows(rows)
-            rows = rows.drop_columns(told)
+            rows = rows.drop_columns([name for name in TOLD if name != "invoke_index"])
         else:
             self._told = shared.told
         self._table = rows
@@ -306,7 +305,9 @@ class KeyLog:
         done = rows[send & self._is("type", "fail", "info")][
             ["invoke_index", "mop_index", "value", "offset", "acks"]
         ].rename(columns={"value": "done_value", "offset": "done_offset", "acks": "done_acks"})
-        # One completion an operation: the merge keeps the others' rows, in order (`at`).
+        # A send has one completion row at most: the merge keeps the others' rows, in the
+        # order of `at`.
+        done = done.drop_duplicates(["invoke_index", "mop_index"])
         others = others.merge(done, on=["invoke_index", "mop_index"], how="left")
         op_type = told["op_type"].to_numpy()[at]
         unsettled = pd.DataFrame(

@@ -10,8 +10,9 @@ the pass in one job of few rows: the consumer groups' assignments and members, a
 the rows of an operation that did not complete `ok` (or had an error) must know of its
 completion, with, for an `info` send operation that wrote several keys, whether another
 key read it. The pass's query is then one scan and one shuffle, with no join: a join
-there widened every row of a long history by the columns that only those few need
-(measured at 10M lines: 14.3 s for the pass's input with them, 10.1 s without).
+there widens every row of a long history by columns that only those few need (10M lines:
+a check took 37 s with it, 34 s without, medians of five), though past
+`TOLD_WITH_FUNCTION` such operations they are joined after all.
 
 A checker joins the pass by having `check_key(log, losses)`, which returns its findings
 on one key as `FindingRow`s, and what it learnt of the key for its details as a `KeyFacts`
@@ -72,9 +73,10 @@ class KeyCheck(Protocol):
 
 TOLD_WITH_FUNCTION = 50_000
 """At most this many told operations (`SharedFacts.told`) travel with the pass's function,
-which every task receives (50,000 are about 2 MB); more are joined onto the rows in the
-pass's query instead, which costs every row of a long history the told columns (10M lines:
-14.3 s for the pass's input with them, 10.1 s without) but sends each executor one copy."""
+which every task receives (50,000 are about 2 MB; a million 40 MB, unpickled in 0.13 s by
+each task); more are joined onto the rows in the pass's query instead, which costs every row
+of a long history the told columns (10M lines: 37 s a check against 34 s, medians of five)
+but sends each executor one copy."""
 
 
 def _prepared(mops: DataFrame, assign: DataFrame, told: DataFrame | None = None) -> DataFrame:
@@ -182,7 +184,10 @@ def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFa
     assignments = of["assignment"].select(["process_id", "index", "keys"]).to_pandas()
     member = of["member"]
     spread = frozenset(of["spread"].column("index").to_pylist())
-    seen = spread_operations_seen(mops, spread).toArrow() if spread else None
+    seen: frozenset[int] = frozenset()
+    if spread:
+        read = spread_operations_seen(mops, spread).toArrow()
+        seen = frozenset(read.column("invoke_index").to_pylist())
     many = of["told"].num_rows > TOLD_WITH_FUNCTION
     return SharedFacts(
         assignments=assignments.astype({"process_id": np.int64, "index": np.int64})
@@ -193,17 +198,14 @@ def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFa
         commits=int(pc.sum(member.column("index")).as_py() or 0),
         spread=spread,
         told=None if many else _told(of["told"], seen),
-        seen=frozenset() if seen is None else frozenset(seen.column(0).to_pylist()),
+        seen=seen,
     )
 
 
-def _told(rows: pa.Table, seen: pa.Table | None) -> pd.DataFrame:
-    """`SharedFacts.told` from the told rows of `shared_facts` and the spread operations
-    another key read (`seen`, of `spread_operations_seen`; None: no spread operation)."""
+def _told(rows: pa.Table, seen: Set[int]) -> pd.DataFrame:
+    """`SharedFacts.told` from the told rows of `shared_facts` and `SharedFacts.seen`."""
     table = rows.select(["index", *TOLD_ROW[1:]]).rename_columns(list(TOLD_ROW))
-    read_elsewhere = (
-        pa.array([], pa.int64()) if seen is None else seen.column("invoke_index").combine_chunks()
-    )
+    read_elsewhere = pa.array(sorted(seen), pa.int64())
     table = table.append_column(
         "op_seen", pc.is_in(table.column("invoke_index"), value_set=read_elsewhere)
     ).sort_by("invoke_index")
