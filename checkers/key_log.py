@@ -9,8 +9,8 @@ Every definition is that of `checkers.evidence`:
   info; a send never completed counts as info, `pending`) and the offset if known;
 - committed: `ok`, or `info` with one of its operation's sent values read by an `ok`
   operation (Jepsen's `must-have-committed?`): read in this key, or, for an operation
-  that sent to several keys (`SharedFacts.spread`), in another (`op_seen` of
-  `SharedFacts.told`);
+  that sent to several keys, in another (`op_seen` of `SharedFacts.told`, from
+  `SharedFacts.seen`);
 - contents: distinct (offset, value) of the reads and the committed writes with an offset;
   its distinct offsets, numbered from 0, are the dense index (`checkers.dense`).
 
@@ -69,9 +69,9 @@ class SharedFacts:
     """What the pass tells every key: `assignments`, every
     `ok` or `info` assign/subscribe (process_id, index, keys: null when unknown), in
     history order; `members`, the processes with an `ok` subscribe or commit (a
-    consumer group's); `commits`, how many `ok` commits the history holds; `spread`, the
+    consumer group's); `commits`, how many `ok` commits the history holds; `seen`, the
     `invoke_index` of the `info` (or never completed) send operations that sent to more
-    than one key, and `seen`, those of them one of whose values an `ok` poll read; `told`,
+    than one key and one of whose values an `ok` poll read; `told`,
     what a key's rows must be told of their operation (`TOLD`), one row per operation that
     did not complete `ok` or had an error, sorted by `invoke_index` (None: too many to
     send with the pass's function, they come as columns of the key's rows instead)."""
@@ -81,7 +81,6 @@ class SharedFacts:
     )
     members: Set[int] = frozenset()
     commits: int = 0
-    spread: Set[int] = frozenset()
     told: pd.DataFrame | None = field(default_factory=lambda: _no_told())
     seen: Set[int] = frozenset()
 
@@ -97,19 +96,25 @@ TOLD = {
 }
 """`SharedFacts.told`'s columns: the operation's `invoke_index`; whether it is a send that
 did not complete `ok` (`unsettled`), and then its completion's type, index and time (null:
-it never completed); its completion's `error`; and, for one of the `spread` operations,
-whether another key's `ok` poll read one of its values (`op_seen`)."""
+it never completed); its completion's `error`; and, for an indeterminate send that sent to
+several keys, whether another key's `ok` poll read one of its values (`op_seen`: in
+`SharedFacts.seen`)."""
 
 
 def _no_told() -> pd.DataFrame:
     return pd.DataFrame({name: pd.Series([], dtype=kind) for name, kind in TOLD.items()})
 
 
-def _told_of_rows(rows: pa.Table) -> pd.DataFrame:
-    """`SharedFacts.told` of the operations of `rows` that carry it as columns."""
-    told = rows.filter(pc.is_valid(rows.column("unsettled"))).select(list(TOLD))
-    frame = told.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get).astype(TOLD)
-    return frame.drop_duplicates("invoke_index").sort_values("invoke_index", ignore_index=True)
+def told_frame(table: pa.Table) -> pd.DataFrame:
+    """`SharedFacts.told` from an Arrow table with `TOLD`'s columns, any number of rows an
+    operation: one an operation, sorted by `invoke_index`."""
+    # Integers as pandas' nullable integers: a time in nanoseconds does not fit a float.
+    frame = table.select(list(TOLD)).to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
+    return (
+        frame.astype(TOLD)
+        .drop_duplicates("invoke_index")
+        .sort_values("invoke_index", ignore_index=True)
+    )
 
 
 def _int(series: pd.Series) -> pd.Series:
@@ -169,7 +174,7 @@ class KeyLog:
         self.events = events
         """The key's leader elections and ISR changes, in history order."""
         if shared.told is None:  # the pass joined what the rows are told onto them
-            self._told = _told_of_rows(rows)
+            self._told = told_frame(rows.filter(pc.is_valid(rows.column("unsettled"))))
             rows = rows.drop_columns([name for name in TOLD if name != "invoke_index"])
         else:
             self._told = shared.told

@@ -37,7 +37,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from checkers.key_findings import FindingRow, KeyFacts, KeyFindings, sampled_rows
-from checkers.key_log import INPUT_COLUMNS, TOLD, KeyLog, ReplicationEvent, SharedFacts
+from checkers.key_log import (
+    INPUT_COLUMNS,
+    TOLD,
+    KeyLog,
+    ReplicationEvent,
+    SharedFacts,
+    told_frame,
+)
 from checkers.losses import KeyLosses, LossRules
 from checkers.unclean import key_unclean_lost, lost_facts
 
@@ -196,7 +203,6 @@ def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFa
         members=frozenset(member.column("process_id").to_pylist()),
         # Every ok commit is a member's: a process with one is a member.
         commits=int(pc.sum(member.column("index")).as_py() or 0),
-        spread=spread,
         told=None if many else _told(of["told"], seen),
         seen=seen,
     )
@@ -206,11 +212,11 @@ def _told(rows: pa.Table, seen: Set[int]) -> pd.DataFrame:
     """`SharedFacts.told` from the told rows of `shared_facts` and `SharedFacts.seen`."""
     table = rows.select(["index", *TOLD_ROW[1:]]).rename_columns(list(TOLD_ROW))
     read_elsewhere = pa.array(sorted(seen), pa.int64())
-    table = table.append_column(
-        "op_seen", pc.is_in(table.column("invoke_index"), value_set=read_elsewhere)
-    ).sort_by("invoke_index")
-    # Integers as pandas' nullable integers: a time in nanoseconds does not fit a float.
-    return table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get).astype(TOLD)
+    return told_frame(
+        table.append_column(
+            "op_seen", pc.is_in(table.column("invoke_index"), value_set=read_elsewhere)
+        )
+    )
 
 
 def spread_operations(ops: DataFrame, mops: DataFrame) -> DataFrame:

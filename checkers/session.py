@@ -18,6 +18,7 @@ predictable path in a shared temporary directory.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -544,6 +545,13 @@ def _target_of(session: Any) -> str:
     if session is _routing["session"]:
         return str(_routing["target"])
     return str(session.sparkContext.master)
+
+
+def import_connect_client() -> None:
+    """Import Spark Connect's client now (the first session on a server does otherwise), for
+    a caller that times its imports; an import error is left for that session to report."""
+    with contextlib.suppress(ImportError):
+        import pyspark.sql.connect.session  # noqa: F401  (its client and retries with it)
 
 
 def _connect(settings: SparkSettings) -> Any:

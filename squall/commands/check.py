@@ -65,6 +65,7 @@ def check(
             stop_spark,
             write_results,
         )
+        from checkers.session import import_connect_client
         from histories import HistoryFormatError
         from squall.report.console import print_results
 
@@ -85,7 +86,7 @@ def check(
     spark_master, spark_remote = spark_target(ctx, spark_master, spark_remote)
     if spark_remote is not None:
         with loading():
-            import pyspark.sql.connect.session  # noqa: F401  (Spark Connect's client)
+            import_connect_client()
     require_spark(spark_master, spark_remote)
     try:
         results = check_history(
