@@ -256,10 +256,16 @@ class LogManager:
         return self._logs.get((topic, partition))
 
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
-        """The partition's log, created empty in the log dir holding the fewest partitions."""
+        """The partition's log, created empty in the log dir holding the fewest partitions.
+
+        A log loaded at start-up was opened with the broker's defaults, before anyone could
+        say which topic settings apply; given `config`, an existing log takes it.
+        """
         self._check_started()
         existing = self._logs.get((topic, partition))
         if existing is not None:
+            if config is not None and existing.config != config:
+                existing.update_config(config)
             return existing
         validate_topic_partition(topic, partition)
         target = min(self._dirs, key=lambda p: self._logs_per_dir[p])

@@ -187,6 +187,25 @@ def test_topic_configs_apply_on_startup(tmp_path: Path) -> None:
     manager.shutdown()
 
 
+def test_a_log_loaded_with_the_defaults_takes_its_topic_config_when_asked_for(
+    tmp_path: Path,
+) -> None:
+    """A broker loads its logs before the controller says which topic settings apply; the
+    settings given later must replace the defaults (a restarted broker once kept
+    min.insync.replicas=1 and the default segment size for good)."""
+    manager = started([tmp_path])
+    manager.get_or_create_log("t", 0).append(batch(1))
+    manager.shutdown()
+    manager = started([tmp_path])
+    loaded = manager.get_log("t", 0)
+    assert loaded is not None and loaded.config == CONFIG
+    topic = LogConfig(segment_bytes=2048, min_insync_replicas=2, flush_messages=1)
+    assert manager.get_or_create_log("t", 0, topic) is loaded
+    assert loaded.config == topic
+    assert manager.get_or_create_log("t", 0) is loaded and loaded.config == topic
+    manager.shutdown()
+
+
 def test_same_partition_in_two_dirs_is_an_error(tmp_path: Path) -> None:
     dirs = [tmp_path / "a", tmp_path / "b"]
     for d in dirs:
