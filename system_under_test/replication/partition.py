@@ -88,6 +88,9 @@ class Partition:
             # The sole replica: everything in the local log is committed.
             high_watermark = log.log_end_offset if self.isr == {local_broker_id} else 0
         self._high_watermark = min(high_watermark, log.log_end_offset)
+        # Recovery may have cut the log's tail after the cache was written: the cache must not
+        # claim epochs for offsets the log no longer has (Kafka truncates it on load too).
+        self.epoch_cache.truncate_from_end(log.log_end_offset)
         self._waiters: set[asyncio.Future[None]] = set()
 
     def __repr__(self) -> str:

@@ -2,11 +2,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from system_under_test.log import LogConfig
+from system_under_test.log.log import Log
+from system_under_test.log.record import encode_records
 from system_under_test.replication.leader_epoch_cache import (
     UNDEFINED_EPOCH,
     UNDEFINED_OFFSET,
     LeaderEpochCache,
 )
+from system_under_test.replication.partition import Partition
 
 
 def test_end_offset_of_an_epoch_is_the_start_of_the_next(tmp_path: Path) -> None:
@@ -58,3 +62,20 @@ def test_assign_drops_contradicted_entries_and_ignores_stale_epochs(tmp_path: Pa
     cache.assign(2, 20)
     assert cache.entries == [(0, 0), (3, 8)]
     assert cache.latest_epoch == 3
+
+
+def test_a_partition_opened_on_a_shorter_log_forgets_the_epochs_beyond_it(tmp_path: Path) -> None:
+    """Recovery cut the log's tail after the cache was written: the epochs that started in
+    the lost tail must not be offered to followers (OffsetsForLeaderEpoch) as if present."""
+    log = Log.open(tmp_path, LogConfig(), recovery_point=0, clean_shutdown=False)
+    log.append(
+        bytearray(encode_records([(None, b"v", 1000) for _ in range(5)])), assign_offsets=True
+    )
+    cache = LeaderEpochCache(tmp_path)
+    cache.assign(0, 0)
+    cache.assign(1, 3)
+    cache.assign(2, 9)  # written before a crash took offsets 5.. away
+    Partition("t", 0, log, local_broker_id=1, epoch_cache=cache)
+    assert cache.entries == [(0, 0), (1, 3)]
+    assert LeaderEpochCache(tmp_path).entries == [(0, 0), (1, 3)]
+    log.close()
