@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from nemesis import reach
 from nemesis.fault import Fault
 from nemesis.generator import Layout
+from nemesis.reach import Judge
 from nemesis.timing import Span
 
 Lay = Callable[[Layout, float], float]
@@ -29,8 +31,12 @@ class Scenario:
     name: str
     aims_at: str
     lay: Lay
+    reached: Judge
+    """Whether a run reached the state, from the SUT's events (``nemesis.reach``)."""
     needs: str | None = None
     """A capability it cannot do without (``partitions``), or None."""
+    aim: str = "any"
+    """How a run picks its partition among the workload's (``nemesis.aim.RULES``)."""
 
     def available(self, layout: Layout) -> bool:
         return self.needs is None or layout.can(self.needs)
@@ -141,6 +147,24 @@ def controller_session_loss(layout: Layout, start: float) -> float:
     return end
 
 
+def slow_follower_failover(layout: Layout, start: float) -> float:
+    """A follower slowed, not cut off (its process stopped two thirds of the time: it keeps
+    its session and its place in the ISR, but fetches late), then the leader paused past its
+    session: leadership moves while replication lags, so acks=-1 records wait on a new leader
+    for a slow follower while the old leader, resumed, still holds requests it must answer
+    (or refuse) late. The follower runs at full speed again a little after."""
+    slowed = layout.add(
+        start, Fault("start-slow", {"targets": ["follower"], "stopped_ms": 200, "running_ms": 100})
+    )
+    paused_at = start + layout.draw(Span(0.3, 0.5, "session"))
+    paused = layout.add(paused_at, Fault("pause", {"targets": ["leader"]}))
+    resumed_at = paused_at + layout.draw(Span(1.3, 2.0, "session"))
+    layout.add(resumed_at, Fault("resume"), heals=paused)
+    end = resumed_at + layout.draw(Span(0.3, 0.5, "session"))
+    layout.add(end, Fault("stop-slow"), heals=slowed)
+    return end
+
+
 def rolling_bounce(layout: Layout, start: float) -> float:
     """Every broker bounced cleanly in turn, as an operator's rolling restart does: each
     leader moves away and back while writes go on."""
@@ -154,40 +178,64 @@ def rolling_bounce(layout: Layout, start: float) -> float:
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
-        Scenario("zombie-leader", "a deposed leader still reached by clients", zombie_leader),
+        Scenario(
+            "zombie-leader",
+            "a deposed leader still reached by clients",
+            zombie_leader,
+            reach.leader_deposed,
+        ),
         Scenario(
             "isr-shrink-leader-loss",
             "an ISR of one, then the loss of that one",
             isr_shrink_leader_loss,
+            reach.isr_of_one_then_lost,
         ),
         Scenario(
             "follower-restart-leader-loss",
             "truncation on restart, then a failover before catching up (KIP-101)",
             follower_restart_leader_loss,
+            reach.restarted_follower_elected,
+            aim="apart-from-controller",
         ),
         Scenario(
             "failover-during-truncation",
             "a leader change while a replica truncates (KIP-101)",
             failover_during_truncation,
+            reach.truncation_during_failover,
         ),
         Scenario(
             "controller-failover-during-election",
             "an election by a new controller with writes in flight",
             controller_failover_during_election,
+            reach.election_by_new_controller,
         ),
         Scenario(
             "leader-session-loss",
             "a leader fenced by ZooKeeper but not by its peers",
             leader_session_loss,
+            reach.leader_deposed,
             needs="partitions",
+            aim="apart-from-controller",
         ),
         Scenario(
             "controller-session-loss",
             "a controller fenced by ZooKeeper",
             controller_session_loss,
+            reach.new_controller,
             needs="partitions",
         ),
-        Scenario("rolling-bounce", "every leader moved by clean restarts", rolling_bounce),
+        Scenario(
+            "slow-follower-failover",
+            "a leader change while a follower replicates slowly",
+            slow_follower_failover,
+            reach.leader_deposed,
+        ),
+        Scenario(
+            "rolling-bounce",
+            "every leader moved by clean restarts",
+            rolling_bounce,
+            reach.leadership_moved,
+        ),
     )
 }
 
@@ -200,10 +248,11 @@ DEFAULT_FAMILIES: dict[str, tuple[str, ...]] = {
     ),
     "ISR shrink": ("isr-shrink-leader-loss",),
     "truncation after failover": ("follower-restart-leader-loss", "failover-during-truncation"),
+    "slow replication through a leader change": ("slow-follower-failover",),
 }
 """The default generator's round: one scenario of each family of states where replication
 bugs show, each family taking its scenarios in turn, so that a 120-second run reaches each
-family two or three times, not once."""
+family twice or more, not once."""
 
 DEFAULT_MIX = tuple(name for family in DEFAULT_FAMILIES.values() for name in family)
 """Every scenario the default generator runs (all but ``controller-session-loss``)."""
