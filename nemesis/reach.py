@@ -4,8 +4,8 @@ The events are the log's own record (docs/history.md, SUT events): ``leader-elec
 (``key``, ``leader``, ``previous_leader``, ``isr``, ``unclean``), ``isr-change`` (``key``,
 ``isr``, ``leader``), ``truncation`` (``key``, ``from_offset``, ``to_offset``, ``broker``:
 the replica that truncated) and ``controller-elected`` (``controller``), each with the
-node's ``wall_time_ns``. A judge sees the events logged from the run's start (less a
-margin for the clocks of the nodes) to the moment it judges, the run's aim (the partition
+node's ``wall_time_ns``. A judge sees the events logged from the run's start (those
+read from the nodes after it began) to the moment it judges, the run's aim (the partition
 and its roles when the run began) and its faults as applied; it returns whether the state
 was reached, the events that show it, and otherwise what was missing.
 """

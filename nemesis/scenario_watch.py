@@ -34,8 +34,6 @@ QUIET = Span(2.0, 4.0, "fetch")
 """Time after the cluster settled in which nothing strikes."""
 ATTEMPTS = 2
 """Runs of one scenario instance at most: the first, and one more on another partition."""
-CLOCK_MARGIN_S = 1.0
-"""Events logged this long before a run began still count: node clocks differ a little."""
 
 
 def unsettled(view: ClusterView) -> list[str]:
@@ -82,7 +80,6 @@ class ScenarioWatch:
         poll_s: float = 0.5,
         observe_timeout_s: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], int] = time.time_ns,
     ) -> None:
         if not keys:
             raise TargetError("a scenario watch needs the workload's partitions")
@@ -97,7 +94,6 @@ class ScenarioWatch:
         self.poll_s = poll_s
         self.observe_timeout_s = observe_timeout_s
         self.clock = clock
-        self.wall_clock = wall_clock
         self._seen: list[dict[str, Any]] = []
 
     def view(self) -> ClusterView:
@@ -126,17 +122,25 @@ class ScenarioWatch:
         """The partition a run aims at, by its scenario's rule; TargetError when none."""
         return choose_partition(rule, self.view(), self.rng, avoid=avoid)
 
-    def events_since(self, wall_ns: int) -> list[dict[str, Any]]:
-        """Every SUT event logged from ``wall_ns`` (less the clock margin) until now."""
-        # judged from what was read: a node that does not answer shows nothing
+    def _read(self) -> None:
+        # what a node that does not answer logged is read the next time it does
         with contextlib.suppress(ClusterError, OSError):
             self._seen.extend(self.events.read())
-        floor = wall_ns - int(CLOCK_MARGIN_S * 1e9)
-        return [e for e in self._seen if int(e.get("wall_time_ns", 0)) >= floor]
 
-    def judge(self, name: str, aim: Aim, faults: Sequence[Fault], since_wall_ns: int) -> Reach:
-        """Whether the run of scenario ``name`` reached its state."""
+    def mark(self) -> int:
+        """Read every event logged so far; the mark from which a run's events count (by the
+        order they were read in, not by the nodes' clocks, which may differ)."""
+        self._read()
+        return len(self._seen)
+
+    def events_since(self, mark: int) -> list[dict[str, Any]]:
+        """Every SUT event read after ``mark``, until now."""
+        self._read()
+        return self._seen[mark:]
+
+    def judge(self, name: str, aim: Aim, faults: Sequence[Fault], mark: int) -> Reach:
+        """Whether the run of scenario ``name`` that began at ``mark`` reached its state."""
         from nemesis.scenarios import SCENARIOS
 
-        run = ScenarioRun(name, aim, tuple(faults), self.events_since(since_wall_ns))
+        run = ScenarioRun(name, aim, tuple(faults), self.events_since(mark))
         return SCENARIOS[name].reached(run)

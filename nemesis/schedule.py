@@ -529,7 +529,7 @@ class ScheduleRunner:
                 aim = watch.aim(rule, avoid=avoid)
             except (TargetError, ClusterError, OSError) as err:
                 missing = f"no partition to aim at: {err}"
-            began_wall, began_s = watch.wall_clock(), self.clock() - self._started
+            mark, began_s = watch.mark(), self.clock() - self._started
             applied = [self._apply_at(entry, aim, attempt) for entry in entries]
             outcome: dict[str, Any] = {
                 "scenario": name,
@@ -549,7 +549,7 @@ class ScheduleRunner:
                 reach = (
                     Reach(False, missing=missing)
                     if aim is None
-                    else watch.judge(name, aim, faults, began_wall)
+                    else watch.judge(name, aim, faults, mark)
                 )
                 outcome.update(reach.to_json())
             self.outcomes.append(outcome)
