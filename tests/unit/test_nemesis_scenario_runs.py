@@ -367,3 +367,14 @@ def test_the_slow_fault_is_data_validated_and_healed_by_stop_slow() -> None:
     drawn = generate_schedule(spec).faults
     assert [f.fault.f for f in drawn[:2]] == ["start-slow", "stop-slow"]
     assert drawn[0].fault.targets == ["follower"] and drawn[1].heals == drawn[0].id
+
+
+def test_a_watched_schedule_is_a_valid_schedule_json_and_replays_unwatched() -> None:
+    from squall.config.schedule_file import schedule_from_json
+
+    cluster = Cluster([view()], {})
+    applied = ScheduleRunner(cluster, watch=watch_of(cluster)).run(zombie_schedule())
+    doc = applied.to_json()
+    assert doc["scenarios"] and all("instance" in f for f in doc["faults"])
+    again = schedule_from_json(doc, source="schedule.json")
+    assert again.resolved and again.scenarios == applied.scenarios
