@@ -257,7 +257,15 @@ class TestRunner:
             else spec.detectors(),
             rng=random.Random(seed + 2),
         )
-        runner = ScheduleRunner(nemesis, on_applied=record, stop=self.stop, watch=watch)
+
+        def judged(outcome: dict[str, Any]) -> None:
+            if outcome.get("reached") is not None:
+                runs, reached = view.scenarios
+                view.scenarios = (runs + 1, reached + bool(outcome["reached"]))
+
+        runner = ScheduleRunner(
+            nemesis, on_applied=record, stop=self.stop, watch=watch, on_judged=judged
+        )
         applied_schedule: list[Schedule] = []
         schedule_thread = None
         if schedule is not None:
