@@ -522,14 +522,16 @@ class ScheduleRunner:
             before = watch.settle(self._stop)
             if self._stop.wait(watch.quiet_s()):
                 return
-            self._shift += max(0.0, self.clock() - planned)
             aim: Aim | None = None
             missing = ""
             try:
                 aim = watch.aim(rule, avoid=avoid)
             except (TargetError, ClusterError, OSError) as err:
                 missing = f"no partition to aim at: {err}"
-            mark, began_s = watch.mark(), self.clock() - self._started
+            mark = watch.mark()
+            # the run's first fault strikes now, and the rest keep their spacing
+            self._shift += max(0.0, self.clock() - planned)
+            began_s = self.clock() - self._started
             applied = [self._apply_at(entry, aim, attempt) for entry in entries]
             outcome: dict[str, Any] = {
                 "scenario": name,

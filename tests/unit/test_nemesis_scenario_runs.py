@@ -378,3 +378,35 @@ def test_a_watched_schedule_is_a_valid_schedule_json_and_replays_unwatched() -> 
     assert doc["scenarios"] and all("instance" in f for f in doc["faults"])
     again = schedule_from_json(doc, source="schedule.json")
     assert again.resolved and again.scenarios == applied.scenarios
+
+
+def test_slow_observations_before_a_run_do_not_shorten_its_first_fault() -> None:
+    import time
+
+    class Slow(Cluster):
+        def __init__(self) -> None:
+            super().__init__([view()], {})
+            self.struck: list[float] = []
+
+        def apply(self, fault: Fault) -> Fault:
+            self.struck.append(time.monotonic())
+            return super().apply(fault)
+
+        def observe(
+            self, keys: Collection[str], *, controller: bool, timeout_s: float
+        ) -> ClusterView:
+            time.sleep(0.05)
+            return super().observe(keys, controller=controller, timeout_s=timeout_s)
+
+        def read(self) -> list[dict[str, Any]]:
+            time.sleep(0.1)
+            return []
+
+    cluster = Slow()
+    schedule = zombie_schedule()
+    planned = schedule.faults[1].at_s - schedule.faults[0].at_s
+    applied = ScheduleRunner(cluster, watch=watch_of(cluster, attempts=1)).run(schedule)
+    # waits only ever run long: the pause lasts at least as long as it was laid out
+    assert cluster.struck[1] - cluster.struck[0] >= planned - 0.002
+    first = applied.scenarios[0]
+    assert abs(applied.faults[0].at_s - first["started_s"]) < planned
