@@ -410,3 +410,41 @@ def test_slow_observations_before_a_run_do_not_shorten_its_first_fault() -> None
     assert cluster.struck[1] - cluster.struck[0] >= planned - 0.002
     first = applied.scenarios[0]
     assert abs(applied.faults[0].at_s - first["started_s"]) < planned
+
+
+def test_the_reports_show_which_scenarios_reached_their_state() -> None:
+    import io
+
+    from rich.console import Console
+
+    from squall.report.console import print_results
+    from squall.report.html import render_html
+    from squall.report.junit import render_junit
+
+    outcomes = [
+        {"scenario": "zombie-leader", "instance": 0, "attempt": 1, "reached": True,
+         "aim": {"key": "t-1"}, "evidence": [election(1, 2, 1, [1])]},
+        {"scenario": "failover-during-truncation", "instance": 1, "attempt": 1, "reached": False,
+         "aim": {"key": "t-2"}, "missing": "no replica of t-2 truncated after it"},
+        {"scenario": "failover-during-truncation", "instance": 1, "attempt": 2, "reached": False,
+         "aim": {"key": "t-0"}, "missing": "no replica of t-0 truncated after it"},
+        {"scenario": "rolling-bounce", "instance": 2, "attempt": 1, "reached": None},
+    ]  # fmt: skip
+    section = scenario_section(outcomes)
+    assert section is not None
+    assert (section["instances"], section["reached"], section["share"]) == (2, 1, 0.5)
+    assert section["by_name"]["rolling-bounce"]["cut_off"] == 1
+    results = {"valid": True, "checkers": {}, "scenarios": section}
+
+    out = io.StringIO()
+    print_results(results, console=Console(file=out, width=200))
+    text = out.getvalue()
+    assert "scenarios reached their state in 1 of 2 runs" in text
+    assert "failover-during-truncation #1 attempt 2 on t-0: no replica of t-0 truncated" in text
+
+    junit = render_junit(results, suite="s")
+    assert 'skipped="1"' in junit and "reached its state in none of its 1 runs" in junit
+    assert '<testcase classname="s" name="scenario zombie-leader"><system-out>' in junit
+
+    page = render_html(results)
+    assert "<h2 id='scenarios'>Scenarios</h2>" in page and "no replica of t-0 truncated" in page
