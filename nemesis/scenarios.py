@@ -3,11 +3,14 @@ bugs show (a leader change with writes in flight, an ISR that shrank to its lead
 replica truncating after a failover).
 
 Each scenario lays a few faults out on a timeline (``nemesis.generator.Layout``), targeted
-by role (``leader``, ``followers``, ``controller`` of the workload's partition) and timed
-around the cluster's detectors, so that every fault outlasts what it must outlast. Roles are
-resolved when each fault strikes; a step that must hit the node an earlier step hit says
-``same_as``. Where the runtime cannot partition, a scenario uses its process-fault variant
-(a paused process is cut off as surely as a partitioned one), or is not available.
+by role (``leader``, ``followers``, ``controller``) and timed around the cluster's
+detectors, so that every fault outlasts what it must outlast. Each run aims at one
+partition of the workload, picked by the scenario's ``aim`` rule when its first fault
+strikes (``nemesis.aim``); roles are that partition's, resolved when each fault strikes; a
+step that must hit the node an earlier step hit says ``same_as``. Each scenario says how to
+tell from the SUT's events that a run reached its state (``reached``, ``nemesis.reach``).
+Where the runtime cannot partition, a scenario uses its process-fault variant (a paused
+process is cut off as surely as a partitioned one), or is not available.
 """
 
 from __future__ import annotations
