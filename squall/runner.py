@@ -523,4 +523,6 @@ def _describe_active(nemesis: Nemesis) -> list[str]:
         out.append("partition")
     if active.netem:
         out.append(f"netem {','.join(sorted(active.netem))}")
+    if active.slowed:
+        out.append(f"slowed {','.join(sorted(active.slowed))}")
     return out
