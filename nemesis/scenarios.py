@@ -109,12 +109,19 @@ def failover_during_truncation(layout: Layout, start: float) -> float:
     they stay in the ISR) while writes reach the leader, then the leader dies: another leads,
     the old one comes back with writes the new leader never had and must truncate them, and
     the new leader dies while it does. Replicas that truncate by the wrong rule diverge or
-    lose acknowledged writes."""
-    stalled = layout.add(start, Fault("pause", {"targets": ["followers"]}))
+    lose acknowledged writes. The followers stall cut off from the leader (they keep serving
+    the partitions they lead, so clients keep writing to the leader), until it comes back;
+    without partitions, paused (and then clients wait on what they lead)."""
     first_at = start + layout.draw(Span(0.1, 0.15, "lag"))
-    first = layout.add(first_at, Fault("kill", {"targets": ["leader"]}))
-    layout.add(first_at + 0.2, Fault("resume"), heals=stalled)
     returns = first_at + layout.draw(Span(1.2, 1.5, "session"))
+    if layout.can("partitions") and layout.rng.random() < 0.5:
+        cut = _partition(layout, start, shape="isolate", among="brokers", targets=["leader"])
+        first = layout.add(first_at, Fault("kill", {"targets": ["leader"]}), same_as=cut)
+        layout.add(returns, Fault("stop-partition"), heals=cut)
+    else:
+        stalled = layout.add(start, Fault("pause", {"targets": ["followers"]}))
+        first = layout.add(first_at, Fault("kill", {"targets": ["leader"]}))
+        layout.add(first_at + 0.2, Fault("resume"), heals=stalled)
     layout.add(returns, Fault("start"), heals=first)
     second_at = returns + layout.draw(Span(0.3, 1.5, "s"))
     second = layout.add(second_at, Fault("kill", {"targets": ["leader"]}))

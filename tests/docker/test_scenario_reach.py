@@ -146,3 +146,16 @@ def test_a_scenario_that_cannot_reach_its_state_says_so(cluster: Cluster) -> Non
     assert all(o["reached"] is False for o in outcomes), outcomes
     assert all("no election" in o["missing"] for o in outcomes)
     assert outcomes[0]["aim"]["key"] != outcomes[1]["aim"]["key"]
+
+
+def test_failover_during_truncation_with_the_followers_cut_off(cluster: Cluster) -> None:
+    """The partition variant (seed 3 draws it): the followers cut off from the leader, not
+    paused, until it comes back; it still truncates what they never had."""
+    outcomes = run_watched(cluster, "failover-during-truncation", seed=3)
+    assert any(o["reached"] for o in outcomes), outcomes
+    reached = next(o for o in outcomes if o["reached"])
+    assert [e["type"] for e in reached["evidence"]] == [
+        "leader-election",
+        "truncation",
+        "leader-election",
+    ]
