@@ -14,14 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from nemesis.duty_cycle import DutyCycleSpec
 from nemesis.errors import FaultError
 from nemesis.grudge import SHAPES, TARGETED_SHAPES, PartitionGrudge
 from nemesis.netem import NetemSpec
 from nemesis.targets import parse_target
 
-TARGETS_REQUIRED = frozenset({"kill", "bounce", "pause", "freeze"})
+TARGETS_REQUIRED = frozenset({"kill", "bounce", "pause", "freeze", "start-slow"})
 """Faults that must say whom they hit."""
-TARGETS_DEFAULT_TO_ACTIVE = frozenset({"start", "resume", "unfreeze", "stop-netem"})
+TARGETS_DEFAULT_TO_ACTIVE = frozenset({"start", "resume", "unfreeze", "stop-netem", "stop-slow"})
 """Healing faults: without targets they undo whatever this nemesis did."""
 FAULT_NAMES = frozenset(
     {
@@ -35,7 +36,17 @@ FAULT_NAMES = frozenset(
 PARTITION_AMONG = ("all", "brokers")
 """Which nodes a shape splits: every node (ZooKeeper included), or the brokers only."""
 DERIVED_KEYS = frozenset(
-    {"requested", "roles", "observed", "source", "outcome", "error", "interfaces", "healed"}
+    {
+        "requested",
+        "roles",
+        "observed",
+        "source",
+        "outcome",
+        "error",
+        "interfaces",
+        "healed",
+        "cycles",
+    }
 )
 """Value keys the Nemesis adds when it applies a fault; ``request()`` drops them."""
 
@@ -135,6 +146,8 @@ def _validate(f: str, value: Mapping[str, Any]) -> None:
         raise FaultError(f"{f} takes no destinations (only a one-way partition does)")
     if f == "start-netem":
         NetemSpec.from_value(value)
+    if f == "start-slow":
+        DutyCycleSpec.from_value(value)
 
 
 def _validate_partition(

@@ -40,6 +40,7 @@ SINGLE_KINDS: dict[str, tuple[str, str | None]] = {
     "freeze": ("freeze", "unfreeze"),
     "partition": ("start-partition", "stop-partition"),
     "netem": ("start-netem", "stop-netem"),
+    "slow": ("start-slow", "stop-slow"),
 }
 """A kind of single fault -> (the fault, the fault that heals it; None: instantaneous)."""
 KIND_NEEDS = {"partition": "partitions", "netem": "netem", "freeze": "freeze"}
@@ -58,6 +59,8 @@ class Step:
     heals: int | None = None
     same_as: int | None = None
     scenario: str | None = None
+    instance: int | None = None
+    """Which run of a scenario the step belongs to (steps of one run share it)."""
 
 
 @dataclass
@@ -72,12 +75,15 @@ class Layout:
     """What the runtime can do beyond process faults: ``partitions``, ``netem``, ``freeze``."""
     steps: list[Step] = field(default_factory=list)
     scenario: str | None = None
+    instance: int | None = None
+    instances: int = 0
+    """How many runs of scenarios have been laid out."""
 
     def add(
         self, at_s: float, fault: Fault, *, heals: int | None = None, same_as: int | None = None
     ) -> int:
         """Add a step; its index (what later steps name in ``heals`` and ``same_as``)."""
-        self.steps.append(Step(round(at_s, 3), fault, heals, same_as, self.scenario))
+        self.steps.append(Step(round(at_s, 3), fault, heals, same_as, self.scenario, self.instance))
         return len(self.steps) - 1
 
     def draw(self, span: Span) -> float:
@@ -127,6 +133,8 @@ class SingleFault:
             value.update(delay_ms=100.0, jitter_ms=50.0)
         if self.kind in ("kill", "bounce", "pause", "freeze") and "targets" not in value:
             value["targets"] = ["leader"]
+        if self.kind == "slow" and "targets" not in value:
+            value["targets"] = ["follower"]
         if self.kind == "netem" and "targets" not in value:
             value["targets"] = ["all"]
         return Fault(SINGLE_KINDS[self.kind][0], value)
@@ -173,11 +181,13 @@ class NamedScenario:
             raise FaultError(
                 f"scenario {self.name} needs {scenario.needs}, which this runtime lacks"
             )
-        outer, layout.scenario = layout.scenario, self.name
+        outer = layout.scenario, layout.instance
+        layout.scenario, layout.instance = self.name, layout.instances
+        layout.instances += 1
         try:
             return scenario.lay(layout, start_s)
         finally:
-            layout.scenario = outer
+            layout.scenario, layout.instance = outer
 
     def available(self, layout: Layout) -> bool:
         from nemesis.scenarios import SCENARIOS

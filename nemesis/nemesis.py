@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nemesis import process_faults
+from nemesis.duty_cycle import DutyCycle, DutyCycleSpec
 from nemesis.errors import (
     ClusterError,
     FaultApplicationError,
@@ -53,11 +54,18 @@ class ActiveFaults:
     frozen: set[str] = field(default_factory=set)
     partition: PartitionGrudge | None = None
     netem: dict[str, NetemSpec] = field(default_factory=dict)
+    slowed: dict[str, DutyCycle] = field(default_factory=dict)
 
     @property
     def quiet(self) -> bool:
         """Nothing is broken (killed nodes count)."""
-        return not (self.killed or self.paused or self.frozen or self.partition or self.netem)
+        return not (
+            self.killed or self.paused or self.frozen or self.partition or self.netem or self.slowed
+        )
+
+    def held(self) -> set[str]:
+        """Nodes another fault keeps stopped: a duty cycle leaves them alone."""
+        return self.paused | self.frozen
 
 
 class Nemesis:
@@ -85,6 +93,8 @@ class Nemesis:
         self._partitioner = Partitioner(cluster)
         self._shaper = NetworkShaper(cluster)
         self._lock = threading.RLock()
+        self._signals = threading.Lock()
+        """Held around signals that a duty cycle must not interleave with."""
         self._handlers: dict[str, _Handler] = {
             "kill": self._kill,
             "start": self._start,
@@ -97,6 +107,8 @@ class Nemesis:
             "stop-partition": self._stop_partition,
             "start-netem": self._start_netem,
             "stop-netem": self._stop_netem,
+            "start-slow": self._start_slow,
+            "stop-slow": self._stop_slow,
         }
 
     # --- the protocol -----------------------------------------------------------------------
@@ -127,6 +139,8 @@ class Nemesis:
                 steps.append(Fault("stop-partition"))
             if self.active.netem:
                 steps.append(Fault("stop-netem", {"targets": sorted_nodes(self.active.netem)}))
+            if self.active.slowed:
+                steps.append(Fault("stop-slow", {"targets": sorted_nodes(self.active.slowed)}))
             if restart_killed and self.active.killed:
                 steps.append(Fault("start", {"targets": sorted_nodes(self.active.killed)}))
             done, failures = _run_steps(self.apply, steps)
@@ -138,10 +152,11 @@ class Nemesis:
 
     def _kill(self, fault: Fault) -> Fault:
         names, details = self._resolve(fault)
-        outcomes, failures = process_faults.kill(self.cluster, names)
-        hit = {n for n, outcome in outcomes.items() if outcome == "killed"}
-        self.active.killed |= hit
-        self.active.paused -= hit
+        with self._signals:
+            outcomes, failures = process_faults.kill(self.cluster, names)
+            hit = {n for n, outcome in outcomes.items() if outcome == "killed"}
+            self.active.killed |= hit
+            self.active.paused -= hit
         return _finish(fault, names, details, outcomes, failures)
 
     def _start(self, fault: Fault) -> Fault:
@@ -166,8 +181,9 @@ class Nemesis:
 
     def _pause(self, fault: Fault) -> Fault:
         names, details = self._resolve(fault)
-        outcomes, failures = process_faults.pause(self.cluster, names)
-        self.active.paused |= {n for n, outcome in outcomes.items() if outcome == "paused"}
+        with self._signals:
+            outcomes, failures = process_faults.pause(self.cluster, names)
+            self.active.paused |= {n for n, outcome in outcomes.items() if outcome == "paused"}
         return _finish(fault, names, details, outcomes, failures)
 
     def _resume(self, fault: Fault) -> Fault:
@@ -179,8 +195,9 @@ class Nemesis:
     def _freeze(self, fault: Fault) -> Fault:
         process_faults.require_freezer(self.cluster)
         names, details = self._resolve(fault)
-        outcomes, failures = process_faults.freeze(self.cluster, names)
-        self.active.frozen |= set(outcomes)
+        with self._signals:
+            outcomes, failures = process_faults.freeze(self.cluster, names)
+            self.active.frozen |= set(outcomes)
         return _finish(fault, names, details, outcomes, failures)
 
     def _unfreeze(self, fault: Fault) -> Fault:
@@ -189,6 +206,39 @@ class Nemesis:
         outcomes, failures = process_faults.unfreeze(self.cluster, names)
         self.active.frozen -= set(outcomes)
         return _finish(fault, names, details, outcomes, failures)
+
+    def _start_slow(self, fault: Fault) -> Fault:
+        spec = DutyCycleSpec.from_value(fault.value)
+        names, details = self._resolve(fault)
+        outcomes: dict[str, str] = {}
+        for name in names:
+            self.cluster.node(name)  # KeyError naming the known nodes
+            if name in self.active.slowed:
+                outcomes[name] = "already-slowed"
+                continue
+            cycle = DutyCycle(
+                self.cluster.daemons, name, spec, lock=self._signals, held=self.active.held
+            )
+            cycle.start()
+            self.active.slowed[name] = cycle
+            outcomes[name] = "slowed"
+        applied = {**fault.value, **spec.to_value(), "targets": names, **details}
+        return Fault(fault.f, {**applied, "outcome": outcomes})
+
+    def _stop_slow(self, fault: Fault) -> Fault:
+        names, details = self._resolve(fault, default=sorted_nodes(self.active.slowed))
+        outcomes: dict[str, str] = {}
+        cycles: dict[str, int] = {}
+        for name in names:
+            cycle = self.active.slowed.pop(name, None)
+            if cycle is None:
+                outcomes[name] = "not-slowed"
+                continue
+            cycle.stop()
+            outcomes[name] = "resumed"
+            cycles[name] = cycle.cycles
+        value = {**fault.value, "targets": list(names), **details, "outcome": outcomes}
+        return Fault(fault.f, {**value, "cycles": cycles})
 
     # --- network faults ---------------------------------------------------------------------
 

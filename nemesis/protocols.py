@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from nemesis.targets import ClusterView
 
@@ -103,6 +103,14 @@ class RoleObserver(Protocol):
         """The leadership of the partitions ``keys`` (``TOPIC-PARTITION``) and, if asked,
         the controller; ``TargetError`` when nothing answers."""
         ...
+
+
+class EventSource(Protocol):
+    """The SUT's own events (elections, ISR changes, truncations, controller moves) as its
+    nodes log them, read during the run: each call returns those logged since the last one,
+    as JSON objects with ``type`` and the node's ``wall_time_ns``."""
+
+    def read(self) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,14 @@ bugs show (a leader change with writes in flight, an ISR that shrank to its lead
 replica truncating after a failover).
 
 Each scenario lays a few faults out on a timeline (``nemesis.generator.Layout``), targeted
-by role (``leader``, ``followers``, ``controller`` of the workload's partition) and timed
-around the cluster's detectors, so that every fault outlasts what it must outlast. Roles are
-resolved when each fault strikes; a step that must hit the node an earlier step hit says
-``same_as``. Where the runtime cannot partition, a scenario uses its process-fault variant
-(a paused process is cut off as surely as a partitioned one), or is not available.
+by role (``leader``, ``followers``, ``controller``) and timed around the cluster's
+detectors, so that every fault outlasts what it must outlast. Each run aims at one
+partition of the workload, picked by the scenario's ``aim`` rule when its first fault
+strikes (``nemesis.aim``); roles are that partition's, resolved when each fault strikes; a
+step that must hit the node an earlier step hit says ``same_as``. Each scenario says how to
+tell from the SUT's events that a run reached its state (``reached``, ``nemesis.reach``).
+Where the runtime cannot partition, a scenario uses its process-fault variant (a paused
+process is cut off as surely as a partitioned one), or is not available.
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from nemesis import reach
 from nemesis.fault import Fault
 from nemesis.generator import Layout
+from nemesis.reach import Judge
 from nemesis.timing import Span
 
 Lay = Callable[[Layout, float], float]
@@ -29,8 +34,12 @@ class Scenario:
     name: str
     aims_at: str
     lay: Lay
+    reached: Judge
+    """Whether a run reached the state, from the SUT's events (``nemesis.reach``)."""
     needs: str | None = None
     """A capability it cannot do without (``partitions``), or None."""
+    aim: str = "any"
+    """How a run picks its partition among the workload's (``nemesis.aim.RULES``)."""
 
     def available(self, layout: Layout) -> bool:
         return self.needs is None or layout.can(self.needs)
@@ -100,12 +109,19 @@ def failover_during_truncation(layout: Layout, start: float) -> float:
     they stay in the ISR) while writes reach the leader, then the leader dies: another leads,
     the old one comes back with writes the new leader never had and must truncate them, and
     the new leader dies while it does. Replicas that truncate by the wrong rule diverge or
-    lose acknowledged writes."""
-    stalled = layout.add(start, Fault("pause", {"targets": ["followers"]}))
+    lose acknowledged writes. The followers stall cut off from the leader (they keep serving
+    the partitions they lead, so clients keep writing to the leader), until it comes back;
+    without partitions, paused (and then clients wait on what they lead)."""
     first_at = start + layout.draw(Span(0.1, 0.15, "lag"))
-    first = layout.add(first_at, Fault("kill", {"targets": ["leader"]}))
-    layout.add(first_at + 0.2, Fault("resume"), heals=stalled)
     returns = first_at + layout.draw(Span(1.2, 1.5, "session"))
+    if layout.can("partitions") and layout.rng.random() < 0.5:
+        cut = _partition(layout, start, shape="isolate", among="brokers", targets=["leader"])
+        first = layout.add(first_at, Fault("kill", {"targets": ["leader"]}), same_as=cut)
+        layout.add(returns, Fault("stop-partition"), heals=cut)
+    else:
+        stalled = layout.add(start, Fault("pause", {"targets": ["followers"]}))
+        first = layout.add(first_at, Fault("kill", {"targets": ["leader"]}))
+        layout.add(first_at + 0.2, Fault("resume"), heals=stalled)
     layout.add(returns, Fault("start"), heals=first)
     second_at = returns + layout.draw(Span(0.3, 1.5, "s"))
     second = layout.add(second_at, Fault("kill", {"targets": ["leader"]}))
@@ -141,6 +157,24 @@ def controller_session_loss(layout: Layout, start: float) -> float:
     return end
 
 
+def slow_follower_failover(layout: Layout, start: float) -> float:
+    """A follower slowed, not cut off (its process stopped two thirds of the time: it keeps
+    its session and its place in the ISR, but fetches late), then the leader paused past its
+    session: leadership moves while replication lags, so acks=-1 records wait on a new leader
+    for a slow follower while the old leader, resumed, still holds requests it must answer
+    (or refuse) late. The follower runs at full speed again a little after."""
+    slowed = layout.add(
+        start, Fault("start-slow", {"targets": ["follower"], "stopped_ms": 200, "running_ms": 100})
+    )
+    paused_at = start + layout.draw(Span(0.3, 0.5, "session"))
+    paused = layout.add(paused_at, Fault("pause", {"targets": ["leader"]}))
+    resumed_at = paused_at + layout.draw(Span(1.3, 2.0, "session"))
+    layout.add(resumed_at, Fault("resume"), heals=paused)
+    end = resumed_at + layout.draw(Span(0.3, 0.5, "session"))
+    layout.add(end, Fault("stop-slow"), heals=slowed)
+    return end
+
+
 def rolling_bounce(layout: Layout, start: float) -> float:
     """Every broker bounced cleanly in turn, as an operator's rolling restart does: each
     leader moves away and back while writes go on."""
@@ -154,40 +188,64 @@ def rolling_bounce(layout: Layout, start: float) -> float:
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
-        Scenario("zombie-leader", "a deposed leader still reached by clients", zombie_leader),
+        Scenario(
+            "zombie-leader",
+            "a deposed leader still reached by clients",
+            zombie_leader,
+            reach.leader_deposed,
+        ),
         Scenario(
             "isr-shrink-leader-loss",
             "an ISR of one, then the loss of that one",
             isr_shrink_leader_loss,
+            reach.isr_of_one_then_lost,
         ),
         Scenario(
             "follower-restart-leader-loss",
             "truncation on restart, then a failover before catching up (KIP-101)",
             follower_restart_leader_loss,
+            reach.restarted_follower_elected,
+            aim="apart-from-controller",
         ),
         Scenario(
             "failover-during-truncation",
             "a leader change while a replica truncates (KIP-101)",
             failover_during_truncation,
+            reach.truncation_during_failover,
         ),
         Scenario(
             "controller-failover-during-election",
             "an election by a new controller with writes in flight",
             controller_failover_during_election,
+            reach.election_by_new_controller,
         ),
         Scenario(
             "leader-session-loss",
             "a leader fenced by ZooKeeper but not by its peers",
             leader_session_loss,
+            reach.leader_deposed,
             needs="partitions",
+            aim="apart-from-controller",
         ),
         Scenario(
             "controller-session-loss",
             "a controller fenced by ZooKeeper",
             controller_session_loss,
+            reach.new_controller,
             needs="partitions",
         ),
-        Scenario("rolling-bounce", "every leader moved by clean restarts", rolling_bounce),
+        Scenario(
+            "slow-follower-failover",
+            "a leader change while a follower replicates slowly",
+            slow_follower_failover,
+            reach.leader_deposed,
+        ),
+        Scenario(
+            "rolling-bounce",
+            "every leader moved by clean restarts",
+            rolling_bounce,
+            reach.leadership_moved,
+        ),
     )
 }
 
@@ -200,10 +258,11 @@ DEFAULT_FAMILIES: dict[str, tuple[str, ...]] = {
     ),
     "ISR shrink": ("isr-shrink-leader-loss",),
     "truncation after failover": ("follower-restart-leader-loss", "failover-during-truncation"),
+    "slow replication through a leader change": ("slow-follower-failover",),
 }
 """The default generator's round: one scenario of each family of states where replication
 bugs show, each family taking its scenarios in turn, so that a 120-second run reaches each
-family two or three times, not once."""
+family twice or more, not once."""
 
 DEFAULT_MIX = tuple(name for family in DEFAULT_FAMILIES.values() for name in family)
 """Every scenario the default generator runs (all but ``controller-session-loss``)."""

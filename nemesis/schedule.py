@@ -16,14 +16,17 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from nemesis.aim import Aim, aimed
 from nemesis.errors import ClusterError, FaultApplicationError, FaultError, TargetError
 from nemesis.fault import PARTITION_AMONG, TARGETS_DEFAULT_TO_ACTIVE, Fault
 from nemesis.generator import KIND_NEEDS, SINGLE_KINDS, Layout, parse_generator
 from nemesis.grudge import SHAPES, TARGETED_SHAPES
 from nemesis.netem import NetemSpec
+from nemesis.reach import Reach
+from nemesis.scenario_watch import ScenarioWatch
 from nemesis.targets import parse_target
 from nemesis.timing import Detectors
 
@@ -43,6 +46,7 @@ DEFAULT_TARGETS: dict[str, list[str]] = {
     "freeze": ["random"],
     "partition": [],
     "netem": ["all"],
+    "slow": ["follower"],
 }
 DEFAULT_SHAPES = ("isolate", "halves", "random-halves", "majorities-ring", "bridge")
 
@@ -186,7 +190,8 @@ class ScheduledFault:
     ``id`` numbers the faults of a schedule; a healing fault names the fault it heals in
     ``heals``, so that the runner can give it that fault's resolved targets; a fault that
     must hit the nodes an earlier one hit names it in ``same_as``. ``scenario`` names the
-    scenario the fault belongs to, if any.
+    scenario the fault belongs to, if any, and ``instance`` which run of it (the faults of
+    one run share it; a retried run keeps it).
     """
 
     at_s: float
@@ -195,6 +200,7 @@ class ScheduledFault:
     heals: int | None = None
     same_as: int | None = None
     scenario: str | None = None
+    instance: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"id": self.id, "at_s": self.at_s, **self.fault.to_json()}
@@ -204,6 +210,8 @@ class ScheduledFault:
             doc["same_as"] = self.same_as
         if self.scenario is not None:
             doc["scenario"] = self.scenario
+        if self.instance is not None:
+            doc["instance"] = self.instance
         return doc
 
     @classmethod
@@ -216,12 +224,13 @@ class ScheduledFault:
         if isinstance(ident, bool) or not isinstance(ident, int):
             raise FaultError(f"scheduled fault {doc!r}: id must be an integer")
         same_as, scenario = doc.get("same_as"), doc.get("scenario")
-        for name, link in (("heals", heals), ("same_as", same_as)):
+        instance = doc.get("instance")
+        for name, link in (("heals", heals), ("same_as", same_as), ("instance", instance)):
             if link is not None and (isinstance(link, bool) or not isinstance(link, int)):
                 raise FaultError(f"scheduled fault {doc!r}: {name} must be an id")
         if scenario is not None and not isinstance(scenario, str):
             raise FaultError(f"scheduled fault {doc!r}: scenario must be a name")
-        return cls(float(at_s), Fault.from_json(doc), ident, heals, same_as, scenario)
+        return cls(float(at_s), Fault.from_json(doc), ident, heals, same_as, scenario, instance)
 
 
 @dataclass(frozen=True)
@@ -232,6 +241,8 @@ class Schedule:
     seed: int | None = None
     spec: ScheduleSpec | None = None
     resolved: bool = False
+    scenarios: tuple[dict[str, Any], ...] = ()
+    """Each run of a scenario as judged: its aim, whether it reached its state, evidence."""
 
     def __post_init__(self) -> None:
         ordered = tuple(sorted(self.faults, key=lambda s: (s.at_s, s.id)))
@@ -255,6 +266,7 @@ class Schedule:
             "resolved": self.resolved,
             "spec": None if self.spec is None else self.spec.to_json(),
             "faults": [s.to_json() for s in self.faults],
+            **({"scenarios": list(self.scenarios)} if self.scenarios else {}),
         }
 
     @classmethod
@@ -272,6 +284,7 @@ class Schedule:
             seed=doc.get("seed"),
             spec=None if spec is None else ScheduleSpec.from_json(spec),
             resolved=bool(doc.get("resolved", False)),
+            scenarios=tuple(doc.get("scenarios") or ()),
         )
 
     def dumps(self) -> str:
@@ -376,6 +389,7 @@ def _lay_out(spec: ScheduleSpec) -> Schedule:
                 heals=None if step.heals is None else kept.get(step.heals),
                 same_as=None if step.same_as is None else kept.get(step.same_as),
                 scenario=step.scenario,
+                instance=step.instance,
             )
         )
     return Schedule(tuple(entries), seed=spec.seed, spec=spec)
@@ -398,6 +412,13 @@ class ScheduleRunner:
     ``on_applied(fault)`` receives every fault as applied (the history writer, later); a
     fault that failed is reported too, with an ``error`` in its value, and the schedule goes
     on. ``stop()`` (or the ``stop`` event) ends the run early; healing is the caller's job.
+
+    With a ``watch`` (``nemesis.scenario_watch``), each run of a scenario of a schedule not
+    yet applied waits for the cluster to settle and a quiet time, aims at a partition
+    chosen by the scenario's rule, and is judged once it ended and the cluster settled
+    again; a run that did not reach its state is tried once more, at once, on another
+    partition. The time this takes moves every later fault as much. ``on_judged`` receives
+    each run's outcome; the applied schedule keeps them all (``scenarios``).
     """
 
     def __init__(
@@ -407,41 +428,172 @@ class ScheduleRunner:
         on_applied: Callable[[Fault], None] = lambda _fault: None,
         clock: Callable[[], float] = time.monotonic,
         stop: threading.Event | None = None,
+        watch: ScenarioWatch | None = None,
+        on_judged: Callable[[dict[str, Any]], None] = lambda _outcome: None,
     ) -> None:
         self.nemesis = nemesis
         self.on_applied = on_applied
         self.clock = clock
+        self.watch = watch
+        self.on_judged = on_judged
         self._stop = stop or threading.Event()
+        self._started = 0.0
+        self._shift = 0.0
+        self._next_id = 0
+        self._applied: dict[int, Fault] = {}
+        self._record: list[ScheduledFault] = []
+        self.outcomes: list[dict[str, Any]] = []
 
     def stop(self) -> None:
         self._stop.set()
 
     def run(self, schedule: Schedule) -> Schedule:
         """Run schedule from now; the schedule as applied (resolved, for ``schedule.json``)."""
-        started = self.clock()
-        applied: dict[int, Fault] = {}
-        record: list[ScheduledFault] = []
-        for entry in schedule.faults:
-            delay = started + entry.at_s - self.clock()
-            if self._stop.wait(max(0.0, delay)):
+        self._started = self.clock()
+        self._shift = 0.0
+        self._applied, self._record, self.outcomes = {}, [], []
+        self._next_id = max((entry.id for entry in schedule.faults), default=-1) + 1
+        watching = self.watch is not None and not schedule.resolved
+        for chunk in _runs(schedule.faults) if watching else [[e] for e in schedule.faults]:
+            if self._stop.is_set():
                 break
-            fault = _with_linked_targets(entry, applied)
-            try:
-                result = self.nemesis.apply(fault)
-            except FaultApplicationError as err:
-                result = err.applied
-            except _RECORDED_ERRORS as err:
-                result = fault.with_value(error=f"{type(err).__name__}: {err}")
-            if entry.scenario is not None:
-                result = result.with_value(scenario=entry.scenario)
-            applied[entry.id] = result
-            record.append(
-                ScheduledFault(
-                    entry.at_s, result, entry.id, entry.heals, entry.same_as, entry.scenario
-                )
+            if watching and chunk[0].instance is not None and chunk[0].scenario is not None:
+                self._run_scenario(chunk)
+                continue
+            for entry in chunk:
+                if self._apply_at(entry) is None:
+                    break
+        return Schedule(
+            tuple(self._record),
+            seed=schedule.seed,
+            spec=schedule.spec,
+            resolved=True,
+            scenarios=tuple(self.outcomes),
+        )
+
+    def _apply_at(
+        self, entry: ScheduledFault, aim: Aim | None = None, attempt: int = 1
+    ) -> Fault | None:
+        """Apply entry at its time (moved by the shift); None when stopped first."""
+        delay = self._started + self._shift + entry.at_s - self.clock()
+        if self._stop.wait(max(0.0, delay)):
+            return None
+        fault = _with_linked_targets(entry, self._applied)
+        if aim is not None:
+            fault = aimed(fault, aim.key)
+        if attempt > 1:
+            fault = fault.with_value(attempt=attempt)
+        try:
+            result = self.nemesis.apply(fault)
+        except FaultApplicationError as err:
+            result = err.applied
+        except _RECORDED_ERRORS as err:
+            result = fault.with_value(error=f"{type(err).__name__}: {err}")
+        if entry.scenario is not None:
+            result = result.with_value(scenario=entry.scenario)
+        self._applied[entry.id] = result
+        self._record.append(
+            ScheduledFault(
+                round(entry.at_s + self._shift, 3),
+                result,
+                entry.id,
+                entry.heals,
+                entry.same_as,
+                entry.scenario,
+                entry.instance,
             )
-            self.on_applied(result)
-        return Schedule(tuple(record), seed=schedule.seed, spec=schedule.spec, resolved=True)
+        )
+        self.on_applied(result)
+        return result
+
+    def _run_scenario(self, entries: list[ScheduledFault]) -> None:
+        """One run of a scenario, judged, and tried again where it fell short."""
+        from nemesis.scenarios import SCENARIOS
+
+        watch = self.watch
+        assert watch is not None
+        name = entries[0].scenario or ""
+        rule = SCENARIOS[name].aim if name in SCENARIOS else "any"
+        avoid: list[str] = []
+        for attempt in range(1, watch.attempts + 1):
+            planned = self._started + self._shift + entries[0].at_s
+            if self._stop.wait(max(0.0, planned - self.clock())):
+                return
+            before = watch.settle(self._stop)
+            if self._stop.wait(watch.quiet_s()):
+                return
+            aim: Aim | None = None
+            missing = ""
+            try:
+                aim = watch.aim(rule, avoid=avoid)
+            except (TargetError, ClusterError, OSError) as err:
+                missing = f"no partition to aim at: {err}"
+            mark = watch.mark()
+            # the run's first fault strikes now, and the rest keep their spacing
+            self._shift += max(0.0, self.clock() - planned)
+            began_s = self.clock() - self._started
+            applied = [self._apply_at(entry, aim, attempt) for entry in entries]
+            outcome: dict[str, Any] = {
+                "scenario": name,
+                "instance": entries[0].instance,
+                "attempt": attempt,
+                "aim": None if aim is None else aim.to_json(),
+                "started_s": round(began_s, 3),
+                "ended_s": round(self.clock() - self._started, 3),
+                "settled_before": before.to_json(),
+            }
+            if self._stop.is_set():
+                outcome.update(reached=None, missing="the test ended before the scenario did")
+            else:
+                after = watch.settle(self._stop)
+                outcome["settled_after"] = after.to_json()
+                faults = [fault for fault in applied if fault is not None]
+                reach = (
+                    Reach(False, missing=missing)
+                    if aim is None
+                    else watch.judge(name, aim, faults, mark)
+                )
+                outcome.update(reach.to_json())
+            self.outcomes.append(outcome)
+            self.on_judged(outcome)
+            if outcome["reached"] is not False or self._stop.is_set():
+                return
+            if aim is not None:
+                avoid.append(aim.key)
+            entries = self._again(entries)
+
+    def _again(self, entries: list[ScheduledFault]) -> list[ScheduledFault]:
+        """The run's faults once more, from now, under new ids."""
+        now = self.clock() - self._started - self._shift
+        ids = {entry.id: self._next_id + n for n, entry in enumerate(entries)}
+        self._next_id += len(entries)
+        base = entries[0].at_s
+        return [
+            replace(
+                entry,
+                at_s=round(now + entry.at_s - base, 3),
+                id=ids[entry.id],
+                heals=ids.get(entry.heals, entry.heals) if entry.heals is not None else None,
+                same_as=ids.get(entry.same_as, entry.same_as)
+                if entry.same_as is not None
+                else None,
+            )
+            for entry in entries
+        ]
+
+
+def _runs(faults: Sequence[ScheduledFault]) -> list[list[ScheduledFault]]:
+    """The schedule cut into runs of scenarios (every fault from a run's first to its last)
+    and single faults."""
+    last = {entry.instance: n for n, entry in enumerate(faults) if entry.instance is not None}
+    chunks: list[list[ScheduledFault]] = []
+    n = 0
+    while n < len(faults):
+        entry = faults[n]
+        end = n if entry.instance is None else last[entry.instance]
+        chunks.append(list(faults[n : end + 1]))
+        n = end + 1
+    return chunks
 
 
 def _with_linked_targets(entry: ScheduledFault, applied: Mapping[int, Fault]) -> Fault:

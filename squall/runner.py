@@ -35,10 +35,13 @@ from nemesis import (
     heal_all,
     not_applicable,
 )
+from nemesis.scenario_watch import ScenarioWatch
 from squall.cluster.cluster import Cluster
+from squall.cluster.event_tail import EventTail
 from squall.cluster.runtimes import Runtime, default_runtime, new_run_id, runtime_named
 from squall.exit_codes import ExitCode
 from squall.report.live import RunView
+from squall.report.scenarios import scenario_section_of
 from squall.spec import SpecError, TestSpec
 from squall.store import RunDirectory, RunStore
 from workloads import QueueWorkload
@@ -244,7 +247,25 @@ class TestRunner:
         schedule = self.replay_schedule
         if schedule is None and spec.nemesis is not None:
             schedule = generate_schedule(self._supported(spec.nemesis, cluster))
-        runner = ScheduleRunner(nemesis, on_applied=record, stop=self.stop)
+        keys = [f"{spec.workload.topic}-{p}" for p in range(spec.workload.partitions)]
+        watch = ScenarioWatch(
+            cluster.roles,
+            EventTail(cluster),
+            keys,
+            schedule.spec.detectors
+            if schedule is not None and schedule.spec is not None
+            else spec.detectors(),
+            rng=random.Random(seed + 2),
+        )
+
+        def judged(outcome: dict[str, Any]) -> None:
+            if outcome.get("reached") is not None:
+                runs, reached = view.scenarios
+                view.scenarios = (runs + 1, reached + bool(outcome["reached"]))
+
+        runner = ScheduleRunner(
+            nemesis, on_applied=record, stop=self.stop, watch=watch, on_judged=judged
+        )
         applied_schedule: list[Schedule] = []
         schedule_thread = None
         if schedule is not None:
@@ -384,6 +405,9 @@ class TestRunner:
             return None, ExitCode.INFRASTRUCTURE
         if self.interrupted:
             results = interrupted_results(results, self.signal)
+        scenarios = scenario_section_of(run_dir.path)
+        if scenarios is not None:
+            results = {**results, "scenarios": scenarios}
         if self.not_applied:
             results = {
                 **results,
@@ -499,4 +523,6 @@ def _describe_active(nemesis: Nemesis) -> list[str]:
         out.append("partition")
     if active.netem:
         out.append(f"netem {','.join(sorted(active.netem))}")
+    if active.slowed:
+        out.append(f"slowed {','.join(sorted(active.slowed))}")
     return out

@@ -110,6 +110,12 @@ def check(
         if spark_remote is not None:
             stop_spark()  # the server keeps a session until it is released
     run_dir = path if path.is_dir() and results.get("history", {}).get("kind") in _RUNS else None
+    if run_dir is not None:
+        from squall.report.scenarios import scenario_section_of
+
+        scenarios = scenario_section_of(run_dir)
+        if scenarios is not None:
+            results = {**results, "scenarios": scenarios}
     if run_dir is not None and write:
         write_results(results, run_dir / "results.json")
     if as_json:

@@ -38,6 +38,8 @@ class ScheduledFaultEntry(ConfigModel):
     """The id of an earlier fault whose nodes this one hits."""
     scenario: str | None = None
     """The scenario the fault belongs to."""
+    instance: int | None = Field(default=None, strict=True)
+    """Which run of the scenario the fault belongs to (a retried run keeps its number)."""
 
 
 class ScheduleDocument(ConfigModel):
@@ -55,6 +57,11 @@ class ScheduleDocument(ConfigModel):
     """How the schedule was drawn."""
     faults: list[ScheduledFaultEntry]
     """The faults, in time order."""
+    scenarios: list[dict[str, Any]] = Field(default_factory=list)
+    """Each run of a scenario as judged during the test: ``scenario``, ``instance``,
+    ``attempt``, ``aim`` (the partition and its roles when it began), ``started_s``,
+    ``ended_s``, ``settled_before``/``settled_after``, ``reached`` (null: cut off by the end
+    of the test), ``evidence`` (the SUT events that show it) and ``missing``."""
 
 
 def schedule_from_json(doc: object, *, source: str) -> Schedule:

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from checkers.catalogue import ANOMALIES, describe_case
+from squall.report.scenarios import describe_scenarios, unreached_runs
 from squall.report.throughput import achieved_rate
 from squall.report.verdict import (
     describe_faults,
@@ -112,6 +113,12 @@ def print_results(
     events = history_events(run_dir / "history.jsonl") if run_dir is not None else None
     elections, applied = events if events is not None else (None, [])
     parts.append(Text(describe_faults(test, applied)))
+    reached = describe_scenarios(results)
+    if reached:
+        parts.append(Text("\n".join(reached)))
+        parts += [
+            Text(f"  not reached: {line}", style="yellow") for line in unreached_runs(results)[:5]
+        ]
     parts.append(Text(explain(results, elections=elections), style="bold"))
     if run_dir is not None:
         parts.append(Text(f"run directory: {run_dir}", style="dim"))

@@ -283,6 +283,8 @@ def render_html(
     plots = [i for i in images if i != timeline_image]
     listed = events if events is not None else faults
     sections = [("run", "Run"), ("checkers", "Checkers")]
+    scenarios = _mapping(results.get("scenarios"))
+    sections += [("scenarios", "Scenarios")] if scenarios else []
     sections += [("timeline", "Timeline")] if timeline_image or listed else []
     sections += [("plots", "Plots")] if plots else []
     sections += [("failures", "Failures by error")] if failures else []
@@ -295,6 +297,11 @@ def render_html(
         lambda: _run_section(test, run_dir), ["<p>run: test.json has an unexpected shape</p>"]
     )
     out += _checkers(results, samples)
+    if scenarios:
+        out += _tolerant(
+            lambda: _scenarios(scenarios),
+            ["<p>scenarios: results.json has an unexpected shape</p>"],
+        )
     if timeline_image or listed:
         out += _tolerant(
             lambda: _timeline_section(timeline_image, listed),
@@ -315,6 +322,36 @@ def render_html(
     out += _configuration(results, test)
     out.append("</body></html>")
     return "\n".join(out)
+
+
+def _scenarios(section: Mapping[str, Any]) -> list[str]:
+    """Each scenario's runs that reached their state, and every attempt with its evidence."""
+    out = [
+        "<h2 id='scenarios'>Scenarios</h2>",
+        f"<p>reached their state in {_cell_html(section.get('reached'))} of "
+        f"{_cell_html(section.get('instances'))} runs, as the SUT's events show</p>",
+    ]
+    by_name = _mapping(section.get("by_name")) or {}
+    out += _table(
+        ["scenario", "runs", "reached", "first attempt", "attempts", "cut off"],
+        [
+            [name, e.get("instances"), e.get("reached"), e.get("first_attempt"),
+             e.get("attempts"), e.get("cut_off")]
+            for name, e in sorted(by_name.items())
+        ],
+    )  # fmt: skip
+    listed = section.get("runs")
+    runs: list[Any] = listed if isinstance(listed, list) else []
+    out += _table(
+        ["scenario", "run", "attempt", "partition", "started s", "reached", "evidence / missing"],
+        [
+            [r.get("scenario"), r.get("instance"), r.get("attempt"),
+             (r.get("aim") or {}).get("key"), r.get("started_s"), r.get("reached"),
+             r.get("missing") or [e.get("type") for e in r.get("evidence") or []]]
+            for r in runs
+        ],
+    )  # fmt: skip
+    return out
 
 
 def _topic(topic: Any) -> str:

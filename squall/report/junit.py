@@ -11,9 +11,10 @@ from xml.etree import ElementTree
 
 @dataclass(frozen=True)
 class JUnitOutcome:
-    """Why a test case did not pass: a ``failure`` (it found something) or an ``error``."""
+    """Why a test case did not pass: a ``failure`` (it found something), an ``error``, or
+    ``skipped`` (it tested nothing)."""
 
-    kind: Literal["failure", "error"]
+    kind: Literal["failure", "error", "skipped"]
     message: str
     text: str | None = None
 
@@ -44,6 +45,9 @@ def render_suite(
         "failures": str(sum(1 for c in cases if c.outcome and c.outcome.kind == "failure")),
         "errors": str(sum(1 for c in cases if c.outcome and c.outcome.kind == "error")),
     }
+    skipped = sum(1 for c in cases if c.outcome and c.outcome.kind == "skipped")
+    if skipped:
+        attributes["skipped"] = str(skipped)
     if time_s is not None:
         attributes["time"] = f"{time_s:.1f}"
     if timestamp is not None:
@@ -108,6 +112,7 @@ def render_junit(
         elif found.get("valid") is not True:
             outcome = JUnitOutcome("error", "unknown: nothing could be checked")
         cases.append(JUnitCase(name, outcome=outcome))
+    cases += _scenario_cases(results)
     if results.get("interrupted"):
         message = "interrupted: the run was stopped before its time limit; not a verdict"
         cases.append(JUnitCase("run", outcome=JUnitOutcome("error", message)))
@@ -118,6 +123,25 @@ def render_junit(
         time_s=float(duration) if isinstance(duration, int | float) else None,
         properties=run_properties(test, run_dir),
     )
+
+
+def _scenario_cases(results: Mapping[str, Any]) -> list[JUnitCase]:
+    """A case per scenario: skipped when no run of it reached its state (it tested nothing
+    of what it aims at), passed otherwise; how many runs did, in its output."""
+    section = results.get("scenarios")
+    by_name = section.get("by_name") if isinstance(section, Mapping) else None
+    cases = []
+    for name, entry in sorted((by_name or {}).items()):
+        said = (
+            f"reached its state in {entry.get('reached')} of {entry.get('instances')} runs "
+            f"({entry.get('attempts')} attempts)"
+        )
+        outcome = None
+        if entry.get("instances") and not entry.get("reached"):
+            message = f"scenario {name} reached its state in none of its {entry['instances']} runs"
+            outcome = JUnitOutcome("skipped", message)
+        cases.append(JUnitCase(f"scenario {name}", outcome=outcome, system_out=said))
+    return cases
 
 
 def _failure_message(counts: Mapping[str, int]) -> str:

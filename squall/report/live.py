@@ -62,6 +62,8 @@ class RunView:
     counters: Callable[[], CounterSnapshot] | None = None
     faults: list[str] = field(default_factory=list)
     applied: int = 0
+    scenarios: tuple[int, int] = (0, 0)
+    """Runs of scenarios judged so far, and how many of them reached their state."""
     interrupted: bool | Callable[[], bool] = False
     now: Callable[[], float] = time.monotonic
     """The clock (monotonic seconds); tests give their own."""
@@ -175,6 +177,9 @@ class RunView:
         rows.append(
             Text.from_markup(f"faults in force: [magenta]{faults}[/]  (applied {self.applied})")
         )
+        judged, reached = self.scenarios
+        if judged:
+            rows.append(Text(f"scenario attempts that reached their state: {reached} of {judged}"))
         elapsed = clock(self.now() - self.started)
         return Panel(
             Group(*rows),

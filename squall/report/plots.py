@@ -42,6 +42,7 @@ FAULT_COLORS = {
     "pause": "#fdd835",
     "freeze": "#8e24aa",
     "start-netem": "#43a047",
+    "start-slow": "#fb8c00",
 }
 X_LABEL = "seconds since the test began"
 

@@ -23,6 +23,7 @@ OPENS = {
     "freeze": "unfreeze",
     "start-partition": "stop-partition",
     "start-netem": "stop-netem",
+    "start-slow": "stop-slow",
 }
 """A fault that opens an interval on its nodes, and the fault that closes it."""
 CLOSES = {heal: fault for fault, heal in OPENS.items()}
@@ -35,6 +36,7 @@ FAULT_NAMES = {
     "freeze": "frozen",
     "start-partition": "partitioned",
     "start-netem": "netem",
+    "start-slow": "slowed",
 }
 """How a bar of each kind is named in the plot's legend."""
 

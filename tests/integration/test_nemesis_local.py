@@ -128,6 +128,27 @@ def test_bounce_a_follower_restarts_it_cleanly(cluster: Cluster, nemesis: Nemesi
     assert nemesis.active.quiet
 
 
+def test_slow_a_follower_by_a_duty_cycle_then_heal(cluster: Cluster, nemesis: Nemesis) -> None:
+    wait_for(lambda: len(_isr(cluster)) == 3, what="a full ISR")
+    applied = nemesis.apply(
+        Fault("start-slow", {"targets": ["follower"], "stopped_ms": 100, "running_ms": 50})
+    )
+    (slowed,) = applied.value["targets"]
+    assert applied.value["outcome"] == {slowed: "slowed"}
+    assert int(slowed[1:]) != applied.value["observed"][KEY]["leader"]
+    # the process is seen stopped, then running again, then stopped: a cycle, not a pause
+    for states in ("T", "SR", "T"):
+        wait_for(lambda s=states: process_state(cluster, slowed) in s, what=f"state {states}")  # type: ignore[misc]
+    assert not nemesis.active.quiet
+    healed = nemesis.heal()
+    assert [f.f for f in healed] == ["stop-slow"]
+    assert healed[0].value["outcome"] == {slowed: "resumed"}
+    assert healed[0].value["cycles"][slowed] >= 1
+    assert process_state(cluster, slowed) != "T"
+    assert nemesis.active.quiet
+    wait_for(lambda: len(_isr(cluster)) == 3, what="the slowed follower in the ISR still")
+
+
 def _isr(cluster: Cluster) -> list[int]:
     with AdminClient(cluster.bootstrap, request_timeout_ms=3000) as admin:
         return admin.describe_topics([TOPIC])[0].partitions[0].isr

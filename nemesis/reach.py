@@ -1,0 +1,209 @@
+"""Whether a run of a scenario reached the state it aimed at, judged from the SUT's events.
+
+The events are the log's own record (docs/history.md, SUT events): ``leader-election``
+(``key``, ``leader``, ``previous_leader``, ``isr``, ``unclean``), ``isr-change`` (``key``,
+``isr``, ``leader``), ``truncation`` (``key``, ``from_offset``, ``to_offset``, ``broker``:
+the replica that truncated) and ``controller-elected`` (``controller``), each with the
+node's ``wall_time_ns``. A judge sees the events logged from the run's start (those
+read from the nodes after it began) to the moment it judges, the run's aim (the partition
+and its roles when the run began) and its faults as applied; it returns whether the state
+was reached, the events that show it, and otherwise what was missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from nemesis.aim import Aim
+from nemesis.fault import Fault
+
+Event = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ScenarioRun:
+    """What a judge looks at: one run of a scenario, its faults and the events since."""
+
+    name: str
+    aim: Aim
+    faults: Sequence[Fault]
+    events: Sequence[Event]
+
+
+@dataclass(frozen=True)
+class Reach:
+    """A judge's verdict: reached or not, the events that show it, what was missing."""
+
+    reached: bool
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    missing: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"reached": self.reached, "evidence": self.evidence}
+        if self.missing:
+            doc["missing"] = self.missing
+        return doc
+
+
+Judge = Callable[[ScenarioRun], Reach]
+
+
+def _evidence(*events: Event) -> list[dict[str, Any]]:
+    return [dict(e) for e in events]
+
+
+def _on(run: ScenarioRun, kind: str) -> list[Event]:
+    """The run's events of one kind on its partition (any partition for controller moves),
+    in time order."""
+    return sorted(
+        (
+            e
+            for e in run.events
+            if e.get("type") == kind
+            and (kind == "controller-elected" or e.get("key") == run.aim.key)
+        ),
+        key=lambda e: int(e.get("wall_time_ns", 0)),
+    )
+
+
+def struck_broker(run: ScenarioRun, role: str) -> int | None:
+    """The broker the run's first fault aimed at ``role`` (``leader``, ``controller``) hit."""
+    name = role if role == "controller" else f"{role}:{run.aim.key}"
+    for fault in run.faults:
+        nodes = (fault.value.get("roles") or {}).get(name)
+        if nodes:
+            return _broker_id(nodes[0])
+    return None
+
+
+def _broker_id(node: str) -> int | None:
+    return int(node[1:]) if node.startswith("n") and node[1:].isdigit() else None
+
+
+def _elections_away(run: ScenarioRun, leader: int | None) -> list[Event]:
+    return [
+        e
+        for e in _on(run, "leader-election")
+        if e.get("previous_leader") == leader and e.get("leader") != leader
+    ]
+
+
+def leader_deposed(run: ScenarioRun) -> Reach:
+    """An election that moved the partition's leadership away from the leader struck."""
+    leader = struck_broker(run, "leader")
+    leader = run.aim.leader if leader is None else leader
+    away = _elections_away(run, leader)
+    if away:
+        return Reach(True, _evidence(away[0]))
+    return Reach(False, missing=f"no election of {run.aim.key} away from broker {leader}")
+
+
+def leadership_moved(run: ScenarioRun) -> Reach:
+    """An election away from the broker that led the partition when the run began."""
+    away = _elections_away(run, run.aim.leader)
+    if away:
+        return Reach(True, _evidence(away[0]))
+    return Reach(
+        False, missing=f"no election of {run.aim.key} away from its leader {run.aim.leader}"
+    )
+
+
+def isr_of_one_then_lost(run: ScenarioRun) -> Reach:
+    """An ISR of one replica, then an election away from that replica (or offline)."""
+    alone = [e for e in _on(run, "isr-change") if len(e.get("isr") or []) == 1]
+    if not alone:
+        return Reach(False, missing=f"the ISR of {run.aim.key} never shrank to one replica")
+    for shrink in alone:
+        last = shrink["isr"][0]
+        lost = [
+            e
+            for e in _elections_away(run, last)
+            if int(e.get("wall_time_ns", 0)) >= int(shrink.get("wall_time_ns", 0))
+        ]
+        if lost:
+            return Reach(True, _evidence(shrink, lost[0]))
+    return Reach(
+        False,
+        _evidence(alone[0]),
+        f"the ISR of {run.aim.key} shrank to one replica, but that replica was never replaced",
+    )
+
+
+def restarted_follower_elected(run: ScenarioRun) -> Reach:
+    """KIP-101's first case: a clean election, away from the leader struck, of a follower
+    that had been restarted (in the new leader's ISR), with any truncation it made."""
+    leader = struck_broker(run, "leader")
+    leader = run.aim.leader if leader is None else leader
+    followers = set(run.aim.followers)
+    elected = [
+        e
+        for e in _elections_away(run, leader)
+        if e.get("leader") in followers and not e.get("unclean") and e["leader"] in e["isr"]
+    ]
+    if not elected:
+        return Reach(
+            False,
+            missing=f"no clean election of a restarted follower {sorted(followers)} of "
+            f"{run.aim.key} away from broker {leader}",
+        )
+    truncated = [e for e in _on(run, "truncation") if e.get("broker") == elected[0]["leader"]]
+    return Reach(True, _evidence(*truncated, elected[0]))
+
+
+def truncation_during_failover(run: ScenarioRun) -> Reach:
+    """KIP-101's second case: a leader change, a replica truncating after it, and another
+    leader change."""
+    first = leader_deposed(run)
+    if not first.reached:
+        return first
+    elected = first.evidence[0]
+    after = int(elected.get("wall_time_ns", 0))
+    truncations = [e for e in _on(run, "truncation") if int(e.get("wall_time_ns", 0)) >= after]
+    if not truncations:
+        return Reach(False, first.evidence, f"no replica of {run.aim.key} truncated after it")
+    second = [
+        e
+        for e in _elections_away(run, elected.get("leader"))
+        if int(e.get("wall_time_ns", 0)) >= after
+    ]
+    if not second:
+        return Reach(
+            False,
+            _evidence(elected, truncations[0]),
+            f"the new leader {elected.get('leader')} of {run.aim.key} was never replaced",
+        )
+    return Reach(True, _evidence(elected, truncations[0], second[0]))
+
+
+def _new_controllers(run: ScenarioRun) -> list[Event]:
+    controller = struck_broker(run, "controller")
+    controller = run.aim.controller if controller is None else controller
+    return [e for e in _on(run, "controller-elected") if e.get("controller") != controller]
+
+
+def new_controller(run: ScenarioRun) -> Reach:
+    """Another broker elected controller."""
+    moved = _new_controllers(run)
+    if moved:
+        return Reach(True, _evidence(moved[0]))
+    return Reach(False, missing=f"no broker other than {run.aim.controller} became controller")
+
+
+def election_by_new_controller(run: ScenarioRun) -> Reach:
+    """Another broker elected controller, and the partition's leadership moved by it."""
+    moved = _new_controllers(run)
+    if not moved:
+        return new_controller(run)
+    leader = struck_broker(run, "leader")
+    leader = run.aim.leader if leader is None else leader
+    since = int(moved[0].get("wall_time_ns", 0))
+    after = [e for e in _elections_away(run, leader) if int(e.get("wall_time_ns", 0)) >= since]
+    if after:
+        return Reach(True, _evidence(moved[0], after[0]))
+    return Reach(
+        False,
+        _evidence(moved[0]),
+        f"the new controller made no election of {run.aim.key} away from broker {leader}",
+    )

@@ -1,0 +1,161 @@
+"""Every scenario, run as a test run runs it (aimed at one of the workload's partitions,
+watched, judged from the SUT's events as the nodes log them), reaches its state on real
+containers, and says so; and a scenario that cannot reach its state says that too.
+
+One cluster with quick detectors (3 s sessions, 3 s replica lag) and a topic of three
+partitions serves every scenario; a producer keeps acks=1 writes in flight to every
+partition, so that leader changes have something to lose and returning replicas something
+to truncate.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nemesis import Nemesis, ScheduleRunner, ScheduleSpec, generate_schedule, heal_all
+from nemesis.scenario_watch import ScenarioWatch
+from nemesis.scenarios import SCENARIOS
+from nemesis.timing import Detectors
+from squall.cluster.cluster import Cluster
+from squall.cluster.docker import DockerRuntime
+from squall.cluster.event_tail import EventTail
+from system_under_test.client import AdminClient, Producer
+from tests.support import wait_for as _wait_for
+
+pytestmark = pytest.mark.docker
+TOPIC = "reach"
+KEYS = [f"{TOPIC}-{p}" for p in range(3)]
+DETECTORS = Detectors(session_timeout_s=3.0, replica_lag_s=3.0, fetch_wait_s=0.2)
+SETTINGS = {
+    "zookeeper.session.timeout.ms": "3000",
+    "zookeeper.connection.timeout.ms": "3000",
+    "replica.lag.time.max.ms": "3000",
+    "replica.fetch.wait.max.ms": "200",
+    "default.replication.factor": "3",
+}
+
+
+def wait_for(condition: Callable[[], Any], *, timeout: float = 60.0, what: str) -> Any:
+    return _wait_for(condition, timeout, what, interval=0.3)
+
+
+def full_isrs(cluster: Cluster) -> bool:
+    with AdminClient(cluster.bootstrap, request_timeout_ms=3000) as admin:
+        partitions = admin.describe_topics([TOPIC])[0].partitions
+        return all(p.leader >= 0 and len(p.isr) == 3 for p in partitions)
+
+
+class Writer:
+    """Sends acks=1 records to every partition in turn until stopped; failures are expected."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.producer = Producer(
+            bootstrap, acks=1, mode="async", config={"queue.buffering.max.ms": 2}
+        )
+        self.stopped = threading.Event()
+        self.sent = 0
+        self.thread = threading.Thread(target=self._run, name="reach-writer", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            while not self.stopped.is_set():
+                try:
+                    self.producer.send(TOPIC, str(self.sent).encode(), partition=self.sent % 3)
+                    self.sent += 1
+                except Exception:
+                    time.sleep(0.05)
+                time.sleep(0.004)
+        finally:
+            self.producer.close(timeout=5)
+
+    def __enter__(self) -> Writer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def cluster(squall_home: Path, docker_runtime: DockerRuntime) -> Iterator[Cluster]:
+    run_id = f"reach-{secrets.token_hex(3)}"
+    cluster = docker_runtime.up(run_id, 3, settings=SETTINGS)
+    try:
+        with AdminClient(cluster.bootstrap) as admin:
+            admin.create_topic(TOPIC, 3, replication_factor=3)
+        wait_for(lambda: full_isrs(cluster), what="full ISRs")
+        yield cluster
+    finally:
+        cluster.close()
+        docker_runtime.clean(run_id)
+
+
+def run_watched(
+    cluster: Cluster, generator: Any, *, detectors: Detectors = DETECTORS, seed: int = 5
+) -> list[dict[str, Any]]:
+    """Lay the generator out and run it as a test run does, watched; the runs' outcomes."""
+    wait_for(lambda: full_isrs(cluster), what="full ISRs before")
+    spec = ScheduleSpec(
+        generator=generator,
+        time_limit_s=600.0,
+        seed=seed,
+        detectors=detectors,
+        brokers=tuple(cluster.brokers),
+        capabilities=frozenset({"partitions"}),
+    )
+    nemesis = Nemesis(cluster, rng=random.Random(seed), topic_hint=KEYS[0])
+    watch = ScenarioWatch(
+        cluster.roles, EventTail(cluster), KEYS, DETECTORS, rng=random.Random(seed)
+    )
+    try:
+        with Writer(cluster.bootstrap):
+            applied = ScheduleRunner(nemesis, watch=watch).run(generate_schedule(spec))
+    finally:
+        nemesis.heal(restart_killed=True)
+        heal_all(cluster, restart_killed=True)
+    wait_for(lambda: full_isrs(cluster), timeout=90, what="full ISRs after")
+    assert all("error" not in s.fault.value for s in applied.faults), applied.to_json()
+    assert applied.scenarios, "no run of the scenario was judged"
+    return list(applied.scenarios)
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_the_scenario_reaches_its_state(cluster: Cluster, name: str) -> None:
+    outcomes = run_watched(cluster, name)
+    assert any(o["reached"] for o in outcomes), outcomes
+    reached = next(o for o in outcomes if o["reached"])
+    assert reached["aim"]["key"] in KEYS and reached["evidence"], reached
+    assert all(e["key"] == reached["aim"]["key"] for e in reached["evidence"] if "key" in e)
+
+
+def test_a_scenario_that_cannot_reach_its_state_says_so(cluster: Cluster) -> None:
+    """A zombie leader paused for a small part of the real session (the schedule is drawn
+    as if sessions lasted 0.3 s) is never deposed: both attempts say what was missing."""
+    short = Detectors(session_timeout_s=0.3, replica_lag_s=0.3, fetch_wait_s=0.2)
+    outcomes = run_watched(cluster, "zombie-leader", detectors=short, seed=7)
+    assert [o["attempt"] for o in outcomes] == [1, 2]
+    assert all(o["reached"] is False for o in outcomes), outcomes
+    assert all("no election" in o["missing"] for o in outcomes)
+    assert outcomes[0]["aim"]["key"] != outcomes[1]["aim"]["key"]
+
+
+def test_failover_during_truncation_with_the_followers_cut_off(cluster: Cluster) -> None:
+    """The partition variant (seed 3 draws it): the followers cut off from the leader, not
+    paused, until it comes back; it still truncates what they never had."""
+    outcomes = run_watched(cluster, "failover-during-truncation", seed=3)
+    assert any(o["reached"] for o in outcomes), outcomes
+    reached = next(o for o in outcomes if o["reached"])
+    assert [e["type"] for e in reached["evidence"]] == [
+        "leader-election",
+        "truncation",
+        "leader-election",
+    ]

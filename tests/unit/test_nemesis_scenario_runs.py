@@ -1,0 +1,450 @@
+"""Scenario runs aimed over every partition of the workload, judged from the SUT's events,
+retried when they fall short, and the cluster settling between them: the pure parts (aims,
+judges, settling) and the schedule runner driven by a cluster made of data."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import pytest
+
+from nemesis.aim import Aim, aimed, choose_partition
+from nemesis.errors import FaultError, TargetError
+from nemesis.fault import Fault
+from nemesis.generator import Layout, parse_generator
+from nemesis.reach import (
+    ScenarioRun,
+    election_by_new_controller,
+    isr_of_one_then_lost,
+    leader_deposed,
+    restarted_follower_elected,
+    truncation_during_failover,
+)
+from nemesis.scenario_watch import ScenarioWatch, unsettled
+from nemesis.scenarios import DEFAULT_MIX, SCENARIOS
+from nemesis.schedule import Schedule, ScheduleRunner, ScheduleSpec, generate_schedule
+from nemesis.targets import ClusterView, PartitionView
+from nemesis.timing import Detectors, Span
+from squall.report.scenarios import describe_scenarios, scenario_section
+
+BROKERS = ("n1", "n2", "n3")
+KEYS = ("t-0", "t-1", "t-2")
+
+
+def view(controller: int | None = 1, **partitions: tuple[int, tuple[int, ...]]) -> ClusterView:
+    """A view of t-0..t-2; each given as ``t_N=(leader, isr)``, others led by 1 with all."""
+    states = {key: PartitionView(1, 3, (1, 2, 3), (1, 2, 3)) for key in KEYS}
+    for name, (leader, isr) in partitions.items():
+        states[name.replace("_", "-")] = PartitionView(leader, 3, (1, 2, 3), isr)
+    return ClusterView(BROKERS, "zk1", states, controller, "zookeeper")
+
+
+# --- aims ----------------------------------------------------------------------------------
+
+
+def test_apart_from_controller_picks_a_partition_led_elsewhere() -> None:
+    seen = view(controller=1, t_1=(2, (2, 1, 3)))
+    for seed in range(20):
+        aim = choose_partition("apart-from-controller", seen, random.Random(seed))
+        assert aim.key == "t-1" and aim.leader == 2 and not aim.fallback
+
+
+def test_with_controller_and_any() -> None:
+    seen = view(controller=2, t_2=(2, (1, 2, 3)))
+    assert choose_partition("with-controller", seen, random.Random(0)).key == "t-2"
+    keys = {choose_partition("any", seen, random.Random(s)).key for s in range(30)}
+    assert keys == set(KEYS)  # every partition gets its turn, not only partition 0
+
+
+def test_a_rule_no_partition_fits_falls_back_and_says_so() -> None:
+    aim = choose_partition("apart-from-controller", view(controller=1), random.Random(0))
+    assert aim.fallback and aim.rule == "apart-from-controller"
+
+
+def test_partitions_without_a_follower_in_the_isr_are_not_aimed_at() -> None:
+    seen = view(t_0=(1, (1,)), t_1=(-1, (2,)), t_2=(3, (3, 1)))
+    assert choose_partition("any", seen, random.Random(0)).key == "t-2"
+    with pytest.raises(TargetError, match="no partition"):
+        choose_partition("any", view(t_0=(1, (1,)), t_1=(1, (1,)), t_2=(2, (2,))), random.Random(0))
+
+
+def test_a_full_isr_is_preferred_and_avoided_keys_are_left_for_last() -> None:
+    seen = view(t_0=(1, (1, 2)))
+    picked = {choose_partition("any", seen, random.Random(s), avoid=["t-1"]).key for s in range(30)}
+    assert picked == {"t-2"}
+    with pytest.raises(FaultError, match="unknown partition rule"):
+        choose_partition("most-leaders", seen, random.Random(0))
+
+
+def test_aimed_rewrites_bare_roles_only() -> None:
+    fault = Fault("kill", {"targets": ["leader", "controller", "followers:t-9", "n2"]})
+    assert aimed(fault, "t-1").value == {
+        "targets": ["leader:t-1", "controller", "followers:t-9", "n2"],
+        "aim": "t-1",
+    }
+
+
+# --- judges --------------------------------------------------------------------------------
+
+AIM = Aim("t-1", "any", leader=2, isr=(2, 1, 3), replicas=(1, 2, 3), controller=1)
+
+
+def event(kind: str, t: int, **fields: Any) -> dict[str, Any]:
+    return {"type": kind, "wall_time_ns": t, "key": "t-1", **fields}
+
+
+def election(t: int, previous: int, leader: int, isr: Sequence[int], **more: Any) -> dict[str, Any]:
+    return event(
+        "leader-election", t, previous_leader=previous, leader=leader, isr=list(isr), **more
+    )
+
+
+def run_of(name: str, *events: dict[str, Any], faults: Sequence[Fault] = ()) -> ScenarioRun:
+    return ScenarioRun(name, AIM, tuple(faults), events)
+
+
+def test_leader_deposed_needs_an_election_away_from_the_struck_leader() -> None:
+    struck = Fault("pause", {"targets": ["n3"], "roles": {"leader:t-1": ["n3"]}})
+    other_key = {**election(5, 3, 1, [1]), "key": "t-0"}
+    assert not leader_deposed(run_of("zombie-leader", other_key, faults=[struck])).reached
+    assert not leader_deposed(
+        run_of("zombie-leader", election(5, 2, 1, [1]), faults=[struck])
+    ).reached
+    reach = leader_deposed(run_of("zombie-leader", election(6, 3, 1, [1, 2]), faults=[struck]))
+    assert reach.reached and reach.evidence[0]["previous_leader"] == 3
+    missing = leader_deposed(run_of("zombie-leader"))
+    assert not missing.reached and "away from broker 2" in missing.missing
+
+
+def test_isr_of_one_then_its_loss() -> None:
+    shrink = event("isr-change", 1, isr=[2], leader=2)
+    offline = election(2, 2, -1, [2])
+    assert isr_of_one_then_lost(run_of("isr", shrink, offline)).reached
+    not_lost = isr_of_one_then_lost(run_of("isr", shrink))
+    assert not not_lost.reached and "never replaced" in not_lost.missing
+    before = isr_of_one_then_lost(run_of("isr", election(0, 2, -1, [2]), shrink))
+    assert not before.reached  # the loss must come after the shrink
+    assert "never shrank" in isr_of_one_then_lost(run_of("isr", offline)).missing
+
+
+def test_kip101_first_case_is_a_clean_election_of_a_restarted_follower() -> None:
+    truncated = event("truncation", 1, broker=3, from_offset=10, to_offset=8)
+    elected = election(2, 2, 3, [3, 1])
+    reach = restarted_follower_elected(run_of("frll", truncated, elected))
+    assert reach.reached and [e["type"] for e in reach.evidence] == [
+        "truncation",
+        "leader-election",
+    ]
+    unclean = election(2, 2, 3, [3], unclean=True)
+    assert not restarted_follower_elected(run_of("frll", {**unclean, "isr": [1]})).reached
+
+
+def test_kip101_second_case_needs_a_truncation_between_two_leader_changes() -> None:
+    first, second = election(1, 2, 1, [1, 3]), election(4, 1, 3, [3])
+    truncated = event("truncation", 3, broker=2, from_offset=9, to_offset=7)
+    assert truncation_during_failover(run_of("fdt", first, truncated, second)).reached
+    without = truncation_during_failover(run_of("fdt", first, second))
+    assert not without.reached and "truncated" in without.missing
+    early = event("truncation", 0, broker=2, from_offset=9, to_offset=7)
+    assert not truncation_during_failover(run_of("fdt", early, first, second)).reached
+
+
+def test_an_election_by_a_new_controller() -> None:
+    moved = {"type": "controller-elected", "wall_time_ns": 1, "controller": 3}
+    assert election_by_new_controller(run_of("cf", moved, election(2, 2, 3, [3, 1]))).reached
+    same = {**moved, "controller": 1}
+    assert not election_by_new_controller(run_of("cf", same, election(2, 2, 3, [3]))).reached
+    stale = election_by_new_controller(run_of("cf", election(0, 2, 3, [3]), moved))
+    assert not stale.reached and "new controller made no election" in stale.missing
+
+
+def test_every_scenario_has_a_judge_and_a_known_rule() -> None:
+    assert "slow-follower-failover" in DEFAULT_MIX
+    for scenario in SCENARIOS.values():
+        assert callable(scenario.reached)
+        assert scenario.aim in ("any", "apart-from-controller", "with-controller")
+        assert not scenario.reached(run_of(scenario.name)).reached  # no events: not reached
+
+
+# --- settling ------------------------------------------------------------------------------
+
+
+def test_settled_means_a_controller_leaders_and_full_isrs() -> None:
+    assert unsettled(view()) == []
+    problems = unsettled(view(controller=None, t_0=(-1, (1, 2, 3)), t_2=(3, (3, 1))))
+    assert problems == [
+        "no controller",
+        "t-0 has no leader",
+        "t-2: replicas [2] are not in its ISR [3, 1]",
+    ]
+
+
+# --- the runner, on a cluster of data ------------------------------------------------------
+
+
+class Cluster:
+    """Applies faults by recording them, answers roles from a list of views, logs events
+    that a test scripts by the number of faults applied."""
+
+    def __init__(self, views: list[ClusterView], events: dict[int, list[dict[str, Any]]]) -> None:
+        self.views = views
+        self.events = events
+        self.applied: list[Fault] = []
+        self.observed = 0
+
+    def apply(self, fault: Fault) -> Fault:
+        self.applied.append(fault)
+        roles = {t: [f"n{AIM.leader}"] for t in fault.targets or [] if ":" in t}
+        return fault.with_value(roles=roles) if roles else fault
+
+    def observe(self, keys: Collection[str], *, controller: bool, timeout_s: float) -> ClusterView:
+        assert set(keys) == set(KEYS) and controller
+        self.observed += 1
+        return self.views[min(self.observed, len(self.views)) - 1]
+
+    def read(self) -> list[dict[str, Any]]:
+        return self.events.pop(len(self.applied), [])
+
+
+def watch_of(cluster: Cluster, **options: Any) -> ScenarioWatch:
+    return ScenarioWatch(
+        cluster,
+        cluster,
+        KEYS,
+        Detectors(session_timeout_s=0.2, replica_lag_s=0.2, fetch_wait_s=0.01),
+        rng=random.Random(3),
+        poll_s=0.001,
+        **options,
+    )
+
+
+def zombie_schedule() -> Schedule:
+    spec = ScheduleSpec(
+        generator={"repeat": "zombie-leader", "times": 2},
+        time_limit_s=60,
+        seed=1,
+        detectors=Detectors(session_timeout_s=0.05, replica_lag_s=0.05, fetch_wait_s=0.01),
+        capabilities=frozenset(),
+    )
+    return generate_schedule(spec)
+
+
+def test_runs_are_aimed_judged_and_retried_on_another_partition() -> None:
+    schedule = zombie_schedule()
+    assert [f.instance for f in schedule.faults] == [0, 0, 1, 1]
+    cluster = Cluster([view()], {})
+
+    def deposed() -> list[dict[str, Any]]:
+        """An election away from the leader on whatever the last fault aimed at."""
+        return [{**election(1, 2, 1, [1, 3]), "key": cluster.applied[-1].value["aim"]}]
+
+    # the first run's election shows once its two faults are applied; the second run's
+    # never, so it is tried again on another partition, and there it shows
+    script = {2: deposed, 6: deposed}
+    cluster.read = lambda: script.pop(len(cluster.applied), list)()  # type: ignore[method-assign]
+    judged: list[dict[str, Any]] = []
+    runner = ScheduleRunner(cluster, watch=watch_of(cluster), on_judged=judged.append)
+    applied = runner.run(schedule)
+    assert [(o["instance"], o["attempt"], o["reached"]) for o in judged] == [
+        (0, 1, True),
+        (1, 1, False),
+        (1, 2, True),
+    ]
+    assert judged[2]["aim"]["key"] != judged[1]["aim"]["key"]  # varied: another partition
+    assert len(applied.faults) == 6 and applied.scenarios == tuple(judged)
+    retried = [f for f in applied.faults if f.fault.value.get("attempt") == 2]
+    assert len(retried) == 2 and retried[1].heals == retried[0].id
+    assert all(
+        f.fault.value["aim"] == f.fault.value["targets"][0].split(":")[1]
+        for f in applied.faults
+        if f.fault.f == "pause"
+    )
+    assert Schedule.from_json(applied.to_json()).scenarios == applied.scenarios
+    section = scenario_section(applied.scenarios)
+    assert section is not None
+    assert section["by_name"]["zombie-leader"] == {
+        "instances": 2, "reached": 2, "first_attempt": 1, "attempts": 3, "cut_off": 0, "share": 1.0,
+    }  # fmt: skip
+    assert (
+        describe_scenarios({"scenarios": section})[1]
+        == "zombie-leader: reached 2 of 2 (3 attempts)"
+    )
+
+
+def test_the_next_run_waits_for_the_cluster_to_settle_up_to_a_bound() -> None:
+    unsettled_view = view(t_1=(2, (2,)))
+    cluster = Cluster([unsettled_view, unsettled_view, view()], {})
+    schedule = zombie_schedule()
+    runner = ScheduleRunner(cluster, watch=watch_of(cluster, attempts=1))
+    applied = runner.run(schedule)
+    first = applied.scenarios[0]
+    assert first["settled_before"]["settled"] and cluster.observed >= 3
+    # a cluster that never settles: the bound ends the wait, and the run goes on
+    stuck = Cluster([unsettled_view], {})
+    bounded = ScheduleRunner(
+        stuck, watch=watch_of(stuck, attempts=1, settle_bound=Span(0.05, 0.05))
+    )
+    outcome = bounded.run(schedule).scenarios[0]
+    assert not outcome["settled_before"]["settled"]
+    assert "t-1: replicas [1, 3] are not in its ISR [2]" in outcome["settled_before"]["unsettled"]
+
+
+def test_a_stopped_run_is_cut_off_not_judged_and_resolved_schedules_are_not_watched() -> None:
+    stop = threading.Event()
+    cluster = Cluster([view()], {})
+
+    class Stopping(Cluster):
+        def apply(self, fault: Fault) -> Fault:
+            stop.set()
+            return super().apply(fault)
+
+    stopping = Stopping([view()], {})
+    outcome = ScheduleRunner(stopping, watch=watch_of(stopping), stop=stop).run(zombie_schedule())
+    assert [o["reached"] for o in outcome.scenarios] == [None]
+    assert scenario_section(outcome.scenarios)["by_name"]["zombie-leader"]["cut_off"] == 1  # type: ignore[index]
+    resolved = Schedule(zombie_schedule().faults, resolved=True)
+    replayed = ScheduleRunner(cluster, watch=watch_of(cluster)).run(resolved)
+    assert replayed.scenarios == () and cluster.observed == 0
+
+
+def test_layouts_number_the_runs_of_scenarios() -> None:
+    layout = Layout(random.Random(0), Detectors(), BROKERS, 600)
+    parse_generator({"sequence": ["zombie-leader", {"fault": "kill"}, "rolling-bounce"]}).lay(
+        layout, 0
+    )
+    assert [s.instance for s in layout.steps] == [0, 0, None, None, 1, 1, 1]
+
+
+# --- the slow fault ------------------------------------------------------------------------
+
+
+class Daemons:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def pause(self, node: str) -> bool:
+        self.calls.append(("pause", node))
+        return True
+
+    def resume(self, node: str) -> bool:
+        self.calls.append(("resume", node))
+        return True
+
+
+def test_a_duty_cycle_alternates_and_leaves_the_process_running() -> None:
+    from nemesis.duty_cycle import DutyCycle, DutyCycleSpec
+
+    daemons = Daemons()
+    held: set[str] = set()
+    cycle = DutyCycle(
+        daemons, "n2", DutyCycleSpec(10, 10), lock=threading.Lock(), held=lambda: held
+    )  # type: ignore[arg-type]
+    cycle.start()
+    while cycle.cycles < 3:
+        threading.Event().wait(0.01)
+    held.add("n2")  # paused by another fault: the cycle neither pauses nor resumes it
+    calls = len(daemons.calls)
+    threading.Event().wait(0.1)
+    assert len(daemons.calls) <= calls + 1
+    held.clear()
+    cycle.stop()
+    assert daemons.calls[-1] == ("resume", "n2")
+    kinds = [k for k, _ in daemons.calls[:6]]
+    assert kinds == ["pause", "resume"] * 3
+
+
+def test_the_slow_fault_is_data_validated_and_healed_by_stop_slow() -> None:
+    fault = Fault("start-slow", {"targets": ["follower"], "stopped_ms": 200, "running_ms": 100})
+    assert Fault.from_json(fault.to_json()) == fault
+    with pytest.raises(FaultError, match="targets"):
+        Fault("start-slow", {})
+    with pytest.raises(FaultError, match="stopped_ms must be between"):
+        Fault("start-slow", {"targets": ["n1"], "stopped_ms": 0})
+    spec = ScheduleSpec(faults={"slow": 1}, interval_s=(1, 2), duration_s=(1, 2), time_limit_s=10)
+    drawn = generate_schedule(spec).faults
+    assert [f.fault.f for f in drawn[:2]] == ["start-slow", "stop-slow"]
+    assert drawn[0].fault.targets == ["follower"] and drawn[1].heals == drawn[0].id
+
+
+def test_a_watched_schedule_is_a_valid_schedule_json_and_replays_unwatched() -> None:
+    from squall.config.schedule_file import schedule_from_json
+
+    cluster = Cluster([view()], {})
+    applied = ScheduleRunner(cluster, watch=watch_of(cluster)).run(zombie_schedule())
+    doc = applied.to_json()
+    assert doc["scenarios"] and all("instance" in f for f in doc["faults"])
+    again = schedule_from_json(doc, source="schedule.json")
+    assert again.resolved and again.scenarios == applied.scenarios
+
+
+def test_slow_observations_before_a_run_do_not_shorten_its_first_fault() -> None:
+    import time
+
+    class Slow(Cluster):
+        def __init__(self) -> None:
+            super().__init__([view()], {})
+            self.struck: list[float] = []
+
+        def apply(self, fault: Fault) -> Fault:
+            self.struck.append(time.monotonic())
+            return super().apply(fault)
+
+        def observe(
+            self, keys: Collection[str], *, controller: bool, timeout_s: float
+        ) -> ClusterView:
+            time.sleep(0.05)
+            return super().observe(keys, controller=controller, timeout_s=timeout_s)
+
+        def read(self) -> list[dict[str, Any]]:
+            time.sleep(0.1)
+            return []
+
+    cluster = Slow()
+    schedule = zombie_schedule()
+    planned = schedule.faults[1].at_s - schedule.faults[0].at_s
+    applied = ScheduleRunner(cluster, watch=watch_of(cluster, attempts=1)).run(schedule)
+    # waits only ever run long: the pause lasts at least as long as it was laid out
+    assert cluster.struck[1] - cluster.struck[0] >= planned - 0.002
+    first = applied.scenarios[0]
+    assert abs(applied.faults[0].at_s - first["started_s"]) < planned
+
+
+def test_the_reports_show_which_scenarios_reached_their_state() -> None:
+    import io
+
+    from rich.console import Console
+
+    from squall.report.console import print_results
+    from squall.report.html import render_html
+    from squall.report.junit import render_junit
+
+    outcomes = [
+        {"scenario": "zombie-leader", "instance": 0, "attempt": 1, "reached": True,
+         "aim": {"key": "t-1"}, "evidence": [election(1, 2, 1, [1])]},
+        {"scenario": "failover-during-truncation", "instance": 1, "attempt": 1, "reached": False,
+         "aim": {"key": "t-2"}, "missing": "no replica of t-2 truncated after it"},
+        {"scenario": "failover-during-truncation", "instance": 1, "attempt": 2, "reached": False,
+         "aim": {"key": "t-0"}, "missing": "no replica of t-0 truncated after it"},
+        {"scenario": "rolling-bounce", "instance": 2, "attempt": 1, "reached": None},
+    ]  # fmt: skip
+    section = scenario_section(outcomes)
+    assert section is not None
+    assert (section["instances"], section["reached"], section["share"]) == (2, 1, 0.5)
+    assert section["by_name"]["rolling-bounce"]["cut_off"] == 1
+    results = {"valid": True, "checkers": {}, "scenarios": section}
+
+    out = io.StringIO()
+    print_results(results, console=Console(file=out, width=200))
+    text = out.getvalue()
+    assert "scenarios reached their state in 1 of 2 runs" in text
+    assert "failover-during-truncation #1 attempt 2 on t-0: no replica of t-0 truncated" in text
+
+    junit = render_junit(results, suite="s")
+    assert 'skipped="1"' in junit and "reached its state in none of its 1 runs" in junit
+    assert '<testcase classname="s" name="scenario zombie-leader"><system-out>' in junit
+
+    page = render_html(results)
+    assert "<h2 id='scenarios'>Scenarios</h2>" in page and "no replica of t-0 truncated" in page
