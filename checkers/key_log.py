@@ -159,6 +159,19 @@ def _ok_aggregates(
     }
 
 
+def _invoke_times(invoked: pd.DataFrame, invoke_index: pd.Series) -> pd.array:
+    """The time of each of `invoke_index`, from the operations' `invoked` rows (null where
+    the key's rows do not hold the invoke)."""
+    known, first = np.unique(invoked["invoke_index"].to_numpy(dtype=np.int64), return_index=True)
+    times = invoked["time"].to_numpy(dtype=np.int64)[first]
+    wanted = invoke_index.to_numpy(dtype=np.int64)
+    if len(known) == 0:
+        return pd.array([None] * len(wanted), dtype="Int64")
+    at = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
+    found = known[at] == wanted
+    return pd.arrays.IntegerArray(times[at], ~found)
+
+
 class KeyLog:
     """The reads, writes and contents of one key, built from its micro-operations."""
 
@@ -278,8 +291,8 @@ class KeyLog:
 
     def _writes(self) -> pd.DataFrame:
         """One row per send micro-op: value, offset, status, pending, invoke_index,
-        complete_index, mop_index, process_id, acks, complete_time, op_f, error, reads,
-        last_read_time, first_reader, was_read, committed."""
+        complete_index, mop_index, process_id, acks, complete_time, op_f, error,
+        invoke_time, reads, last_read_time, first_reader, was_read, committed."""
         rows = self._rows
         send = self._is("f", "send")
         ok = rows[send & self._is("type", "ok")]
@@ -335,6 +348,7 @@ class KeyLog:
             }
         )
         writes = pd.concat([settled, unsettled], ignore_index=True)
+        writes["invoke_time"] = _invoke_times(sent, writes["invoke_index"])
         writes = writes.merge(self.read_values, on="value", how="left")
         writes["was_read"] = writes["reads"].notna()
         info = (writes["status"] == "info").to_numpy()

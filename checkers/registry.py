@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from checkers.checker import CheckContext, Checker
+from checkers.conformance import ConformanceChecker
 from checkers.consumer_groups import ConsumerGroupsChecker
 from checkers.delivery import DeliveryChecker
 from checkers.errors import CheckerDefinitionError
@@ -68,6 +69,7 @@ def default_checkers() -> tuple[Checker, ...]:
         OrderChecker(),
         ConsumerGroupsChecker(),
         UncleanChecker(),
+        ConformanceChecker(),
     )
 
 
