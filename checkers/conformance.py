@@ -71,9 +71,7 @@ class PartitionTimeline:
         """Each state's ISR size; -1 where the partition had no leader or no known ISR."""
         return np.array(
             [
-                -1
-                if e.isr is None or e.leader is None or e.leader == NO_LEADER
-                else len(e.isr)
+                -1 if e.isr is None or e.leader is None or e.leader == NO_LEADER else len(e.isr)
                 for e in self.events
             ],
             dtype=np.int64,
@@ -85,7 +83,9 @@ class PartitionTimeline:
         return at
 
 
-def acks_below_min_isr(log: KeyLog, settings: TestSettings, default_acks: int | None) -> pd.DataFrame:
+def acks_below_min_isr(
+    log: KeyLog, settings: TestSettings, default_acks: int | None
+) -> pd.DataFrame:
     """The key's `ok` acks=-1 sends acknowledged wholly inside a stretch whose ISR was
     smaller than min.insync.replicas, with the state (`event`, `leader`, `isr`)."""
     minimum = settings.min_insync_replicas

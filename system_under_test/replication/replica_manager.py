@@ -348,11 +348,8 @@ class ReplicaManager:
                 list(change.isr),
             )
             return
-        if partition.role is not Role.LEADER or partition.leader_epoch != epoch:
-            return
-        before = sorted(partition.isr)
-        partition.apply_isr(change.isr, version)
-        log.info("%s: ISR %s -> %s (%s)", partition.name, before, list(change.isr), change.reason)
+        # ZooKeeper now holds the new ISR: that is logged even if this broker stopped
+        # leading meanwhile, so that the events show every ISR the controller may elect from.
         self.events.isr_change(
             key=partition.name,
             isr=change.isr,
@@ -360,6 +357,11 @@ class ReplicaManager:
             leader_epoch=epoch,
             reason=change.reason,
         )
+        if partition.role is not Role.LEADER or partition.leader_epoch != epoch:
+            return
+        before = sorted(partition.isr)
+        partition.apply_isr(change.isr, version)
+        log.info("%s: ISR %s -> %s (%s)", partition.name, before, list(change.isr), change.reason)
 
     def check_isr(self) -> None:
         """Shrink the ISR of every led partition whose followers lag."""

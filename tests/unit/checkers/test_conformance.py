@@ -50,7 +50,13 @@ def election(
 
 
 def isr_change(
-    b: HistoryBuilder, key: str, leader: int, isr: Sequence[int], epoch: int, *, at: int | None = None
+    b: HistoryBuilder,
+    key: str,
+    leader: int,
+    isr: Sequence[int],
+    epoch: int,
+    *,
+    at: int | None = None,
 ) -> None:
     b.writer.event(
         "isr-change",
