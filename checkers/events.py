@@ -7,6 +7,7 @@ unclean checker counts the elections: one Spark job serves all three.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
@@ -14,6 +15,8 @@ from pyspark.sql import functions as F
 
 from checkers.key_log import ReplicationEvent
 
+REPLICATION_EVENTS = ("leader-election", "isr-change", "truncation")
+"""The SUT events the per-key pass tells each key of."""
 NemesisEvent = tuple[int, int, str, str | None]
 """index, time, f, value (JSON text)."""
 
@@ -21,7 +24,7 @@ NemesisEvent = tuple[int, int, str, str | None]
 @dataclass(frozen=True)
 class HistoryEvents:
     """`nemesis`: the nemesis events in history order; `replication`: the SUT's leader
-    elections and ISR changes by key, in history order; `elections`: the SUT's leader
+    elections, ISR changes and truncations by key, in history order; `elections`: the SUT's leader
     elections counted (`leader_elections`, `unclean_elections`)."""
 
     nemesis: list[NemesisEvent] = field(default_factory=list)
@@ -34,7 +37,7 @@ class HistoryEvents:
 def collect_events(events: DataFrame) -> HistoryEvents:
     """The nemesis events and the SUT's elections and ISR changes, in one job."""
     nemesis = F.col("process") == "nemesis"
-    replication = (F.col("process") == "sut") & F.col("f").isin("leader-election", "isr-change")
+    replication = (F.col("process") == "sut") & F.col("f").isin(*REPLICATION_EVENTS)
     rows = sorted(
         events.filter(nemesis | replication)
         .select(
@@ -42,7 +45,7 @@ def collect_events(events: DataFrame) -> HistoryEvents:
             "index",
             "time",
             "f",
-            F.when(nemesis, F.col("value_json")).alias("value_json"),
+            F.when(nemesis | (F.col("f") == "truncation"), F.col("value_json")).alias("value_json"),
             "key",
             "leader",
             "leader_epoch",
@@ -64,6 +67,7 @@ def collect_events(events: DataFrame) -> HistoryEvents:
             out.elections["unclean_elections"] += unclean
         if row["key"] is None:
             continue
+        cut = _truncation(row["value_json"]) if row["f"] == "truncation" else (None, None)
         out.replication.setdefault(str(row["key"]), []).append(
             ReplicationEvent(
                 int(row["index"]),
@@ -74,9 +78,22 @@ def collect_events(events: DataFrame) -> HistoryEvents:
                 None if row["isr"] is None else tuple(int(b) for b in row["isr"]),
                 _maybe_int(row["previous_leader"]),
                 unclean,
+                *cut,
             )
         )
     return out
+
+
+def _truncation(value_json: str | None) -> tuple[int | None, int | None]:
+    """A truncation's `from_offset` and `to_offset` (None where the value lacks one)."""
+    try:
+        value = json.loads(value_json) if value_json is not None else None
+    except ValueError:
+        return None, None
+    if not isinstance(value, dict):
+        return None, None
+    offsets = (value.get("from_offset"), value.get("to_offset"))
+    return tuple(o if type(o) is int else None for o in offsets)  # type: ignore[return-value]
 
 
 def _maybe_int(item: object) -> int | None:

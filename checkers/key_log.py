@@ -52,7 +52,8 @@ INPUT_COLUMNS = (
 
 @dataclass(frozen=True)
 class ReplicationEvent:
-    """A SUT `leader-election` or `isr-change` of one key."""
+    """A SUT `leader-election`, `isr-change` or `truncation` of one key (a truncation has
+    `from_offset` and `to_offset`: the replica's log end before and after it)."""
 
     index: int
     time: int
@@ -62,13 +63,15 @@ class ReplicationEvent:
     isr: tuple[int, ...] | None
     previous_leader: int | None
     unclean: bool
+    from_offset: int | None = None
+    to_offset: int | None = None
 
 
 @dataclass(frozen=True)
 class SharedFacts:
     """What the pass tells every key: `assignments`, every
-    `ok` or `info` assign/subscribe (process_id, index, keys: null when unknown), in
-    history order; `members`, the processes with an `ok` subscribe or commit (a
+    `ok` or `info` assign/subscribe (process_id, index, invoke_index, keys: null when
+    unknown), in history order; `members`, the processes with an `ok` subscribe or commit (a
     consumer group's); `commits`, how many `ok` commits the history holds; `seen`, the
     `invoke_index` of the `info` (or never completed) send operations that sent to more
     than one key and one of whose values an `ok` poll read; `told`,
@@ -77,7 +80,9 @@ class SharedFacts:
     send with the pass's function, they come as columns of the key's rows instead)."""
 
     assignments: pd.DataFrame = field(
-        default_factory=lambda: pd.DataFrame(columns=["process_id", "index", "keys"])
+        default_factory=lambda: pd.DataFrame(
+            columns=["process_id", "index", "invoke_index", "keys"]
+        )
     )
     members: Set[int] = frozenset()
     commits: int = 0
@@ -214,13 +219,15 @@ class KeyLog:
         return np.asarray(found.to_numpy(), dtype=bool)
 
     def _commits(self) -> pd.DataFrame:
-        """The key's `ok` commits: process_id, index, time, committed; in history order."""
+        """The key's `ok` commits: process_id, index, invoke_index, time, committed; in
+        history order."""
         rows = self._rows
         commits = rows[self._is("f", "commit")]
         return pd.DataFrame(
             {
                 "process_id": commits["process_id"],
                 "index": commits["index"],
+                "invoke_index": commits["invoke_index"],
                 "time": commits["time"],
                 "committed": commits["offset"].astype(np.int64),
             }
