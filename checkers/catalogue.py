@@ -349,6 +349,30 @@ _CONFORMANCE = (
         ),
     ),
     _info(
+        "isr-join-behind-hw",
+        "conformance",
+        "A leader added a follower to the ISR whose log end, as the leader knew it, was below "
+        "the leader's high watermark.",
+        "`event` is the leader's `isr-change`; `follower` the broker it added, "
+        "`follower_log_end_offset` its log end and `high_watermark` the leader's when the "
+        "leader decided; `previous_isr` and `isr` the ISR before and after.",
+        "no configuration: a follower joins the ISR only once its log end reaches the high "
+        "watermark",
+        "never",
+        (
+            "key",
+            "event",
+            "time",
+            "leader",
+            "leader_epoch",
+            "follower",
+            "follower_log_end_offset",
+            "high_watermark",
+            "isr",
+            "previous_isr",
+        ),
+    ),
+    _info(
         "poll-below-anchor",
         "consumer_anchors",
         "A consumer process's first read of a key started below the committed offset its "
@@ -375,9 +399,7 @@ _CONFORMANCE = (
     ),
 )
 
-ANOMALIES: dict[str, AnomalyInfo] = {
-    info.name: info for info in (*_CATALOGUE, *_CONFORMANCE)
-}
+ANOMALIES: dict[str, AnomalyInfo] = {info.name: info for info in (*_CATALOGUE, *_CONFORMANCE)}
 """Every anomaly type the checkers can report, in the order of docs/anomalies.md."""
 
 
@@ -720,6 +742,16 @@ def _elected_outside(case: Mapping[str, Any], key: str) -> str:
     )
 
 
+def _joined_behind(case: Mapping[str, Any], key: str) -> str:
+    return (
+        f"key {key}: leader {_show(case.get('leader'))} added broker "
+        f"{_show(case.get('follower'))} to the ISR in the "
+        f"{_line(case.get('event'), 'ISR change')} while its log ended at offset "
+        f"{_show(case.get('follower_log_end_offset'))}, below the high watermark "
+        f"{_show(case.get('high_watermark'))}"
+    )
+
+
 def _below_anchor(case: Mapping[str, Any], key: str) -> str:
     return (
         f"key {key}: process {_show(case.get('process'))}, started by the "
@@ -732,9 +764,7 @@ def _below_anchor(case: Mapping[str, Any], key: str) -> str:
 
 def _backwards(case: Mapping[str, Any], key: str) -> str:
     since = (
-        "where it started"
-        if case.get("since") == "anchor"
-        else "its own earlier commit of the key"
+        "where it started" if case.get("since") == "anchor" else "its own earlier commit of the key"
     )
     return (
         f"key {key}: process {_show(case.get('process'))} committed offset "
@@ -763,6 +793,7 @@ _TEXT: dict[str, tuple[str, Sentence]] = {
     "at-least-once-violation": ("value", _at_least_once),
     "ack-below-min-isr": ("writer", _below_min_isr),
     "election-outside-isr": ("election", _elected_outside),
+    "isr-join-behind-hw": ("event", _joined_behind),
     "poll-below-anchor": ("reader", _below_anchor),
     "commit-backwards": ("commit", _backwards),
 }

@@ -14,6 +14,11 @@ next. Where some event lacks its epoch (hand-written histories), by time alone.
   of fewer than `min.insync.replicas` members. Such a leader must refuse the write
   (NOT_ENOUGH_REPLICAS) or leave it unacknowledged; an acknowledgement racing an ISR change
   is not judged. Judged only where test.json gives `topic.min_insync_replicas`.
+- `isr-join-behind-hw`: a leader's ISR change that added a follower (a member of `isr` not
+  in `previous_isr`) whose log end offset, as the leader knew it when it decided, was below
+  the leader's high watermark then: a follower joins the ISR only once it has every
+  record the high watermark covers. Judged on the events that carry those facts (squall's
+  SUT logs them on every ISR change a leader makes).
 - `election-outside-isr`: an election of a leader outside the ISR of the state before it,
   when the election says it was clean, or when unclean leader election is off
   (`topic.unclean_leader_election` false). An election with no state before it (the
@@ -40,7 +45,7 @@ from checkers.losses import KeyLosses
 from checkers.results import CheckerReport
 
 CHECKER = "conformance"
-ANOMALIES = ("ack-below-min-isr", "election-outside-isr")
+ANOMALIES = ("ack-below-min-isr", "election-outside-isr", "isr-join-behind-hw")
 NO_LEADER = -1
 
 
@@ -151,11 +156,45 @@ def elections_outside_isr(log: KeyLog, settings: TestSettings) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def joins_behind_hw(log: KeyLog) -> pd.DataFrame:
+    """The key's ISR expansions that added a follower whose log end, as its leader knew it,
+    was below the leader's high watermark."""
+    rows = []
+    for event in log.events:
+        if (
+            event.f != "isr-change"
+            or event.isr is None
+            or event.previous_isr is None
+            or event.high_watermark is None
+            or event.log_end_offsets is None
+        ):
+            continue
+        for follower in sorted(set(event.isr) - set(event.previous_isr)):
+            end = event.log_end_offsets.get(follower)
+            if end is not None and end < event.high_watermark:
+                rows.append(
+                    {
+                        "key": log.key,
+                        "event": event.index,
+                        "time": event.time,
+                        "leader": event.leader,
+                        "leader_epoch": event.leader_epoch,
+                        "follower": follower,
+                        "follower_log_end_offset": end,
+                        "high_watermark": event.high_watermark,
+                        "isr": list(event.isr),
+                        "previous_isr": list(event.previous_isr),
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
 def check_conformance_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
     """The findings of this checker on one key."""
     settings = losses.rules.settings
     acked = acks_below_min_isr(log, settings, losses.rules.default_acks)
     elected = elections_outside_isr(log, settings)
+    joined = joins_behind_hw(log)
     return [
         *rows_of(
             CHECKER,
@@ -181,6 +220,13 @@ def check_conformance_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
             elected,
             order="election",
             detail=[(name, name) for name in elected.columns],
+        ),
+        *rows_of(
+            CHECKER,
+            "isr-join-behind-hw",
+            joined,
+            order="event",
+            detail=[(name, name) for name in joined.columns],
         ),
     ]
 

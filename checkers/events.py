@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -45,7 +46,9 @@ def collect_events(events: DataFrame) -> HistoryEvents:
             "index",
             "time",
             "f",
-            F.when(nemesis | (F.col("f") == "truncation"), F.col("value_json")).alias("value_json"),
+            F.when(
+                nemesis | F.col("f").isin("truncation", "isr-change"), F.col("value_json")
+            ).alias("value_json"),
             "key",
             "leader",
             "leader_epoch",
@@ -67,7 +70,7 @@ def collect_events(events: DataFrame) -> HistoryEvents:
             out.elections["unclean_elections"] += unclean
         if row["key"] is None:
             continue
-        cut = _truncation(row["value_json"]) if row["f"] == "truncation" else (None, None)
+        value = _value(row["value_json"])
         out.replication.setdefault(str(row["key"]), []).append(
             ReplicationEvent(
                 int(row["index"]),
@@ -78,22 +81,44 @@ def collect_events(events: DataFrame) -> HistoryEvents:
                 None if row["isr"] is None else tuple(int(b) for b in row["isr"]),
                 _maybe_int(row["previous_leader"]),
                 unclean,
-                *cut,
+                from_offset=_int_of(value, "from_offset"),
+                to_offset=_int_of(value, "to_offset"),
+                previous_isr=_brokers(value.get("previous_isr")),
+                high_watermark=_int_of(value, "high_watermark"),
+                log_end_offsets=_ends(value.get("log_end_offsets")),
             )
         )
     return out
 
 
-def _truncation(value_json: str | None) -> tuple[int | None, int | None]:
-    """A truncation's `from_offset` and `to_offset` (None where the value lacks one)."""
+def _value(value_json: str | None) -> dict[str, Any]:
+    """A truncation's or ISR change's value ({} where it is not an object)."""
     try:
         value = json.loads(value_json) if value_json is not None else None
     except ValueError:
-        return None, None
-    if not isinstance(value, dict):
-        return None, None
-    offsets = (value.get("from_offset"), value.get("to_offset"))
-    return tuple(o if type(o) is int else None for o in offsets)  # type: ignore[return-value]
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _int_of(value: dict[str, Any], name: str) -> int | None:
+    item = value.get(name)
+    return item if type(item) is int else None
+
+
+def _brokers(items: Any) -> tuple[int, ...] | None:
+    if not isinstance(items, list) or not all(type(b) is int for b in items):
+        return None
+    return tuple(items)
+
+
+def _ends(items: Any) -> dict[int, int] | None:
+    """`log_end_offsets` ({"2": 17, ...}) with integer brokers; None where malformed."""
+    if not isinstance(items, dict):
+        return None
+    try:
+        return {int(b): end for b, end in items.items() if type(end) is int}
+    except ValueError:
+        return None
 
 
 def _maybe_int(item: object) -> int | None:

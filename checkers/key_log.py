@@ -23,7 +23,7 @@ completion (`SharedFacts.told`, looked up by `invoke_index`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,7 +53,9 @@ INPUT_COLUMNS = (
 @dataclass(frozen=True)
 class ReplicationEvent:
     """A SUT `leader-election`, `isr-change` or `truncation` of one key (a truncation has
-    `from_offset` and `to_offset`: the replica's log end before and after it)."""
+    `from_offset` and `to_offset`: the replica's log end before and after it; a leader's
+    ISR change what the leader knew when it decided: `previous_isr`, `high_watermark` and
+    `log_end_offsets` by broker)."""
 
     index: int
     time: int
@@ -65,6 +67,9 @@ class ReplicationEvent:
     unclean: bool
     from_offset: int | None = None
     to_offset: int | None = None
+    previous_isr: tuple[int, ...] | None = None
+    high_watermark: int | None = None
+    log_end_offsets: Mapping[int, int] | None = None
 
 
 @dataclass(frozen=True)

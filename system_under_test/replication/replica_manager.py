@@ -356,6 +356,9 @@ class ReplicaManager:
             leader=self.broker_id,
             leader_epoch=epoch,
             reason=change.reason,
+            previous_isr=change.previous_isr,
+            high_watermark=change.high_watermark,
+            log_end_offsets=change.log_end_offsets,
         )
         if partition.role is not Role.LEADER or partition.leader_epoch != epoch:
             return

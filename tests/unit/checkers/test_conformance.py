@@ -167,6 +167,38 @@ def elected_after_expand(b: HistoryBuilder) -> None:
     election(b, offline, 1, [1], 2, previous=-1)
 
 
+def leader_isr_change(
+    b: HistoryBuilder, key: str, isr: Sequence[int], previous: Sequence[int], hw: int,
+    ends: dict[int, int],
+) -> None:  # fmt: skip
+    """An ISR change by leader 1 with what it knew when it decided."""
+    b.writer.event(
+        "isr-change",
+        {
+            "key": key,
+            "leader": 1,
+            "leader_epoch": 0,
+            "isr": list(isr),
+            "previous_isr": list(previous),
+            "high_watermark": hw,
+            "log_end_offsets": {str(broker): end for broker, end in ends.items()},
+        },
+        process="sut",
+        time=b.tick(),
+    )
+
+
+def joins(b: HistoryBuilder) -> None:
+    """Broker 3 added while 12 records behind the high watermark; broker 2 added once it
+    reached it; a shrink that keeps a member behind (it restarted with less) adds nobody."""
+    k = "joins"
+    written(b, k)
+    election(b, k, 1, [1], 0)
+    leader_isr_change(b, k, [1, 2], [1], 152, {1: 160, 2: 152, 3: 140})
+    leader_isr_change(b, k, [1, 2, 3], [1, 2], 152, {1: 160, 2: 155, 3: 140})
+    leader_isr_change(b, k, [1, 3], [1, 2, 3], 160, {1: 170, 2: 150, 3: 158})
+
+
 def build(b: HistoryBuilder) -> None:
     for scenario in (
         acked_below,
@@ -176,6 +208,7 @@ def build(b: HistoryBuilder) -> None:
         elected_outside,
         unclean_while_off,
         elected_after_expand,
+        joins,
     ):
         scenario(b)
 
@@ -211,11 +244,20 @@ def test_election_outside_isr(results: dict[str, Any]) -> None:
         assert case["leader"] == 2 and case["last_isr"] == [1]
 
 
+def test_isr_join_behind_hw(results: dict[str, Any]) -> None:
+    found = cases(results, "isr-join-behind-hw")
+    assert [(c["key"], c["follower"], c["follower_log_end_offset"]) for c in found] == [
+        ("joins", 3, 140)
+    ]
+    assert found[0]["high_watermark"] == 152 and found[0]["previous_isr"] == [1, 2]
+
+
 def test_the_verdict(results: dict[str, Any]) -> None:
     assert results["valid"] is False
     assert results["checkers"]["conformance"]["counts"] == {
         "ack-below-min-isr": 1,
         "election-outside-isr": 2,
+        "isr-join-behind-hw": 1,
     }
 
 
@@ -225,5 +267,6 @@ def test_nothing_judged_without_min_insync(spark: Any, tmp_path: Path) -> None:
     results = check_history(builder.close(), config=CheckConfig(sample=100))
     section = results["checkers"]["conformance"]
     assert section["counts"]["ack-below-min-isr"] == 0
+    assert section["counts"]["isr-join-behind-hw"] == 0
     assert section["valid"] is True
     assert any("min_insync_replicas" in note for note in section["notes"])
