@@ -55,6 +55,8 @@ def sessions(log: KeyLog) -> pd.DataFrame:
     anchors = np.full(len(held), -1, dtype=np.int64)
     setters = np.full(len(held), -1, dtype=np.int64)
     last = np.searchsorted(done, held["invoke_index"].to_numpy(dtype=np.int64)) - 1
+    # A commit invoked before `until` completed before `until + span`.
+    span = int((done - invoked).max()) + 1 if len(done) else 0
     for row, (k, until) in enumerate(
         zip(last, held["index"].to_numpy(dtype=np.int64), strict=True)
     ):
@@ -63,7 +65,8 @@ def sessions(log: KeyLog) -> pd.DataFrame:
         # every commit completed after the last one was invoked, invoked before the assign
         # completed, may be the one the group held
         start = int(np.searchsorted(done, invoked[k], side="right"))
-        maybe = np.flatnonzero(invoked[start:] < until) + start
+        end = int(np.searchsorted(done, until + span))
+        maybe = np.flatnonzero(invoked[start:end] < until) + start
         at = maybe[np.argmin(committed[maybe])]
         anchors[row], setters[row] = committed[at], done[at]
     held["anchor"] = pd.array(np.where(anchors >= 0, anchors, 0), dtype="Int64")
@@ -81,20 +84,27 @@ def _next_of_process(held: pd.DataFrame) -> np.ndarray:
     return out
 
 
+_PROCESS_SHIFT = 1 << 40
+"""(process, index) as one integer, process * 2**40 + index: history indices stay below
+2**40 and process numbers below 2**23."""
+
+
 def _session_of(held: pd.DataFrame, process: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """The position in `held` of the session each (process, index) falls in (-1: none)."""
-    out = np.full(len(process), -1, dtype=np.int64)
-    for pid, group in held.groupby("process_id", sort=False):
-        mine = np.flatnonzero(process == pid)
-        if len(mine) == 0:
-            continue
-        starts = group["index"].to_numpy(dtype=np.int64)
-        at = np.searchsorted(starts, index[mine], side="right") - 1
-        inside = at >= 0
-        positions = group.index.to_numpy()[np.maximum(at, 0)]
-        inside &= index[mine] < held["next"].to_numpy()[positions]
-        out[mine[inside]] = positions[inside]
-    return out
+    """The position in `held` of the session each (process, index) falls in (-1: none),
+    with one search over the sessions sorted by (process, index)."""
+    starts = held["process_id"].to_numpy(dtype=np.int64) * _PROCESS_SHIFT + held["index"].to_numpy(
+        dtype=np.int64
+    )
+    order = np.argsort(starts, kind="stable")
+    wanted = process.astype(np.int64) * _PROCESS_SHIFT + index.astype(np.int64)
+    at = np.searchsorted(starts[order], wanted, side="right") - 1
+    found = order[np.maximum(at, 0)]
+    inside = (
+        (at >= 0)
+        & (held["process_id"].to_numpy(dtype=np.int64)[found] == process)
+        & (index < held["next"].to_numpy()[found])
+    )
+    return np.where(inside, found, -1)
 
 
 def polls_below_anchor(log: KeyLog, held: pd.DataFrame) -> pd.DataFrame:
