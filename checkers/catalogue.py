@@ -378,12 +378,24 @@ _CONFORMANCE = (
         "A consumer process's first read of a key started below the committed offset its "
         "group held when the process started.",
         "`assign` is the process's assign or subscribe, `anchor` the least committed offset "
-        "the group may have held then (set by the commit `anchor_commit`); `reader` the "
-        "first `ok` read, which started at `offset` (`value`).",
+        "the group may have held then (set by the commit `anchor_commit`), or the `position` "
+        "the assign said the consumer starts at where that is greater (`anchor_from`); "
+        "`reader` the first `ok` read, which started at `offset` (`value`).",
         "a SUT truncation of the key to below the anchor, or an allowed unclean election, "
         "between the anchor's commit and the read",
         "configuration",
-        ("key", "process", "reader", "assign", "anchor", "anchor_commit", "offset", "value"),
+        (
+            "key",
+            "process",
+            "reader",
+            "assign",
+            "anchor",
+            "anchor_from",
+            "anchor_commit",
+            "position",
+            "offset",
+            "value",
+        ),
     ),
     _info(
         "commit-backwards",

@@ -9,7 +9,9 @@ before the assign was invoked, and of every `ok` commit of the key that may have
 after it (invoked before the assign completed, completed after that commit was invoked).
 Commits of several processes interleave legitimately (with subscribe every consumer
 commits every key to the one group); the least of those that may have been last is the
-bound. Without a commit before the assign there is no anchor.
+bound. Where the assign's completion says where the consumer starts the key (`positions`,
+docs/history.md), the anchor is the greater of that and the commits' bound; without
+either there is no anchor.
 
 - `poll-below-anchor`: the process's first `ok` read of the key after the assign starts
   below its anchor: it went back past what its group had consumed.
@@ -26,6 +28,8 @@ commits are few beside the reads, and each is placed with numpy searches.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -41,13 +45,22 @@ ANOMALIES = ("poll-below-anchor", "commit-backwards")
 
 def sessions(log: KeyLog) -> pd.DataFrame:
     """The `ok` assigns/subscribes that hold the key: process_id, index, invoke_index,
-    `anchor` (null: none) and `anchor_commit` (the commit that set it)."""
+    `position` (where the consumer said it starts the key; null: not said), `anchor` (the
+    greater of the commits' bound and `position`; null: neither), `anchor_from` (`commit`
+    or `position`) and `anchor_commit` (the commit that set the commits' bound)."""
     changes = log.shared.assignments
     if changes.empty:
         return pd.DataFrame(columns=["process_id", "index", "invoke_index", "anchor"])
     holds = (changes["keys"].explode() == log.key).groupby(level=0).any()
     held = changes[holds.reindex(changes.index, fill_value=False).to_numpy(dtype=bool)]
+    position = [
+        _position_of(log.key, keys, positions)
+        for keys, positions in zip(
+            held["keys"], held.get("positions", pd.Series([None] * len(held))), strict=True
+        )
+    ]
     held = held[["process_id", "index", "invoke_index"]].reset_index(drop=True)
+    held["position"] = pd.array(position, dtype="Int64")
     commits = log.commits.sort_values("index", kind="stable")
     done = commits["index"].to_numpy(dtype=np.int64)
     invoked = commits["invoke_index"].to_numpy(dtype=np.int64)
@@ -71,10 +84,31 @@ def sessions(log: KeyLog) -> pd.DataFrame:
         anchors[row], setters[row] = committed[at], done[at]
     held["anchor"] = pd.array(np.where(anchors >= 0, anchors, 0), dtype="Int64")
     held.loc[anchors < 0, "anchor"] = pd.NA
+    # Where the consumer said where it starts, it may not read or commit below that either.
+    said = held["position"].to_numpy(dtype=np.float64, na_value=np.nan)
+    known = held["anchor"].to_numpy(dtype=np.float64, na_value=np.nan)
+    from_position = ~np.isnan(said) & (np.isnan(known) | (said > known))
+    held["anchor_from"] = [
+        "position" if p else (None if np.isnan(k) else "commit")
+        for p, k in zip(from_position, known, strict=True)
+    ]
+    higher = np.fmax(known, said)
+    held["anchor"] = pd.array(np.where(np.isnan(higher), 0, higher).astype(np.int64), dtype="Int64")
+    held.loc[np.isnan(higher), "anchor"] = pd.NA
     held["anchor_commit"] = pd.array(setters, dtype="Int64")
     held.loc[setters < 0, "anchor_commit"] = pd.NA
     held["next"] = _next_of_process(held)
     return held
+
+
+def _position_of(key: str, keys: Any, positions: Any) -> int | None:
+    """The offset an assign said its consumer starts `key` at (None: not said)."""
+    if positions is None or keys is None:
+        return None
+    for name, offset in zip(keys, positions, strict=False):
+        if name == key:
+            return None if offset is None or pd.isna(offset) else int(offset)
+    return None
 
 
 def _next_of_process(held: pd.DataFrame) -> np.ndarray:
@@ -128,6 +162,8 @@ def polls_below_anchor(log: KeyLog, held: pd.DataFrame) -> pd.DataFrame:
             "assign": below["index_assign"],
             "anchor": below["anchor"],
             "anchor_commit": below["anchor_commit"],
+            "anchor_from": below["anchor_from"],
+            "position": below["position"],
             "offset": below["offset"],
             "value": below["value"],
             "time": below["time"],
@@ -228,7 +264,16 @@ def check_anchors_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
             order="reader",
             detail=[
                 (name, name)
-                for name in ("key", "process", "reader", "assign", "anchor", "anchor_commit")
+                for name in (
+                    "key",
+                    "process",
+                    "reader",
+                    "assign",
+                    "anchor",
+                    "anchor_from",
+                    "anchor_commit",
+                    "position",
+                )
             ]
             + [("offset", "offset"), ("value", "value")],
             expected="expected",

@@ -76,7 +76,8 @@ class ReplicationEvent:
 class SharedFacts:
     """What the pass tells every key: `assignments`, every
     `ok` or `info` assign/subscribe (process_id, index, invoke_index, keys: null when
-    unknown), in history order; `members`, the processes with an `ok` subscribe or commit (a
+    unknown, positions: the offsets the consumer said it starts each key at, parallel to
+    keys, null when not said), in history order; `members`, the processes with an `ok` subscribe or commit (a
     consumer group's); `commits`, how many `ok` commits the history holds; `seen`, the
     `invoke_index` of the `info` (or never completed) send operations that sent to more
     than one key and one of whose values an `ok` poll read; `told`,
@@ -86,7 +87,7 @@ class SharedFacts:
 
     assignments: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(
-            columns=["process_id", "index", "invoke_index", "keys"]
+            columns=["process_id", "index", "invoke_index", "keys", "positions"]
         )
     )
     members: Set[int] = frozenset()

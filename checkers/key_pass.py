@@ -154,7 +154,9 @@ def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFa
     collected in one job (few rows); and, only when some indeterminate send wrote several
     keys, which of those another key read, in a second."""
     ok = F.col("type") == "ok"
-    shape = ("fact", "process_id", "index", "invoke", "keys")
+    shape = ("fact", "process_id", "index", "invoke", "keys", "positions")
+    # Tables converted before assign.parquet had `positions` lack it.
+    positions = F.col("positions") if "positions" in assign.columns else F.lit(None)
 
     def fact(name: str, frame: DataFrame, process: str | None, index: str) -> DataFrame:
         assignment = name == "assignment"
@@ -164,6 +166,7 @@ def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFa
             F.col(index).cast("long"),
             (F.col("invoke_index") if assignment else F.lit(None)).cast("long"),
             F.col("keys") if assignment else F.lit(None).cast("array<string>"),
+            (positions if assignment else F.lit(None)).cast("array<long>"),
         ).toDF(*shape)
 
     changes = assign.filter(
@@ -192,8 +195,8 @@ def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFa
     }
     assignments = (
         of["assignment"]
-        .select(["process_id", "index", "invoke", "keys"])
-        .rename_columns(["process_id", "index", "invoke_index", "keys"])
+        .select(["process_id", "index", "invoke", "keys", "positions"])
+        .rename_columns(["process_id", "index", "invoke_index", "keys", "positions"])
         .to_pandas()
     )
     member = of["member"]

@@ -145,6 +145,34 @@ def final_read(b: HistoryBuilder) -> None:
     b.poll(f, {k: records(v, 0, 4)}, final=True)
 
 
+def assign_at(b: HistoryBuilder, process: int, key: str, position: int) -> None:
+    """An assign whose completion says where the consumer starts (`positions`)."""
+    invoke = b.writer.write(process, "invoke", "assign", [key], time=b.tick())
+    b.writer.complete(invoke, "ok", [key], time=b.tick(), positions={key: position})
+
+
+def read_below_position(b: HistoryBuilder) -> None:
+    """No commit yet, but the consumer said it starts at 3 and first reads 1."""
+    k = "position"
+    v = log_of(b, k, 5)
+    p = b.process()
+    assign_at(b, p, k, 3)
+    b.poll(p, {k: records(v, 1, 5)})
+
+
+def reads_at_position(b: HistoryBuilder) -> None:
+    """The consumer starts where it said, at the committed offset."""
+    k = "atposition"
+    v = log_of(b, k, 5)
+    p = b.process()
+    b.assign(p, [k])
+    b.commit(p, {k: 2})
+    q = b.process()
+    assign_at(b, q, k, 2)
+    b.poll(q, {k: records(v, 2, 5)})
+    b.commit(q, {k: 5})
+
+
 SCENARIOS = (
     reset_to_zero,
     resumed,
@@ -154,6 +182,8 @@ SCENARIOS = (
     commit_below_start,
     truncated,
     final_read,
+    read_below_position,
+    reads_at_position,
 )
 
 
@@ -173,7 +203,10 @@ def section(results: dict[str, Any]) -> dict[str, Any]:
 
 def test_poll_below_anchor(results: dict[str, Any]) -> None:
     found = section(results)["anomalies"]["poll-below-anchor"]
-    assert [(c["key"], c["offset"], c["anchor"]) for c in found] == [("reset", 0, 4)]
+    assert sorted((c["key"], c["offset"], c["anchor"], c["anchor_from"]) for c in found) == [
+        ("position", 1, 3, "position"),
+        ("reset", 0, 4, "commit"),
+    ]
 
 
 def test_commit_backwards(results: dict[str, Any]) -> None:
@@ -191,4 +224,4 @@ def test_a_truncation_explains(results: dict[str, Any]) -> None:
 
 
 def test_counts(results: dict[str, Any]) -> None:
-    assert section(results)["counts"] == {"poll-below-anchor": 1, "commit-backwards": 2}
+    assert section(results)["counts"] == {"poll-below-anchor": 2, "commit-backwards": 2}
