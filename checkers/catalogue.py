@@ -33,6 +33,7 @@ SINGLE_OPERATION_FIELDS = (
     "election",
     "event",
     "last_event",
+    "earlier_event",
     "op",
 )
 """The case fields that name one history operation (or SUT event) by index."""
@@ -370,6 +371,26 @@ _CONFORMANCE = (
             "high_watermark",
             "isr",
             "previous_isr",
+        ),
+    ),
+    _info(
+        "hw-regression",
+        "conformance",
+        "A leader's high watermark moved back while it led its partition in one leader epoch.",
+        "`event` is the leader's `isr-change` whose `high_watermark` is below the "
+        "`earlier_high_watermark` of its `isr-change` `earlier_event`, in the same "
+        "`leader_epoch`.",
+        "no configuration: the high watermark never goes back",
+        "never",
+        (
+            "key",
+            "event",
+            "time",
+            "leader",
+            "leader_epoch",
+            "high_watermark",
+            "earlier_event",
+            "earlier_high_watermark",
         ),
     ),
     _info(
@@ -764,6 +785,16 @@ def _joined_behind(case: Mapping[str, Any], key: str) -> str:
     )
 
 
+def _hw_back(case: Mapping[str, Any], key: str) -> str:
+    return (
+        f"key {key}: leader {_show(case.get('leader'))}'s high watermark was "
+        f"{_show(case.get('high_watermark'))} at the {_line(case.get('event'), 'ISR change')}, "
+        f"below the {_show(case.get('earlier_high_watermark'))} of its "
+        f"{_line(case.get('earlier_event'), 'ISR change')} in the same leader epoch "
+        f"{_show(case.get('leader_epoch'))}"
+    )
+
+
 def _below_anchor(case: Mapping[str, Any], key: str) -> str:
     return (
         f"key {key}: process {_show(case.get('process'))}, started by the "
@@ -806,6 +837,7 @@ _TEXT: dict[str, tuple[str, Sentence]] = {
     "ack-below-min-isr": ("writer", _below_min_isr),
     "election-outside-isr": ("election", _elected_outside),
     "isr-join-behind-hw": ("event", _joined_behind),
+    "hw-regression": ("event", _hw_back),
     "poll-below-anchor": ("reader", _below_anchor),
     "commit-backwards": ("commit", _backwards),
 }

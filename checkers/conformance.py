@@ -19,6 +19,10 @@ next. Where some event lacks its epoch (hand-written histories), by time alone.
   the leader's high watermark then: a follower joins the ISR only once it has every
   record the high watermark covers. Judged on the events that carry those facts (squall's
   SUT logs them on every ISR change a leader makes).
+- `hw-regression`: a leader's ISR change whose high watermark (when it decided) is below
+  the one an earlier ISR change of the same leader in the same leader epoch gave: the high
+  watermark never moves back while a broker leads. Events of one leader come from one
+  clock, so they are ordered by time (then history index) without tolerance.
 - `election-outside-isr`: an election of a leader outside the ISR of the state before it,
   when the election says it was clean, or when unclean leader election is off
   (`topic.unclean_leader_election` false). An election with no state before it (the
@@ -45,7 +49,7 @@ from checkers.losses import KeyLosses
 from checkers.results import CheckerReport
 
 CHECKER = "conformance"
-ANOMALIES = ("ack-below-min-isr", "election-outside-isr", "isr-join-behind-hw")
+ANOMALIES = ("ack-below-min-isr", "election-outside-isr", "isr-join-behind-hw", "hw-regression")
 NO_LEADER = -1
 
 
@@ -189,12 +193,51 @@ def joins_behind_hw(log: KeyLog) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def high_watermark_regressions(log: KeyLog) -> pd.DataFrame:
+    """The key's leader ISR changes whose high watermark is below an earlier one of the same
+    leader and leader epoch, with that earlier one (`earlier_event`, its watermark)."""
+    facts = sorted(
+        (
+            e
+            for e in log.events
+            if e.f == "isr-change"
+            and e.high_watermark is not None
+            and e.leader is not None
+            and e.leader_epoch is not None
+        ),
+        key=lambda e: (e.time, e.index),
+    )
+    highest: dict[tuple[int, int], ReplicationEvent] = {}
+    rows = []
+    for event in facts:
+        tenure = (event.leader, event.leader_epoch)
+        assert event.high_watermark is not None and event.leader_epoch is not None
+        earlier = highest.get(tenure)  # type: ignore[arg-type]
+        if earlier is not None and event.high_watermark < (earlier.high_watermark or 0):
+            rows.append(
+                {
+                    "key": log.key,
+                    "event": event.index,
+                    "time": event.time,
+                    "leader": event.leader,
+                    "leader_epoch": event.leader_epoch,
+                    "high_watermark": event.high_watermark,
+                    "earlier_event": earlier.index,
+                    "earlier_high_watermark": earlier.high_watermark,
+                }
+            )
+        elif earlier is None or event.high_watermark > (earlier.high_watermark or 0):
+            highest[tenure] = event  # type: ignore[index]
+    return pd.DataFrame(rows)
+
+
 def check_conformance_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
     """The findings of this checker on one key."""
     settings = losses.rules.settings
     acked = acks_below_min_isr(log, settings, losses.rules.default_acks)
     elected = elections_outside_isr(log, settings)
     joined = joins_behind_hw(log)
+    regressed = high_watermark_regressions(log)
     return [
         *rows_of(
             CHECKER,
@@ -227,6 +270,13 @@ def check_conformance_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
             joined,
             order="event",
             detail=[(name, name) for name in joined.columns],
+        ),
+        *rows_of(
+            CHECKER,
+            "hw-regression",
+            regressed,
+            order="event",
+            detail=[(name, name) for name in regressed.columns],
         ),
     ]
 

@@ -199,6 +199,24 @@ def joins(b: HistoryBuilder) -> None:
     leader_isr_change(b, k, [1, 3], [1, 2, 3], 160, {1: 170, 2: 150, 3: 158})
 
 
+def high_watermarks(b: HistoryBuilder) -> None:
+    """Leader 1's high watermark goes back within epoch 0; a new leader (epoch 1) starting
+    lower is not a regression."""
+    k = "hw"
+    written(b, k)
+    election(b, k, 1, [1, 2], 0)
+    leader_isr_change(b, k, [1], [1, 2], 318, {1: 358, 2: 318})
+    leader_isr_change(b, k, [1, 2], [1], 310, {1: 360, 2: 360})
+    election(b, k, 2, [2], 1, previous=1)
+    b.writer.event(
+        "isr-change",
+        {"key": k, "leader": 2, "leader_epoch": 1, "isr": [1, 2], "previous_isr": [2],
+         "high_watermark": 300, "log_end_offsets": {"1": 300, "2": 300}},
+        process="sut",
+        time=b.tick(),
+    )  # fmt: skip
+
+
 def build(b: HistoryBuilder) -> None:
     for scenario in (
         acked_below,
@@ -209,6 +227,7 @@ def build(b: HistoryBuilder) -> None:
         unclean_while_off,
         elected_after_expand,
         joins,
+        high_watermarks,
     ):
         scenario(b)
 
@@ -252,12 +271,20 @@ def test_isr_join_behind_hw(results: dict[str, Any]) -> None:
     assert found[0]["high_watermark"] == 152 and found[0]["previous_isr"] == [1, 2]
 
 
+def test_hw_regression(results: dict[str, Any]) -> None:
+    found = cases(results, "hw-regression")
+    assert [(c["key"], c["high_watermark"], c["earlier_high_watermark"]) for c in found] == [
+        ("hw", 310, 318)
+    ]
+
+
 def test_the_verdict(results: dict[str, Any]) -> None:
     assert results["valid"] is False
     assert results["checkers"]["conformance"]["counts"] == {
         "ack-below-min-isr": 1,
         "election-outside-isr": 2,
         "isr-join-behind-hw": 1,
+        "hw-regression": 1,
     }
 
 
