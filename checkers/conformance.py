@@ -29,8 +29,9 @@ next. Where some event lacks its epoch (hand-written histories), by time alone.
   partition's first) is not judged.
 
 The clock tolerance is test.json's `clock.tolerance_ns` (`TestSettings.event_tolerance_ns`).
-Both are found per key, in the per-key pass (`checkers.key_pass`), over the key's few
-events and its sends as arrays.
+All are found per key, in the per-key pass (`checkers.key_pass`): the key's events are few
+and looped over; its sends are placed on the timeline with one search (numpy). A key that
+no operation touched is not in the pass, so its events are not judged.
 """
 
 from __future__ import annotations
