@@ -103,10 +103,10 @@ def acks_below_min_isr(
     writes = log.writes
     if minimum is None or len(timeline) == 0 or writes.empty:
         return pd.DataFrame()
-    acks = writes["acks"].fillna(-1 if default_acks is None else default_acks)
+    acks = writes["acks"] if default_acks is None else writes["acks"].fillna(default_acks)
     chosen = writes[
         (writes["status"] == "ok").to_numpy()
-        & (acks == -1).to_numpy()
+        & (acks == -1).fillna(False).to_numpy(dtype=bool)
         & writes["invoke_time"].notna().to_numpy()
         & writes["complete_time"].notna().to_numpy()
     ]
