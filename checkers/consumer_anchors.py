@@ -5,8 +5,10 @@ A consumer process starts reading a key at its group's committed offset (a crash
 consumer's successor resumes there). The history shows the group's `ok` commits, so for
 each `ok` assign/subscribe that holds the key, the anchor is the least committed offset the
 group can have held when the process started: of the last `ok` commit of the key completed
-before the assign was invoked, and of every `ok` commit of the key that may have landed
-after it (invoked before the assign completed, completed after that commit was invoked).
+before the assign was invoked, and of every `ok` or `info` commit of the key that may have
+landed after it (invoked before the assign completed, completed after that commit was
+invoked; an `info` commit, indeterminate, is taken to have landed, if at all, before its
+completion).
 Commits of several processes interleave legitimately (with subscribe every consumer
 commits every key to the one group); the least of those that may have been last is the
 bound. Where the assign's completion says where the consumer starts the key (`positions`,
@@ -21,8 +23,8 @@ either there is no anchor.
 Both are expected (explained) when something the history shows moved the log's end below
 the higher offset in between: a SUT `truncation` of the key to below it, or an unclean
 election of the key while unclean election is allowed. Final reads (`final`) start from the
-log's beginning by design and are not judged. `info` commits, whose outcome is unknown, do
-not move an anchor. Found per key, in the per-key pass (`checkers.key_pass`); sessions and
+log's beginning by design and are not judged. `info` commits lower an anchor (they may
+have landed) but are not compared as the process's own. Found per key, in the per-key pass (`checkers.key_pass`); sessions and
 commits are few beside the reads, and each is placed with numpy searches.
 """
 
@@ -63,25 +65,30 @@ def sessions(log: KeyLog) -> pd.DataFrame:
     held["position"] = pd.array(position, dtype="Int64")
     commits = log.commits.sort_values("index", kind="stable")
     done = commits["index"].to_numpy(dtype=np.int64)
+    # Candidates: `ok` commits, and `info` ones, which may have landed before they completed.
+    every = pd.concat([commits, log.info_commits]).sort_values("index", kind="stable")
+    every_done = every["index"].to_numpy(dtype=np.int64)
+    every_invoked = every["invoke_index"].to_numpy(dtype=np.int64)
+    every_committed = every["committed"].to_numpy(dtype=np.int64)
     invoked = commits["invoke_index"].to_numpy(dtype=np.int64)
-    committed = commits["committed"].to_numpy(dtype=np.int64)
     anchors = np.full(len(held), -1, dtype=np.int64)
     setters = np.full(len(held), -1, dtype=np.int64)
     last = np.searchsorted(done, held["invoke_index"].to_numpy(dtype=np.int64)) - 1
     # A commit invoked before `until` completed before `until + span`.
-    span = int((done - invoked).max()) + 1 if len(done) else 0
+    span = int((every_done - every_invoked).max()) + 1 if len(every_done) else 0
     for row, (k, until) in enumerate(
         zip(last, held["index"].to_numpy(dtype=np.int64), strict=True)
     ):
         if k < 0:
             continue
-        # every commit completed after the last one was invoked, invoked before the assign
-        # completed, may be the one the group held
-        start = int(np.searchsorted(done, invoked[k], side="right"))
-        end = int(np.searchsorted(done, until + span))
-        maybe = np.flatnonzero(invoked[start:end] < until) + start
-        at = maybe[np.argmin(committed[maybe])]
-        anchors[row], setters[row] = committed[at], done[at]
+        # the last `ok` commit completed before the assign was invoked, and every commit
+        # completed after that one was invoked and invoked before the assign completed, may
+        # be the one the group held
+        start = int(np.searchsorted(every_done, invoked[k], side="right"))
+        end = int(np.searchsorted(every_done, until + span))
+        maybe = np.flatnonzero(every_invoked[start:end] < until) + start
+        at = maybe[np.argmin(every_committed[maybe])]
+        anchors[row], setters[row] = every_committed[at], every_done[at]
     held["anchor"] = pd.array(np.where(anchors >= 0, anchors, 0), dtype="Int64")
     held.loc[anchors < 0, "anchor"] = pd.NA
     # Where the consumer said where it starts, it may not read or commit below that either.

@@ -15,7 +15,7 @@ Every definition is that of `checkers.evidence`:
   its distinct offsets, numbered from 0, are the dense index (`checkers.dense`).
 
 The pass hands each key's rows with the columns of `INPUT_COLUMNS`, the micro-operation's
-own (see `histories.parquet_schema`); the key's `ok` commits come as rows too (`f`
+own (see `histories.parquet_schema`); the key's `ok` and `info` commits come as rows too (`f`
 "commit", `offset` the committed offset). What no key knows alone comes as `SharedFacts`,
 among it what the rows of an operation that did not complete `ok` must know of its
 completion (`SharedFacts.told`, looked up by `invoke_index`).
@@ -206,6 +206,8 @@ class KeyLog:
         self._rows = rows.drop_columns(["key"]).to_pandas()  # the key is `key`
         # Built at once, in dependency order: every check reads nearly all of them.
         self.commits: pd.DataFrame = self._commits()
+        self.info_commits: pd.DataFrame = self._commits("info")
+        """The key's commits completed `info` with their value: they may have landed."""
         self.reads: pd.DataFrame = self._reads()
         self.read_records: pd.DataFrame = self._read_records()
         self.read_values: pd.DataFrame = self._read_values()
@@ -224,11 +226,11 @@ class KeyLog:
         found = pc.is_in(self._table.column(column), value_set=pa.array(values, pa.string()))
         return np.asarray(found.to_numpy(), dtype=bool)
 
-    def _commits(self) -> pd.DataFrame:
-        """The key's `ok` commits: process_id, index, invoke_index, time, committed; in
-        history order."""
+    def _commits(self, *types: str) -> pd.DataFrame:
+        """The key's commits completed with one of `types` (default `ok`): process_id,
+        index, invoke_index, time, committed; in history order."""
         rows = self._rows
-        commits = rows[self._is("f", "commit")]
+        commits = rows[self._is("f", "commit") & self._is("type", *(types or ("ok",)))]
         return pd.DataFrame(
             {
                 "process_id": commits["process_id"],

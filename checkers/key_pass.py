@@ -104,7 +104,7 @@ def _prepared(mops: DataFrame, assign: DataFrame, told: DataFrame | None = None)
     operation = ("index", "invoke_index", "time", "process_id", "type")
     commits = (
         assign.filter(
-            (F.col("f") == "commit") & (F.col("type") == "ok") & F.col("keys").isNotNull()
+            (F.col("f") == "commit") & F.col("type").isin("ok", "info") & F.col("keys").isNotNull()
         )
         .select(*operation, F.explode(F.arrays_zip("keys", "offsets")).alias("c"))
         .select(

@@ -88,6 +88,24 @@ def concurrent_commit(b: HistoryBuilder) -> None:
     b.poll(r, {k: records(v, 2, 6)})
 
 
+def indeterminate_commit(b: HistoryBuilder) -> None:
+    """A commit of 2 that timed out (info) while another process committed 4: it may have
+    landed last, so the next consumer may start at 2 and commit 2 (seen in a real run)."""
+    k = "indeterminate"
+    v = log_of(b, k, 6)
+    p, q = b.process(), b.process()
+    b.subscribe(p, [k])
+    b.subscribe(q, [k])
+    w = b.writer
+    lost = w.write(q, "invoke", "commit", {k: 2}, time=b.tick())
+    b.commit(p, {k: 4})
+    w.complete(lost, "info", {k: 2}, time=b.tick(), error="OffsetCommitError: timed out")
+    r = b.process()
+    b.subscribe(r, [k])
+    b.commit(r, {k: 2})
+    b.poll(r, {k: records(v, 2, 6)})
+
+
 def commits_backwards(b: HistoryBuilder) -> None:
     """A process commits 5 after its own 6, then 3, below where it started (4)."""
     k = "backwards"
@@ -178,6 +196,7 @@ SCENARIOS = (
     resumed,
     interleaved,
     concurrent_commit,
+    indeterminate_commit,
     commits_backwards,
     commit_below_start,
     truncated,
