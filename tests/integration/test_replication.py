@@ -81,14 +81,19 @@ def test_stuck_follower_holds_back_commit_until_it_leaves_the_isr(make_cluster) 
     finally:
         cluster.brokers[stuck].signal(signal.SIGCONT)
     cluster.wait_for_leader("stuck", lambda d: stuck in d.isr, "the stuck follower to rejoin")
-    joins = [
-        e
-        for e in cluster.events()
-        if e["type"] == "isr-change"
-        and stuck in e["isr"]
-        and stuck not in e.get("previous_isr", e["isr"])
-    ]
-    assert joins and joins[-1]["log_end_offsets"][str(stuck)] >= joins[-1]["high_watermark"]
+
+    def joins() -> list[dict[str, Any]]:
+        return [
+            e
+            for e in cluster.events()
+            if e["type"] == "isr-change"
+            and stuck in e["isr"]
+            and stuck not in e.get("previous_isr", e["isr"])
+        ]
+
+    # The leader logs the change once ZooKeeper holds it, a moment after others can see it.
+    joined = wait_for(joins, what="the leader's event of the rejoin")[-1]
+    assert joined["log_end_offsets"][str(stuck)] >= joined["high_watermark"]
 
 
 def test_leader_kill_under_acks_all_loses_nothing(make_cluster) -> None:
