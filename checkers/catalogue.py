@@ -23,7 +23,21 @@ from typing import Any, Literal, TypeGuard, TypeVar
 Allowance = Literal["never", "configuration", "always"]
 _T = TypeVar("_T")
 
-OPERATION_FIELDS = ("writer", "reader", "commit", "election", "op", "ops", "sends")
+SINGLE_OPERATION_FIELDS = (
+    "writer",
+    "invoked",
+    "reader",
+    "assign",
+    "commit",
+    "anchor_commit",
+    "election",
+    "event",
+    "last_event",
+    "earlier_event",
+    "op",
+)
+"""The case fields that name one history operation (or SUT event) by index."""
+OPERATION_FIELDS = (*SINGLE_OPERATION_FIELDS, "ops", "sends")
 """Every case field that names history operations by index (`sends`: objects with
 `invoke_index` and `index`)."""
 
@@ -287,7 +301,138 @@ _CATALOGUE = (
     ),
 )
 
-ANOMALIES: dict[str, AnomalyInfo] = {info.name: info for info in _CATALOGUE}
+_CONFORMANCE = (
+    _info(
+        "ack-below-min-isr",
+        "conformance",
+        "An acks=-1 write was acknowledged while its partition's ISR, per the SUT's own "
+        "events, had fewer members than min.insync.replicas.",
+        "`writer` is the send's `ok` completion and `invoked` its invocation; `event` the "
+        "SUT event that set the partition's state the acknowledgement came in: `leader`, "
+        "`isr`, against `min_insync_replicas` from test.json.",
+        "no configuration: the leader must refuse the write (NOT_ENOUGH_REPLICAS) or not "
+        "acknowledge it",
+        "never",
+        (
+            "key",
+            "value",
+            "offset",
+            "writer",
+            "invoked",
+            "acks",
+            "event",
+            "leader",
+            "isr",
+            "min_insync_replicas",
+        ),
+    ),
+    _info(
+        "election-outside-isr",
+        "conformance",
+        "A leader was elected from outside its partition's last ISR although the election "
+        "was called clean or unclean election was off.",
+        "`election` is the SUT's `leader-election` event, `leader` the broker it elected; "
+        "`last_isr` the ISR before it, set by the event `last_event`; `unclean` what the "
+        "election said of itself.",
+        "no configuration: a clean election picks a member of the ISR, and with unclean "
+        "election off no other may lead",
+        "never",
+        (
+            "key",
+            "election",
+            "time",
+            "leader",
+            "previous_leader",
+            "leader_epoch",
+            "unclean",
+            "last_isr",
+            "last_event",
+        ),
+    ),
+    _info(
+        "isr-join-behind-hw",
+        "conformance",
+        "A leader added a follower to the ISR whose log end, as the leader knew it, was below "
+        "the leader's high watermark.",
+        "`event` is the leader's `isr-change`; `follower` the broker it added, "
+        "`follower_log_end_offset` its log end and `high_watermark` the leader's when the "
+        "leader decided; `previous_isr` and `isr` the ISR before and after.",
+        "no configuration: a follower joins the ISR only once its log end reaches the high "
+        "watermark",
+        "never",
+        (
+            "key",
+            "event",
+            "time",
+            "leader",
+            "leader_epoch",
+            "follower",
+            "follower_log_end_offset",
+            "high_watermark",
+            "isr",
+            "previous_isr",
+        ),
+    ),
+    _info(
+        "hw-regression",
+        "conformance",
+        "A leader's high watermark moved back while it led its partition in one leader epoch.",
+        "`event` is the leader's `isr-change` whose `high_watermark` is below the "
+        "`earlier_high_watermark` of its `isr-change` `earlier_event`, in the same "
+        "`leader_epoch`.",
+        "no configuration: the high watermark never goes back",
+        "never",
+        (
+            "key",
+            "event",
+            "time",
+            "leader",
+            "leader_epoch",
+            "high_watermark",
+            "earlier_event",
+            "earlier_high_watermark",
+        ),
+    ),
+    _info(
+        "poll-below-anchor",
+        "consumer_anchors",
+        "A consumer process's first read of a key started below the committed offset its "
+        "group held when the process started.",
+        "`assign` is the process's assign or subscribe, `anchor` the least committed offset "
+        "the group may have held then (set by the commit `anchor_commit`), or the `position` "
+        "the assign said the consumer starts at where that is greater (`anchor_from`); "
+        "`reader` the first `ok` read, which started at `offset` (`value`).",
+        "a SUT truncation of the key to below the anchor, or an allowed unclean election, "
+        "between the anchor's commit and the read",
+        "configuration",
+        (
+            "key",
+            "process",
+            "reader",
+            "assign",
+            "anchor",
+            "anchor_from",
+            "anchor_commit",
+            "position",
+            "offset",
+            "value",
+        ),
+    ),
+    _info(
+        "commit-backwards",
+        "consumer_anchors",
+        "A consumer process committed a key's offset below where it started or below its "
+        "own earlier commit of that key.",
+        "`commit` is the `ok` commit of `committed`; `above` the offset it fell below: the "
+        "process's anchor (`since: anchor`) or its own earlier commit (`since: own-commit`).",
+        "a SUT truncation of the key to below `above`, or an allowed unclean election, after "
+        "the process's anchor was committed",
+        "configuration",
+        ("key", "process", "commit", "committed", "above", "since"),
+    ),
+)
+
+ANOMALIES: dict[str, AnomalyInfo] = {info.name: info for info in (*_CATALOGUE, *_CONFORMANCE)}
 """Every anomaly type the checkers can report, in the order of docs/anomalies.md."""
 
 
@@ -358,9 +503,7 @@ def _offsets_of(case: Mapping[str, Any]) -> list[int]:
 
 
 def _lines_of(case: Mapping[str, Any]) -> list[int]:
-    indices: list[Any] = [
-        case.get(name) for name in ("writer", "reader", "commit", "election", "op")
-    ]
+    indices: list[Any] = [case.get(name) for name in SINGLE_OPERATION_FIELDS]
     ops = case.get("ops")
     if isinstance(ops, list):
         indices.extend(ops)
@@ -608,6 +751,71 @@ def _at_least_once(case: Mapping[str, Any], key: str) -> str:
     return text
 
 
+def _below_min_isr(case: Mapping[str, Any], key: str) -> str:
+    isr = case.get("isr")
+    members = f"ISR {_show(isr)}" if isinstance(isr, list) else "an ISR"
+    leader = case.get("leader")
+    who = f" of leader {leader}" if _is_int(leader) else ""
+    invoked = _line(case.get("invoked"), "invoked")
+    return (
+        f"key {key}: {_written(case)}, {invoked}, was acknowledged while the "
+        f"{members}{who} set by the {_line(case.get('event'), 'SUT event')} was smaller than "
+        f"min.insync.replicas={_show(case.get('min_insync_replicas'))}"
+    )
+
+
+def _elected_outside(case: Mapping[str, Any], key: str) -> str:
+    kind = "unclean" if case.get("unclean") is True else "clean"
+    isr = case.get("last_isr")
+    last = f"ISR {_show(isr)}" if isinstance(isr, list) else "ISR"
+    return (
+        f"key {key}: the {kind} {_line(case.get('election'), 'leader election')} made broker "
+        f"{_show(case.get('leader'))} leader, outside the last {last} set by the "
+        f"{_line(case.get('last_event'), 'SUT event')}"
+    )
+
+
+def _joined_behind(case: Mapping[str, Any], key: str) -> str:
+    return (
+        f"key {key}: leader {_show(case.get('leader'))} added broker "
+        f"{_show(case.get('follower'))} to the ISR in the "
+        f"{_line(case.get('event'), 'ISR change')} while its log ended at offset "
+        f"{_show(case.get('follower_log_end_offset'))}, below the high watermark "
+        f"{_show(case.get('high_watermark'))}"
+    )
+
+
+def _hw_back(case: Mapping[str, Any], key: str) -> str:
+    return (
+        f"key {key}: leader {_show(case.get('leader'))}'s high watermark was "
+        f"{_show(case.get('high_watermark'))} at the {_line(case.get('event'), 'ISR change')}, "
+        f"below the {_show(case.get('earlier_high_watermark'))} of its "
+        f"{_line(case.get('earlier_event'), 'ISR change')} in the same leader epoch "
+        f"{_show(case.get('leader_epoch'))}"
+    )
+
+
+def _below_anchor(case: Mapping[str, Any], key: str) -> str:
+    return (
+        f"key {key}: process {_show(case.get('process'))}, started by the "
+        f"{_line(case.get('assign'), 'assign')} when its group had committed at least "
+        f"offset {_show(case.get('anchor'))} ({_line(case.get('anchor_commit'), 'commit')}), "
+        f"first read {_record(case.get('offset'), case.get('value'))} in the "
+        f"{_line(case.get('reader'), 'poll')}, below it"
+    )
+
+
+def _backwards(case: Mapping[str, Any], key: str) -> str:
+    since = (
+        "where it started" if case.get("since") == "anchor" else "its own earlier commit of the key"
+    )
+    return (
+        f"key {key}: process {_show(case.get('process'))} committed offset "
+        f"{_show(case.get('committed'))} in the {_line(case.get('commit'), 'commit')}, below "
+        f"offset {_show(case.get('above'))}, {since}"
+    )
+
+
 Sentence = Callable[[Mapping[str, Any], str], str]
 
 _TEXT: dict[str, tuple[str, Sentence]] = {
@@ -626,5 +834,11 @@ _TEXT: dict[str, tuple[str, Sentence]] = {
     "int-nonmonotonic-send": ("values", _send_inside),
     "unclean-loss-window": ("election", _unclean),
     "at-least-once-violation": ("value", _at_least_once),
+    "ack-below-min-isr": ("writer", _below_min_isr),
+    "election-outside-isr": ("election", _elected_outside),
+    "isr-join-behind-hw": ("event", _joined_behind),
+    "hw-regression": ("event", _hw_back),
+    "poll-below-anchor": ("reader", _below_anchor),
+    "commit-backwards": ("commit", _backwards),
 }
 """Per type: the field without which its cases get the generic sentence, and its sentence."""

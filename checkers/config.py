@@ -2,8 +2,11 @@
 
 From a run's `test.json` the checkers read only
 `topic.replication_factor`, `topic.min_insync_replicas`, `topic.unclean_leader_election`,
-`workload.acks` (-1, 0, 1 or "all") and `workload.producer_retries` (an integer >= 0: how
-often the producer, without idempotence, may send a record again). They decide:
+`workload.acks` (-1, 0, 1 or "all"), `workload.producer_retries` (an integer >= 0: how
+often the producer, without idempotence, may send a record again),
+`broker_in_force["replica.lag.time.max.ms"]` and `clock.tolerance_ns` (how far the SUT
+events' times may still be off the operations' after the runner corrected each node's
+measured clock offset; `checkers.conformance`). They decide:
 - whether the configuration promised that no acknowledged acks=-1 write is lost
   (min.insync.replicas >= 2, unclean leader election off): only then is
   `lost-acked-write` judged;
@@ -29,6 +32,10 @@ from checkers.errors import TestConfigError
 ExpectedLoss = Literal["acks0", "acks1", "unclean", "retries"]
 EXPECTED_LOSSES: tuple[ExpectedLoss, ...] = ("acks0", "acks1", "unclean", "retries")
 Loader = Literal["auto", "exact"]
+DEFAULT_CLOCK_TOLERANCE_NS = 200_000_000
+"""The tolerance on SUT event times where test.json does not give one (a history of a run
+that did not measure its nodes' clocks): 200 ms, for nodes that share the control
+machine's clock (docker, local) and events written just after what they record."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,16 @@ class TestSettings:
     unclean_leader_election: bool | None = None
     acks: int | None = None
     producer_retries: int | None = None
+    replica_lag_time_max_ms: int | None = None
+    clock_tolerance_ns: int | None = None
+
+    @property
+    def event_tolerance_ns(self) -> int:
+        """How far an SUT event's time may be off the operations' clock: test.json's
+        `clock.tolerance_ns`, else `DEFAULT_CLOCK_TOLERANCE_NS`."""
+        if self.clock_tolerance_ns is not None:
+            return self.clock_tolerance_ns
+        return DEFAULT_CLOCK_TOLERANCE_NS
 
     @property
     def retries_may_duplicate(self) -> bool:
@@ -68,6 +85,8 @@ class TestSettings:
             "unclean_leader_election": self.unclean_leader_election,
             "acks": self.acks,
             "producer_retries": self.producer_retries,
+            "replica_lag_time_max_ms": self.replica_lag_time_max_ms,
+            "clock_tolerance_ns": self.event_tolerance_ns,
             "promises_no_loss": self.promises_no_loss,
             "retries_may_duplicate": self.retries_may_duplicate,
         }
@@ -145,7 +164,28 @@ def read_test_settings(path: Path) -> TestSettings:
         unclean_leader_election=_field(doc, where, "topic", "unclean_leader_election", bool),
         acks=acks,
         producer_retries=_producer_retries(where, doc),
+        replica_lag_time_max_ms=_lag_time(where, doc),
+        clock_tolerance_ns=_field(doc, where, "clock", "tolerance_ns", int),
     )
+
+
+def _lag_time(path: str, doc: dict[str, Any]) -> int | None:
+    """`broker_in_force["replica.lag.time.max.ms"]` as an integer (None: absent)."""
+    settings = doc.get("broker_in_force")
+    if not isinstance(settings, dict) or settings.get("replica.lag.time.max.ms") is None:
+        return None
+    raw = settings["replica.lag.time.max.ms"]
+    try:
+        lag = int(str(raw))
+    except ValueError:
+        raise TestConfigError(
+            f"{path}: broker_in_force.replica.lag.time.max.ms is {raw!r}, expected an integer"
+        ) from None
+    if lag < 0:
+        raise TestConfigError(
+            f"{path}: broker_in_force.replica.lag.time.max.ms is {lag}, expected >= 0"
+        )
+    return lag
 
 
 def _acks(path: str, doc: dict[str, Any]) -> int | None:

@@ -7,13 +7,17 @@ unclean checker counts the elections: one Spark job serves all three.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checkers.key_log import ReplicationEvent
 
+REPLICATION_EVENTS = ("leader-election", "isr-change", "truncation")
+"""The SUT events the per-key pass tells each key of."""
 NemesisEvent = tuple[int, int, str, str | None]
 """index, time, f, value (JSON text)."""
 
@@ -21,7 +25,7 @@ NemesisEvent = tuple[int, int, str, str | None]
 @dataclass(frozen=True)
 class HistoryEvents:
     """`nemesis`: the nemesis events in history order; `replication`: the SUT's leader
-    elections and ISR changes by key, in history order; `elections`: the SUT's leader
+    elections, ISR changes and truncations by key, in history order; `elections`: the SUT's leader
     elections counted (`leader_elections`, `unclean_elections`)."""
 
     nemesis: list[NemesisEvent] = field(default_factory=list)
@@ -34,7 +38,7 @@ class HistoryEvents:
 def collect_events(events: DataFrame) -> HistoryEvents:
     """The nemesis events and the SUT's elections and ISR changes, in one job."""
     nemesis = F.col("process") == "nemesis"
-    replication = (F.col("process") == "sut") & F.col("f").isin("leader-election", "isr-change")
+    replication = (F.col("process") == "sut") & F.col("f").isin(*REPLICATION_EVENTS)
     rows = sorted(
         events.filter(nemesis | replication)
         .select(
@@ -42,7 +46,9 @@ def collect_events(events: DataFrame) -> HistoryEvents:
             "index",
             "time",
             "f",
-            F.when(nemesis, F.col("value_json")).alias("value_json"),
+            F.when(
+                nemesis | F.col("f").isin("truncation", "isr-change"), F.col("value_json")
+            ).alias("value_json"),
             "key",
             "leader",
             "leader_epoch",
@@ -64,6 +70,7 @@ def collect_events(events: DataFrame) -> HistoryEvents:
             out.elections["unclean_elections"] += unclean
         if row["key"] is None:
             continue
+        value = _value(row["value_json"])
         out.replication.setdefault(str(row["key"]), []).append(
             ReplicationEvent(
                 int(row["index"]),
@@ -74,9 +81,44 @@ def collect_events(events: DataFrame) -> HistoryEvents:
                 None if row["isr"] is None else tuple(int(b) for b in row["isr"]),
                 _maybe_int(row["previous_leader"]),
                 unclean,
+                from_offset=_int_of(value, "from_offset"),
+                to_offset=_int_of(value, "to_offset"),
+                previous_isr=_brokers(value.get("previous_isr")),
+                high_watermark=_int_of(value, "high_watermark"),
+                log_end_offsets=_ends(value.get("log_end_offsets")),
             )
         )
     return out
+
+
+def _value(value_json: str | None) -> dict[str, Any]:
+    """A truncation's or ISR change's value ({} where it is not an object)."""
+    try:
+        value = json.loads(value_json) if value_json is not None else None
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _int_of(value: dict[str, Any], name: str) -> int | None:
+    item = value.get(name)
+    return item if type(item) is int else None
+
+
+def _brokers(items: Any) -> tuple[int, ...] | None:
+    if not isinstance(items, list) or not all(type(b) is int for b in items):
+        return None
+    return tuple(items)
+
+
+def _ends(items: Any) -> dict[int, int] | None:
+    """`log_end_offsets` ({"2": 17, ...}) with integer brokers; None where malformed."""
+    if not isinstance(items, dict):
+        return None
+    try:
+        return {int(b): end for b, end in items.items() if type(end) is int}
+    except ValueError:
+        return None
 
 
 def _maybe_int(item: object) -> int | None:

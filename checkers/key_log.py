@@ -15,7 +15,7 @@ Every definition is that of `checkers.evidence`:
   its distinct offsets, numbered from 0, are the dense index (`checkers.dense`).
 
 The pass hands each key's rows with the columns of `INPUT_COLUMNS`, the micro-operation's
-own (see `histories.parquet_schema`); the key's `ok` commits come as rows too (`f`
+own (see `histories.parquet_schema`); the key's `ok` and `info` commits come as rows too (`f`
 "commit", `offset` the committed offset). What no key knows alone comes as `SharedFacts`,
 among it what the rows of an operation that did not complete `ok` must know of its
 completion (`SharedFacts.told`, looked up by `invoke_index`).
@@ -23,7 +23,7 @@ completion (`SharedFacts.told`, looked up by `invoke_index`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,7 +52,10 @@ INPUT_COLUMNS = (
 
 @dataclass(frozen=True)
 class ReplicationEvent:
-    """A SUT `leader-election` or `isr-change` of one key."""
+    """A SUT `leader-election`, `isr-change` or `truncation` of one key (a truncation has
+    `from_offset` and `to_offset`: the replica's log end before and after it; a leader's
+    ISR change what the leader knew when it decided: `previous_isr`, `high_watermark` and
+    `log_end_offsets` by broker)."""
 
     index: int
     time: int
@@ -62,13 +65,19 @@ class ReplicationEvent:
     isr: tuple[int, ...] | None
     previous_leader: int | None
     unclean: bool
+    from_offset: int | None = None
+    to_offset: int | None = None
+    previous_isr: tuple[int, ...] | None = None
+    high_watermark: int | None = None
+    log_end_offsets: Mapping[int, int] | None = None
 
 
 @dataclass(frozen=True)
 class SharedFacts:
     """What the pass tells every key: `assignments`, every
-    `ok` or `info` assign/subscribe (process_id, index, keys: null when unknown), in
-    history order; `members`, the processes with an `ok` subscribe or commit (a
+    `ok` or `info` assign/subscribe (process_id, index, invoke_index, keys: null when
+    unknown, positions: the offsets the consumer said it starts each key at, parallel to
+    keys, null when not said), in history order; `members`, the processes with an `ok` subscribe or commit (a
     consumer group's); `commits`, how many `ok` commits the history holds; `seen`, the
     `invoke_index` of the `info` (or never completed) send operations that sent to more
     than one key and one of whose values an `ok` poll read; `told`,
@@ -77,7 +86,9 @@ class SharedFacts:
     send with the pass's function, they come as columns of the key's rows instead)."""
 
     assignments: pd.DataFrame = field(
-        default_factory=lambda: pd.DataFrame(columns=["process_id", "index", "keys"])
+        default_factory=lambda: pd.DataFrame(
+            columns=["process_id", "index", "invoke_index", "keys", "positions"]
+        )
     )
     members: Set[int] = frozenset()
     commits: int = 0
@@ -159,6 +170,19 @@ def _ok_aggregates(
     }
 
 
+def _invoke_times(invoked: pd.DataFrame, invoke_index: pd.Series) -> pd.array:
+    """The time of each of `invoke_index`, from the operations' `invoked` rows (null where
+    the key's rows do not hold the invoke)."""
+    known, first = np.unique(invoked["invoke_index"].to_numpy(dtype=np.int64), return_index=True)
+    times = invoked["time"].to_numpy(dtype=np.int64)[first]
+    wanted = invoke_index.to_numpy(dtype=np.int64)
+    if len(known) == 0:
+        return pd.array([None] * len(wanted), dtype="Int64")
+    at = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
+    found = known[at] == wanted
+    return pd.arrays.IntegerArray(times[at], ~found)
+
+
 class KeyLog:
     """The reads, writes and contents of one key, built from its micro-operations."""
 
@@ -182,6 +206,8 @@ class KeyLog:
         self._rows = rows.drop_columns(["key"]).to_pandas()  # the key is `key`
         # Built at once, in dependency order: every check reads nearly all of them.
         self.commits: pd.DataFrame = self._commits()
+        self.info_commits: pd.DataFrame = self._commits("info")
+        """The key's commits completed `info` with their value: they may have landed."""
         self.reads: pd.DataFrame = self._reads()
         self.read_records: pd.DataFrame = self._read_records()
         self.read_values: pd.DataFrame = self._read_values()
@@ -200,14 +226,16 @@ class KeyLog:
         found = pc.is_in(self._table.column(column), value_set=pa.array(values, pa.string()))
         return np.asarray(found.to_numpy(), dtype=bool)
 
-    def _commits(self) -> pd.DataFrame:
-        """The key's `ok` commits: process_id, index, time, committed; in history order."""
+    def _commits(self, *types: str) -> pd.DataFrame:
+        """The key's commits completed with one of `types` (default `ok`): process_id,
+        index, invoke_index, time, committed; in history order."""
         rows = self._rows
-        commits = rows[self._is("f", "commit")]
+        commits = rows[self._is("f", "commit") & self._is("type", *(types or ("ok",)))]
         return pd.DataFrame(
             {
                 "process_id": commits["process_id"],
                 "index": commits["index"],
+                "invoke_index": commits["invoke_index"],
                 "time": commits["time"],
                 "committed": commits["offset"].astype(np.int64),
             }
@@ -278,8 +306,8 @@ class KeyLog:
 
     def _writes(self) -> pd.DataFrame:
         """One row per send micro-op: value, offset, status, pending, invoke_index,
-        complete_index, mop_index, process_id, acks, complete_time, op_f, error, reads,
-        last_read_time, first_reader, was_read, committed."""
+        complete_index, mop_index, process_id, acks, complete_time, op_f, error,
+        invoke_time, reads, last_read_time, first_reader, was_read, committed."""
         rows = self._rows
         send = self._is("f", "send")
         ok = rows[send & self._is("type", "ok")]
@@ -335,6 +363,7 @@ class KeyLog:
             }
         )
         writes = pd.concat([settled, unsettled], ignore_index=True)
+        writes["invoke_time"] = _invoke_times(sent, writes["invoke_index"])
         writes = writes.merge(self.read_values, on="value", how="left")
         writes["was_read"] = writes["reads"].notna()
         info = (writes["status"] == "info").to_numpy()

@@ -104,7 +104,7 @@ def _prepared(mops: DataFrame, assign: DataFrame, told: DataFrame | None = None)
     operation = ("index", "invoke_index", "time", "process_id", "type")
     commits = (
         assign.filter(
-            (F.col("f") == "commit") & (F.col("type") == "ok") & F.col("keys").isNotNull()
+            (F.col("f") == "commit") & F.col("type").isin("ok", "info") & F.col("keys").isNotNull()
         )
         .select(*operation, F.explode(F.arrays_zip("keys", "offsets")).alias("c"))
         .select(
@@ -154,14 +154,19 @@ def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFa
     collected in one job (few rows); and, only when some indeterminate send wrote several
     keys, which of those another key read, in a second."""
     ok = F.col("type") == "ok"
-    shape = ("fact", "process_id", "index", "keys")
+    shape = ("fact", "process_id", "index", "invoke", "keys", "positions")
+    # Tables converted before assign.parquet had `positions` lack it.
+    positions = F.col("positions") if "positions" in assign.columns else F.lit(None)
 
     def fact(name: str, frame: DataFrame, process: str | None, index: str) -> DataFrame:
+        assignment = name == "assignment"
         return frame.select(
             F.lit(name).alias("fact"),
             (F.lit(None) if process is None else F.col(process)).cast("long"),
             F.col(index).cast("long"),
-            F.col("keys") if name == "assignment" else F.lit(None).cast("array<string>"),
+            (F.col("invoke_index") if assignment else F.lit(None)).cast("long"),
+            F.col("keys") if assignment else F.lit(None).cast("array<string>"),
+            (positions if assignment else F.lit(None)).cast("array<long>"),
         ).toDF(*shape)
 
     changes = assign.filter(
@@ -188,7 +193,12 @@ def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFa
         name: facts.filter(pc.equal(facts.column("fact"), name))
         for name in ("assignment", "member", "spread", "told")
     }
-    assignments = of["assignment"].select(["process_id", "index", "keys"]).to_pandas()
+    assignments = (
+        of["assignment"]
+        .select(["process_id", "index", "invoke", "keys", "positions"])
+        .rename_columns(["process_id", "index", "invoke_index", "keys", "positions"])
+        .to_pandas()
+    )
     member = of["member"]
     spread = frozenset(of["spread"].column("index").to_pylist())
     seen: frozenset[int] = frozenset()
@@ -197,7 +207,9 @@ def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFa
         seen = frozenset(read.column("invoke_index").to_pylist())
     many = of["told"].num_rows > TOLD_WITH_FUNCTION
     return SharedFacts(
-        assignments=assignments.astype({"process_id": np.int64, "index": np.int64})
+        assignments=assignments.astype(
+            {"process_id": np.int64, "index": np.int64, "invoke_index": np.int64}
+        )
         .sort_values("index", kind="stable")
         .reset_index(drop=True),
         members=frozenset(member.column("process_id").to_pylist()),

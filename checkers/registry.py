@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from checkers.checker import CheckContext, Checker
+from checkers.conformance import ConformanceChecker
+from checkers.consumer_anchors import ConsumerAnchorsChecker
 from checkers.consumer_groups import ConsumerGroupsChecker
 from checkers.delivery import DeliveryChecker
 from checkers.errors import CheckerDefinitionError
@@ -67,7 +69,9 @@ def default_checkers() -> tuple[Checker, ...]:
         DeliveryChecker(),
         OrderChecker(),
         ConsumerGroupsChecker(),
+        ConsumerAnchorsChecker(),
         UncleanChecker(),
+        ConformanceChecker(),
     )
 
 

@@ -48,6 +48,7 @@ from histories.parquet import (
     ParquetSummary,
     add_mop_rows,
     assign_lists,
+    assign_positions,
     event_row,
     leniency_metadata,
     operation_row,
@@ -260,7 +261,12 @@ _MOP_COLUMNS = pa.schema(
     ]
 )
 _ASSIGN_COLUMNS = pa.schema(
-    [("parent", I64), ASSIGN_SCHEMA.field("keys"), ASSIGN_SCHEMA.field("offsets")]
+    [
+        ("parent", I64),
+        ASSIGN_SCHEMA.field("keys"),
+        ASSIGN_SCHEMA.field("offsets"),
+        ASSIGN_SCHEMA.field("positions"),
+    ]
 )
 
 
@@ -500,6 +506,7 @@ def _parse_commits(
                                      mask=mask),
             pa.ListArray.from_arrays(bounds, offsets,
                                      type=_ASSIGN_COLUMNS.field("offsets").type, mask=mask),
+            pa.nulls(len(rows), _ASSIGN_COLUMNS.field("positions").type),
         ],
         schema=_ASSIGN_COLUMNS,
     )  # fmt: skip
@@ -543,7 +550,8 @@ def _tier2(lines: _Lines, rows: Ints, first_index: int) -> _Tier2:
     events: list[tuple[Any, ...]] = []
     for row in rows.tolist():
         line = first_index + row + 1
-        fields = record_fields(_decode(lines.raw_line(row), line))
+        record = _decode(lines.raw_line(row), line)
+        fields = record_fields(record)
         index, time, process, _, f, value, error, node, _, _, key = fields
         if index != first_index + row:
             raise _Fallback(
@@ -557,7 +565,7 @@ def _tier2(lines: _Lines, rows: Ints, first_index: int) -> _Tier2:
                 if value is not None:
                     add_mop_rows(mops, row, value)
             elif f in KEY_LIST_FS or f == "commit":
-                assign.append((row, *assign_lists(value)))
+                assign.append((row, *assign_lists(value), assign_positions(f, value, record)))
         except HistoryError as err:
             raise _Fallback(f"line {line}: {err}") from err
     op_columns = _columns(ops, _OPS_COLUMNS)

@@ -220,6 +220,19 @@ def event_row(
             epoch, isr, previous, unclean)  # fmt: skip
 
 
+def assign_positions(f: str, value: Any, record: dict[str, Any]) -> list[int | None] | None:
+    """The `positions` column of an assign or subscribe line: its `positions` object's
+    offset for each key of `value` (None where it names none); None without one."""
+    positions = record.get("positions")
+    if f == "commit" or type(positions) is not dict or type(value) is not list:
+        return None
+    texts = {(k if type(k) is str else str(k)): v for k, v in positions.items()}
+    return [
+        offset if type(offset := texts.get(k if type(k) is str else str(k))) is int else None
+        for k in value
+    ]
+
+
 def assign_lists(value: Any) -> tuple[list[str] | None, list[int] | None]:
     """The `keys` and `offsets` of an assign, subscribe or commit value."""
     if value is None:
@@ -327,7 +340,9 @@ class HistoryTables:
                 if value is not None:
                     self._add_mops((*op_row, acks), value)
             elif f in KEY_LIST_FS or f == "commit":
-                self._assign.append((*op_row, *assign_lists(value)))
+                self._assign.append(
+                    (*op_row, *assign_lists(value), assign_positions(f, value, record))
+                )
                 if len(self._assign) >= self._rg:
                     self._flush_rows("assign", self._assign)
         if len(self._ops) >= self._ops_limit:

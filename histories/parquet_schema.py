@@ -52,6 +52,11 @@ or with an empty results map, gives one row with a null key. Filter on
   keys list<string>      the keys now consumed (assign/subscribe) or committed (commit);
                          null when the value is null (a failed or indeterminate one)
   offsets list<int64>    commit only: the committed offsets, parallel to keys
+  positions list<int64>  assign/subscribe only: the offset the new consumer starts reading
+                         each of `keys` at, from the completion's `positions` object
+                         (`{key: offset}`), parallel to keys (null elements for keys it
+                         does not name); null when the line has no such object. Tables
+                         written before this column existed lack it.
 """
 
 from __future__ import annotations
@@ -145,6 +150,7 @@ ASSIGN_SCHEMA = _schema(
         ("final", BOOL, True),
         ("keys", pa.list_(pa.field("element", STR)), True),
         ("offsets", pa.list_(pa.field("element", I64)), True),
+        ("positions", pa.list_(pa.field("element", I64)), True),
     ],
 )
 SCHEMAS = {"ops": OPS_SCHEMA, "mops": MOPS_SCHEMA, "events": EVENTS_SCHEMA, "assign": ASSIGN_SCHEMA}

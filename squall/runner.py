@@ -36,8 +36,10 @@ from nemesis import (
     not_applicable,
 )
 from nemesis.scenario_watch import ScenarioWatch
+from squall.cluster.clock import ClockOffset, clock_section, measure_offsets
 from squall.cluster.cluster import Cluster
 from squall.cluster.event_tail import EventTail
+from squall.cluster.node import Node
 from squall.cluster.runtimes import Runtime, default_runtime, new_run_id, runtime_named
 from squall.exit_codes import ExitCode
 from squall.report.live import RunView
@@ -98,6 +100,8 @@ class TestRunner:
         self.not_applied: dict[str, str] = {}
         """Scenarios and kinds of fault asked for that the runtime could not apply."""
         self.applied: list[Fault] = []
+        self.clock_offsets: dict[str, ClockOffset] = {}
+        """Each broker node's clock offset, measured before the first fault."""
 
     # --- the whole run --------------------------------------------------------------------
 
@@ -125,12 +129,18 @@ class TestRunner:
                     f"{spec.nodes} brokers + zk1 on {spec.runtime}",
                 )
                 cluster = self._provision(runtime, run_id, view)
+                self.clock_offsets = self._measure_clocks(cluster)
                 run_dir.write_test(
                     {
                         **spec.to_json(),
                         "run_id": run_id,
                         "bootstrap": cluster.bootstrap,
                         "zookeeper": cluster.zookeeper_connect,
+                        **(
+                            {"clock": clock_section(self.clock_offsets)}
+                            if self.clock_offsets
+                            else {}
+                        ),
                     }
                 )
                 view.phase, view.phase_detail = "deploy", f"topic {spec.workload.topic}"
@@ -354,12 +364,45 @@ class TestRunner:
                 cluster.broker(name).fetch_logs(run_dir.node_dir(name))
         with contextlib.suppress(Exception):
             cluster.zookeeper_service().fetch_logs(run_dir.node_dir(cluster.zookeeper.name))
+        self._record_clock_drift(cluster, run_dir)
         if run_dir.history.exists() and hasattr(self, "start_wall_ns"):
             self._merge_sut_events(run_dir)
+
+    @staticmethod
+    def _broker_nodes(cluster: Cluster) -> list[Node]:
+        return list(cluster.brokers.values())
+
+    def _measure_clocks(self, cluster: Cluster) -> dict[str, ClockOffset]:
+        """Each broker node's clock offset; none (events placed by their raw clocks, and
+        the checkers' default tolerance) where a node cannot tell its time."""
+        try:
+            return measure_offsets(self._broker_nodes(cluster))
+        except Exception as err:
+            self.console.print(
+                f"[yellow]note:[/] clock offsets not measured ({err}); SUT events are placed "
+                "by the nodes' own clocks"
+            )
+            return {}
+
+    def _record_clock_drift(self, cluster: Cluster, run_dir: RunDirectory) -> None:
+        """test.json's `clock` with the offsets measured again after the run: the tolerance
+        then covers how far each clock drifted (docs/history.md, SUT events)."""
+        if not self.clock_offsets or not run_dir.test_json.exists():
+            return
+        try:
+            end = measure_offsets(self._broker_nodes(cluster))
+        except Exception as err:  # a node that did not come back: the start's offsets stay
+            log.warning("clock offsets not measured after the run: %s", err)
+            return
+        test = run_dir.read_test()
+        test["clock"] = clock_section(self.clock_offsets, end)
+        run_dir.write_json(run_dir.test_json, test)
 
     def _merge_sut_events(self, run_dir: RunDirectory) -> None:
         events: list[dict[str, Any]] = []
         for path in sorted((run_dir.path / "nodes").glob("*/events.jsonl")):
+            measured = self.clock_offsets.get(path.parent.name)
+            offset = 0 if measured is None else measured.offset_ns
             for line in path.read_text().splitlines():
                 try:
                     event = json.loads(line)
@@ -370,7 +413,7 @@ class TestRunner:
                 value = {k: v for k, v in event.items() if k not in ("type", "wall_time_ns")}
                 events.append(
                     {
-                        "time": max(0, int(event["wall_time_ns"]) - self.start_wall_ns),
+                        "time": max(0, int(event["wall_time_ns"]) - offset - self.start_wall_ns),
                         "f": event["type"],
                         "value": value,
                     }

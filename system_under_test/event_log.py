@@ -11,7 +11,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +68,27 @@ class EventLog:
         )
 
     def isr_change(
-        self, *, key: str, isr: Sequence[int], leader: int, leader_epoch: int, reason: str
+        self,
+        *,
+        key: str,
+        isr: Sequence[int],
+        leader: int,
+        leader_epoch: int,
+        reason: str,
+        previous_isr: Sequence[int] | None = None,
+        high_watermark: int | None = None,
+        log_end_offsets: Mapping[int, int] | None = None,
     ) -> dict[str, Any]:
-        """An ISR shrink or expand, by a leader or by the controller."""
+        """An ISR shrink or expand, by a leader or by the controller. A leader adds what it
+        knew when it decided: its ISR then, its high watermark and each replica's log end
+        offset as it knew it."""
+        known: dict[str, Any] = {}
+        if previous_isr is not None:
+            known["previous_isr"] = list(previous_isr)
+        if high_watermark is not None:
+            known["high_watermark"] = high_watermark
+        if log_end_offsets is not None:
+            known["log_end_offsets"] = {str(b): end for b, end in log_end_offsets.items()}
         return self.write(
             "isr-change",
             key=key,
@@ -78,6 +96,7 @@ class EventLog:
             leader=leader,
             leader_epoch=leader_epoch,
             reason=reason,
+            **known,
         )
 
     def truncation(

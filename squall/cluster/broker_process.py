@@ -54,6 +54,7 @@ class BrokerProcess:
             port=self.port,
             settings=options,
         )
+        self._installed = False
 
     @property
     def bootstrap(self) -> str:
@@ -88,6 +89,11 @@ class BrokerProcess:
         if self.is_running():
             return
         try:
+            if not self._installed:
+                # The SUT of the tree this runs from, not whatever the interpreter finds: the
+                # broker's PYTHONPATH is its own `sut/` directory.
+                self.service.install()
+                self._installed = True
             self.service.configure()
             self.service.start(timeout=timeout)
         except ServiceError as err:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from system_under_test.errors import BrokerError, ErrorCode
@@ -46,10 +46,15 @@ class Role(Enum):
 
 @dataclass(frozen=True)
 class IsrChange:
-    """An ISR this leader wants written to ZooKeeper, and why."""
+    """An ISR this leader wants written to ZooKeeper, and why; with what the leader knew
+    when it decided (logged with the change): its ISR then, its high watermark, and each
+    replica's log end offset as it knew it (its own included; -1: not fetched yet)."""
 
     isr: tuple[int, ...]
     reason: str
+    previous_isr: tuple[int, ...] = ()
+    high_watermark: int | None = None
+    log_end_offsets: dict[int, int] = field(default_factory=dict)
 
 
 class Partition:
@@ -352,11 +357,20 @@ class Partition:
             return None
         epoch_start = self.epoch_cache.start_offset_of_latest_epoch()
         if self.tracker.ready_to_join(follower, self._high_watermark, max(epoch_start, 0)):
-            return IsrChange(
+            return self._isr_change(
                 tuple(sorted(self.isr | {follower})),
                 f"expand: broker {follower} caught up to offset {fetch_offset}",
             )
         return None
+
+    def _isr_change(self, isr: tuple[int, ...], reason: str) -> IsrChange:
+        """`isr` to write, with what this leader knows now."""
+        assert self.tracker is not None
+        ends = {b: state.log_end_offset for b, state in self.tracker.followers.items()}
+        ends[self.local_broker_id] = self.log.log_end_offset
+        return IsrChange(
+            isr, reason, tuple(sorted(self.isr)), self._high_watermark, dict(sorted(ends.items()))
+        )
 
     def maybe_shrink_isr(self, now_ms: int) -> IsrChange | None:
         """An ISR without the followers that fell behind, if any did."""
@@ -368,7 +382,7 @@ class Partition:
         details = ", ".join(
             f"{b} ({self.tracker.lag_messages(b, self.log.log_end_offset)} behind)" for b in lagging
         )
-        return IsrChange(
+        return self._isr_change(
             tuple(sorted(self.isr - set(lagging))), f"shrink: lagging follower(s) {details}"
         )
 

@@ -348,18 +348,23 @@ class ReplicaManager:
                 list(change.isr),
             )
             return
-        if partition.role is not Role.LEADER or partition.leader_epoch != epoch:
-            return
-        before = sorted(partition.isr)
-        partition.apply_isr(change.isr, version)
-        log.info("%s: ISR %s -> %s (%s)", partition.name, before, list(change.isr), change.reason)
+        # ZooKeeper now holds the new ISR: that is logged even if this broker stopped
+        # leading meanwhile, so that the events show every ISR the controller may elect from.
         self.events.isr_change(
             key=partition.name,
             isr=change.isr,
             leader=self.broker_id,
             leader_epoch=epoch,
             reason=change.reason,
+            previous_isr=change.previous_isr,
+            high_watermark=change.high_watermark,
+            log_end_offsets=change.log_end_offsets,
         )
+        if partition.role is not Role.LEADER or partition.leader_epoch != epoch:
+            return
+        before = sorted(partition.isr)
+        partition.apply_isr(change.isr, version)
+        log.info("%s: ISR %s -> %s (%s)", partition.name, before, list(change.isr), change.reason)
 
     def check_isr(self) -> None:
         """Shrink the ISR of every led partition whose followers lag."""

@@ -74,9 +74,26 @@ def test_stuck_follower_holds_back_commit_until_it_leaves_the_isr(make_cluster) 
             e for e in cluster.events() if e["type"] == "isr-change" and stuck not in e["isr"]
         ]
         assert shrinks and "shrink" in shrinks[0]["reason"]
+        # What the leader knew when it decided (the conformance checker's facts).
+        assert stuck in shrinks[0]["previous_isr"]
+        assert set(shrinks[0]["log_end_offsets"]) == {str(b) for b in state.replicas}
+        assert isinstance(shrinks[0]["high_watermark"], int)
     finally:
         cluster.brokers[stuck].signal(signal.SIGCONT)
     cluster.wait_for_leader("stuck", lambda d: stuck in d.isr, "the stuck follower to rejoin")
+
+    def joins() -> list[dict[str, Any]]:
+        return [
+            e
+            for e in cluster.events()
+            if e["type"] == "isr-change"
+            and stuck in e["isr"]
+            and stuck not in e.get("previous_isr", e["isr"])
+        ]
+
+    # The leader logs the change once ZooKeeper holds it, a moment after others can see it.
+    joined = wait_for(joins, what="the leader's event of the rejoin")[-1]
+    assert joined["log_end_offsets"][str(stuck)] >= joined["high_watermark"]
 
 
 def test_leader_kill_under_acks_all_loses_nothing(make_cluster) -> None:

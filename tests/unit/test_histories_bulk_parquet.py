@@ -423,3 +423,21 @@ def test_existing_output_is_kept_on_fallback_and_replaced_on_success(tmp_path: P
     assert write_parquet_bulk(good, out).fallback is None
     assert sorted(p.name for p in out.iterdir()) == [
         "assign.parquet", "events.parquet", "mops.parquet", "ops.parquet"]  # fmt: skip
+
+
+def test_assign_positions_convert_exactly(tmp_path: Path) -> None:
+    """An assign's `positions` become the assign table's `positions`, parallel to its keys,
+    alike in both converters; a commit, or an assign without them, has none."""
+    lines = [
+        raw_line(0, 1, "invoke", "assign", '["a","b"]'),
+        raw_line(1, 1, "ok", "assign", '["a","b"]', ',"positions":{"a":4,"c":1}'),
+        raw_line(2, 2, "invoke", "subscribe", '["a",5]'),
+        raw_line(3, 2, "ok", "subscribe", '["a",5]', ',"positions":{"5":7,"a":"x"}'),
+        raw_line(4, 1, "invoke", "commit", '{"a":5}'),
+        raw_line(5, 1, "ok", "commit", '{"a":5}'),
+    ]
+    source = write_lines(tmp_path / "history.jsonl", lines)
+    assert_same_tables(source, block_bytes=SMALL_BLOCKS)
+    write_parquet(source, tmp_path / "exact")
+    assign = read_parquet_tables(tmp_path / "exact")["assign"].to_pylist()
+    assert [row["positions"] for row in assign] == [None, [4, None], None, [None, 7], None, None]

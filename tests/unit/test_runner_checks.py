@@ -3,6 +3,7 @@ name, and recorded beside the verdict when the default mix leaves it out."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,32 @@ def test_what_was_left_out_is_said_beside_the_verdict() -> None:
     assert explain(results).endswith(
         "Asked for but not applied: leader-session-loss (needs partitions)."
     )
+
+
+def test_sut_event_times_are_corrected_by_each_nodes_clock_offset(tmp_path: Path) -> None:
+    """An event is placed at its node's wall clock less the node's measured offset."""
+    from histories import HistoryWriter, read_history
+    from squall.cluster.clock import ClockOffset
+
+    runner = TestRunner(spec(runtime="local"), store=RunStore(tmp_path / "store"))
+    run_dir = runner.store.new_run("t")
+    writer = HistoryWriter(run_dir.history)
+    for i in range(3):
+        writer.write(0, "invoke", "poll", [["poll"]], time=i * 1_000_000_000)
+        writer.write(0, "ok", "poll", [["poll", {}]], time=i * 1_000_000_000 + 1)
+    writer.close()
+    runner.start_wall_ns = 10**18
+    runner.clock_offsets = {
+        "n1": ClockOffset("n1", 500_000_000, 1_000),  # n1's clock is 0.5 s ahead
+        "n2": ClockOffset("n2", 0, 1_000),
+    }
+    for node in ("n1", "n2"):
+        events = run_dir.node_dir(node) / "events.jsonl"
+        events.parent.mkdir(parents=True, exist_ok=True)
+        line = {"wall_time_ns": 10**18 + 1_500_000_000, "type": "isr-change", "key": node}
+        events.write_text(json.dumps(line) + "\n")
+    runner._merge_sut_events(run_dir)
+    times = {
+        op.value["key"]: op.time for op in read_history(run_dir.history) if op.process == "sut"
+    }
+    assert times == {"n1": 1_000_000_000, "n2": 1_500_000_000}

@@ -268,13 +268,14 @@ def at_least_once_violation(b: HistoryBuilder, k: str) -> Outcome:
 
 
 def group_consumes_everything(b: HistoryBuilder, k: str) -> Outcome:
-    """Members consume every value before committing past it; one value twice (allowed)."""
+    """Members consume every value before committing past it; one value twice (allowed:
+    the second member started before the first committed)."""
     v = _log(b, k, 3)
     first, second = b.process(), b.process()
     b.subscribe(first, [k])
+    b.subscribe(second, [k])
     b.poll(first, {k: [(0, v[0]), (1, v[1])]})
     b.commit(first, {k: 2})
-    b.subscribe(second, [k])
     b.poll(second, {k: [(1, v[1]), (2, v[2])]})
     b.commit(second, {k: 3})
     return Outcome()

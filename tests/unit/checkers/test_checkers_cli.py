@@ -129,7 +129,9 @@ def test_jepsen_history_checks_end_to_end(spark: Any, tmp_path: Path) -> None:
         "delivery",
         "order",
         "consumer_groups",
+        "consumer_anchors",
         "unclean",
+        "conformance",
     }
     written = json.loads((tmp_path / "results.json").read_text())
     assert written["valid"] is True

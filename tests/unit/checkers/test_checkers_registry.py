@@ -40,7 +40,15 @@ from checkers.results import Validity
 from tests.unit.checkers.history_builder import HistoryBuilder
 
 CONFIG = CheckConfig(sample=10)
-DEFAULT_NAMES = ["offsets", "delivery", "order", "consumer_groups", "unclean"]
+DEFAULT_NAMES = [
+    "offsets",
+    "delivery",
+    "order",
+    "consumer_groups",
+    "consumer_anchors",
+    "unclean",
+    "conformance",
+]
 
 
 @dataclass(frozen=True)
@@ -178,7 +186,15 @@ def test_the_registry_refuses_a_second_checker_of_one_name() -> None:
         registry.unregister("nope")
     assert registry.unregister("order").name == "order"
     assert registry.register(Verdict("order", True)).name == "order"
-    assert registry.names == ("offsets", "delivery", "consumer_groups", "unclean", "order")
+    assert registry.names == (
+        "offsets",
+        "delivery",
+        "consumer_groups",
+        "consumer_anchors",
+        "unclean",
+        "conformance",
+        "order",
+    )
 
 
 @pytest.mark.parametrize(

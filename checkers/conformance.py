@@ -1,0 +1,306 @@
+"""Conformance: the configuration's promises judged against the log's own events.
+
+The SUT logs its leader elections and ISR changes (`leader-election`, `isr-change`; the
+runner merges them into the history with each node's clock offset corrected). Per key they
+make a timeline of the partition's state: who leads (-1: offline) and the ISR. The events
+of a key are ordered by leader epoch (a controller's election or ISR change starts a new
+epoch; a leader's ISR changes keep its epoch), elections first within an epoch, then by
+time; each state holds from its event's time (never before an earlier state's) until the
+next. Where some event lacks its epoch (hand-written histories), by time alone.
+
+- `ack-below-min-isr`: an `ok` send with acks=-1 (the operation's `acks`, else test.json's
+  `workload.acks`) whose whole window, from its invocation to its completion widened by the
+  clock tolerance on each side, lies in one stretch of states in which a leader held an ISR
+  of fewer than `min.insync.replicas` members. Such a leader must refuse the write
+  (NOT_ENOUGH_REPLICAS) or leave it unacknowledged; an acknowledgement racing an ISR change
+  is not judged. Judged only where test.json gives `topic.min_insync_replicas`.
+- `isr-join-behind-hw`: a leader's ISR change that added a follower (a member of `isr` not
+  in `previous_isr`) whose log end offset, as the leader knew it when it decided, was below
+  the leader's high watermark then: a follower joins the ISR only once it has every
+  record the high watermark covers. Judged on the events that carry those facts (squall's
+  SUT logs them on every ISR change a leader makes).
+- `hw-regression`: a leader's ISR change whose high watermark (when it decided) is below
+  the one an earlier ISR change of the same leader in the same leader epoch gave: the high
+  watermark never moves back while a broker leads. Events of one leader come from one
+  clock, so they are ordered by time (then history index) without tolerance.
+- `election-outside-isr`: an election of a leader outside the ISR of the state before it,
+  when the election says it was clean, or when unclean leader election is off
+  (`topic.unclean_leader_election` false). An election with no state before it (the
+  partition's first) is not judged.
+
+The clock tolerance is test.json's `clock.tolerance_ns` (`TestSettings.event_tolerance_ns`).
+All are found per key, in the per-key pass (`checkers.key_pass`): the key's events are few
+and looped over; its sends are placed on the timeline with one search (numpy). A key that
+no operation touched is not in the pass, so its events are not judged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from checkers.checker import CheckContext
+from checkers.config import TestSettings
+from checkers.key_findings import FindingRow, key_finding, rows_of
+from checkers.key_log import KeyLog, ReplicationEvent
+from checkers.losses import KeyLosses
+from checkers.results import CheckerReport
+
+CHECKER = "conformance"
+ANOMALIES = ("ack-below-min-isr", "election-outside-isr", "isr-join-behind-hw", "hw-regression")
+NO_LEADER = -1
+
+
+@dataclass(frozen=True)
+class PartitionTimeline:
+    """A key's partition states in order: the event that set each (`events`), from when
+    each holds (`starts`, nanoseconds, never decreasing), its leader and ISR."""
+
+    events: tuple[ReplicationEvent, ...]
+    starts: np.ndarray
+
+    @classmethod
+    def of(cls, events: Sequence[ReplicationEvent]) -> PartitionTimeline:
+        """The timeline of a key's `leader-election` and `isr-change` events."""
+        states = [e for e in events if e.f in ("leader-election", "isr-change")]
+        if all(e.leader_epoch is not None for e in states):
+            states.sort(key=lambda e: (e.leader_epoch, e.f != "leader-election", e.time, e.index))
+        else:
+            states.sort(key=lambda e: (e.time, e.index))
+        times = np.array([e.time for e in states], dtype=np.int64)
+        starts = np.maximum.accumulate(times) if len(times) else times
+        return cls(tuple(states), starts)
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def isr_sizes(self) -> np.ndarray:
+        """Each state's ISR size; -1 where the partition had no leader or no known ISR."""
+        return np.array(
+            [
+                -1 if e.isr is None or e.leader is None or e.leader == NO_LEADER else len(e.isr)
+                for e in self.events
+            ],
+            dtype=np.int64,
+        )
+
+    def state_at(self, times: np.ndarray) -> np.ndarray:
+        """The position of the state holding at each of `times` (-1: before the first)."""
+        at: np.ndarray = np.searchsorted(self.starts, times, side="right") - 1
+        return at
+
+
+def acks_below_min_isr(
+    log: KeyLog, settings: TestSettings, default_acks: int | None
+) -> pd.DataFrame:
+    """The key's `ok` acks=-1 sends acknowledged wholly inside a stretch whose ISR was
+    smaller than min.insync.replicas, with the state (`event`, `leader`, `isr`)."""
+    minimum = settings.min_insync_replicas
+    timeline = PartitionTimeline.of(log.events)
+    writes = log.writes
+    if minimum is None or len(timeline) == 0 or writes.empty:
+        return pd.DataFrame()
+    acks = writes["acks"] if default_acks is None else writes["acks"].fillna(default_acks)
+    chosen = writes[
+        (writes["status"] == "ok").to_numpy()
+        & (acks == -1).fillna(False).to_numpy(dtype=bool)
+        & writes["invoke_time"].notna().to_numpy()
+        & writes["complete_time"].notna().to_numpy()
+    ]
+    if chosen.empty:
+        return pd.DataFrame()
+    sizes = timeline.isr_sizes()
+    below = (sizes >= 0) & (sizes < minimum)
+    # Consecutive states on the same side of the minimum form one stretch.
+    stretch = np.concatenate([[0], np.cumsum(below[1:] != below[:-1])])
+    tolerance = settings.event_tolerance_ns
+    first = timeline.state_at(chosen["invoke_time"].to_numpy(dtype=np.int64) - tolerance)
+    last = timeline.state_at(chosen["complete_time"].to_numpy(dtype=np.int64) + tolerance)
+    inside = (first >= 0) & (stretch[np.maximum(first, 0)] == stretch[np.maximum(last, 0)])
+    certain = inside & below[np.maximum(first, 0)]
+    found = chosen[certain].copy()
+    # The state the acknowledgement came in: the last one the window reaches.
+    state = last[certain]
+    found["event"] = [timeline.events[i].index for i in state]
+    found["leader"] = [timeline.events[i].leader for i in state]
+    found["isr"] = [list(timeline.events[i].isr or ()) for i in state]
+    found["min_insync_replicas"] = minimum
+    found["key"] = log.key
+    found["acks"] = -1
+    return found
+
+
+def elections_outside_isr(log: KeyLog, settings: TestSettings) -> pd.DataFrame:
+    """The key's elections of a leader outside the ISR before them, where the election
+    says it was clean or unclean election is off, with that ISR (`last_isr`, `last_event`)."""
+    timeline = PartitionTimeline.of(log.events)
+    rows = []
+    for before, event in zip(timeline.events, timeline.events[1:], strict=False):
+        if event.f != "leader-election" or event.leader is None or event.leader == NO_LEADER:
+            continue
+        if before.isr is None or event.leader in before.isr:
+            continue
+        if event.unclean and settings.unclean_leader_election is not False:
+            continue
+        rows.append(
+            {
+                "key": log.key,
+                "election": event.index,
+                "time": event.time,
+                "leader": event.leader,
+                "previous_leader": event.previous_leader,
+                "leader_epoch": event.leader_epoch,
+                "unclean": event.unclean,
+                "last_isr": list(before.isr),
+                "last_event": before.index,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def joins_behind_hw(log: KeyLog) -> pd.DataFrame:
+    """The key's ISR expansions that added a follower whose log end, as its leader knew it,
+    was below the leader's high watermark."""
+    rows = []
+    for event in log.events:
+        if (
+            event.f != "isr-change"
+            or event.isr is None
+            or event.previous_isr is None
+            or event.high_watermark is None
+            or event.log_end_offsets is None
+        ):
+            continue
+        for follower in sorted(set(event.isr) - set(event.previous_isr)):
+            end = event.log_end_offsets.get(follower)
+            if end is not None and end < event.high_watermark:
+                rows.append(
+                    {
+                        "key": log.key,
+                        "event": event.index,
+                        "time": event.time,
+                        "leader": event.leader,
+                        "leader_epoch": event.leader_epoch,
+                        "follower": follower,
+                        "follower_log_end_offset": end,
+                        "high_watermark": event.high_watermark,
+                        "isr": list(event.isr),
+                        "previous_isr": list(event.previous_isr),
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def high_watermark_regressions(log: KeyLog) -> pd.DataFrame:
+    """The key's leader ISR changes whose high watermark is below an earlier one of the same
+    leader and leader epoch, with that earlier one (`earlier_event`, its watermark)."""
+    facts = sorted(
+        (
+            e
+            for e in log.events
+            if e.f == "isr-change"
+            and e.high_watermark is not None
+            and e.leader is not None
+            and e.leader_epoch is not None
+        ),
+        key=lambda e: (e.time, e.index),
+    )
+    highest: dict[tuple[int, int], ReplicationEvent] = {}
+    rows = []
+    for event in facts:
+        tenure = (event.leader, event.leader_epoch)
+        assert event.high_watermark is not None and event.leader_epoch is not None
+        earlier = highest.get(tenure)  # type: ignore[arg-type]
+        if earlier is not None and event.high_watermark < (earlier.high_watermark or 0):
+            rows.append(
+                {
+                    "key": log.key,
+                    "event": event.index,
+                    "time": event.time,
+                    "leader": event.leader,
+                    "leader_epoch": event.leader_epoch,
+                    "high_watermark": event.high_watermark,
+                    "earlier_event": earlier.index,
+                    "earlier_high_watermark": earlier.high_watermark,
+                }
+            )
+        elif earlier is None or event.high_watermark > (earlier.high_watermark or 0):
+            highest[tenure] = event  # type: ignore[index]
+    return pd.DataFrame(rows)
+
+
+def check_conformance_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
+    """The findings of this checker on one key."""
+    settings = losses.rules.settings
+    acked = acks_below_min_isr(log, settings, losses.rules.default_acks)
+    elected = elections_outside_isr(log, settings)
+    joined = joins_behind_hw(log)
+    regressed = high_watermark_regressions(log)
+    return [
+        *rows_of(
+            CHECKER,
+            "ack-below-min-isr",
+            acked,
+            order="complete_index",
+            detail=[
+                ("key", "key"),
+                ("value", "value"),
+                ("offset", "offset"),
+                ("writer", "complete_index"),
+                ("invoked", "invoke_index"),
+                ("acks", "acks"),
+                ("event", "event"),
+                ("leader", "leader"),
+                ("isr", "isr"),
+                ("min_insync_replicas", "min_insync_replicas"),
+            ],
+        ),
+        *rows_of(
+            CHECKER,
+            "election-outside-isr",
+            elected,
+            order="election",
+            detail=[(name, name) for name in elected.columns],
+        ),
+        *rows_of(
+            CHECKER,
+            "isr-join-behind-hw",
+            joined,
+            order="event",
+            detail=[(name, name) for name in joined.columns],
+        ),
+        *rows_of(
+            CHECKER,
+            "hw-regression",
+            regressed,
+            order="event",
+            detail=[(name, name) for name in regressed.columns],
+        ),
+    ]
+
+
+class ConformanceChecker:
+    """The `Checker` of this module, a per-key check."""
+
+    name = CHECKER
+    anomalies = ANOMALIES
+
+    def check_key(self, log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
+        return check_conformance_key(log, losses)
+
+    def check(self, context: CheckContext) -> CheckerReport:
+        settings = context.settings
+        notes = []
+        if settings.min_insync_replicas is None:
+            notes.append(
+                "test.json gives no topic.min_insync_replicas: ack-below-min-isr is not judged"
+            )
+        return CheckerReport(
+            self.name,
+            [key_finding(context.key_findings, CHECKER, ANOMALIES)],
+            details={"clock_tolerance_ns": settings.event_tolerance_ns},
+            notes=notes,
+        )

@@ -1,0 +1,328 @@
+"""Consumers followed across processes: each consumer process anchored at the committed
+offset it started from.
+
+A consumer process starts reading a key at its group's committed offset (a crashed
+consumer's successor resumes there). The history shows the group's `ok` commits, so for
+each `ok` assign/subscribe that holds the key, the anchor is the least committed offset the
+group can have held when the process started: of the last `ok` commit of the key completed
+before the assign was invoked, and of every `ok` or `info` commit of the key that may have
+landed after it (invoked before the assign completed, completed after that commit was
+invoked; an `info` commit, indeterminate, is taken to have landed, if at all, before its
+completion).
+Commits of several processes interleave legitimately (with subscribe every consumer
+commits every key to the one group); the least of those that may have been last is the
+bound. Where the assign's completion says where the consumer starts the key (`positions`,
+docs/history.md), the anchor is the greater of that and the commits' bound; without
+either there is no anchor.
+
+- `poll-below-anchor`: the process's first `ok` read of the key after the assign starts
+  below its anchor: it went back past what its group had consumed.
+- `commit-backwards`: the process commits the key below its anchor, or below its own
+  earlier `ok` commit of the key since the assign.
+
+Both are expected (explained) when something the history shows moved the log's end below
+the higher offset in between: a SUT `truncation` of the key to below it, or an unclean
+election of the key while unclean election is allowed. Final reads (`final`) start from the
+log's beginning by design and are not judged. `info` commits lower an anchor (they may
+have landed) but are not compared as the process's own. Found per key, in the per-key pass (`checkers.key_pass`); sessions and
+commits are few beside the reads, and each is placed with numpy searches.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from checkers.checker import CheckContext
+from checkers.key_findings import FindingRow, key_finding, rows_of
+from checkers.key_log import KeyLog
+from checkers.losses import KeyLosses
+from checkers.results import CheckerReport
+
+CHECKER = "consumer_anchors"
+ANOMALIES = ("poll-below-anchor", "commit-backwards")
+
+
+def sessions(log: KeyLog) -> pd.DataFrame:
+    """The `ok` assigns/subscribes that hold the key: process_id, index, invoke_index,
+    `position` (where the consumer said it starts the key; null: not said), `anchor` (the
+    greater of the commits' bound and `position`; null: neither), `anchor_from` (`commit`
+    or `position`) and `anchor_commit` (the commit that set the commits' bound)."""
+    changes = log.shared.assignments
+    if changes.empty:
+        return pd.DataFrame(columns=["process_id", "index", "invoke_index", "anchor"])
+    holds = (changes["keys"].explode() == log.key).groupby(level=0).any()
+    held = changes[holds.reindex(changes.index, fill_value=False).to_numpy(dtype=bool)]
+    position = [
+        _position_of(log.key, keys, positions)
+        for keys, positions in zip(
+            held["keys"], held.get("positions", pd.Series([None] * len(held))), strict=True
+        )
+    ]
+    held = held[["process_id", "index", "invoke_index"]].reset_index(drop=True)
+    held["position"] = pd.array(position, dtype="Int64")
+    commits = log.commits.sort_values("index", kind="stable")
+    done = commits["index"].to_numpy(dtype=np.int64)
+    # Candidates: `ok` commits, and `info` ones, which may have landed before they completed.
+    every = pd.concat([commits, log.info_commits]).sort_values("index", kind="stable")
+    every_done = every["index"].to_numpy(dtype=np.int64)
+    every_invoked = every["invoke_index"].to_numpy(dtype=np.int64)
+    every_committed = every["committed"].to_numpy(dtype=np.int64)
+    invoked = commits["invoke_index"].to_numpy(dtype=np.int64)
+    anchors = np.full(len(held), -1, dtype=np.int64)
+    setters = np.full(len(held), -1, dtype=np.int64)
+    last = np.searchsorted(done, held["invoke_index"].to_numpy(dtype=np.int64)) - 1
+    # A commit invoked before `until` completed before `until + span`.
+    span = int((every_done - every_invoked).max()) + 1 if len(every_done) else 0
+    for row, (k, until) in enumerate(
+        zip(last, held["index"].to_numpy(dtype=np.int64), strict=True)
+    ):
+        if k < 0:
+            continue
+        # the last `ok` commit completed before the assign was invoked, and every commit
+        # completed after that one was invoked and invoked before the assign completed, may
+        # be the one the group held
+        start = int(np.searchsorted(every_done, invoked[k], side="right"))
+        end = int(np.searchsorted(every_done, until + span))
+        maybe = np.flatnonzero(every_invoked[start:end] < until) + start
+        at = maybe[np.argmin(every_committed[maybe])]
+        anchors[row], setters[row] = every_committed[at], every_done[at]
+    held["anchor"] = pd.array(np.where(anchors >= 0, anchors, 0), dtype="Int64")
+    held.loc[anchors < 0, "anchor"] = pd.NA
+    # Where the consumer said where it starts, it may not read or commit below that either.
+    said = held["position"].to_numpy(dtype=np.float64, na_value=np.nan)
+    known = held["anchor"].to_numpy(dtype=np.float64, na_value=np.nan)
+    from_position = ~np.isnan(said) & (np.isnan(known) | (said > known))
+    held["anchor_from"] = [
+        "position" if p else (None if np.isnan(k) else "commit")
+        for p, k in zip(from_position, known, strict=True)
+    ]
+    higher = np.fmax(known, said)
+    held["anchor"] = pd.array(np.where(np.isnan(higher), 0, higher).astype(np.int64), dtype="Int64")
+    held.loc[np.isnan(higher), "anchor"] = pd.NA
+    held["anchor_commit"] = pd.array(setters, dtype="Int64")
+    held.loc[setters < 0, "anchor_commit"] = pd.NA
+    held["next"] = _next_of_process(held)
+    return held
+
+
+def _position_of(key: str, keys: Any, positions: Any) -> int | None:
+    """The offset an assign said its consumer starts `key` at (None: not said)."""
+    if positions is None or keys is None:
+        return None
+    for name, offset in zip(keys, positions, strict=False):
+        if name == key:
+            return None if offset is None or pd.isna(offset) else int(offset)
+    return None
+
+
+def _next_of_process(held: pd.DataFrame) -> np.ndarray:
+    """The index of the same process's next session (infinite: none)."""
+    following = held.groupby("process_id", sort=False)["index"].shift(-1)
+    out: np.ndarray = following.to_numpy(dtype=np.float64, na_value=np.inf)
+    return out
+
+
+_PROCESS_SHIFT = 1 << 40
+"""(process, index) as one integer, process * 2**40 + index: history indices stay below
+2**40 and process numbers below 2**23."""
+
+
+def _session_of(held: pd.DataFrame, process: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """The position in `held` of the session each (process, index) falls in (-1: none),
+    with one search over the sessions sorted by (process, index)."""
+    starts = held["process_id"].to_numpy(dtype=np.int64) * _PROCESS_SHIFT + held["index"].to_numpy(
+        dtype=np.int64
+    )
+    order = np.argsort(starts, kind="stable")
+    wanted = process.astype(np.int64) * _PROCESS_SHIFT + index.astype(np.int64)
+    at = np.searchsorted(starts[order], wanted, side="right") - 1
+    found = order[np.maximum(at, 0)]
+    inside = (
+        (at >= 0)
+        & (held["process_id"].to_numpy(dtype=np.int64)[found] == process)
+        & (index < held["next"].to_numpy()[found])
+    )
+    return np.where(inside, found, -1)
+
+
+def polls_below_anchor(log: KeyLog, held: pd.DataFrame) -> pd.DataFrame:
+    """Each session's first `ok` read of the key, where it starts below the anchor."""
+    reads = log.reads
+    reads = reads[(reads["type"] == "ok").to_numpy() & ~reads["final"].to_numpy(dtype=bool)]
+    if reads.empty or held["anchor"].isna().all():
+        return pd.DataFrame()
+    session = _session_of(
+        held, reads["process_id"].to_numpy(dtype=np.int64), reads["index"].to_numpy(dtype=np.int64)
+    )
+    reads = reads.assign(session=session)[session >= 0]
+    first = reads.drop_duplicates("session")  # reads are in history order
+    first = first.merge(held, left_on="session", right_index=True, suffixes=("", "_assign"))
+    below = first[first["anchor"].notna() & (first["offset"] < first["anchor"])]
+    return pd.DataFrame(
+        {
+            "key": log.key,
+            "process": below["process_id"],
+            "reader": below["index"],
+            "assign": below["index_assign"],
+            "anchor": below["anchor"],
+            "anchor_commit": below["anchor_commit"],
+            "anchor_from": below["anchor_from"],
+            "position": below["position"],
+            "offset": below["offset"],
+            "value": below["value"],
+            "time": below["time"],
+        }
+    )
+
+
+def commits_backwards(log: KeyLog, held: pd.DataFrame) -> pd.DataFrame:
+    """Each `ok` commit of the key below its session's anchor or the process's earlier
+    commit of the key in the session, with that offset (`above`) and where it came from."""
+    commits = log.commits.sort_values("index", kind="stable").reset_index(drop=True)
+    if commits.empty:
+        return pd.DataFrame()
+    session = _session_of(
+        held,
+        commits["process_id"].to_numpy(dtype=np.int64),
+        commits["index"].to_numpy(dtype=np.int64),
+    )
+    commits = commits.assign(session=session)[session >= 0]
+    if commits.empty:
+        return pd.DataFrame()
+    anchor = held["anchor"].to_numpy(dtype=np.float64, na_value=np.nan)[commits["session"]]
+    earlier = commits.groupby("session", sort=False)["committed"].cummax().shift(1)
+    earlier = earlier.where(commits["session"].eq(commits["session"].shift(1)))
+    bound = np.fmax(anchor, earlier.to_numpy(dtype=np.float64))
+    below = commits[commits["committed"].to_numpy() < bound]
+    from_anchor = np.isnan(earlier.to_numpy(dtype=np.float64)) | (anchor >= earlier.to_numpy())
+    chosen_anchor = from_anchor[commits["committed"].to_numpy() < bound]
+    return pd.DataFrame(
+        {
+            "key": log.key,
+            "process": below["process_id"],
+            "commit": below["index"],
+            "committed": below["committed"],
+            "above": bound[commits["committed"].to_numpy() < bound].astype(np.int64),
+            "since": np.where(chosen_anchor, "anchor", "own-commit"),
+            "time": below["time"],
+            "session": below["session"],
+        }
+    )
+
+
+def _explained(
+    log: KeyLog, losses: KeyLosses, found: pd.DataFrame, since: np.ndarray, above: np.ndarray
+) -> tuple[np.ndarray, list[str | None]]:
+    """Whether a truncation of the key to below `above`, or an allowed unclean election,
+    came between `since` and each finding's `time`; and the reason."""
+    tolerance = losses.rules.settings.event_tolerance_ns
+    times = found["time"].to_numpy(dtype=np.int64)
+    explained = np.zeros(len(found), dtype=bool)
+    reasons: list[str | None] = [None] * len(found)
+    for event in log.events:
+        if event.f == "truncation" and event.to_offset is not None:
+            cuts = event.to_offset < above
+            why = f"truncation to offset {event.to_offset} at index {event.index}"
+        elif event.f == "leader-election" and event.unclean and losses.rules.unclean_allowed:
+            cuts = np.ones(len(found), dtype=bool)
+            why = f"unclean leader election at index {event.index} (allowed)"
+        else:
+            continue
+        hit = (
+            cuts
+            & (event.time >= since - tolerance)
+            & (event.time <= times + tolerance)
+            & ~explained
+        )
+        for at in np.flatnonzero(hit):
+            reasons[at] = why
+        explained |= hit
+    return explained, reasons
+
+
+def _time_of(log: KeyLog, index: pd.Series) -> np.ndarray:
+    """The time of each commit completion in `index` (0 where unknown)."""
+    commits = log.commits
+    times = pd.Series(commits["time"].to_numpy(), index=commits["index"].to_numpy(np.float64))
+    out: np.ndarray = index.astype("float64").map(times).fillna(0).to_numpy(dtype=np.int64)
+    return out
+
+
+def check_anchors_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
+    """The findings of this checker on one key."""
+    held = sessions(log)
+    if held.empty:
+        return []
+    rows: list[FindingRow] = []
+    polls = polls_below_anchor(log, held)
+    if not polls.empty:
+        since = _time_of(log, polls["anchor_commit"])
+        explained, reasons = _explained(
+            log, losses, polls, since, polls["anchor"].to_numpy(dtype=np.int64)
+        )
+        polls["expected"], polls["expected_reason"] = explained, reasons
+        rows += rows_of(
+            CHECKER,
+            "poll-below-anchor",
+            polls,
+            order="reader",
+            detail=[
+                (name, name)
+                for name in (
+                    "key",
+                    "process",
+                    "reader",
+                    "assign",
+                    "anchor",
+                    "anchor_from",
+                    "anchor_commit",
+                    "position",
+                )
+            ]
+            + [("offset", "offset"), ("value", "value")],
+            expected="expected",
+        )
+    backwards = commits_backwards(log, held)
+    if not backwards.empty:
+        since = _since_commit(log, backwards, held)
+        explained, reasons = _explained(
+            log, losses, backwards, since, backwards["above"].to_numpy(dtype=np.int64)
+        )
+        backwards["expected"], backwards["expected_reason"] = explained, reasons
+        rows += rows_of(
+            CHECKER,
+            "commit-backwards",
+            backwards,
+            order="commit",
+            detail=[
+                (name, name) for name in ("key", "process", "commit", "committed", "above", "since")
+            ],
+            expected="expected",
+        )
+    return rows
+
+
+def _since_commit(log: KeyLog, backwards: pd.DataFrame, held: pd.DataFrame) -> np.ndarray:
+    """From when a truncation explains each backward commit: its session's anchor commit,
+    after which every offset it is compared with was committed (0: no anchor)."""
+    setters = held["anchor_commit"].to_numpy(dtype=np.float64, na_value=np.nan)
+    return _time_of(log, pd.Series(setters[backwards["session"].to_numpy()]))
+
+
+class ConsumerAnchorsChecker:
+    """The `Checker` of this module, a per-key check."""
+
+    name = CHECKER
+    anomalies = ANOMALIES
+
+    def check_key(self, log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
+        return check_anchors_key(log, losses)
+
+    def check(self, context: CheckContext) -> CheckerReport:
+        return CheckerReport(
+            self.name,
+            [key_finding(context.key_findings, CHECKER, ANOMALIES)],
+        )
