@@ -1,6 +1,7 @@
-"""The consumer reads the partitions whose leaders answer while another leader is paused or
-dead: real ZooKeeper and three broker processes, one partition on each broker (replication
-factor 1, so a lost broker's partition has no other leader and stays out for the test)."""
+"""squall's clients keep working with the partitions whose leaders answer while another
+leader is paused or dead: the async producer's sends to them are acknowledged and the
+consumer reads them. Real ZooKeeper and three broker processes, one partition on each
+broker (replication factor 1, so a lost broker's partition has no other leader)."""
 
 from __future__ import annotations
 
@@ -116,3 +117,42 @@ def test_a_poll_fails_when_no_leader_can_be_reached(cluster: LocalCluster) -> No
         assert type(raised.value).__name__ in ("BrokerUnavailableError", "ConnectionLostError")
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize("fault", ["pause", "kill"])
+def test_the_async_producer_goes_on_with_the_partitions_whose_leaders_answer(
+    cluster: LocalCluster, fault: str
+) -> None:
+    leaders = spread_topic(cluster)
+    broker = cluster.brokers[leaders[0]]
+    producer = Producer(
+        cluster.bootstrap,
+        acks=1,
+        mode="async",
+        config={
+            "request.timeout.ms": 3000,
+            "message.send.max.retries": 0,
+            "queue.buffering.max.ms": 5,
+        },
+    )
+    try:
+        producer.send(TOPIC, b"warm-up", partition=0).result(10)  # a connection to each leader
+        for p in (1, 2):
+            producer.send(TOPIC, b"warm-up", partition=p).result(10)
+        if fault == "pause":
+            broker.signal(signal.SIGSTOP)
+        else:
+            broker.kill()
+        stuck = [producer.send(TOPIC, f"lost-{i}".encode(), partition=0) for i in range(5)]
+        # While partition 0's leader is gone, the others' sends are acknowledged one by one.
+        for i in range(30):
+            for p in (1, 2):
+                metadata = producer.send(TOPIC, f"live-{i}".encode(), partition=p).result(10)
+                assert metadata.offset >= 0
+        for future in stuck:  # every one of them ends, with an error
+            future.exception(30)
+            assert future.done() and future.exception() is not None
+    finally:
+        if fault == "pause" and broker.is_running():
+            broker.signal(signal.SIGCONT)
+        producer.close(5)
