@@ -12,9 +12,7 @@ from __future__ import annotations
 import random
 import secrets
 import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -86,14 +84,11 @@ def test_the_other_partitions_keep_being_written_and_read_while_one_leader_is_go
             wait_for(lambda: workload.counters.snapshot().ok > 300, what="the workload to start")
             writer.event(fault, {"targets": [node]})
             assert broker.kill() if fault == "kill" else broker.pause()
-            moved: Callable[[], Any] = lambda: (
-                leaders_of(docker_cluster, topic)[0]
-                not in (  # noqa: E731
-                    victim,
-                    -1,
-                )
+            wait_for(
+                lambda: leaders_of(docker_cluster, topic)[0] not in (victim, -1),
+                timeout=90,
+                what=f"a new leader of {lost}",
             )
-            wait_for(moved, timeout=90, what=f"a new leader of {lost}")
         finally:
             if fault == "kill":
                 broker.start()
