@@ -371,7 +371,7 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--producers", type=int, default=4)
     parser.add_argument("--consumers", type=int, default=2)
     parser.add_argument(
-        "--in-flight", type=int, default=8, help="async: sends in flight per producer"
+        "--in-flight", type=int, default=8, help="async: sends in flight per partition and producer"
     )
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--micro-sends", type=int, default=100_000)
