@@ -4,7 +4,9 @@ Sync mode: one logical client, one send at a time. Async mode (the default): the
 batches and pipelines, so the worker keeps up to `in_flight` sends outstanding per
 partition, each under a logical client (process) of its own, as a process has one operation
 at a time (`workloads.send_slots`); each send goes to a partition drawn from those with a
-free slot, so sends stuck on one partition's dead or deposed leader do not stop the others.
+free slot, so sends stuck on one partition's dead or deposed leader do not stop the others;
+after a failed send its client rests (`send_backoff_ms`, doubling with the partition's
+failures in a row), so that a partition whose sends fail at once does not take the others'.
 A send is invoked when it is handed to the client and completes from the producer's
 callback, on its I/O thread, at the moment the outcome is known, however late.
 
@@ -109,6 +111,7 @@ class ProducerWorker:
         self.session: ProducerSession | None = None
         """The producer client now in use; None before the first step and after a crash."""
         self.crashes = 0
+        self._failures_in_a_row: dict[int, int] = {}
         mix = spec.mix
         self._crash_share = mix.producer_crash / mix.producer_total if mix.send > 0 else 0.0
         # The first client's process numbers are taken now, in worker order, so that a
@@ -228,10 +231,21 @@ class ProducerWorker:
             future = session.producer.send(self.spec.topic, partition, payload)
         except Exception as err:
             self._settle(session, pending, err)
-            slots.give_back(partition, client)
+            slots.give_back(partition, client, rest_s=self._rest_after(partition, True))
             return True
         future.add_callback(functools.partial(self._on_done, slots, partition, session, pending))
         return True
+
+    def _rest_after(self, partition: int, failed: bool) -> float:
+        """How long a client rests after its send to `partition`: after failures in a row
+        of that partition, send_backoff_ms doubling up to ten times it; else 0."""
+        if not failed:
+            self._failures_in_a_row[partition] = 0
+            return 0.0
+        failures = self._failures_in_a_row.get(partition, 0) + 1
+        self._failures_in_a_row[partition] = failures
+        base = self.spec.send_backoff_ms
+        return min(base * (1 << min(failures - 1, 30)), 10 * base) / 1000
 
     def _on_done(
         self,
@@ -241,17 +255,19 @@ class ProducerWorker:
         pending: PendingOp,
         future: SendFuture,
     ) -> None:
+        rest = 0.0
         try:
             outcome: SendResult | BaseException
             try:
                 outcome = future.result(0)
             except Exception as err:
                 outcome = err
+            rest = self._rest_after(partition, isinstance(outcome, BaseException))
             self._settle(session, pending, outcome)
         except BaseException as err:  # the producer would only log it: stop the run instead
             self.on_failure(err)
         finally:
-            slots.give_back(partition, pending.client)
+            slots.give_back(partition, pending.client, rest_s=rest)
 
     def _close(self, producer: Producer) -> None:
         """Let sends in flight finish (async) within the shutdown timeout, then close."""

@@ -169,6 +169,9 @@ class WorkloadSpec(BaseModel):
     in_flight: Count = 8
     """Sends an async producer keeps outstanding per partition (sends stuck on one
     partition's leader do not hold back the others)."""
+    send_backoff_ms: Size = 100
+    """After a send to a partition fails, its client rests this long before sending again,
+    doubling with that partition's failures in a row up to ten times it (async producers)."""
     producer_retries: Size = 0
     """How often the producer client itself resends a failed send (Kafka 0.8's
     message.send.max.retries; default: producer_config's, else 0). Above 0 a send may land
