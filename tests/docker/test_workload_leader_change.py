@@ -96,8 +96,12 @@ def test_the_other_partitions_keep_being_written_and_read_while_one_leader_is_go
             else:
                 broker.resume()
                 writer.event("resume", {"targets": [node]})
-            mid = workload.counters.snapshot().ok
-            wait_for(lambda: workload.counters.snapshot().ok > mid + 300, what="sends after it")
+            acked_before = len(workload.acknowledged.offsets(lost))
+            wait_for(
+                lambda: len(workload.acknowledged.offsets(lost)) > acked_before + 50,
+                timeout=120,
+                what=f"sends to {lost} acknowledged again",
+            )
             stop.set()
             runner.join(120)
         assert "error" not in outcome, outcome.get("error")
