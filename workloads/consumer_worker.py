@@ -130,7 +130,7 @@ class ConsumerWorker:
         delay = spec.poll_backoff_ms * (1 << min(self.failures_in_a_row - 1, 30))
         return min(delay, spec.poll_backoff_max_ms) / 1000
 
-        # --- steps -------------------------------------------------------------------------
+    # --- steps -------------------------------------------------------------------------
 
     def open(self) -> bool:
         """A fresh client joins the group at its committed offsets (assign or subscribe);
