@@ -268,7 +268,7 @@ def default_workload(args: argparse.Namespace, tmp: Path, results: list[dict[str
                 "rate_target": spec.rate,
                 "producer_mode": spec.producer_mode,
                 "producers": spec.producers,
-                "in_flight_per_producer": spec.in_flight,
+                "in_flight_per_partition": spec.in_flight,
                 "consumers": spec.consumers,
                 "producer_retries": spec.producer_retries,
                 "seconds": round(seconds, 2),
@@ -331,7 +331,8 @@ def print_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None
             f"\ndefault workload on {run['runtime']} (3 brokers, no faults), {run['seconds']:g} s: "
             f"{run['ops_per_s']:,.0f} ops/s of {run['rate_target']:,.0f} asked "
             f"({run['producer_mode']} producers x{run['producers']} with up to "
-            f"{run['in_flight_per_producer']} in flight, consumers x{run['consumers']})"
+            f"{run['in_flight_per_partition']} in flight per partition, "
+            f"consumers x{run['consumers']})"
         )
         print(f"  per f (ops/s): {per_f}")
         print(
@@ -370,7 +371,7 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--producers", type=int, default=4)
     parser.add_argument("--consumers", type=int, default=2)
     parser.add_argument(
-        "--in-flight", type=int, default=8, help="async: sends in flight per producer"
+        "--in-flight", type=int, default=8, help="async: sends in flight per partition and producer"
     )
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--micro-sends", type=int, default=100_000)

@@ -126,7 +126,13 @@ def check_loaded(
         events = collect_events(loaded.events)
 
         def statistics() -> dict[str, Any]:
-            return history_stats(spark, loaded.ops, events.nemesis, window_s=config.stats_window_s)
+            return history_stats(
+                spark,
+                loaded.ops,
+                events.nemesis,
+                window_s=config.stats_window_s,
+                replication=events.replication,
+            )
 
         stats_done = pool.submit(statistics) if small else None
         found = key_pass(

@@ -12,18 +12,25 @@
   `pause` .. `resume`; a heal naming targets closes the intervals of the nodes it names, one
   without targets every interval of its kind; an interval never stopped runs to the end of
   the history), each with the `ok` fraction of send/poll/txn completions inside it;
-  other nemesis events are listed as instantaneous.
+  other nemesis events are listed as instantaneous;
+- live_rate: given the SUT's leader elections, the `ok` sends per second per key whose
+  leader is alive during fault intervals and outside them, and the `ok` polls per second
+  (`checkers.live_rate`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+
+from checkers.key_log import ReplicationEvent
+from checkers.live_rate import live_leader_rate
 
 NS_PER_S = 1_000_000_000
 NS_PER_MS = 1_000_000
@@ -349,9 +356,11 @@ def history_stats(
     nemesis: list[tuple[int, int, str, str | None]],
     *,
     window_s: float | None = None,
+    replication: Mapping[str, Sequence[ReplicationEvent]] | None = None,
 ) -> dict[str, Any]:
     """The `stats` section of results.json (`nemesis`: the nemesis events as
-    `checkers.events` collects them)."""
+    `checkers.events` collects them; `replication`: its SUT events by key, for
+    `live_rate`)."""
     counts = operation_counts(ops)
     start, end = counts.pop("start"), counts.pop("end")
     if start is None:
@@ -359,6 +368,7 @@ def history_stats(
     intervals, instants = fault_intervals(nemesis)
     latency, throughput = latency_and_windows(ops, start, end, window_s)
     ok, total = throughput.pop("ok"), throughput.pop("completions")
+    live = live_leader_rate(spark, ops, intervals, replication) if replication else None
     return {
         **counts,
         "duration_s": round((end - start) / NS_PER_S, 3),
@@ -367,4 +377,5 @@ def history_stats(
         "throughput": throughput,
         "faults": fault_availability(spark, ops, intervals, end),
         "instant_faults": instants,
+        **({"live_rate": live} if live is not None else {}),
     }

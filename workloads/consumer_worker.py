@@ -1,6 +1,13 @@
 """ConsumerWorker: one member of the consumer group, polling, committing and crashing.
 
-Each step draws poll, commit or crash from the op mix. The worker remembers, per
+Each step draws poll or commit (or, with a `mix.crash` weight, a crash) from the op mix.
+Crashes are drawn in time: a consumer crashes after an exponentially distributed time with
+mean `consumer_crash_interval_s` from its start, whatever it did meanwhile, so an outage
+does not turn fast-failing polls into a churn of crashes. The first
+`long_lived_consumers` workers never crash on purpose: they tail each partition from the
+group's committed offsets for the whole run, through every fault, as their client
+reconnects. A failed poll (or a failed start) is followed by a pause that doubles with each
+failure in a row, from `poll_backoff_ms` up to `poll_backoff_max_ms`. The worker remembers, per
 partition, the offset after the last record it delivered (recorded in an `ok` poll); that,
 not the client's fetch position, is what it commits and where it seeks back to after a
 failed poll, so records a failing poll fetched but never returned are read again.
@@ -15,7 +22,8 @@ failed poll, so records a failing poll fetched but never returned are read again
 
 A crash throws the client away (f "crash", type `info`, so the process is retired); the
 next step opens a fresh client, records its assign or subscribe, and resumes from the
-group's committed offsets. subscribe assigns every partition (the consumer has no group
+group's committed offsets: the `ok` assign or subscribe carries `positions`, the offset the
+new client starts reading at per key. subscribe assigns every partition (the consumer has no group
 rebalancing); assign takes the worker's share of them.
 """
 
@@ -24,7 +32,9 @@ from __future__ import annotations
 import contextlib
 import random
 import threading
+import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from workloads.client import ClientFactory, Consumer, Record, TopicPartition
 from workloads.rate import RateLimiter
@@ -50,6 +60,7 @@ class ConsumerWorker:
         rng: random.Random,
         stop: threading.Event,
         on_failure: FailureHandler,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.index = index
         self.spec = spec
@@ -61,6 +72,12 @@ class ConsumerWorker:
         self.rng = rng
         self.stop = stop
         self.on_failure = on_failure
+        self.clock = clock
+        self.long_lived = index < spec.long_lived_consumers
+        self.crash_at: float | None = None
+        """When the open client is due to crash; None if it never will."""
+        self.failures_in_a_row = 0
+        self.crashes = 0
         self.client = recorder.new_client()
         self.partitions: list[TopicPartition] = [(spec.topic, p) for p in spec.assignment(index)]
         self.consumer: Consumer | None = None
@@ -74,18 +91,11 @@ class ConsumerWorker:
         try:
             while self.limiter.acquire(self.stop):
                 if self.consumer is None:
-                    self.open()
-                    continue
-                draw = self.rng.random()
-                if draw < self._poll_below:
-                    if self.spec.consumer_mode == "at-least-once":
-                        self.poll()
-                    else:
-                        self.poll_at_most_once()
-                elif draw < self._commit_below:
-                    self.commit()
-                else:
+                    self._after(self.open())
+                elif self.crash_due():
                     self.crash()
+                else:
+                    self._after(self.step())
         except BaseException as err:
             self.on_failure(err)
         finally:
@@ -94,21 +104,53 @@ class ConsumerWorker:
                     self.consumer.close()
                 self.consumer = None
 
+    def step(self) -> bool | None:
+        """One operation drawn from the mix; whether it was a poll that succeeded (None for
+        a commit or a crash, which neither start nor end a run of failed polls)."""
+        draw = self.rng.random()
+        if draw < self._poll_below:
+            if self.spec.consumer_mode == "at-least-once":
+                return self.poll()
+            return self.poll_at_most_once()
+        if draw < self._commit_below:
+            self.commit()
+        elif not self.long_lived:
+            self.crash()
+        return None
+
+    def crash_due(self) -> bool:
+        """Whether the open client's drawn crash time has come."""
+        return self.crash_at is not None and self.clock() >= self.crash_at
+
+    def backoff_s(self) -> float:
+        """The pause after the current run of failures: doubling from poll_backoff_ms."""
+        if self.failures_in_a_row == 0:
+            return 0.0
+        spec = self.spec
+        delay = spec.poll_backoff_ms * (1 << min(self.failures_in_a_row - 1, 30))
+        return min(delay, spec.poll_backoff_max_ms) / 1000
+
     # --- steps -------------------------------------------------------------------------
 
     def open(self) -> bool:
-        """A fresh client joins the group at its committed offsets (assign or subscribe)."""
+        """A fresh client joins the group at its committed offsets (assign or subscribe);
+        its `ok` completion says where it starts reading (`positions`)."""
         keys = [key_name(t, p) for t, p in self.partitions]
         _, opened = self.recorder.record_assign(
-            self.client, self.spec.subscription, keys, self._connect
+            self.client, self.spec.subscription, keys, self._connect, ok_fields=_positions
         )
         if opened is None:
             return False
         self.consumer, self.delivered = opened
+        interval = self.spec.consumer_crash_interval_s
+        if self.long_lived or interval is None:
+            self.crash_at = None
+        else:
+            self.crash_at = self.clock() + self.rng.expovariate(1.0 / interval)
         return True
 
-    def poll(self) -> None:
-        """At-least-once: deliver what one poll returns."""
+    def poll(self) -> bool:
+        """At-least-once: deliver what one poll returns; False if it failed."""
         consumer = self._require_consumer()
         pending = self.recorder.invoke_poll(self.client)
         try:
@@ -116,19 +158,21 @@ class ConsumerWorker:
         except Exception as err:
             self._rewind(consumer)
             self.recorder.complete_poll(pending, err)
-            return
+            return False
         self._advance(records)
         self.recorder.complete_poll(pending, records)
+        return True
 
-    def poll_at_most_once(self) -> None:
-        """At-most-once: fetch, commit past the fetched records, then deliver them."""
+    def poll_at_most_once(self) -> bool:
+        """At-most-once: fetch, commit past the fetched records, then deliver them; False
+        if the fetch failed."""
         consumer = self._require_consumer()
         try:
             records = consumer.poll(self.spec.poll_timeout_ms)
         except Exception as err:
             self._rewind(consumer)
             self.recorder.complete_poll(self.recorder.invoke_poll(self.client), err)
-            return
+            return False
         if records:
             after = dict(self.delivered)
             for record in records:
@@ -140,13 +184,15 @@ class ConsumerWorker:
             )
             if committed is None or committed.type != "ok":
                 self._rewind(consumer)  # not delivered: they will be fetched again
-                return
-            if self.rng.random() < self._crash_share:
+                return True
+            drawn = self._crash_share > 0 and self.rng.random() < self._crash_share
+            if not self.long_lived and (drawn or self.crash_due()):
                 self.crash()  # died before processing: the group has committed past them
-                return
+                return True
         pending = self.recorder.invoke_poll(self.client)
         self._advance(records)
         self.recorder.complete_poll(pending, records)
+        return True
 
     def commit(self) -> None:
         """Commit the positions after the records delivered so far."""
@@ -165,9 +211,20 @@ class ConsumerWorker:
         consumer = self._require_consumer()
         self.consumer = None
         self.delivered = {}
+        self.crash_at = None
+        self.crashes += 1
         self.recorder.record_crash(self.client, consumer.close)
 
     # --- internals ---------------------------------------------------------------------
+
+    def _after(self, succeeded: bool | None) -> None:
+        """Count a failure in a row, or end the run of them; pause after a failure."""
+        if succeeded is None:
+            return
+        self.failures_in_a_row = 0 if succeeded else self.failures_in_a_row + 1
+        delay = self.backoff_s()
+        if delay > 0:
+            self.stop.wait(delay)
 
     def _connect(self) -> tuple[Consumer, dict[TopicPartition, int]]:
         consumer = self.client_factory.consumer(
@@ -196,3 +253,8 @@ class ConsumerWorker:
     def _rewind(self, consumer: Consumer) -> None:
         for tp, offset in self.delivered.items():
             consumer.seek(tp, offset)
+
+
+def _positions(opened: tuple[Consumer, dict[TopicPartition, int]]) -> dict[str, Any]:
+    """The `positions` field of an `ok` assign or subscribe: where each key starts."""
+    return {"positions": {key_name(t, p): offset for (t, p), offset in opened[1].items()}}

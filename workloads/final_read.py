@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from workloads.acknowledged import AcknowledgedSends
 from workloads.client import ClientFactory, Consumer, OperationError, TopicPartition
@@ -86,7 +87,11 @@ class FinalRead:
                 if consumer is None:
                     keys = list(self.keys.values())
                     _, consumer = self.recorder.record_assign(
-                        client, "assign", keys, lambda: self._open(reached)
+                        client,
+                        "assign",
+                        keys,
+                        lambda: self._open(reached),
+                        ok_fields=self._positions,
                     )
                     if consumer is None:
                         time.sleep(_RETRY_PAUSE_S)
@@ -161,6 +166,10 @@ class FinalRead:
                 consumer.close()
             raise
         return consumer
+
+    def _positions(self, consumer: Consumer) -> dict[str, Any]:
+        """The `positions` of the `ok` assign: where the read starts per key."""
+        return {"positions": {self.keys[tp]: consumer.position(tp) for tp in self.partitions}}
 
     def _at_log_ends(self, reached: dict[TopicPartition, int]) -> bool:
         """Whether the read has got to every log's current end (high watermark)."""

@@ -1,10 +1,14 @@
 """ProducerWorker: one producer client sending unique values to random keys, and crashing.
 
 Sync mode: one logical client, one send at a time. Async mode (the default): the producer
-batches and pipelines, so the worker keeps up to `in_flight` sends outstanding, each under a
-logical client (process) of its own, as a process has one operation at a time; each send
-is invoked when it is handed to the client and completes from the producer's callback, on
-its I/O thread, at the moment the outcome is known.
+batches and pipelines, so the worker keeps up to `in_flight` sends outstanding per
+partition, each under a logical client (process) of its own, as a process has one operation
+at a time (`workloads.send_slots`); each send goes to a partition drawn from those with a
+free slot, so sends stuck on one partition's dead or deposed leader do not stop the others;
+after a failed send its client rests (`send_backoff_ms`, doubling with the partition's
+failures in a row), so that a partition whose sends fail at once does not take the others'.
+A send is invoked when it is handed to the client and completes from the producer's
+callback, on its I/O thread, at the moment the outcome is known, however late.
 
 Each step draws a send or, by the mix's `producer_crash` weight, a crash: the producer
 client is closed at once without flushing. As in Jepsen, the crash is an operation (f
@@ -18,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import queue
 import random
 import threading
 from collections.abc import Callable
@@ -28,6 +31,7 @@ from workloads.client import ClientFactory, Producer, SendFuture, SendResult
 from workloads.leaders import LeaderView
 from workloads.rate import RateLimiter
 from workloads.recorder import Client, OperationRecorder, PendingOp
+from workloads.send_slots import SendSlots
 from workloads.spec import WorkloadSpec
 from workloads.values import ValueSequence, encode_value
 
@@ -38,15 +42,15 @@ CRASHED = "crashed"
 
 
 class ProducerSession:
-    """One producer client and the logical clients sending through it, until it crashes."""
+    """One producer client and the logical clients sending through it, until it crashes:
+    per partition in async mode (`slots`), one for every partition in sync mode."""
 
-    __slots__ = ("_in_flight", "_lock", "idle", "producer")
+    __slots__ = ("_in_flight", "_lock", "producer", "slots", "sync_client")
 
-    def __init__(self, producer: Producer, clients: list[Client]) -> None:
+    def __init__(self, producer: Producer, clients: SendSlots | Client) -> None:
         self.producer = producer
-        self.idle: queue.SimpleQueue[Client] = queue.SimpleQueue()
-        for client in clients:
-            self.idle.put(client)
+        self.slots = clients if isinstance(clients, SendSlots) else None
+        self.sync_client = clients if isinstance(clients, Client) else None
         self._lock = threading.Lock()
         self._in_flight: dict[int, PendingOp] = {}
 
@@ -65,6 +69,12 @@ class ProducerSession:
             pending = list(self._in_flight.values())
             self._in_flight.clear()
         return pending
+
+    def idle_client(self) -> Client | None:
+        """A client with no send in flight, if there is one."""
+        if self.slots is not None:
+            return self.slots.take_any()
+        return self.sync_client
 
 
 class ProducerWorker:
@@ -101,11 +111,12 @@ class ProducerWorker:
         self.session: ProducerSession | None = None
         """The producer client now in use; None before the first step and after a crash."""
         self.crashes = 0
+        self._failures_in_a_row: dict[int, int] = {}
         mix = spec.mix
         self._crash_share = mix.producer_crash / mix.producer_total if mix.send > 0 else 0.0
         # The first client's process numbers are taken now, in worker order, so that a
         # seeded run numbers its processes the same way every time.
-        self._clients = self._new_clients()
+        self._clients: SendSlots | Client | None = self._new_clients()
 
     def run(self) -> None:
         try:
@@ -125,8 +136,8 @@ class ProducerWorker:
 
     def open(self) -> ProducerSession:
         """A new producer client, with logical clients that have sent nothing yet."""
-        clients = self._clients if self._clients else self._new_clients()
-        self._clients = []
+        clients = self._clients if self._clients is not None else self._new_clients()
+        self._clients = None
         suffix = f".{self.crashes}" if self.crashes else ""
         producer = self.client_factory.producer(
             self.bootstrap,
@@ -145,9 +156,8 @@ class ProducerWorker:
             raise RuntimeError(f"producer worker {self.index} has no client; open() first")
         self.session = None
         self.crashes += 1
-        try:
-            client = session.idle.get_nowait()
-        except queue.Empty:  # every logical client has a send in flight
+        client = session.idle_client()
+        if client is None:  # every logical client has a send in flight
             client = self.recorder.new_client()
 
         def discard() -> None:
@@ -167,18 +177,23 @@ class ProducerWorker:
 
     # --- sends -------------------------------------------------------------------------
 
-    def _new_clients(self) -> list[Client]:
-        slots = self.spec.in_flight if self.spec.producer_mode == "async" else 1
-        return [self.recorder.new_client() for _ in range(slots)]
+    def _new_clients(self) -> SendSlots | Client:
+        if self.spec.producer_mode == "sync":
+            return self.recorder.new_client()
+        return SendSlots(
+            {
+                partition: [self.recorder.new_client() for _ in range(self.spec.in_flight)]
+                for partition in range(self.spec.partitions)
+            }
+        )
 
-    def _next_send(self, client: Client) -> tuple[PendingOp, int, bytes]:
-        partition = self.rng.randrange(self.spec.partitions)
+    def _next_send(self, client: Client, partition: int) -> tuple[PendingOp, bytes]:
         value = self.values.next()
         node = self.leaders.node(partition) if self.leaders is not None else None
         pending = self.recorder.invoke_send(
             client, self.spec.key(partition), value, acks=self.spec.acks, node=node
         )
-        return pending, partition, encode_value(value, self.spec.value_size)
+        return pending, encode_value(value, self.spec.value_size)
 
     def _settle(
         self, session: ProducerSession, pending: PendingOp, outcome: SendResult | BaseException
@@ -187,8 +202,11 @@ class ProducerWorker:
         self.acknowledged.add_completion(self.recorder.complete_send(pending, outcome))
 
     def _send_sync(self, session: ProducerSession) -> None:
-        client = session.idle.get_nowait()
-        pending, partition, payload = self._next_send(client)
+        client = session.sync_client
+        if client is None:
+            raise RuntimeError(f"producer worker {self.index} has no sync client")
+        partition = self.rng.randrange(self.spec.partitions)
+        pending, payload = self._next_send(client, partition)
         session.handed(pending)
         outcome: SendResult | BaseException
         try:
@@ -196,45 +214,60 @@ class ProducerWorker:
         except Exception as err:
             outcome = err
         self._settle(session, pending, outcome)
-        session.idle.put(client)
 
     def _send_async(self, session: ProducerSession) -> bool:
-        """Hand one send to the producer; False once stopped while waiting for a client."""
-        client = self._idle_client(session)
-        if client is None:
+        """Hand one send to the producer, to a partition with a free slot; False once
+        stopped while waiting for one."""
+        slots = session.slots
+        if slots is None:
+            raise RuntimeError(f"producer worker {self.index} has no send slots")
+        taken = slots.take(self.rng, self.stop)
+        if taken is None:
             return False
-        pending, partition, payload = self._next_send(client)
+        partition, client = taken
+        pending, payload = self._next_send(client, partition)
         session.handed(pending)
         try:
             future = session.producer.send(self.spec.topic, partition, payload)
         except Exception as err:
             self._settle(session, pending, err)
-            session.idle.put(client)
+            slots.give_back(partition, client, rest_s=self._rest_after(partition, True))
             return True
-        future.add_callback(functools.partial(self._on_done, session, pending))
+        future.add_callback(functools.partial(self._on_done, slots, partition, session, pending))
         return True
 
-    def _idle_client(self, session: ProducerSession) -> Client | None:
-        """A client with no send in flight, waiting for one; None once stopped."""
-        while True:
-            try:
-                return session.idle.get(timeout=0.05)
-            except queue.Empty:
-                if self.stop.is_set():
-                    return None
+    def _rest_after(self, partition: int, failed: bool) -> float:
+        """How long a client rests after its send to `partition`: after failures in a row
+        of that partition, send_backoff_ms doubling up to ten times it; else 0."""
+        if not failed:
+            self._failures_in_a_row[partition] = 0
+            return 0.0
+        failures = self._failures_in_a_row.get(partition, 0) + 1
+        self._failures_in_a_row[partition] = failures
+        base = self.spec.send_backoff_ms
+        return min(base * (1 << min(failures - 1, 30)), 10 * base) / 1000
 
-    def _on_done(self, session: ProducerSession, pending: PendingOp, future: SendFuture) -> None:
+    def _on_done(
+        self,
+        slots: SendSlots,
+        partition: int,
+        session: ProducerSession,
+        pending: PendingOp,
+        future: SendFuture,
+    ) -> None:
+        rest = 0.0
         try:
             outcome: SendResult | BaseException
             try:
                 outcome = future.result(0)
             except Exception as err:
                 outcome = err
+            rest = self._rest_after(partition, isinstance(outcome, BaseException))
             self._settle(session, pending, outcome)
         except BaseException as err:  # the producer would only log it: stop the run instead
             self.on_failure(err)
         finally:
-            session.idle.put(pending.client)
+            slots.give_back(partition, pending.client, rest_s=rest)
 
     def _close(self, producer: Producer) -> None:
         """Let sends in flight finish (async) within the shutdown timeout, then close."""

@@ -216,17 +216,24 @@ class OperationRecorder:
         return self.complete(pending, "ok", value)
 
     def record_assign(
-        self, client: Client, f: str, keys: Iterable[str], action: Callable[[], T]
+        self,
+        client: Client,
+        f: str,
+        keys: Iterable[str],
+        action: Callable[[], T],
+        *,
+        ok_fields: Callable[[Any], Mapping[str, Any]] | None = None,
     ) -> tuple[Operation | None, T | None]:
         """Invoke an assign or subscribe of `keys`, run `action`; its result, or None if it
-        failed."""
+        failed. `ok_fields` gives extra fields of the `ok` completion from the result."""
         value = list(keys)
         pending = self.invoke(client, f, value)
         try:
             result = action()
         except Exception as err:
             return self.complete_error(pending, assign_outcome(err), value), None
-        return self.complete(pending, "ok", value), result
+        fields = dict(ok_fields(result)) if ok_fields is not None else {}
+        return self.complete(pending, "ok", value, **fields), result
 
     def record_crash(self, client: Client, discard: Callable[[], object]) -> Operation | None:
         """Invoke a crash, throw the client away with `discard`, complete it as info."""

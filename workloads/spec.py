@@ -40,6 +40,7 @@ MAX_VALUE_SIZE = 1 << 20
 # The workload records every commit, so it alone decides when and where the group commits.
 _RESERVED_CONSUMER_KEYS = ("group.id", "zookeeper.connect", "auto.commit.enable")
 _ASYNC_PRODUCER_DEFAULTS: dict[str, object] = {"queue.buffering.max.ms": 5}
+REQUEST_TIMEOUT_KEY = "request.timeout.ms"
 RETRIES_KEY = "message.send.max.retries"
 """The producer setting (Kafka 0.8's name) for how often the client resends a failed send."""
 _MODEL_CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
@@ -112,8 +113,9 @@ class OpMix(BaseModel):
     """Weight of polls (consumers)."""
     commit: Weight = 0.2
     """Weight of offset commits (consumers)."""
-    crash: Weight = 0.01
-    """Weight of consumer crashes (the client is closed and a new one starts)."""
+    crash: Weight = 0.0
+    """Weight of consumer crashes drawn per operation (the client is closed and a new one
+    starts); 0 by default, as consumers crash in time (WorkloadSpec.consumer_crash_interval_s)."""
     producer_crash: Weight = 0.0001
     """Weight of producer crashes: the client is closed at once, its sends in flight end as
     info, and a new one starts (the default: one every 20-30 s at the default rate)."""
@@ -164,8 +166,12 @@ class WorkloadSpec(BaseModel):
     """The producer's acks: -1 (all), 0 or 1."""
     producer_mode: ProducerMode = "async"
     """async: up to in_flight sends outstanding per producer, batched; sync: one at a time."""
-    in_flight: Count = 16
-    """Sends an async producer keeps outstanding."""
+    in_flight: Count = 8
+    """Sends an async producer keeps outstanding per partition (sends stuck on one
+    partition's leader do not hold back the others)."""
+    send_backoff_ms: Size = 100
+    """After a send to a partition fails, its client rests this long before sending again,
+    doubling with that partition's failures in a row up to ten times it (async producers)."""
     producer_retries: Size = 0
     """How often the producer client itself resends a failed send (Kafka 0.8's
     message.send.max.retries; default: producer_config's, else 0). Above 0 a send may land
@@ -177,6 +183,20 @@ class WorkloadSpec(BaseModel):
     consumers: Size = 6
     """Consumer workers (one polls about a hundred times a second at most: six can take the
     consumers' share of the default rate)."""
+    long_lived_consumers: Size = 2
+    """Of the consumers, how many (at most all) never crash on purpose: they tail the log
+    from the group's committed offsets for the whole run, through every fault."""
+    consumer_crash_interval_s: Positive | None = 5.0
+    """Mean seconds between crashes of each other consumer (exponentially distributed,
+    drawn in time, not per operation); none: no timed crashes."""
+    poll_backoff_ms: Size = 100
+    """Pause after a failed poll or consumer start, doubling with each failure in a row."""
+    poll_backoff_max_ms: Size = 1000
+    """The longest pause after failed polls."""
+    request_timeout_ms: Count = 5000
+    """The clients' request.timeout.ms unless producer_config or consumer_config sets it: how
+    long a request to an unresponsive broker holds its sends or a poll before it is given up
+    (the send completes info) and the client looks for the partition's new leader."""
     value_size: Annotated[int, Field(strict=True, ge=0, le=MAX_VALUE_SIZE)] = 0
     """Bytes of padding in each value (at most 1 MiB)."""
     mix: OpMix = Field(default_factory=OpMix)
@@ -276,6 +296,11 @@ class WorkloadSpec(BaseModel):
 
     def _check_workers(self) -> None:
         mix = self.mix
+        if self.poll_backoff_max_ms < self.poll_backoff_ms:
+            raise ValueError(
+                f"poll_backoff_max_ms={self.poll_backoff_max_ms} is below poll_backoff_ms="
+                f"{self.poll_backoff_ms}; raise it"
+            )
         if self.producers == 0 and self.consumers == 0:
             raise ValueError("producers and consumers are both 0; give one of them >= 1")
         if self.producers > 0 and mix.send == 0:
@@ -347,14 +372,19 @@ class WorkloadSpec(BaseModel):
     def producer_settings(self) -> dict[str, object]:
         """The producer's client config: the workload's defaults, then `producer_config`,
         with message.send.max.retries always `producer_retries`."""
-        settings = dict(_ASYNC_PRODUCER_DEFAULTS) if self.producer_mode == "async" else {}
+        settings: dict[str, object] = {REQUEST_TIMEOUT_KEY: self.request_timeout_ms}
+        if self.producer_mode == "async":
+            settings.update(_ASYNC_PRODUCER_DEFAULTS)
         settings.update(self.producer_config)
         settings[RETRIES_KEY] = self.producer_retries
         return settings
 
     def consumer_settings(self, zookeeper_connect: str | None) -> dict[str, object]:
         """A consumer's client config; with `zookeeper_connect`, a member of the group."""
-        settings: dict[str, object] = {"auto.offset.reset": "earliest"}
+        settings: dict[str, object] = {
+            "auto.offset.reset": "earliest",
+            REQUEST_TIMEOUT_KEY: self.request_timeout_ms,
+        }
         settings.update(self.consumer_config)
         if zookeeper_connect is not None:
             settings["group.id"] = self.group

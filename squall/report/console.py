@@ -15,7 +15,7 @@ from rich.text import Text
 
 from checkers.catalogue import ANOMALIES, describe_case
 from squall.report.scenarios import describe_scenarios, unreached_runs
-from squall.report.throughput import achieved_rate
+from squall.report.throughput import achieved_rate, describe_live_rate
 from squall.report.verdict import (
     describe_faults,
     explain,
@@ -109,6 +109,9 @@ def print_results(
                 f"in {rate.seconds:,.0f} s, {rate.basis}): {rate.describe_by_f()}"
             )
         )
+    live = describe_live_rate(stats) if isinstance(stats, Mapping) else None
+    if live is not None:
+        parts.append(Text(live))
     test = _test_of(run_dir)
     events = history_events(run_dir / "history.jsonl") if run_dir is not None else None
     elections, applied = events if events is not None else (None, [])

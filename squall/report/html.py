@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 from checkers.catalogue import ANOMALIES, describe_case
 from squall.report.failures import FailureGroup
-from squall.report.throughput import AchievedRate, achieved_rate
+from squall.report.throughput import AchievedRate, achieved_rate, describe_live_rate
 from squall.report.timeline import event_rows, natural_key
 from squall.report.verdict import describe_faults, explain
 
@@ -596,6 +596,9 @@ def _statistics(stats: Mapping[str, Any], rate: AchievedRate | None) -> list[str
             f"{rate.completed:,} operations completed in {rate.seconds:,.0f} s "
             f"({html.escape(rate.basis)}); {html.escape(rate.describe_by_f())}</p>"
         )
+    live = describe_live_rate(stats)
+    if live is not None:
+        out.append(f"<p class='rate'>{html.escape(live)}</p>")
     by_f = _mapping(stats.get("by_f"))
     if by_f:
         per_s = rate.by_f if rate is not None else {}

@@ -1,4 +1,5 @@
-"""The rate a run achieved: completed operations per second of workload, overall and per f.
+"""The rate a run achieved: completed operations per second of workload, overall and per f;
+and the rate kept during faults on the keys whose leader was alive (`stats.live_rate`).
 
 Read from results.json's `stats` (completions by f, the history's duration) and, when there
 is one, the run's test.json: its `time_limit_s` is how long the workload ran, whereas the
@@ -60,3 +61,30 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         return None
     return float(value)
+
+
+def describe_live_rate(stats: Mapping[str, Any]) -> str | None:
+    """One line on the rate kept during faults on keys with a live leader, next to the
+    fault-free rate; None when results.json has no `live_rate`."""
+    live = stats.get("live_rate")
+    if not isinstance(live, Mapping):
+        return None
+    during, free, kept = (live.get(k) for k in ("during_faults", "fault_free", "kept"))
+    if not isinstance(during, Mapping) or not isinstance(free, Mapping):
+        return None
+    kept = kept if isinstance(kept, Mapping) else {}
+
+    def figure(value: Any, unit: str) -> str:
+        return "n/a" if not isinstance(value, int | float) else f"{value:,.1f}{unit}"
+
+    def share(value: Any) -> str:
+        return "" if not isinstance(value, int | float) else f" ({value:.0%} of fault-free)"
+
+    return (
+        f"during faults ({figure(during.get('seconds'), ' s')}, "
+        f"{figure(during.get('live_keys'), '')} of {live.get('keys')} keys live on average): "
+        f"ok sends {figure(during.get('send_per_s_per_live_key'), '/s')} per live key"
+        f"{share(kept.get('send'))}, fault-free {figure(free.get('send_per_s_per_live_key'), '/s')}"
+        f"; ok polls {figure(during.get('poll_per_s'), '/s')}{share(kept.get('poll'))}, "
+        f"fault-free {figure(free.get('poll_per_s'), '/s')}"
+    )

@@ -31,6 +31,8 @@ CONSUMER_DEFAULTS: dict[str, tuple[int, int]] = {
     "zookeeper.session.timeout.ms": (6000, 1),
     "zookeeper.connection.timeout.ms": (6000, 1),
     "auto.commit.interval.ms": (60000, 0),
+    "reconnect.backoff.ms": (50, 0),
+    "reconnect.backoff.max.ms": (1000, 0),
 }
 # Consumer keys whose values are not integers. auto.commit.enable defaults to false here,
 # unlike Kafka 0.8 (true): squall's workloads commit explicitly and record every commit.
@@ -137,6 +139,8 @@ class ConsumerConfig:
     zookeeper_connection_timeout_ms: int = 6000
     auto_commit_enable: bool = False
     auto_commit_interval_ms: int = 60000
+    reconnect_backoff_ms: int = 50
+    reconnect_backoff_max_ms: int = 1000
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, object] | None) -> ConsumerConfig:
@@ -180,4 +184,6 @@ class ConsumerConfig:
             zookeeper_connection_timeout_ms=v["zookeeper.connection.timeout.ms"],
             auto_commit_enable=auto_commit,
             auto_commit_interval_ms=v["auto.commit.interval.ms"],
+            reconnect_backoff_ms=v["reconnect.backoff.ms"],
+            reconnect_backoff_max_ms=max(v["reconnect.backoff.max.ms"], v["reconnect.backoff.ms"]),
         )

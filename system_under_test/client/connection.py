@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import socket
@@ -92,6 +93,11 @@ class BrokerConnection:
     def closed(self) -> bool:
         return self._sock is None
 
+    @property
+    def busy(self) -> bool:
+        """Whether a request is waiting for its response on this connection now."""
+        return self._lock.locked()
+
     def __repr__(self) -> str:
         return f"BrokerConnection({self.address[0]}:{self.address[1]})"
 
@@ -138,8 +144,11 @@ class BrokerConnection:
             self._send(sock, frame, timeout_s)
 
     def close(self) -> None:
+        """Close the connection; a request waiting on it (in another thread) ends at once."""
         sock, self._sock = self._sock, None
         if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
             sock.close()
 
     def _require_open(self) -> socket.socket:

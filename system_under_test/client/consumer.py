@@ -1,6 +1,9 @@
 """The consumer: reads assigned partitions from their leaders, below the high watermark.
 
-Positions are kept in memory. With ``group.id`` and ``zookeeper.connect`` the consumer
+A poll fetches from every leader of the assigned partitions at once (`Fetcher`: one fetch in
+flight per leader) and returns what the leaders that answer give: a leader that is slow or
+unreachable holds back only its own partitions, and a poll fails only when no leader could
+be reached. Positions are kept in memory. With ``group.id`` and ``zookeeper.connect`` the consumer
 belongs to a group whose committed offsets live in ZooKeeper (Kafka 0.8's layout): assign()
 starts at them and commit() records them. Every record served is CRC-checked. Not
 thread-safe: use one Consumer per thread, as in Kafka.
@@ -17,12 +20,14 @@ from types import TracebackType
 from system_under_test import protocol
 from system_under_test.client.config import ConsumerConfig
 from system_under_test.client.exceptions import (
+    BrokerUnavailableError,
     ClientConfigError,
     ClientError,
     CorruptResponseError,
     NoOffsetForPartitionError,
     OffsetStoreError,
 )
+from system_under_test.client.fetcher import UNREACHABLE, Fetcher, FetchOutcome
 from system_under_test.client.metadata import ClusterMetadata
 from system_under_test.client.offset_store import ZooKeeperOffsetStore
 from system_under_test.errors import BrokerError, ErrorCode, OffsetOutOfRangeError
@@ -89,6 +94,7 @@ class Consumer:
         self._assignment: list[TopicPartition] = []
         self._positions: dict[TopicPartition, int] = {}
         self._closed = False
+        self._fetcher = Fetcher(self._metadata, self.config, client_id)
         self._offset_store: ZooKeeperOffsetStore | None = None
         self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
         if self.config.group_id is not None and self.config.zookeeper_connect is not None:
@@ -268,60 +274,66 @@ class Consumer:
                     self._auto_commit()
                 self._offset_store.close()
         finally:
+            self._fetcher.close()
             self._metadata.close()
 
     # --- internals -----------------------------------------------------------------------
 
     def _poll_once(self, max_wait_ms: int) -> list[ConsumedRecord]:
-        by_leader: dict[int, list[TopicPartition]] = {}
+        by_leader: dict[int, dict[TopicPartition, int]] = {}
         for topic, partition in self._assignment:
             leader = self._metadata.leader(topic, partition)
             if leader is None:
                 self._refresh_quietly()
                 leader = self._metadata.leader(topic, partition)
             if leader is not None:
-                by_leader.setdefault(leader, []).append((topic, partition))
-        if not by_leader:
+                offsets = by_leader.setdefault(leader, {})
+                offsets[(topic, partition)] = self._positions[(topic, partition)]
+        fetcher = self._fetcher
+        now = time.monotonic()
+        if (
+            by_leader
+            and not fetcher.in_flight()
+            and all(fetcher.backing_off(leader, now) for leader in by_leader)
+        ):
+            raise BrokerUnavailableError(
+                "no leader of the assigned partitions is reachable (brokers "
+                f"{', '.join(map(str, sorted(by_leader)))} failed just now; they are retried "
+                "after a backoff)"
+            )
+        for leader, offsets in by_leader.items():
+            if fetcher.ready(leader, now):
+                fetcher.send(leader, offsets, max_wait_ms)
+        if not fetcher.in_flight():
             time.sleep(max_wait_ms / 1000)
             return []
         out: list[ConsumedRecord] = []
-        for leader, partitions in by_leader.items():
-            out.extend(self._fetch_from(leader, partitions, 0 if out else max_wait_ms))
+        answered = False
+        failure: BaseException | None = None
+        for outcome in fetcher.collect(max_wait_ms / 1000):
+            if outcome.response is None:
+                if not isinstance(outcome.error, UNREACHABLE):
+                    raise outcome.error or CorruptResponseError("a fetch ended without a response")
+                self._refresh_quietly()
+                log.warning("fetch from broker %d failed: %s", outcome.leader, outcome.error)
+                failure = failure or outcome.error
+                continue
+            answered = True
+            out.extend(self._apply(outcome))
+        if failure is not None and not answered and not fetcher.in_flight():
+            raise failure
         return out
 
-    def _fetch_from(
-        self, leader: int, partitions: list[TopicPartition], max_wait_ms: int
-    ) -> list[ConsumedRecord]:
-        topics: dict[str, list[protocol.FetchPartition]] = {}
-        for topic, partition in partitions:
-            topics.setdefault(topic, []).append(
-                protocol.FetchPartition(
-                    partition,
-                    self._positions[(topic, partition)],
-                    self.config.max_partition_fetch_bytes,
-                )
-            )
-        request = protocol.FetchRequest(
-            protocol.CONSUMER_REPLICA_ID,
-            max_wait_ms,
-            self.config.fetch_min_bytes,
-            self.config.fetch_max_bytes,
-            [protocol.FetchTopic(name, parts) for name, parts in topics.items()],
-        )
-        try:
-            conn = self._metadata.connection(leader)
-            response = conn.request(
-                request, protocol.FetchResponse, timeout_s=self._timeout_s(max_wait_ms)
-            )
-        except ClientError:
-            self._refresh_quietly()
-            raise
+    def _apply(self, outcome: FetchOutcome) -> list[ConsumedRecord]:
+        """The records of a fetch's answer, for partitions still at the offsets it asked
+        for (a seek, or a read from a new leader meanwhile, makes an answer stale)."""
+        assert outcome.response is not None
         out: list[ConsumedRecord] = []
-        for t in response.topics:
+        for t in outcome.response.topics:
             for p in t.partitions:
                 key = (t.name, p.partition)
-                position = self._positions.get(key)
-                if position is None:
+                position = outcome.offsets.get(key)
+                if position is None or self._positions.get(key) != position:
                     continue
                 result = self._result(t.name, p, position)
                 if result.error is ErrorCode.NONE:

@@ -66,15 +66,22 @@ class ClusterMetadata:
     # --- connections ---------------------------------------------------------------------
 
     def connection_to(self, address: Address) -> BrokerConnection:
-        """The pooled connection to address, connecting if needed."""
+        """The pooled connection to address, connecting if needed (outside the lock, so that
+        a broker that does not answer holds up only the thread that connects to it)."""
         with self._lock:
             conn = self._connections.get(address)
-            if conn is None or conn.closed:
-                conn = BrokerConnection(
-                    address, client_id=self.client_id, connect_timeout_s=self.connect_timeout_s
-                )
-                self._connections[address] = conn
-            return conn
+            if conn is not None and not conn.closed:
+                return conn
+        fresh = BrokerConnection(
+            address, client_id=self.client_id, connect_timeout_s=self.connect_timeout_s
+        )
+        with self._lock:
+            conn = self._connections.get(address)
+            if conn is not None and not conn.closed:
+                fresh.close()
+                return conn
+            self._connections[address] = fresh
+            return fresh
 
     def connection(self, broker_id: int) -> BrokerConnection:
         """The pooled connection to a broker known from metadata."""
@@ -87,6 +94,11 @@ class ClusterMetadata:
         """Send request to the first broker that answers (known brokers, then bootstrap)."""
         failures: list[str] = []
         candidates = list(dict.fromkeys([*self.brokers.values(), *self.bootstrap]))
+        # Idle connected brokers first, then the others; a connection with a request waiting
+        # on it (perhaps a broker that stopped answering) last.
+        with self._lock:
+            rank = {a: 2 if c.busy else 0 for a, c in self._connections.items() if not c.closed}
+        candidates.sort(key=lambda address: rank.get(address, 1))
         for address in candidates:
             try:
                 conn = self.connection_to(address)

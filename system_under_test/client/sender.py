@@ -4,14 +4,18 @@ leaders over non-blocking sockets, and settles each batch when its response arri
 One thread does all network I/O (as Kafka's Sender), so in-flight bookkeeping needs no
 locks. Responses on one connection arrive in request order; a request whose response does
 not come within request.timeout.ms closes its connection, and every batch on it is then
-retried or failed as indeterminate.
+retried or failed as indeterminate. Nothing the thread does waits on one broker: connections
+are opened without blocking, and metadata is refreshed on a thread of its own, so a broker
+that is down, paused or cut off holds up only the partitions it leads.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import logging
+import os
 import selectors
 import socket
 import threading
@@ -25,10 +29,9 @@ from system_under_test.client.config import ProducerConfig
 from system_under_test.client.connection import (
     MAX_RESPONSE_BYTES,
     Address,
-    connect,
     describe_socket_error,
 )
-from system_under_test.client.exceptions import ClientError
+from system_under_test.client.exceptions import BrokerUnavailableError, ClientError
 from system_under_test.client.metadata import ClusterMetadata
 from system_under_test.errors import ErrorCode, ProtocolError
 from system_under_test.log.record import encode_records
@@ -75,7 +78,10 @@ class _Channel:
         self.outgoing: deque[_Request] = deque()
         self.in_flight: deque[_Request] = deque()
         self.inbuf = bytearray()
-        self.wants_write = False
+        self.wants_write = True
+        self.connecting = True
+        """Until the selector says the non-blocking connect ended."""
+        self.connect_deadline = 0.0
 
     def pending(self) -> int:
         return len(self.outgoing) + len(self.in_flight)
@@ -110,6 +116,7 @@ class Sender(threading.Thread):
         self._correlation = itertools.count(1)
         self._metadata_stale = False
         self._last_refresh = 0.0
+        self._refresher: threading.Thread | None = None
         self._abort = False
         self.accumulator = RecordAccumulator(
             batch_size=config.batch_num_messages,
@@ -176,6 +183,8 @@ class Sender(threading.Thread):
         if next_due is not None:
             deadlines.append(next_due)
         for channel in self._channels.values():
+            if channel.connecting:
+                deadlines.append(channel.connect_deadline)
             if channel.in_flight:
                 deadlines.append(channel.in_flight[0].deadline)
             if channel.outgoing:
@@ -198,7 +207,10 @@ class Sender(threading.Thread):
                 continue
             assert isinstance(channel, _Channel)
             if mask & selectors.EVENT_WRITE and self._channels.get(channel.broker_id) is channel:
-                self._write(channel)
+                if channel.connecting:
+                    self._connected(channel)
+                if self._channels.get(channel.broker_id) is channel:
+                    self._write(channel)
             if mask & selectors.EVENT_READ and self._channels.get(channel.broker_id) is channel:
                 self._read(channel)
 
@@ -262,17 +274,28 @@ class Sender(threading.Thread):
             return None
         channel = self._channels.get(leader)
         if channel is None:
-            address = self._metadata.brokers[leader]
+            address = self._metadata.brokers.get(leader)
             try:
-                sock = connect(address, min(self._timeout_s, 10.0))
+                if address is None:
+                    raise ClientError(f"broker {leader} is not in the cluster metadata")
+                sock = _start_connect(address)
             except ClientError as err:
                 self._settle(batch, ErrorCode.NETWORK_EXCEPTION, str(err), sent=False)
                 return None
-            sock.setblocking(False)
             channel = _Channel(leader, address, sock)
+            channel.connect_deadline = time.monotonic() + min(self._timeout_s, 10.0)
             self._channels[leader] = channel
-            self._selector.register(sock, selectors.EVENT_READ, channel)
+            self._selector.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE, channel)
         return channel
+
+    def _connected(self, channel: _Channel) -> None:
+        """The selector says `channel`'s connect ended: go on, or drop it if it failed."""
+        error = channel.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if error:
+            reason = f"cannot connect: {describe_socket_error(OSError(error, os.strerror(error)))}"
+            self._drop_channel(channel, ErrorCode.NETWORK_EXCEPTION, reason)
+            return
+        channel.connecting = False
 
     def _queue_request(
         self, channel: _Channel, entries: dict[TopicPartition, list[ProduceBatch]], now: float
@@ -296,6 +319,8 @@ class Sender(threading.Thread):
         self._write(channel)
 
     def _write(self, channel: _Channel) -> None:
+        if channel.connecting:
+            return
         while channel.outgoing:
             request = channel.outgoing[0]
             try:
@@ -421,6 +446,11 @@ class Sender(threading.Thread):
 
     def _expire(self, now: float) -> None:
         for channel in list(self._channels.values()):
+            if channel.connecting and channel.connect_deadline <= now:
+                self._drop_channel(
+                    channel, ErrorCode.NETWORK_EXCEPTION, "cannot connect: timed out"
+                )
+                continue
             head = channel.in_flight[0] if channel.in_flight else None
             stuck = channel.outgoing[0] if channel.outgoing else None
             if (head is not None and head.deadline <= now) or (
@@ -453,14 +483,27 @@ class Sender(threading.Thread):
         self._metadata_stale = True
 
     def _refresh_metadata(self, now: float) -> None:
+        """Start a refresh on a thread of its own (a broker that does not answer must not
+        stop the sends to the others); sends use the metadata they have meanwhile."""
+        if self._refresher is not None and self._refresher.is_alive():
+            return
         if now - self._last_refresh < self._policy.backoff_s:
             return
         self._last_refresh = now
+        self._metadata_stale = False
+        self._refresher = threading.Thread(
+            target=self._refresh_in_background, name=f"{self.name}-metadata", daemon=True
+        )
+        self._refresher.start()
+
+    def _refresh_in_background(self) -> None:
         try:
             self._metadata.refresh()
-            self._metadata_stale = False
         except ClientError as err:
             log.warning("producer metadata refresh failed: %s", err)
+            self._metadata_stale = True
+        finally:
+            self.wakeup()
 
     def _fail_everything(self, message: str) -> None:
         leftovers = [*self._unsent, *self.accumulator.stop()]
@@ -469,3 +512,23 @@ class Sender(threading.Thread):
             if not batch.done:
                 batch.fail_with(ErrorCode.REQUEST_TIMED_OUT, message)
                 self.accumulator.completed(len(batch))
+
+
+def _start_connect(address: Address) -> socket.socket:
+    """A non-blocking socket whose connect to `address` is under way (Nagle off)."""
+    host, port = address
+    try:
+        family, kind, proto, _, target = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except OSError as err:
+        raise BrokerUnavailableError(
+            f"cannot connect to broker {host}:{port}: {describe_socket_error(err)}"
+        ) from None
+    sock = socket.socket(family, kind, proto)
+    sock.setblocking(False)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    error = sock.connect_ex(target)
+    if error not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
+        sock.close()
+        reason = describe_socket_error(OSError(error, os.strerror(error)))
+        raise BrokerUnavailableError(f"cannot connect to broker {host}:{port}: {reason}")
+    return sock

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from squall.report.console import print_results
 from squall.report.html import render_html
-from squall.report.throughput import achieved_rate
+from squall.report.throughput import achieved_rate, describe_live_rate
 
 RESULTS: dict[str, Any] = {
     "valid": True,
@@ -63,3 +63,24 @@ def test_report_html_shows_the_achieved_rate_overall_and_per_f() -> None:
     assert "<th>completed/s</th>" in page
     assert "<td>send</td><td>30,000</td><td>29,500</td><td>300</td><td>100</td><td>0</td>" in page
     assert "<td>498.3</td>" in page  # sends completed per second (29,900 / 60 s)
+
+
+def test_the_rate_kept_during_faults_is_described_next_to_the_fault_free_rate() -> None:
+    stats = {
+        "live_rate": {
+            "keys": 3,
+            "during_faults": {"seconds": 40.0, "live_keys": 2.5, "send_ok": 9000,
+                              "send_per_s_per_live_key": 90.0, "poll_ok": 8000,
+                              "poll_per_s": 200.0},
+            "fault_free": {"seconds": 50.0, "live_keys": 3.0, "send_ok": 15000,
+                           "send_per_s_per_live_key": 100.0, "poll_ok": 12500,
+                           "poll_per_s": 250.0},
+            "kept": {"send": 0.9, "poll": 0.8},
+        }
+    }  # fmt: skip
+    line = describe_live_rate(stats)
+    assert line is not None
+    assert "2.5 of 3 keys live" in line
+    assert "ok sends 90.0/s per live key (90% of fault-free), fault-free 100.0/s" in line
+    assert "ok polls 200.0/s (80% of fault-free), fault-free 250.0/s" in line
+    assert describe_live_rate({}) is None

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +89,13 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
 
 
 def make_worker(
-    tmp_path: Path, mode: ConsumerMode, mix: OpMix
+    tmp_path: Path,
+    mode: ConsumerMode,
+    mix: OpMix,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    stop: threading.Event | None = None,
+    **fields: Any,
 ) -> tuple[ConsumerWorker, HistoryWriter, Path]:
     spec = WorkloadSpec(
         topic="t",
@@ -97,6 +104,7 @@ def make_worker(
         consumers=1,
         consumer_mode=mode,
         mix=mix,
+        **{"long_lived_consumers": 0, "consumer_crash_interval_s": None, **fields},
     )
     path = tmp_path / "history.jsonl"
     writer = HistoryWriter(path)
@@ -109,8 +117,9 @@ def make_worker(
         recorder=OperationRecorder(writer),
         limiter=RateLimiter(None),
         rng=random.Random(5),
-        stop=threading.Event(),
+        stop=stop if stop is not None else threading.Event(),
         on_failure=lambda err: pytest.fail(f"worker failed: {err}"),
+        clock=clock,
     )
     return worker, writer, path
 
@@ -215,3 +224,124 @@ def test_at_most_once_crash_after_the_commit_loses_the_fetched_records(
     assert fs == ["subscribe", "commit", "crash", "subscribe", "commit", "crash"]
     assert cluster.committed == {("t", 0): 4, ("t", 1): 3}
     assert not any(f == "poll" for _, _, f, _ in rows)
+
+
+class FakeTime:
+    """A clock that a test moves; the limiter moves it by `step_s` a step and stops the run
+    after `steps` steps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class SteppingLimiter(RateLimiter):
+    def __init__(self, clock: FakeTime, *, steps: int, step_s: float) -> None:
+        super().__init__(None)
+        self.clock, self.left, self.step_s = clock, steps, step_s
+
+    def acquire(self, stop: threading.Event) -> bool:
+        self.clock.now += self.step_s
+        self.left -= 1
+        return self.left >= 0
+
+
+class RecordedWaits(threading.Event):
+    """A stop event that is never set and records the pauses asked of it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout or 0.0)
+        return False
+
+
+def run_for(
+    tmp_path: Path, *, steps: int, step_s: float, failing: bool = False, **fields: Any
+) -> tuple[ConsumerWorker, list[Operation], RecordedWaits]:
+    tmp_path.mkdir(exist_ok=True)
+    clock = FakeTime()
+    stop = RecordedWaits()
+    worker, writer, path = make_worker(
+        tmp_path,
+        "at-least-once",
+        OpMix(send=0, poll=1, commit=0.2),
+        clock=clock,
+        stop=stop,
+        **fields,
+    )
+    worker.limiter = SteppingLimiter(clock, steps=steps, step_s=step_s)
+    if failing:
+        FakeConsumer.cluster.fail_polls_after_fetching = 10**9
+    worker.run()
+    writer.close()
+    return worker, read_history(path), stop
+
+
+def test_consumer_crashes_are_drawn_in_time_not_per_operation(
+    tmp_path: Path, cluster: FakeCluster
+) -> None:
+    # 200 s of steps once a second, and the same 200 s of fast failing polls ten times as
+    # many: the crashes follow the clock (mean 10 s apart), not the number of operations.
+    slow, slow_ops, _ = run_for(
+        tmp_path / "slow", steps=200, step_s=1.0, consumer_crash_interval_s=10.0
+    )
+    fast, fast_ops, _ = run_for(
+        tmp_path / "fast",
+        steps=2000,
+        step_s=0.1,
+        failing=True,
+        consumer_crash_interval_s=10.0,
+        poll_backoff_ms=0,
+        poll_backoff_max_ms=0,
+    )
+    for worker, ops in ((slow, slow_ops), (fast, fast_ops)):
+        pair_operations(ops, strict=True)
+        crashes = sum(op.f == "crash" and op.type == "info" for op in ops)
+        assert crashes == worker.crashes
+        assert 5 <= crashes <= 50
+    assert sum(op.f == "poll" for op in fast_ops) > 5 * sum(op.f == "poll" for op in slow_ops)
+    assert all(op.type == "fail" for op in fast_ops if op.f == "poll" and op.type != "invoke")
+
+
+def test_a_long_lived_consumer_never_crashes_and_backs_off_after_failed_polls(
+    tmp_path: Path, cluster: FakeCluster
+) -> None:
+    worker, ops, stop = run_for(
+        tmp_path,
+        steps=300,
+        step_s=1.0,
+        failing=True,
+        long_lived_consumers=1,
+        consumer_crash_interval_s=1.0,
+    )
+    assert worker.long_lived and worker.crashes == 0
+    assert not any(op.f == "crash" for op in ops)
+    assert [op.f for op in ops if op.f in ("subscribe", "assign")] == ["subscribe", "subscribe"]
+    # Every failed poll pauses: 100 ms, doubling to at most 1 s, while failures go on.
+    assert stop.waits[:5] == [0.1, 0.2, 0.4, 0.8, 1.0]
+    assert max(stop.waits) == 1.0
+    failed = sum(op.f == "poll" and op.type == "fail" for op in ops)
+    assert len(stop.waits) == failed > 100
+
+
+def test_an_ok_subscribe_says_where_the_new_client_starts(
+    tmp_path: Path, cluster: FakeCluster
+) -> None:
+    cluster.committed[("t", 1)] = 2
+    worker, writer, path = make_worker(tmp_path, "at-least-once", OpMix(send=0, poll=1))
+    worker.open()
+    worker.poll()
+    worker.commit()
+    worker.crash()
+    worker.open()
+    writer.close()
+    opened = [op for op in read_history(path) if op.f == "subscribe" and op.type == "ok"]
+    assert [op.extra.get("positions") for op in opened] == [
+        {"t-0": 0, "t-1": 2},
+        {"t-0": 2, "t-1": 3},
+    ]

@@ -111,6 +111,9 @@ def test_reads_every_key_to_its_end_and_marks_everything_final(tmp_path: Path) -
     ]
     assert sorted(read) == [("t-0", o) for o in range(7)] + [("t-1", 0), ("t-1", 1)]
     assert [op.type for op in ops if op.f == "poll" and op.type != "invoke"].count("fail") == 1
+    # The ok assign says where the read starts: each log's beginning.
+    (opened,) = [op for op in ops if op.f == "assign" and op.type == "ok"]
+    assert opened.extra["positions"] == {"t-0": 0, "t-1": 0}
 
 
 def test_logs_that_end_short_of_acknowledged_offsets_stop_after_settling(

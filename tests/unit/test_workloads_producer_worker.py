@@ -161,8 +161,11 @@ def test_sends_are_recorded_with_offsets_and_a_process_per_in_flight_send(
     if mode == "sync":
         assert busy == 1
     else:
-        assert 1 < busy <= spec.in_flight
-        assert FakeProducer.peak_in_flight <= spec.in_flight
+        # The limit is per partition: up to in_flight sends of each key at once.
+        assert 1 < busy <= spec.in_flight * spec.partitions
+        assert FakeProducer.peak_in_flight <= spec.in_flight * spec.partitions
+        for key in spec.keys:
+            assert _max_concurrent([op for op in ops if op.key == key]) <= spec.in_flight
 
 
 def _max_concurrent(ops: list[Operation]) -> int:
@@ -319,3 +322,101 @@ def test_the_mix_crashes_producers_now_and_then_and_the_run_goes_on(
     crashes = [op for op in ops if op.f == "crash" and op.type == "info"]
     assert worker.crashes == len(crashes) >= 1
     assert sum(op.f == "send" and op.type == "ok" for op in ops) > 0
+
+
+class StuckLeaderProducer:
+    """Partition 0's leader never answers: its sends stay in flight until `close` fails them
+    (as a request timeout would); every other partition's send is acknowledged at once."""
+
+    opened: list[StuckLeaderProducer]
+    stop: threading.Event
+    answered_to_stop = 200
+
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        acks: int,
+        mode: str,
+        config: Mapping[str, object],
+        client_id: str,
+    ) -> None:
+        self.stuck: list[ProduceBatch] = []
+        self.offsets: dict[int, int] = {}
+        self.answered = 0
+        StuckLeaderProducer.opened.append(self)
+
+    def send(self, topic: str, value: bytes, *, partition: int) -> SendFuture:
+        batch = ProduceBatch(topic, partition, time.monotonic())
+        batch.items.append((None, value, 0))
+        if partition == 0:
+            self.stuck.append(batch)
+        else:
+            offset = self.offsets.get(partition, 0)
+            self.offsets[partition] = offset + 1
+            batch.complete(offset)
+            self.answered += 1
+            if self.answered >= self.answered_to_stop:
+                self.stop.set()
+        return SendFuture(batch, 0)
+
+    def flush(self, timeout: float | None = None) -> None:
+        pass
+
+    def close(self, timeout: float | None = None) -> None:
+        for batch in self.stuck:
+            batch.fail(
+                ProduceError(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    "no response within request.timeout.ms",
+                    definite=False,
+                    topic=batch.topic,
+                    partition=batch.partition,
+                )
+            )
+        self.stuck = []
+
+
+def test_sends_stuck_on_one_partition_leave_the_other_partitions_sending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workloads.squall_client, "Producer", StuckLeaderProducer)
+    StuckLeaderProducer.opened = []
+    stop = threading.Event()
+    StuckLeaderProducer.stop = stop
+    spec = WorkloadSpec(
+        topic="t",
+        partitions=3,
+        in_flight=4,
+        consumers=0,
+        mix=OpMix(poll=0, commit=0, crash=0, producer_crash=0),
+    )
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path) as writer:
+        worker = ProducerWorker(
+            0,
+            spec,
+            "127.0.0.1:9092",
+            client_factory=SquallClientFactory(),
+            recorder=OperationRecorder(writer),
+            values=ValueSequence(),
+            limiter=RateLimiter(None),
+            acknowledged=AcknowledgedSends(),
+            leaders=None,
+            rng=random.Random(6),
+            stop=stop,
+            on_failure=lambda err: pytest.fail(f"worker failed: {err}"),
+        )
+        worker.run()
+    ops = read_history(path)
+    pairs = pair_operations(ops, strict=True)
+    assert all(done is not None for _, done in pairs)  # the stuck sends too, however late
+    invoked = {key: sum(op.type == "invoke" and op.key == key for op in ops) for key in spec.keys}
+    # Partition 0 got exactly its in-flight limit, then no more; the others went on.
+    assert invoked["t-0"] == spec.in_flight
+    assert invoked["t-1"] + invoked["t-2"] == StuckLeaderProducer.answered_to_stop
+    assert invoked["t-1"] > spec.in_flight and invoked["t-2"] > spec.in_flight
+    stuck = [done for invoke, done in pairs if invoke.key == "t-0"]
+    assert [(done.type, (done.error or "")[:17]) for done in stuck if done is not None] == [
+        ("info", "REQUEST_TIMED_OUT")
+    ] * spec.in_flight

@@ -148,7 +148,10 @@ def test_the_default_workload_is_intense_async_and_bounded() -> None:
     assert spec.producer_mode == "async" and spec.in_flight > 1
     assert spec.rate == 1000.0
     assert spec.producers * spec.in_flight >= 16
-    assert 0 < spec.mix.producer_crash < spec.mix.crash
+    # Consumers crash in time, not per operation, and some never crash.
+    assert spec.mix.crash == 0 and spec.consumer_crash_interval_s is not None
+    assert 0 < spec.long_lived_consumers < spec.consumers
+    assert spec.mix.producer_crash > 0
     # About one producer crash every 20-30 s at the default rate.
     producer_steps = spec.producer_rate or 0.0
     crash_interval_s = 1 / (producer_steps * spec.mix.producer_crash / spec.mix.producer_total)
@@ -192,3 +195,25 @@ def test_producer_retries_set_twice_must_agree() -> None:
     assert "producer_retries = -1" in problem(lambda: WorkloadSpec(producer_retries=-1))
     same = WorkloadSpec(producer_retries=2, producer_config={"message.send.max.retries": 2})
     assert same.producer_retries == 2
+
+
+def test_the_clients_time_out_requests_per_the_workload_unless_their_config_says_otherwise() -> (
+    None
+):
+    spec = WorkloadSpec(request_timeout_ms=2500)
+    assert spec.producer_settings()["request.timeout.ms"] == 2500
+    assert spec.consumer_settings("zk:2181")["request.timeout.ms"] == 2500
+    own = WorkloadSpec(
+        producer_config={"request.timeout.ms": 9000}, consumer_config={"request.timeout.ms": 7000}
+    )
+    assert own.producer_settings()["request.timeout.ms"] == 9000
+    assert own.consumer_settings(None)["request.timeout.ms"] == 7000
+
+
+def test_poll_backoff_bounds_are_checked_and_named() -> None:
+    with pytest.raises(ValidationError, match="poll_backoff_max_ms=50 is below poll_backoff_ms"):
+        WorkloadSpec(poll_backoff_ms=100, poll_backoff_max_ms=50)
+    with pytest.raises(ValidationError, match="consumer_crash_interval_s"):
+        WorkloadSpec(consumer_crash_interval_s=0)
+    with pytest.raises(ValidationError, match="long_lived_consumers"):
+        WorkloadSpec(long_lived_consumers=-1)

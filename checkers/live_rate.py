@@ -1,0 +1,227 @@
+"""The rate the workload kept during faults on the keys whose leader was alive.
+
+A fault that takes one leader away should not stop the others: this compares the `ok` sends
+per second per live key during fault intervals with the same figure outside them, and
+the `ok` polls per second likewise (a poll reads every key, so polls are not split by key).
+
+A key's leader is known from the SUT's `leader-election` events (the last one at or before
+the moment; none yet: taken as alive); it is not alive while it is -1 (offline) or while its
+broker's node (broker N on node nN) is killed (`kill` .. `start`) or paused (`pause` ..
+`resume`): such a broker's partitions are alive again once another leader is elected or the
+node is back. Fault intervals are the statistics'
+(`checkers.stats.fault_intervals`), merged; the span is the workload's, from the first to
+the last client operation outside the final read. Operations count at their completion.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from checkers.key_log import ReplicationEvent
+
+if TYPE_CHECKING:
+    from checkers.stats import FaultInterval
+
+NS_PER_S = 1_000_000_000
+
+DOWN_FAULTS = frozenset({"kill", "pause"})
+"""Fault intervals during which the targeted nodes' brokers are not alive."""
+OFFLINE = -1
+
+Span = tuple[int, int]
+
+
+def merged(spans: Sequence[Span]) -> list[Span]:
+    """Overlapping or touching spans joined, in order."""
+    out: list[Span] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        elif end > start:
+            out.append((start, end))
+    return out
+
+
+def _clip(spans: Sequence[Span], lo: int, hi: int) -> list[Span]:
+    return [(max(s, lo), min(e, hi)) for s, e in spans if min(e, hi) > max(s, lo)]
+
+
+def _covered(spans: Sequence[Span], at: int) -> bool:
+    """Whether `at` lies in one of the merged, ordered `spans`."""
+    i = bisect.bisect_right(spans, (at, float("inf"))) - 1
+    return i >= 0 and spans[i][0] <= at < spans[i][1]
+
+
+def down_nodes(intervals: Sequence[FaultInterval], end: int) -> dict[str, list[Span]]:
+    """Per node, when a kill or pause held it down (merged)."""
+    spans: dict[str, list[Span]] = {}
+    for interval in intervals:
+        if interval.fault not in DOWN_FAULTS or not isinstance(interval.value, Mapping):
+            continue
+        targets = interval.value.get("targets")
+        if not isinstance(targets, list):
+            continue
+        stop = interval.end if interval.end is not None else end
+        for node in targets:
+            spans.setdefault(str(node), []).append((interval.start, stop))
+    return {node: merged(s) for node, s in spans.items()}
+
+
+def live_segments(
+    keys: Sequence[str],
+    replication: Mapping[str, Sequence[ReplicationEvent]],
+    faults: Sequence[Span],
+    down: Mapping[str, Sequence[Span]],
+    span: Span,
+) -> list[tuple[str, int, int, bool]]:
+    """(key, start, end, in a fault) for every stretch of `span` in which the key's leader
+    was alive, cut wherever a fault starts or ends, a leader is elected or a node goes down
+    or comes back."""
+    lo, hi = span
+    cuts = {lo, hi}
+    for spans in (faults, *down.values()):
+        for start, stop in spans:
+            cuts.update(t for t in (start, stop) if lo < t < hi)
+    out: list[tuple[str, int, int, bool]] = []
+    for key in keys:
+        elections = sorted(
+            (e.time, e.leader if e.leader is not None else OFFLINE)
+            for e in replication.get(key, ())
+            if e.f == "leader-election"
+        )
+        times = [t for t, _ in elections]
+        points = sorted(cuts | {t for t in times if lo < t < hi})
+        for start, stop in itertools.pairwise(points):
+            at = bisect.bisect_right(times, start) - 1
+            leader = elections[at][1] if at >= 0 else None
+            if leader == OFFLINE:
+                continue
+            if leader is not None and _covered(list(down.get(f"n{leader}", ())), start):
+                continue
+            out.append((key, start, stop, _covered(list(faults), start)))
+    return out
+
+
+def live_leader_rate(
+    spark: SparkSession,
+    ops: DataFrame,
+    intervals: Sequence[FaultInterval],
+    replication: Mapping[str, Sequence[ReplicationEvent]],
+) -> dict[str, Any] | None:
+    """The `live_rate` section of the statistics; None without sends, keys or faults."""
+    client = F.col("process_id").isNotNull() & ~F.coalesce(F.col("final"), F.lit(False))
+    row = (
+        ops.filter(client)
+        .agg(
+            F.min("time").alias("start"),
+            F.max("time").alias("end"),
+            F.collect_set(F.when(F.col("f") == "send", F.col("key"))).alias("keys"),
+        )
+        .collect()[0]
+    )
+    if row["start"] is None or not row["keys"] or not intervals:
+        return None
+    span: Span = (int(row["start"]), int(row["end"]) + 1)
+    keys = sorted(str(k) for k in row["keys"])
+    faults = _clip(
+        merged([(i.start, i.end if i.end is not None else span[1]) for i in intervals]), *span
+    )
+    if not faults:
+        return None
+    segments = live_segments(keys, replication, faults, down_nodes(intervals, span[1]), span)
+    fault_s = sum(e - s for s, e in faults) / NS_PER_S
+    free_s = (span[1] - span[0]) / NS_PER_S - fault_s
+    live_s = {True: 0.0, False: 0.0}
+    for _, start, stop, in_fault in segments:
+        live_s[in_fault] += (stop - start) / NS_PER_S
+    sends = _count_in(spark, ops, "send", [(k, s, e, f) for k, s, e, f in segments])
+    polls = _count_in(
+        spark, ops, "poll", [(None, s, e, True) for s, e in faults] + _gaps(faults, span)
+    )
+
+    def part(in_fault: bool, seconds: float) -> dict[str, Any]:
+        key_s = live_s[in_fault]
+        return {
+            "seconds": round(seconds, 3),
+            "live_keys": None if seconds <= 0 else round(key_s / seconds, 3),
+            "send_ok": sends[in_fault],
+            "send_per_s_per_live_key": None if key_s <= 0 else round(sends[in_fault] / key_s, 3),
+            "poll_ok": polls[in_fault],
+            "poll_per_s": None if seconds <= 0 else round(polls[in_fault] / seconds, 3),
+        }
+
+    during, free = part(True, fault_s), part(False, free_s)
+    return {
+        "keys": len(keys),
+        "during_faults": during,
+        "fault_free": free,
+        "kept": {
+            "send": _ratio(during["send_per_s_per_live_key"], free["send_per_s_per_live_key"]),
+            "poll": _ratio(during["poll_per_s"], free["poll_per_s"]),
+        },
+    }
+
+
+def _gaps(faults: Sequence[Span], span: Span) -> list[tuple[None, int, int, bool]]:
+    out: list[tuple[None, int, int, bool]] = []
+    at = span[0]
+    for start, stop in faults:
+        if start > at:
+            out.append((None, at, start, False))
+        at = max(at, stop)
+    if span[1] > at:
+        out.append((None, at, span[1], False))
+    return out
+
+
+def _ratio(part: float | None, whole: float | None) -> float | None:
+    return None if part is None or not whole else round(part / whole, 3)
+
+
+def _count_in(
+    spark: SparkSession,
+    ops: DataFrame,
+    f: str,
+    segments: Sequence[tuple[str | None, int, int, bool]],
+) -> dict[bool, int]:
+    """`ok` completions of `f` (outside the final read) inside the segments, by whether
+    the segment is in a fault; a keyed segment counts only its key's operations."""
+    counts = {True: 0, False: 0}
+    if not segments:
+        return counts
+    rows = [(n, key, start, stop, in_fault) for n, (key, start, stop, in_fault) in
+            enumerate(segments)]  # fmt: skip
+    spans = spark.createDataFrame(
+        rows, "segment long, seg_key string, start long, stop long, in_fault boolean"
+    ).withColumn(
+        "second",
+        F.explode(
+            F.sequence(F.floor(F.col("start") / NS_PER_S), F.floor(F.col("stop") / NS_PER_S))
+        ),
+    )
+    done = ops.filter(
+        (F.col("type") == "ok")
+        & (F.col("f") == f)
+        & F.col("process_id").isNotNull()
+        & ~F.coalesce(F.col("final"), F.lit(False))
+    ).select("time", "key", F.floor(F.col("time") / NS_PER_S).alias("second"))
+    joined = (
+        done.join(F.broadcast(spans), "second")
+        .filter(
+            (F.col("time") >= F.col("start"))
+            & (F.col("time") < F.col("stop"))
+            & (F.col("seg_key").isNull() | (F.col("seg_key") == F.col("key")))
+        )
+        .groupBy("in_fault")
+        .agg(F.count(F.lit(1)).alias("n"))
+        .collect()
+    )
+    for result in joined:
+        counts[bool(result["in_fault"])] = int(result["n"])
+    return counts

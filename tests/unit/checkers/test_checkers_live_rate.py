@@ -1,0 +1,102 @@
+"""The rate kept during faults on keys whose leader is alive: the segments, and the figures
+on a hand-written history."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checkers import CheckConfig, check_history
+from checkers.key_log import ReplicationEvent
+from checkers.live_rate import live_segments, merged
+from histories import HistoryWriter
+
+MS = 1_000_000
+S = 1_000_000_000
+
+
+def election(time: int, key: str, leader: int) -> ReplicationEvent:
+    return ReplicationEvent(0, time, "leader-election", leader, 0, (leader,), None, False)
+
+
+def test_spans_merge_when_they_overlap_or_touch() -> None:
+    assert merged([(5, 7), (0, 2), (2, 3), (6, 9), (11, 11)]) == [(0, 3), (5, 9)]
+
+
+def test_a_key_is_live_unless_its_leader_is_offline_or_its_node_down() -> None:
+    replication = {
+        "a": [election(0, "a", 1), election(3 * S, "a", 3)],
+        "b": [election(0, "b", 2), election(5 * S, "b", -1)],
+    }
+    segments = live_segments(
+        ["a", "b"], replication, faults=[(2 * S, 4 * S)], down={"n1": [(2 * S, 4 * S)]},
+        span=(0, 6 * S),
+    )  # fmt: skip
+    assert segments == [
+        ("a", 0, 2 * S, False),
+        # 2-3 s: a's leader n1 is killed; from 3 s broker 3 leads it.
+        ("a", 3 * S, 4 * S, True),
+        ("a", 4 * S, 6 * S, False),
+        ("b", 0, 2 * S, False),
+        ("b", 2 * S, 4 * S, True),
+        ("b", 4 * S, 5 * S, False),
+        # from 5 s b is offline
+    ]
+
+
+def _history(path: Path) -> None:
+    """Keys a (led by broker 1) and b (broker 2); n1 killed from 2 s to 4 s, a's new leader
+    elected at 3 s; sends once every 100 ms per key, polls every 200 ms."""
+    writer = HistoryWriter(path)
+    for key, leader in (("a", 1), ("b", 2)):
+        value = {"key": key, "leader": leader, "leader_epoch": 0, "isr": [1, 2, 3],
+                 "previous_leader": -1, "unclean": False}  # fmt: skip
+        writer.event("leader-election", value, process="sut", time=1 * MS)
+    events = {
+        2 * S: ("kill", {"targets": ["n1"]}, "nemesis"),
+        3 * S: ("leader-election", {"key": "a", "leader": 3, "leader_epoch": 1, "isr": [2, 3],
+                                    "previous_leader": 1, "unclean": False}, "sut"),
+        4 * S: ("start", {"targets": ["n1"]}, "nemesis"),
+    }  # fmt: skip
+    value = 0
+    for tick in range(1, 60):
+        at = tick * 100 * MS
+        for t in [t for t in events if at - 100 * MS < t <= at]:
+            f, event, process = events[t]
+            writer.event(f, event, process=process, time=t)
+        for process, key in ((1, "a"), (2, "b")):
+            value += 1
+            invoke = writer.write(
+                process, "invoke", "send", [["send", key, value]], time=at, key=key, acks=-1
+            )
+            # a's sends fail while its leader is dead and none was elected yet (2-3 s).
+            dead = key == "a" and 2 * S <= at < 3 * S
+            done = "fail" if dead else "ok"
+            result = [["send", key, value]] if dead else [["send", key, [tick, value]]]
+            writer.complete(invoke, done, result, time=at + MS)
+        if tick % 2 == 0:
+            invoke = writer.write(3, "invoke", "poll", [["poll"]], time=at)
+            writer.complete(invoke, "ok", [["poll", {"b": [[tick, 2 * tick]]}]], time=at + MS)
+    writer.close()
+
+
+@pytest.fixture(scope="module")
+def live_rate(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    run = tmp_path_factory.mktemp("live-rate")
+    _history(run / "history.jsonl")
+    return check_history(run, config=CheckConfig())["stats"]["live_rate"]
+
+
+def test_the_rate_on_live_keys_during_faults_and_outside_them(live_rate: dict[str, Any]) -> None:
+    during, free = live_rate["during_faults"], live_rate["fault_free"]
+    assert live_rate["keys"] == 2
+    # The kill lasts 2 s: b live throughout, a for the last second only.
+    assert during["seconds"] == 2.0 and during["live_keys"] == 1.5
+    # ok sends completing in [2 s, 4 s): b's 20 and a's 10 after its election.
+    assert during["send_ok"] == 30 and during["send_per_s_per_live_key"] == 10.0
+    assert free["send_per_s_per_live_key"] == pytest.approx(10.0, rel=0.05)
+    assert live_rate["kept"]["send"] == pytest.approx(1.0, rel=0.05)
+    assert during["poll_ok"] == 10 and during["poll_per_s"] == 5.0
+    assert live_rate["kept"]["poll"] == pytest.approx(1.0, rel=0.05)
