@@ -35,6 +35,8 @@ SINGLE_OPERATION_FIELDS = (
     "last_event",
     "earlier_event",
     "op",
+    "fault",
+    "healed",
 )
 """The case fields that name one history operation (or SUT event) by index."""
 OPERATION_FIELDS = (*SINGLE_OPERATION_FIELDS, "ops", "sends")
@@ -391,6 +393,35 @@ _CONFORMANCE = (
             "high_watermark",
             "earlier_event",
             "earlier_high_watermark",
+        ),
+    ),
+    _info(
+        "stale-isr-member",
+        "conformance",
+        "A follower stayed in its partition's ISR longer than replica.lag.time.max.ms after "
+        "its broker stopped fetching, while its leader could have removed it.",
+        "`fault` is the nemesis event that killed, paused or froze the follower's `node` "
+        "(broker `follower`), healed by `healed`; `event` is the SUT event whose state, "
+        "still holding the follower in the `isr` of `leader`, held at the `deadline` (the "
+        "fault's time plus the lag time, the clock tolerance and a grace for the leader's "
+        "ISR check).",
+        "no configuration: a leader removes a follower that has not fetched within the lag time",
+        "never",
+        (
+            "key",
+            "follower",
+            "node",
+            "fault",
+            "fault_f",
+            "fault_time",
+            "healed",
+            "healed_time",
+            "leader",
+            "leader_epoch",
+            "deadline",
+            "event",
+            "isr",
+            "replica_lag_time_max_ms",
         ),
     ),
     _info(
@@ -795,6 +826,17 @@ def _hw_back(case: Mapping[str, Any], key: str) -> str:
     )
 
 
+def _stale_member(case: Mapping[str, Any], key: str) -> str:
+    return (
+        f"key {key}: broker {_show(case.get('follower'))} (node {case.get('node') or 'unknown'}), "
+        f"stopped by the {_line(case.get('fault'), str(case.get('fault_f') or 'fault'))} and "
+        f"{_line(case.get('healed'), 'healed')}, was still in leader "
+        f"{_show(case.get('leader'))}'s ISR {_show(case.get('isr'))} (set by the "
+        f"{_line(case.get('event'), 'SUT event')}) at its deadline, "
+        f"{_show(case.get('replica_lag_time_max_ms'))} ms lag time and grace after the fault"
+    )
+
+
 def _below_anchor(case: Mapping[str, Any], key: str) -> str:
     return (
         f"key {key}: process {_show(case.get('process'))}, started by the "
@@ -838,6 +880,7 @@ _TEXT: dict[str, tuple[str, Sentence]] = {
     "election-outside-isr": ("election", _elected_outside),
     "isr-join-behind-hw": ("event", _joined_behind),
     "hw-regression": ("event", _hw_back),
+    "stale-isr-member": ("event", _stale_member),
     "poll-below-anchor": ("reader", _below_anchor),
     "commit-backwards": ("commit", _backwards),
 }

@@ -163,6 +163,8 @@ def check_loaded(
             elections=events.elections,
             config=config,
             key_findings=found,
+            nemesis=events.nemesis,
+            replication=events.replication,
         )
         reports = compose(chosen, context)
         collected = collect_findings(

@@ -9,15 +9,17 @@ by `checkers.registry`; adding one is writing a module and registering it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pyspark.sql import DataFrame
 
 from checkers.config import CheckConfig, TestSettings
+from checkers.events import NemesisEvent
 from checkers.evidence import Evidence
 from checkers.key_findings import KeyFindings
+from checkers.key_log import ReplicationEvent
 from checkers.losses import LossRules
 from checkers.results import CheckerReport
 
@@ -35,7 +37,9 @@ class CheckContext:
     `unclean_elections`); `config`: the options of the check; `key_findings`: what the
     per-key pass (`checkers.key_pass`) found for every checker that has `check_key`,
     counted and sampled (None: the pass did not run; such checkers cannot report), with
-    the facts they learnt of each key for their details (`key_facts`).
+    the facts they learnt of each key for their details (`key_facts`); `nemesis` and
+    `replication`: the nemesis events and the SUT's replication events by key
+    (`checkers.events.HistoryEvents`), for checks over them on the driver.
     """
 
     evidence: Evidence
@@ -46,6 +50,8 @@ class CheckContext:
     elections: Mapping[str, int]
     config: CheckConfig
     key_findings: KeyFindings | None = None
+    nemesis: Sequence[NemesisEvent] = ()
+    replication: Mapping[str, Sequence[ReplicationEvent]] = field(default_factory=dict)
 
     @property
     def key_facts(self) -> Mapping[str, Mapping[str, Mapping[str, Any]]]:

@@ -4,7 +4,9 @@ From a run's `test.json` the checkers read only
 `topic.replication_factor`, `topic.min_insync_replicas`, `topic.unclean_leader_election`,
 `workload.acks` (-1, 0, 1 or "all"), `workload.producer_retries` (an integer >= 0: how
 often the producer, without idempotence, may send a record again),
-`broker_in_force["replica.lag.time.max.ms"]` and `clock.tolerance_ns` (how far the SUT
+`broker_in_force["replica.lag.time.max.ms"]`, `brokers` (each broker node's name and its
+broker id: `{"n1": 1, ...}`, which joins nemesis events to SUT events) and
+`clock.tolerance_ns` (how far the SUT
 events' times may still be off the operations' after the runner corrected each node's
 measured clock offset; `checkers.conformance`). They decide:
 - whether the configuration promised that no acknowledged acks=-1 write is lost
@@ -23,6 +25,7 @@ without idempotence).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -53,6 +56,7 @@ class TestSettings:
     producer_retries: int | None = None
     replica_lag_time_max_ms: int | None = None
     clock_tolerance_ns: int | None = None
+    brokers: Mapping[str, int] | None = None
 
     @property
     def event_tolerance_ns(self) -> int:
@@ -87,6 +91,7 @@ class TestSettings:
             "producer_retries": self.producer_retries,
             "replica_lag_time_max_ms": self.replica_lag_time_max_ms,
             "clock_tolerance_ns": self.event_tolerance_ns,
+            "brokers": None if self.brokers is None else dict(self.brokers),
             "promises_no_loss": self.promises_no_loss,
             "retries_may_duplicate": self.retries_may_duplicate,
         }
@@ -166,7 +171,22 @@ def read_test_settings(path: Path) -> TestSettings:
         producer_retries=_producer_retries(where, doc),
         replica_lag_time_max_ms=_lag_time(where, doc),
         clock_tolerance_ns=_field(doc, where, "clock", "tolerance_ns", int),
+        brokers=_brokers(where, doc),
     )
+
+
+def _brokers(path: str, doc: dict[str, Any]) -> dict[str, int] | None:
+    """`brokers`: node name -> broker id (None: absent)."""
+    brokers = doc.get("brokers")
+    if brokers is None:
+        return None
+    if not isinstance(brokers, dict) or not all(
+        isinstance(name, str) and type(broker) is int for name, broker in brokers.items()
+    ):
+        raise TestConfigError(
+            f'{path}: brokers is {brokers!r}, expected node names and broker ids, e.g. {{"n1": 1}}'
+        )
+    return dict(brokers)
 
 
 def _lag_time(path: str, doc: dict[str, Any]) -> int | None:

@@ -36,61 +36,29 @@ no operation touched is not in the pass, so its events are not judged.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from checkers.checker import CheckContext
 from checkers.config import TestSettings
-from checkers.key_findings import FindingRow, key_finding, rows_of
+from checkers.findings import SampledRows
+from checkers.key_findings import FindingRow, key_finding, rows_of, sampled_rows
 from checkers.key_log import KeyLog, ReplicationEvent
 from checkers.losses import KeyLosses
+from checkers.partition_timeline import NO_LEADER, PartitionTimeline
 from checkers.results import CheckerReport
+from checkers.stale_isr import stale_isr_members
 
 CHECKER = "conformance"
-ANOMALIES = ("ack-below-min-isr", "election-outside-isr", "isr-join-behind-hw", "hw-regression")
-NO_LEADER = -1
-
-
-@dataclass(frozen=True)
-class PartitionTimeline:
-    """A key's partition states in order: the event that set each (`events`), from when
-    each holds (`starts`, nanoseconds, never decreasing), its leader and ISR."""
-
-    events: tuple[ReplicationEvent, ...]
-    starts: np.ndarray
-
-    @classmethod
-    def of(cls, events: Sequence[ReplicationEvent]) -> PartitionTimeline:
-        """The timeline of a key's `leader-election` and `isr-change` events."""
-        states = [e for e in events if e.f in ("leader-election", "isr-change")]
-        if all(e.leader_epoch is not None for e in states):
-            states.sort(key=lambda e: (e.leader_epoch, e.f != "leader-election", e.time, e.index))
-        else:
-            states.sort(key=lambda e: (e.time, e.index))
-        times = np.array([e.time for e in states], dtype=np.int64)
-        starts = np.maximum.accumulate(times) if len(times) else times
-        return cls(tuple(states), starts)
-
-    def __len__(self) -> int:
-        return len(self.events)
-
-    def isr_sizes(self) -> np.ndarray:
-        """Each state's ISR size; -1 where the partition had no leader or no known ISR."""
-        return np.array(
-            [
-                -1 if e.isr is None or e.leader is None or e.leader == NO_LEADER else len(e.isr)
-                for e in self.events
-            ],
-            dtype=np.int64,
-        )
-
-    def state_at(self, times: np.ndarray) -> np.ndarray:
-        """The position of the state holding at each of `times` (-1: before the first)."""
-        at: np.ndarray = np.searchsorted(self.starts, times, side="right") - 1
-        return at
+ANOMALIES = (
+    "ack-below-min-isr",
+    "election-outside-isr",
+    "isr-join-behind-hw",
+    "hw-regression",
+    "stale-isr-member",
+)
 
 
 def acks_below_min_isr(
@@ -298,9 +266,27 @@ class ConformanceChecker:
             notes.append(
                 "test.json gives no topic.min_insync_replicas: ack-below-min-isr is not judged"
             )
+        if settings.brokers is None or settings.replica_lag_time_max_ms is None:
+            notes.append(
+                "test.json gives no brokers (node name -> broker id) or no "
+                "replica.lag.time.max.ms: stale-isr-member is not judged"
+            )
+        elif not context.nemesis:
+            notes.append("the history has no nemesis events: stale-isr-member is not judged")
+        found = key_finding(context.key_findings, CHECKER, ANOMALIES)
+        stale = stale_isr_members(context.nemesis, context.replication, settings, CHECKER)
+        sampled = dict(found.sampled or {})
+        for _checker, anomaly, key, order, expected, detail, count in sampled_rows(
+            stale, context.config.sample
+        ):
+            slot = (str(anomaly), bool(expected))
+            before = sampled.get(slot, SampledRows(0, ()))
+            sampled[slot] = SampledRows(
+                before.count + (count or 0), (*before.rows, (order, key, detail))
+            )
         return CheckerReport(
             self.name,
-            [key_finding(context.key_findings, CHECKER, ANOMALIES)],
+            [replace(found, sampled=sampled)],
             details={"clock_tolerance_ns": settings.event_tolerance_ns},
             notes=notes,
         )

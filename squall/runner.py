@@ -37,7 +37,7 @@ from nemesis import (
 )
 from nemesis.scenario_watch import ScenarioWatch
 from squall.cluster.clock import ClockOffset, clock_section, measure_offsets
-from squall.cluster.cluster import Cluster
+from squall.cluster.cluster import Cluster, broker_id_of
 from squall.cluster.event_tail import EventTail
 from squall.cluster.node import Node
 from squall.cluster.runtimes import Runtime, default_runtime, new_run_id, runtime_named
@@ -136,6 +136,7 @@ class TestRunner:
                         "run_id": run_id,
                         "bootstrap": cluster.bootstrap,
                         "zookeeper": cluster.zookeeper_connect,
+                        "brokers": {name: broker_id_of(name) for name in sorted(cluster.brokers)},
                         **(
                             {"clock": clock_section(self.clock_offsets)}
                             if self.clock_offsets

@@ -305,6 +305,9 @@ class TestDocument(TestSpec):
     """The brokers' addresses, HOST:PORT,..."""
     zookeeper: str | None = None
     """ZooKeeper's address, HOST:PORT."""
+    brokers: dict[str, int] | None = None
+    """Each broker node's name (as the nemesis events name it) and its broker id (as the SUT
+    events name it): {"n1": 1, ...}."""
     versions: dict[str, str | None] = Field(default_factory=dict)
     """Versions of Python and the libraries the run used."""
     git_commit: str | None = None
