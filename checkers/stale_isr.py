@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from checkers.config import TestSettings
@@ -90,14 +91,14 @@ def fault_spans(nemesis: Sequence[NemesisEvent]) -> list[FaultSpan]:
     for index, time, f, text in nemesis:
         value = _value(text)
         targets = _targets(value)
+        nodes: list[str | None] = [None] if not targets else list(targets)
         if f == "bounce" or f not in KNOWN:
             # Momentary, or unknown: it interferes around its time.
-            for node in targets or [None]:
+            for node in nodes:
                 spans.append(FaultSpan(f, node, time, time, index, index, True))
             continue
         if f in HEALS:
             outcome = value.get("outcome")
-            nodes: list[str | None] = [None] if f in GLOBAL or not targets else list(targets)
             for node in nodes:
                 effective = (
                     not isinstance(outcome, dict)
@@ -157,7 +158,7 @@ def stale_isr_members(
         for fault in stopped:
             assert fault.node is not None
             follower = brokers[fault.node]
-            first = int(timeline.state_at(fault.start))
+            first = int(timeline.state_at(np.array([fault.start]))[0])
             if first < 0:
                 continue
             leader = timeline.events[first].leader
