@@ -28,10 +28,15 @@ next. Where some event lacks its epoch (hand-written histories), by time alone.
   (`topic.unclean_leader_election` false). An election with no state before it (the
   partition's first) is not judged.
 
+- `stale-isr-member`: a follower whose broker the nemesis stopped (killed, paused, frozen),
+  still in its leader's ISR when the lag time and a grace had passed (`checkers.stale_isr`).
+
 The clock tolerance is test.json's `clock.tolerance_ns` (`TestSettings.event_tolerance_ns`).
-All are found per key, in the per-key pass (`checkers.key_pass`): the key's events are few
-and looped over; its sends are placed on the timeline with one search (numpy). A key that
-no operation touched is not in the pass, so its events are not judged.
+All but `stale-isr-member` are found per key, in the per-key pass (`checkers.key_pass`): the
+key's events are few and looped over; its sends are placed on the timeline with one search
+(numpy). A key that no operation touched is not in the pass, so its events are not judged.
+`stale-isr-member` joins the nemesis events with every key's SUT events on the driver, in
+`check`, and adds its count and samples to the pass's.
 """
 
 from __future__ import annotations

@@ -285,6 +285,7 @@ def test_the_verdict(results: dict[str, Any]) -> None:
         "election-outside-isr": 2,
         "isr-join-behind-hw": 1,
         "hw-regression": 1,
+        "stale-isr-member": 0,
     }
 
 
