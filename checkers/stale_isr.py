@@ -11,10 +11,10 @@ grace for the leader's periodic ISR check and its write to ZooKeeper: half the l
 plus 2 s (squall's SUT checks every min(lag/2, 1 s)). A new leader epoch of the same leader
 starts the count again.
 
-Judged only where nothing else could keep the leader from shrinking its ISR, from the
-fault until the deadline (widened by the tolerance): no partition or netem fault in force,
-no fault on the leader's node or on a node that is not a broker (ZooKeeper's), no fault
-the checker does not know. A fault never healed in the history is not judged. Needs
+Judged only where nothing else could keep the leader from shrinking its ISR, from the lag
+time before the fault (an earlier fault's effects may outlast its heal) until the deadline,
+widened by the tolerance: no partition or netem fault in force, no fault on the leader's
+node or on a node that is not a broker (ZooKeeper's), no fault the checker does not know. A fault never healed in the history is not judged. Needs
 test.json's `brokers` (node name -> broker id) and `replica.lag.time.max.ms`; without
 them, or without nemesis events, nothing is judged. The events are few: this runs on the
 driver over `checkers.events.HistoryEvents`.
@@ -189,7 +189,7 @@ def stale_isr_members(
                 s is not fault
                 and _interferes(s, leader_node, brokers)
                 and s.start - tolerance <= deadline
-                and s.end + tolerance >= fault.start
+                and s.end + tolerance + lag_ms * MS >= fault.start
                 for s in spans
             ):
                 continue

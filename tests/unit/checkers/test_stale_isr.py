@@ -152,6 +152,17 @@ def test_not_when_a_partition_or_netem_was_in_force() -> None:
         assert e.found() == [], start
 
 
+def test_not_within_the_lag_time_after_a_partition_healed() -> None:
+    for healed, fires in ((25, False), (19.5, True)):
+        e = Events()
+        e.elect(1, 1, [1, 2, 3], 1)
+        e.fault(2, "start-partition", [])
+        e.fault(healed, "stop-partition", [])
+        e.fault(30, "kill", ["n2"], outcome={"n2": "killed"})
+        e.fault(60, "start", ["n2"])
+        assert len(e.found()) == fires, healed
+
+
 def test_not_when_the_fault_ended_before_the_deadline() -> None:
     assert killed_follower(heal_at=10 + WAIT / S - 0.05).found() == []
     assert len(killed_follower(heal_at=10 + WAIT / S + 0.5).found()) == 1
