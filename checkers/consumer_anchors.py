@@ -21,8 +21,9 @@ either there is no anchor.
   earlier `ok` commit of the key since the assign.
 
 Both are expected (explained) when something the history shows moved the log's end below
-the higher offset in between: a SUT `truncation` of the key to below it, or an unclean
-election of the key while unclean election is allowed. Final reads (`final`) start from the
+the higher offset: a SUT `truncation` of the key to below it in between, or an unclean
+election of the key at any time before, while unclean election is allowed (offsets read from
+the deposed leader may be committed after the election). Final reads (`final`) start from the
 log's beginning by design and are not judged. `info` commits lower an anchor (they may
 have landed) but are not compared as the process's own. Found per key, in the per-key pass (`checkers.key_pass`); sessions and
 commits are few beside the reads, and each is placed with numpy searches.
@@ -216,8 +217,11 @@ def commits_backwards(log: KeyLog, held: pd.DataFrame) -> pd.DataFrame:
 def _explained(
     log: KeyLog, losses: KeyLosses, found: pd.DataFrame, since: np.ndarray, above: np.ndarray
 ) -> tuple[np.ndarray, list[str | None]]:
-    """Whether a truncation of the key to below `above`, or an allowed unclean election,
-    came between `since` and each finding's `time`; and the reason."""
+    """Whether a truncation of the key to below `above` came between `since` and each
+    finding's `time`, or an allowed unclean election before it; and the reason.
+
+    An unclean election explains from any earlier time: offsets read from the deposed
+    leader before it may still be committed after it, and they name records it discarded."""
     tolerance = losses.rules.settings.event_tolerance_ns
     times = found["time"].to_numpy(dtype=np.int64)
     explained = np.zeros(len(found), dtype=bool)
@@ -225,18 +229,14 @@ def _explained(
     for event in log.events:
         if event.f == "truncation" and event.to_offset is not None:
             cuts = event.to_offset < above
+            cuts &= event.time >= since - tolerance
             why = f"truncation to offset {event.to_offset} at index {event.index}"
         elif event.f == "leader-election" and event.unclean and losses.rules.unclean_allowed:
             cuts = np.ones(len(found), dtype=bool)
             why = f"unclean leader election at index {event.index} (allowed)"
         else:
             continue
-        hit = (
-            cuts
-            & (event.time >= since - tolerance)
-            & (event.time <= times + tolerance)
-            & ~explained
-        )
+        hit = cuts & (event.time <= times + tolerance) & ~explained
         for at in np.flatnonzero(hit):
             reasons[at] = why
         explained |= hit

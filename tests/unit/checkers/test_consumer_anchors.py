@@ -244,3 +244,33 @@ def test_a_truncation_explains(results: dict[str, Any]) -> None:
 
 def test_counts(results: dict[str, Any]) -> None:
     assert section(results)["counts"] == {"poll-below-anchor": 2, "commit-backwards": 2}
+
+
+def test_an_allowed_unclean_election_before_the_anchor_commit_explains(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A member commits offsets it read from the deposed leader after an unclean election
+    that discarded them (a real unclean run's case): the next consumer finds them out of
+    range and starts from 0. Expected where unclean election is allowed, an anomaly where not."""
+    b = HistoryBuilder(tmp_path / "h")
+    k = "unclean"
+    v = log_of(b, k, 6)
+    p = b.process()
+    b.assign(p, [k])
+    b.poll(p, {k: records(v, 0, 4)})
+    b.election(k, unclean=True)
+    b.tick(2_000_000_000)  # the commit completes well after the election
+    b.commit(p, {k: 4})
+    q = b.process()
+    b.assign(q, [k])
+    b.poll(q, {k: records(v, 0, 2)})
+    history = b.close()
+    allowed = check_history(history, config=CheckConfig(expect_loss=frozenset({"unclean"})))
+    found = allowed["checkers"]["consumer_anchors"]
+    assert found["counts"]["poll-below-anchor"] == 0
+    assert [c["offset"] for c in found["expected"]["poll-below-anchor"]] == [0]
+    assert (
+        "unclean leader election" in found["expected"]["poll-below-anchor"][0]["expected_because"]
+    )
+    strict = check_history(history)["checkers"]["consumer_anchors"]
+    assert strict["counts"]["poll-below-anchor"] == 1
