@@ -433,8 +433,8 @@ _CONFORMANCE = (
         "the group may have held then (set by the commit `anchor_commit`), or the `position` "
         "the assign said the consumer starts at where that is greater (`anchor_from`); "
         "`reader` the first `ok` read, which started at `offset` (`value`).",
-        "a SUT truncation of the key to below the anchor, or an allowed unclean election, "
-        "between the anchor's commit and the read",
+        "a SUT truncation of the key to below the anchor between the anchor's commit and "
+        "the read, or an allowed unclean election before the read",
         "configuration",
         (
             "key",
@@ -456,8 +456,8 @@ _CONFORMANCE = (
         "own earlier commit of that key.",
         "`commit` is the `ok` commit of `committed`; `above` the offset it fell below: the "
         "process's anchor (`since: anchor`) or its own earlier commit (`since: own-commit`).",
-        "a SUT truncation of the key to below `above`, or an allowed unclean election, after "
-        "the process's anchor was committed",
+        "a SUT truncation of the key to below `above` after the process's anchor was "
+        "committed, or an allowed unclean election before the commit",
         "configuration",
         ("key", "process", "commit", "committed", "above", "since"),
     ),
