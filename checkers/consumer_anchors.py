@@ -270,7 +270,7 @@ def check_anchors_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
             "poll-below-anchor",
             polls,
             order="reader",
-            detail=same_named(CATALOGUE["poll-below-anchor"].fields),
+            detail=same_named(CATALOGUE["poll-below-anchor"].checked_fields),
             expected="expected",
         )
     backwards = commits_backwards(log, held)
@@ -285,7 +285,7 @@ def check_anchors_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
             "commit-backwards",
             backwards,
             order="commit",
-            detail=same_named(CATALOGUE["commit-backwards"].fields),
+            detail=same_named(CATALOGUE["commit-backwards"].checked_fields),
             expected="expected",
         )
     return rows

@@ -198,7 +198,7 @@ def check_unclean_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
         "unclean-loss-window",
         windows,
         order="election",
-        detail=same_named(CATALOGUE["unclean-loss-window"].fields),
+        detail=same_named(CATALOGUE["unclean-loss-window"].checked_fields),
         expected="expected",
     )
 
