@@ -15,7 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.lazyfs_mount import REPOSITORY, LazyMount, fsync_path, json_line, lazy_mount
+from lazyfs.mounts import is_mounted
+from squall.cluster.lazy_disk import Dropped, LazyDisk, LazyDiskError, Unsynced
+from squall.cluster.local import LocalNode
+from squall.cluster.services import BrokerService, ServiceError
+from tests.integration.lazyfs_mount import (
+    REPOSITORY,
+    LazyMount,
+    fsync_path,
+    fuse_missing,
+    json_line,
+    lazy_mount,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -286,3 +297,54 @@ def test_the_command_line_answers_json_and_unmounts(disk: LazyMount) -> None:
     gone = lazyfs("ctl", disk.control, "status")
     assert gone.returncode == 3
     assert "does not answer" in gone.stderr
+
+
+# --- squall's control side, on a node of this machine -----------------------------------
+
+
+@pytest.fixture
+def node_disk(tmp_path: Path) -> Iterator[LazyDisk]:
+    why = fuse_missing()
+    if why is not None:
+        pytest.skip(f"FUSE unavailable: {why}")
+    disk = LazyDisk(
+        LocalNode("n1", "127.0.0.1", tmp_path), root=str(tmp_path), python=sys.executable
+    )
+    disk.install()
+    disk.mount()
+    try:
+        yield disk
+    finally:
+        disk.unmount()
+
+
+def test_lose_unsynced_on_a_node(node_disk: LazyDisk) -> None:
+    mount = Path(node_disk.mountpoint)
+    write_synced(mount / "synced", b"kept")
+    (mount / "unsynced").write_bytes(b"lost")
+    assert node_disk.unsynced() == Unsynced(files=1, bytes=4, directories=1, entries=1)
+    assert node_disk.lose_unsynced() == Dropped(
+        files=1, bytes=4, entries_removed=1, entries_restored=0
+    )
+    assert os.listdir(mount) == ["synced"]
+    node_disk.mount()  # mounted and alive: left as it is
+    assert node_disk.unmount() is True
+    assert not os.path.ismount(mount)
+    assert node_disk.unmount() is False
+
+
+def test_a_dead_daemon_is_reported_and_its_mount_removed(node_disk: LazyDisk) -> None:
+    assert node_disk.node.signal_daemon(node_disk.pidfile, "KILL")
+    with pytest.raises(LazyDiskError, match="daemon is gone"):
+        node_disk.check()
+    broker = BrokerService(
+        node_disk.node,
+        broker_id=1,
+        zookeeper_connect=None,
+        root=str(node_disk.root),
+        lazy_disk=True,
+    )
+    with pytest.raises(ServiceError, match=r"not started: .*did not answer status"):
+        broker.start()
+    assert node_disk.unmount() is True  # the dead mount is gone too
+    assert not is_mounted(node_disk.mountpoint)
