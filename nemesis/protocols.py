@@ -123,6 +123,9 @@ class Capabilities:
     netem: bool
     netem_missing: str = ""
     """Why netem is unavailable on a runtime that would have it (the kernel lacks sch_netem)."""
+    lazy_disk: bool = False
+    """The brokers' data is on disks that can lose what was not fsynced (lazyfs): storage
+    faults such as a power loss can be applied."""
 
 
 class FaultableCluster(Protocol):

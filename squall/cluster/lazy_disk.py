@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from lazyfs.mounts import FS_TYPE
 from nemesis.errors import ClusterError
 from squall.cluster.node import CommandResult, DaemonSpec, Node
 
@@ -189,6 +190,14 @@ class LazyDisk:
             time.sleep(0.05)
         return bool(_json_line(result.output).get("unmounted"))
 
+    def release(self) -> bool:
+        """Remove whatever a crashed run left of this disk, with the shell only (the lazyfs
+        code may be gone): unmount it, lazily if it stays busy, and end its daemon. Whether
+        there was a mount."""
+        result = self.node.run(release_command(self.mountpoint), timeout=60, check=False)
+        self.node.signal_daemon(self.pidfile, "TERM")
+        return "released" in result.output
+
     def _ask(self, op: str, *, check: bool = True) -> CommandResult:
         return self.node.run(self._lazyfs("ctl", self.control, op), timeout=120, check=check)
 
@@ -208,6 +217,16 @@ class LazyDisk:
         return self.node.run(
             f"tail -n {lines} {shlex.quote(self.logfile)}", timeout=10, check=False
         ).output
+
+
+def release_command(mountpoint: str) -> str:
+    """Shell unmounting the lazyfs mount at ``mountpoint`` if there is one, live or with a
+    dead daemon; lazily (``-z``) if a process still holds it. Prints ``released`` if so."""
+    quoted = shlex.quote(mountpoint)
+    return (
+        f"if grep -qs {shlex.quote(f' {mountpoint} {FS_TYPE} ')} /proc/mounts; then "
+        f"fusermount3 -u {quoted} 2>/dev/null || fusermount3 -u -z {quoted}; echo released; fi"
+    )
 
 
 def _json_line(output: str) -> dict[str, Any]:

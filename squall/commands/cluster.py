@@ -58,6 +58,12 @@ def up(
     run_id: str | None = typer.Option(
         None, "--run-id", metavar="ID", help="Name the run.  [default: random]"
     ),
+    lazy_disk: bool | None = typer.Option(
+        None,
+        "--lazy-disk/--no-lazy-disk",
+        help="The brokers' data on lazyfs, disks that can lose what was not fsynced.  "
+        "[default: on for docker, off for ssh and local]",
+    ),
 ) -> None:
     """Provision nodes, deploy ZooKeeper and the brokers; the cluster becomes the current one."""
     try:
@@ -78,6 +84,7 @@ def up(
                 inventory=inventory,
                 settings=overrides,
                 progress=progress,
+                lazy_disk=lazy_disk,
             )
     except RuntimeUnavailableError as err:
         fail(str(err), ExitCode.USAGE)
@@ -93,6 +100,7 @@ def up(
                 "runtime": cluster.runtime,
                 "bootstrap": cluster.bootstrap,
                 "zookeeper": cluster.zookeeper_connect,
+                "lazy_disk": cluster.state.lazy_disk,
             }
         )
     )
