@@ -6,6 +6,7 @@ back to their last fsync, directory entries to their directory's last fsync.
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import os
 import subprocess
@@ -14,6 +15,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
 
 from lazyfs.mounts import is_mounted
 from squall.cluster.lazy_disk import Dropped, LazyDisk, LazyDiskError, Unsynced
@@ -348,3 +358,124 @@ def test_a_dead_daemon_is_reported_and_its_mount_removed(node_disk: LazyDisk) ->
         broker.start()
     assert node_disk.unmount() is True  # the dead mount is gone too
     assert not is_mounted(node_disk.mountpoint)
+
+
+# --- against a model --------------------------------------------------------------------
+
+NAMES = st.sampled_from(["a", "b", "c"])
+BLOBS = st.binary(min_size=1, max_size=300)
+OFFSETS = st.integers(min_value=0, max_value=600)
+
+
+class DiskModel(RuleBasedStateMachine):
+    """Random writes, truncates, renames, unlinks and fsyncs in one directory, with drops;
+    the mount must always show what the model says: its current state, and after a drop, its
+    durable one."""
+
+    def __init__(self, disk: LazyMount) -> None:
+        super().__init__()
+        self.disk = disk
+        self.ids = itertools.count()
+        self.current: dict[int, bytes] = {}
+        self.durable: dict[int, bytes] = {}
+        self.listing: dict[str, int] = {}
+        self.durable_listing: dict[str, int] = {}
+
+    @initialize(a=BLOBS, b=BLOBS)
+    def start_from_two_durable_files(self, a: bytes, b: bytes) -> None:
+        for name in os.listdir(self.disk.root):
+            os.unlink(self.disk.root / name)
+        for name, data in (("a", a), ("b", b)):
+            write_synced(self.path(name), data)
+            self.listing[name] = file = next(self.ids)
+            self.current[file] = self.durable[file] = data
+        self.durable_listing = dict(self.listing)
+        self.disk.drop()
+
+    def path(self, name: str) -> Path:
+        return self.disk.root / name
+
+    @rule(name=NAMES, data=BLOBS)
+    def create(self, name: str, data: bytes) -> None:
+        if name in self.listing:
+            return
+        self.path(name).write_bytes(data)
+        self.listing[name] = file = next(self.ids)
+        self.current[file], self.durable[file] = data, b""
+
+    @rule(name=NAMES, offset=OFFSETS, data=BLOBS)
+    def write(self, name: str, offset: int, data: bytes) -> None:
+        if name not in self.listing:
+            return
+        with self.path(name).open("r+b") as handle:
+            handle.seek(offset)
+            handle.write(data)
+        file = self.listing[name]
+        old = self.current[file].ljust(offset, b"\0")
+        self.current[file] = old[:offset] + data + old[offset + len(data) :]
+
+    @rule(name=NAMES, data=BLOBS)
+    def append(self, name: str, data: bytes) -> None:
+        if name not in self.listing:
+            return
+        with self.path(name).open("ab") as handle:
+            handle.write(data)
+        self.current[self.listing[name]] += data
+
+    @rule(name=NAMES, length=OFFSETS)
+    def truncate(self, name: str, length: int) -> None:
+        if name not in self.listing:
+            return
+        os.truncate(self.path(name), length)
+        file = self.listing[name]
+        self.current[file] = self.current[file][:length].ljust(length, b"\0")
+
+    @rule(name=NAMES, datasync=st.booleans())
+    def fsync(self, name: str, datasync: bool) -> None:
+        if name not in self.listing:
+            return
+        fd = os.open(self.path(name), os.O_RDONLY)
+        try:
+            (os.fdatasync if datasync else os.fsync)(fd)
+        finally:
+            os.close(fd)
+        file = self.listing[name]
+        self.durable[file] = self.current[file]
+
+    @rule(source=NAMES, destination=NAMES)
+    def rename(self, source: str, destination: str) -> None:
+        if source not in self.listing or source == destination:
+            return
+        os.replace(self.path(source), self.path(destination))
+        self.listing[destination] = self.listing.pop(source)
+
+    @rule(name=NAMES)
+    def unlink(self, name: str) -> None:
+        if name not in self.listing:
+            return
+        os.unlink(self.path(name))
+        del self.listing[name]
+
+    @rule()
+    def fsync_directory(self) -> None:
+        fsync_path(self.disk.root)
+        self.durable_listing = dict(self.listing)
+
+    @rule()
+    def drop(self) -> None:
+        self.disk.drop()
+        self.listing = dict(self.durable_listing)
+        self.current = dict(self.durable)
+
+    @invariant()
+    def the_mount_shows_the_model(self) -> None:
+        assert sorted(os.listdir(self.disk.root)) == sorted(self.listing)
+        for name, file in self.listing.items():
+            assert self.path(name).read_bytes() == self.current[file], name
+
+
+def test_the_disk_behaves_as_its_model(disk: LazyMount) -> None:
+    run_state_machine_as_test(
+        lambda: DiskModel(disk),
+        settings=settings(max_examples=40, stateful_step_count=30, deadline=None),
+    )
