@@ -372,9 +372,10 @@ class DiskModel(RuleBasedStateMachine):
     the mount must always show what the model says: its current state, and after a drop, its
     durable one."""
 
-    def __init__(self, disk: LazyMount) -> None:
+    disk: LazyMount  # set on a subclass per mount
+
+    def __init__(self) -> None:
         super().__init__()
-        self.disk = disk
         self.ids = itertools.count()
         self.current: dict[int, bytes] = {}
         self.durable: dict[int, bytes] = {}
@@ -475,7 +476,8 @@ class DiskModel(RuleBasedStateMachine):
 
 
 def test_the_disk_behaves_as_its_model(disk: LazyMount) -> None:
+    on_this_mount = type("DiskModelOnThisMount", (DiskModel,), {"disk": disk})
     run_state_machine_as_test(
-        lambda: DiskModel(disk),
+        on_this_mount,
         settings=settings(max_examples=40, stateful_step_count=30, deadline=None),
     )
