@@ -129,9 +129,11 @@ class LazyDisk:
 
     def mount(self, timeout: float = 30.0) -> None:
         """Mount the disk (the backing directory made if missing) and wait until its control
-        socket answers; a disk mounted and alive already is left as it is."""
+        socket answers; a disk mounted and alive already is left as it is, and the dead mount
+        of a crashed daemon is removed first (the backing directory keeps what was written)."""
         if self.node.daemon_running(self.pidfile) and self._ask("status", check=False).ok:
             return
+        self.release()
         self.node.run(f"mkdir -p {shlex.quote(self.backing)} {shlex.quote(self.mountpoint)}")
         self.node.start_daemon(
             DaemonSpec(

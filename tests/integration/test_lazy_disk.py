@@ -356,7 +356,9 @@ def test_a_dead_daemon_is_reported_and_its_mount_removed(node_disk: LazyDisk) ->
     )
     with pytest.raises(ServiceError, match=r"not started: .*did not answer status"):
         broker.start()
-    assert node_disk.unmount() is True  # the dead mount is gone too
+    node_disk.mount()  # the dead mount is replaced by a live one over the same backing
+    node_disk.check()
+    assert node_disk.unmount() is True
     assert not is_mounted(node_disk.mountpoint)
 
 
