@@ -11,6 +11,8 @@ import mmap
 import os
 import subprocess
 import sys
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,10 +27,11 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from lazyfs.mounts import is_mounted
+from lazyfs.mounts import is_mounted, lazyfs_mounts
 from squall.cluster.lazy_disk import Dropped, LazyDisk, LazyDiskError, Unsynced
-from squall.cluster.local import LocalNode
+from squall.cluster.local import LocalNode, LocalRuntime
 from squall.cluster.services import BrokerService, ServiceError
+from system_under_test.client import AdminClient, Consumer, Producer
 from tests.integration.lazyfs_mount import (
     REPOSITORY,
     LazyMount,
@@ -483,3 +486,50 @@ def test_the_disk_behaves_as_its_model(disk: LazyMount) -> None:
         on_this_mount,
         settings=settings(max_examples=40, stateful_step_count=30, deadline=None),
     )
+
+
+# --- the local runtime ------------------------------------------------------------------
+
+
+def test_a_local_cluster_on_lazy_disks_loses_the_unsynced_tail_and_unmounts_on_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    why = fuse_missing()
+    if why is not None:
+        pytest.skip(f"FUSE unavailable: {why}")
+    monkeypatch.setenv("SQUALL_HOME", str(tmp_path / "home"))
+    runtime = LocalRuntime()
+    cluster = runtime.up(
+        f"lazy-{uuid.uuid4().hex[:6]}",
+        1,
+        settings={"log.flush.interval.messages": "4"},
+        lazy_disk=True,
+    )
+    root = runtime.root(cluster.run_id)
+    try:
+        assert cluster.capabilities.lazy_disk
+        assert is_mounted(cluster.broker("n1").log_dir)
+        with AdminClient(cluster.bootstrap) as admin:
+            admin.create_topic("power", 1, replication_factor=1)
+        values = [f"v{i}".encode() for i in range(10)]
+        with Producer(cluster.bootstrap, acks=1) as producer:
+            for value in values:
+                producer.send("power", value, partition=0).result()
+        disks = cluster.disks
+        assert disks is not None
+        assert cluster.broker("n1").kill()
+        assert disks.lose_unsynced("n1")["bytes"] > 0
+        cluster.broker("n1").start()
+        with Consumer(cluster.bootstrap) as consumer:
+            consumer.assign([("power", 0)])
+            consumer.seek_to_beginning()
+            seen: list[bytes] = []
+            deadline = time.monotonic() + 30
+            while len(seen) < 8 and time.monotonic() < deadline:
+                seen += [r.value for r in consumer.poll(500) if r.value is not None]
+            seen += [r.value for r in consumer.poll(1000) if r.value is not None]
+        assert seen == values[:8]  # fsynced after the 4th and the 8th message
+    finally:
+        runtime.down(cluster.state)
+    assert not [m for m in lazyfs_mounts() if Path(m).is_relative_to(root)]
+    assert not root.exists()
