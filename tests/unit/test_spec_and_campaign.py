@@ -33,8 +33,13 @@ def test_spec_from_toml_and_what_it_promises(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("asked", "runtime", "resolved"),
-    [(None, "docker", True), (None, "local", False), (None, "ssh", False), (False, "docker", False)]
-    + [(True, "local", True)],
+    [
+        (None, "docker", True),
+        (None, "local", False),
+        (None, "ssh", False),
+        (False, "docker", False),
+        (True, "local", True),
+    ],
 )
 def test_lazy_disks_are_settled_when_the_runtime_is(
     asked: bool | None, runtime: str, resolved: bool
