@@ -15,14 +15,16 @@ with O_SYNC or O_DSYNC); a directory's entries (created, removed, renamed) after
 that directory. Metadata (modes, owners, times, extended attributes) passes through and is
 not rolled back. Hard links are refused (EOPNOTSUPP): nothing on a broker's disk uses them.
 
-The kernel is told to cache no names or attributes (timeouts 0), so that after a drop no
-process sees a size or an entry that is gone; file pages are cached only while a file is
-open (no ``kernel_cache``), and a drop is meant for when the processes that used the disk
+The kernel caches no names (entry timeouts 0: a lookup always asks the backing directory);
+it caches attributes and pages for a second, as libfuse does by default, and a drop tells it
+to forget both for every file (``fuse_invalidate_path``), so that afterwards no process sees
+a size or a byte that is gone. A drop is meant for when the processes that used the disk
 are dead, as after a power loss.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import logging
 import os
@@ -52,6 +54,8 @@ _STATVFS_FIELDS = (
     "f_flag",
     "f_namemax",
 )
+ATTRIBUTE_TIMEOUT_S = 1.0
+"""How long the kernel may cache a file's attributes (libfuse's default)."""
 _OPEN_FLAGS_HANDLED_HERE = os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_TRUNC | os.O_ACCMODE
 
 
@@ -100,6 +104,8 @@ class LazyFilesystem(mfusepy.Operations):  # type: ignore[misc]
         self.backing = os.path.realpath(backing)
         if not os.path.isdir(self.backing):
             raise NotADirectoryError(f"backing directory {self.backing} does not exist")
+        self._fuse: int | None = None
+        """libfuse's ``struct fuse *`` once mounted (to invalidate the kernel's caches)."""
         self.on_mounted: Callable[[], None] | None = None
         """Called once the kernel has the mount (the control socket starts there)."""
         self._lock = threading.Lock()
@@ -128,10 +134,11 @@ class LazyFilesystem(mfusepy.Operations):  # type: ignore[misc]
     # --- attributes and listing ----------------------------------------------------------
 
     def init_with_config(self, conn: Any, config: Any) -> None:
+        self._fuse = mfusepy._libfuse.fuse_get_context().contents.fuse
         if config is not None:
             config.entry_timeout = 0.0
-            config.attr_timeout = 0.0
             config.negative_timeout = 0.0
+            config.attr_timeout = ATTRIBUTE_TIMEOUT_S
             config.use_ino = 1
             config.hard_remove = 1  # unlink means unlink, not a rename to .fuse_hidden*
             config.nullpath_ok = 1  # an unlinked open file is used through its handle
@@ -415,8 +422,24 @@ class LazyFilesystem(mfusepy.Operations):  # type: ignore[misc]
             self._files.clear()
             removed, restored = self._directories.restore()
             dropped = Dropped(files, size, removed, restored)
-            log.warning("dropped everything not fsynced: %s", dropped)
-            return dropped
+        self._invalidate_kernel_caches()
+        log.warning("dropped everything not fsynced: %s", dropped)
+        return dropped
+
+    def _invalidate_kernel_caches(self) -> None:
+        """Make the kernel forget the attributes and pages it cached of every file."""
+        if self._fuse is None:
+            return
+        invalidate = mfusepy._libfuse.fuse_invalidate_path
+        invalidate.argtypes = (ctypes.c_void_p, ctypes.c_char_p)
+        invalidate.restype = ctypes.c_int
+        for top, dirs, files in os.walk(self.backing):
+            if top == self.backing:
+                dirs[:] = [d for d in dirs if d != GRAVEYARD]
+            relative = "/" + os.path.relpath(top, self.backing).removeprefix(".").lstrip("/")
+            for name in [*dirs, *files]:
+                path = os.path.join(relative, name)
+                invalidate(self._fuse, os.fsencode(path))  # ENOENT: nothing cached of it
 
     def destroy(self, path: str) -> None:
         self._directories.forget()

@@ -267,6 +267,22 @@ def test_a_directory_renamed_and_changed_comes_back_whole(disk: LazyMount) -> No
     assert (disk.root / "topic-0" / "segment").read_bytes() == b"records"
 
 
+def test_a_descriptor_open_across_a_drop_sees_the_synced_file(disk: LazyMount) -> None:
+    """The kernel's cached attributes and pages are invalidated by a drop."""
+    write_synced(disk.root / "a", b"0123456789")
+    fd = os.open(disk.root / "a", os.O_RDWR)
+    try:
+        os.pwrite(fd, b"ABC", 2)
+        os.pwrite(fd, b"tail", 10)
+        assert os.pread(fd, 100, 0) == b"01ABC56789tail"
+        assert os.fstat(fd).st_size == 14  # cached by the kernel from here on
+        disk.drop()
+        assert os.fstat(fd).st_size == 10
+        assert os.pread(fd, 100, 0) == b"0123456789"
+    finally:
+        os.close(fd)
+
+
 def test_status_counts_what_a_drop_would_take(disk: LazyMount) -> None:
     write_synced(disk.root / "a", b"12345")
     with (disk.root / "a").open("ab") as handle:
