@@ -473,8 +473,11 @@ class LazyFuse(mfusepy.FUSE):  # type: ignore[misc]
         return int(self.operations.truncate(decoded, length, fh))
 
 
-def mount(filesystem: LazyFilesystem, mountpoint: str, *, threads: bool = True) -> None:
-    """Serve ``filesystem`` at ``mountpoint`` until it is unmounted (blocks)."""
+def mount(filesystem: LazyFilesystem, mountpoint: str, *, threads: bool = False) -> None:
+    """Serve ``filesystem`` at ``mountpoint`` until it is unmounted (blocks). One thread
+    serves the requests unless ``threads``: under the GIL, libfuse's worker threads cost
+    more in hand-offs than they win (a blocking fsync then holds up the other requests, as
+    one disk queue would). The control socket has a thread of its own either way."""
     LazyFuse(
         filesystem,
         mountpoint,
