@@ -7,7 +7,11 @@ records sent one by one the first 20 are durable and the last 3 are not.
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +42,17 @@ def lazy_cluster(squall_home: Path, docker_runtime: DockerRuntime) -> Iterator[C
         docker_runtime.clean(run_id)
 
 
+def squall_cli(*args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "squall", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+        check=True,
+    )
+    return result.stdout
+
+
 def read_all(bootstrap: str, topic: str) -> list[bytes]:
     """Every record of partition 0, read until two seconds pass with nothing new."""
     seen: list[bytes] = []
@@ -56,6 +71,8 @@ def read_all(bootstrap: str, topic: str) -> list[bytes]:
 
 def test_the_brokers_log_dirs_are_on_the_lazy_disk(lazy_cluster: Cluster) -> None:
     assert lazy_cluster.capabilities.lazy_disk
+    status = squall_cli("cluster", "status", "--run-id", lazy_cluster.run_id, "--json")
+    assert json.loads(status)["nodes"][0]["lazy_disk"]["alive"] is True
     broker = lazy_cluster.broker("n1")
     mounts = lazy_cluster.node("n1").run("cat /proc/mounts").output
     assert f" {broker.log_dir} fuse.lazyfs " in mounts
