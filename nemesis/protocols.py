@@ -82,6 +82,23 @@ class Daemons(Protocol):
         ...
 
 
+class Disks(Protocol):
+    """The brokers' disks that can lose what was not fsynced (lazyfs), by node name: what a
+    power loss needs besides killing the node's processes (``Daemons.kill``). squall's
+    implementation is ``squall.cluster.lazy_disk.LazyDisks`` (``cluster.disks``, None on
+    clusters without them; ``Capabilities.lazy_disk`` says which)."""
+
+    def lose_unsynced(self, node: str) -> Mapping[str, int]:
+        """Drop, at once, everything on the node's disk not fsynced; what was dropped
+        (``files``, ``bytes``, ``entries_removed``, ``entries_restored``), for the history."""
+        ...
+
+    def unsynced(self, node: str) -> Mapping[str, int]:
+        """What a power loss would take now (``files``, ``bytes``, ``directories``,
+        ``entries``)."""
+        ...
+
+
 @runtime_checkable
 class Freezer(Protocol):
     """Freezes and thaws whole nodes (every process, sshd included).
@@ -123,6 +140,9 @@ class Capabilities:
     netem: bool
     netem_missing: str = ""
     """Why netem is unavailable on a runtime that would have it (the kernel lacks sch_netem)."""
+    lazy_disk: bool = False
+    """The brokers' data is on disks that can lose what was not fsynced (lazyfs): storage
+    faults such as a power loss can be applied."""
 
 
 class FaultableCluster(Protocol):

@@ -11,6 +11,9 @@ need_apt=()
 command -v java >/dev/null 2>&1 || need_apt+=(default-jre-headless)
 [ -x /usr/share/zookeeper/bin/zkServer.sh ] || dpkg -s zookeeper >/dev/null 2>&1 || need_apt+=(zookeeper)
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
+# lazyfs (the brokers' disk that can lose unsynced writes) mounts with libfuse3 and fusermount3.
+command -v fusermount3 >/dev/null 2>&1 || need_apt+=(fuse3)
+dpkg -s libfuse3-3 >/dev/null 2>&1 || need_apt+=(libfuse3-3)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "setup: need Debian packages ${need_apt[*]}; run as root or install them with apt-get" >&2
@@ -35,5 +38,5 @@ fi
 # The editable install leaves squall's own modules uncompiled; where PYTHONDONTWRITEBYTECODE
 # is set, every process would compile them again (0.1 s of each `squall check`). Only
 # changed modules are compiled.
-"$VENV/bin/python" -m compileall -q squall system_under_test nemesis workloads histories checkers >/dev/null
+"$VENV/bin/python" -m compileall -q squall system_under_test nemesis workloads histories checkers lazyfs >/dev/null
 echo "setup: ready"

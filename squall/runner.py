@@ -230,6 +230,7 @@ class TestRunner:
                 else None,
                 settings=spec.broker_settings(),
                 progress=progress,
+                lazy_disk=spec.lazy_disk,
             )
         except Exception as err:
             raise InfrastructureError(f"the {spec.runtime} cluster did not come up: {err}") from err

@@ -5,6 +5,7 @@ Written as TOML (``squall run --spec FILE``) or assembled from CLI flags::
     name = "acks-all-leader-kills"
     runtime = "docker"            # docker | ssh | local; default: docker where an engine answers
     nodes = 3
+    lazy_disk = true              # brokers' data on lazyfs; default: on for docker only
     seed = 42
     time_limit_s = 60
     recovery_wait_s = 10
@@ -146,6 +147,9 @@ class TestSpec(ConfigModel):
     """Seconds to wait after healing, before the final read."""
     inventory: str | None = None
     """The inventory file naming the hosts, for the ssh runtime."""
+    lazy_disk: bool | None = None
+    """The brokers' log.dirs on lazyfs, disks that can lose what was not fsynced, as a power
+    loss does (default: on for docker, off for ssh and local, which need FUSE on the hosts)."""
     profile: Literal["kafka-2.4", "none"] = "kafka-2.4"
     """Broker settings the cluster starts from: Kafka 2.4's failure detectors (6 s session,
     10 s replica lag), or none (the broker's own defaults); [broker] overrides them."""
@@ -190,7 +194,8 @@ class TestSpec(ConfigModel):
         return self
 
     def resolved(self, *, runtime: str) -> TestSpec:
-        """The spec with a seed drawn and the runtime chosen, as a replay must see it."""
+        """The spec with a seed drawn, the runtime chosen and whether the brokers' data is on
+        lazy disks settled, as a replay must see it."""
         seed = self.seed if self.seed is not None else random.SystemRandom().randrange(2**31)
         nemesis = self.nemesis
         if nemesis is not None:
@@ -201,7 +206,10 @@ class TestSpec(ConfigModel):
                 detectors=self.detectors(),
                 brokers=tuple(f"n{i}" for i in range(1, self.nodes + 1)),
             )
-        return self.model_copy(update={"seed": seed, "runtime": runtime, "nemesis": nemesis})
+        lazy_disk = self.lazy_disk if self.lazy_disk is not None else runtime == "docker"
+        return self.model_copy(
+            update={"seed": seed, "runtime": runtime, "nemesis": nemesis, "lazy_disk": lazy_disk}
+        )
 
     def broker_settings(self) -> dict[str, str]:
         """The broker settings in force: the profile's, then the spec's own."""
@@ -251,6 +259,7 @@ class TestSpec(ConfigModel):
             "time_limit_s": self.time_limit_s,
             "recovery_wait_s": self.recovery_wait_s,
             "inventory": self.inventory,
+            "lazy_disk": self.lazy_disk,
             "profile": self.profile,
             "broker": dict(self.broker),
             "broker_in_force": self.broker_settings(),

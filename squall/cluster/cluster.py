@@ -19,6 +19,7 @@ from typing import Any
 
 from histories.atomic import atomic_file, write_json_atomically
 from nemesis.protocols import Capabilities, Freezer
+from squall.cluster.lazy_disk import LazyDisk, LazyDisks
 from squall.cluster.node import Node
 from squall.cluster.roles import ClusterRoles
 from squall.cluster.services import (
@@ -85,6 +86,8 @@ class ClusterState:
     created: str = ""
     owner: str | None = None
     """The control process that brought it up (``squall.cluster.owner``); None: unknown."""
+    lazy_disk: bool = False
+    """The brokers' log.dirs are on lazyfs (``squall.cluster.lazy_disk``)."""
 
     def save(self) -> Path:
         check_run_id(self.run_id)
@@ -118,6 +121,7 @@ class ClusterState:
                 network=doc.get("network"),
                 created=doc.get("created", ""),
                 owner=doc.get("owner"),
+                lazy_disk=bool(doc.get("lazy_disk", False)),
             )
         except FileNotFoundError:
             raise ClusterStateError(
@@ -203,7 +207,21 @@ class Cluster:
             root=self._node_state(name).root,
             python=self._node_state(name).python,
             settings=self.state.settings,
+            lazy_disk=self.state.lazy_disk,
         )
+
+    def lazy_disk(self, name: str) -> LazyDisk:
+        """The lazy disk under broker ``name``'s data (mounted only if ``state.lazy_disk``)."""
+        broker_id_of(name)  # ValueError for a node that is no broker
+        node_state = self._node_state(name)
+        return LazyDisk(self.node(name), root=node_state.root, python=node_state.python)
+
+    @property
+    def disks(self) -> LazyDisks | None:
+        """The brokers' lazy disks by node name; None when the brokers write to plain disks."""
+        if not self.state.lazy_disk:
+            return None
+        return LazyDisks(self.lazy_disk, list(self.brokers))
 
     def zookeeper_service(self) -> ZooKeeperService:
         """The ZooKeeper service on ``zk1``."""

@@ -1,7 +1,8 @@
 """The docker runtime: one container per node on a bridge network of the run's own.
 
 Containers ``squall-<run>-n1..nN`` and ``squall-<run>-zk1`` run sshd from the locally built
-base image (``image.py``) with ``NET_ADMIN`` (never privileged), static addresses on the
+base image (``image.py``) with ``NET_ADMIN`` (never privileged; broker containers also get
+``/dev/fuse`` and ``SYS_ADMIN`` for their lazy disk, ``lazy_disk.py``), static addresses on the
 network ``squall-<run>`` and ``/etc/hosts`` entries for every node. A key pair made per run
 logs in; each container's host key is read out of band (docker exec) and pinned. From there
 on it is the ssh runtime's path: SshNodes, fault-support checks, deployment. Everything
@@ -54,6 +55,8 @@ SUBNET_CANDIDATES = tuple(f"10.213.{i}.0/24" for i in range(64))
 NODE_ROOT = "/opt/squall"
 MAX_NODES = 200
 OWNER_FILE = "owner"
+LAZY_DISK_DEFAULT = True
+"""Brokers' log.dirs on lazyfs unless a spec or the CLI turns it off."""
 _HOST_KEY_SCRIPT = (
     "for i in $(seq 150); do "
     "[ -s /run/sshd.pid ] && [ -s /etc/ssh/ssh_host_ed25519_key.pub ] && "
@@ -223,9 +226,11 @@ class DockerRuntime:
         inventory: Path | None = None,
         settings: Mapping[str, object] | None = None,
         progress: Progress | None = None,
+        lazy_disk: bool | None = None,
     ) -> Cluster:
         """Containers for zk1 and n1..n<nodes> (3 by default), reachable over SSH, SUT
-        deployed; the cluster, its state saved. On failure, what was made is removed again."""
+        deployed (on lazy disks unless ``lazy_disk`` is False); the cluster, its state saved.
+        On failure, what was made is removed again."""
         say = progress or _quiet
         if inventory is not None:
             raise ValueError("an inventory names existing hosts: use the ssh runtime for it")
@@ -244,7 +249,8 @@ class DockerRuntime:
         image = ensure_image(client, progress=say)
         started = time.monotonic()
         try:
-            state = self._provision(run_id, nodes, image, settings, say)
+            lazy = LAZY_DISK_DEFAULT if lazy_disk is None else lazy_disk
+            state = self._provision(run_id, nodes, image, settings, say, lazy)
             cluster = self.attach(state)
             try:
                 say("waiting for sshd on every node")
@@ -270,6 +276,7 @@ class DockerRuntime:
         image: str,
         settings: Mapping[str, object] | None,
         say: Progress,
+        lazy_disk: bool,
     ) -> ClusterState:
         key_file = generate_key_pair(keys_dir(run_id))
         (keys_dir(run_id) / OWNER_FILE).write_text(self._owner + "\n")
@@ -279,7 +286,12 @@ class DockerRuntime:
         addresses = node_addresses(subnet, nodes)
         names = [f"n{i}" for i in range(1, nodes + 1)] + [ZOOKEEPER_NODE]
         say(f"starting {len(names)} containers on {subnet}")
-        containers = {name: self._start_container(run_id, name, image, addresses) for name in names}
+        containers = {
+            name: self._start_container(
+                run_id, name, image, addresses, fuse=lazy_disk and name != ZOOKEEPER_NODE
+            )
+            for name in names
+        }
         node_states: dict[str, NodeState] = {}
         for name, container in containers.items():
             container.put_archive("/root", _authorized_keys_archive(public_key))
@@ -300,6 +312,7 @@ class DockerRuntime:
             network=network_name(run_id),
             created=datetime.now(UTC).isoformat(timespec="seconds"),
             owner=Owner.current().label(),
+            lazy_disk=lazy_disk,
         )
         state.save()
         return state
@@ -343,8 +356,9 @@ class DockerRuntime:
         )
 
     def _start_container(
-        self, run_id: str, name: str, image: str, addresses: Mapping[str, str]
+        self, run_id: str, name: str, image: str, addresses: Mapping[str, str], *, fuse: bool
     ) -> Container:
+        """A node's container; ``fuse``: it can mount FUSE (/dev/fuse, SYS_ADMIN)."""
         network = network_name(run_id)
         try:
             container: Container = self.client.containers.run(
@@ -352,7 +366,8 @@ class DockerRuntime:
                 name=container_name(run_id, name),
                 hostname=name,
                 detach=True,
-                cap_add=["NET_ADMIN"],
+                cap_add=["NET_ADMIN", "SYS_ADMIN"] if fuse else ["NET_ADMIN"],
+                devices=["/dev/fuse:/dev/fuse:rwm"] if fuse else [],
                 labels={LABEL_RUN: run_id, LABEL_NODE: name, LABEL_OWNER: self._owner},
                 network=network,
                 networking_config={

@@ -60,6 +60,7 @@ MaxStartups 64:30:128
 
 # ZooKeeper comes from libzookeeper-java (the server jar and its classpath): Debian's
 # `zookeeper` package adds only init scripts and depends on the full, X11-linked JRE.
+# fuse3 (fusermount3) and libfuse3-3 serve lazyfs, the brokers' disk (``lazy_disk.py``).
 PACKAGES = (
     "python3",
     "openssh-server",
@@ -70,6 +71,8 @@ PACKAGES = (
     "tini",
     "default-jre-headless",
     "libzookeeper-java",
+    "fuse3",
+    "libfuse3-3",
 )
 
 PRUNE = (

@@ -4,7 +4,9 @@ Each node is a directory and a loopback address of its own (``127.A.B.10`` for z
 ``127.A.B.10+i`` for ``n<i>``, with A.B drawn from the run id so two clusters never meet), so
 every broker listens on the usual port 9092 as on real hosts. Kill, pause and restart work;
 partitions, network shaping and freezing whole nodes do not (they need the docker or ssh
-runtime, where each node has its own network stack).
+runtime, where each node has its own network stack). With ``lazy_disk`` the brokers' data is
+on lazyfs mounts on this machine (root, /dev/fuse and Debian's fuse3 needed), unmounted by
+``down`` and ``clean``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
+from lazyfs.mounts import lazyfs_mounts
 from nemesis.protocols import Capabilities
 from squall.cluster.cluster import (
     RUN_ID,
@@ -33,6 +36,7 @@ from squall.cluster.cluster import (
     check_run_id,
     state_dir,
 )
+from squall.cluster.lazy_disk import release_command
 from squall.cluster.node import (
     DEFAULT_TIMEOUT_S,
     Command,
@@ -165,6 +169,21 @@ class LocalNode:
         pass
 
 
+class LocalRuntimeError(RuntimeError):
+    """The local runtime cannot give what was asked on this machine."""
+
+
+def fuse_missing() -> str | None:
+    """Why this machine cannot mount lazy disks, or None."""
+    if not os.path.exists("/dev/fuse"):
+        return "there is no /dev/fuse"
+    if os.geteuid() != 0:
+        return "mounting FUSE here needs root"
+    if shutil.which("fusermount3") is None:
+        return "fusermount3 is missing (`apt-get install fuse3`, or `make setup`)"
+    return None
+
+
 def _owner_of(run_id: str) -> str | None:
     try:
         return ClusterState.load(run_id).owner
@@ -194,11 +213,20 @@ class LocalRuntime:
         inventory: Path | None = None,
         settings: Mapping[str, object] | None = None,
         progress: Progress | None = None,
+        lazy_disk: bool | None = None,
     ) -> Cluster:
-        """Start zk1 and brokers n1..n<nodes> (3 by default); the cluster (state saved)."""
+        """Start zk1 and brokers n1..n<nodes> (3 by default), on lazy disks if asked; the
+        cluster (state saved)."""
         say = progress or (lambda _message: None)
         if inventory is not None:
             raise ValueError("an inventory names existing hosts: use the ssh runtime for it")
+        if lazy_disk:
+            missing = fuse_missing()
+            if missing is not None:
+                raise LocalRuntimeError(
+                    f"lazy disks need FUSE on this machine, and {missing}; run without them "
+                    "(--no-lazy-disk) or use the docker runtime"
+                )
         nodes = 3 if nodes is None else nodes
         zk_address, broker_addresses = _addresses(run_id, nodes)
         root = self.root(run_id)
@@ -213,6 +241,7 @@ class LocalRuntime:
             settings={k: str(v) for k, v in (settings or {}).items()},
             created=datetime.now(UTC).isoformat(timespec="seconds"),
             owner=Owner.current().label(),
+            lazy_disk=bool(lazy_disk),
         )
         state.save()
         cluster = self.attach(state)
@@ -224,6 +253,10 @@ class LocalRuntime:
             say(f"starting broker {name}")
             broker = cluster.broker(name)
             broker.install()
+            if state.lazy_disk:
+                disk = cluster.lazy_disk(name)
+                disk.install()
+                disk.mount()
             broker.configure()
             broker.start()
         return cluster
@@ -235,7 +268,9 @@ class LocalRuntime:
             state,
             brokers,
             zk,
-            capabilities=Capabilities(self.name, partitions=False, freeze=False, netem=False),
+            capabilities=Capabilities(
+                self.name, partitions=False, freeze=False, netem=False, lazy_disk=state.lazy_disk
+            ),
         )
 
     def down(self, state: ClusterState) -> list[str]:
@@ -268,6 +303,17 @@ class LocalRuntime:
         return removed
 
     def _kill_all(self, root: Path) -> list[str]:
+        """Kill every process of the cluster at ``root``, then unmount its lazy disks (a
+        killed lazyfs leaves a dead mount that nothing under it could be deleted through)."""
+        killed = self._kill_processes(root)
+        for mountpoint in lazyfs_mounts():
+            if Path(mountpoint).is_relative_to(root):
+                node = LocalNode("local", "127.0.0.1", root)
+                if "released" in node.run(release_command(mountpoint), check=False).output:
+                    killed.append(f"lazy disk {mountpoint}")
+        return killed
+
+    def _kill_processes(self, root: Path) -> list[str]:
         killed: list[str] = []
         for pidfile in sorted(root.glob("*/run/*.pid")):
             try:

@@ -31,10 +31,12 @@ class Runtime(Protocol):
         inventory: Path | None = None,
         settings: Mapping[str, object] | None = None,
         progress: Progress | None = None,
+        lazy_disk: bool | None = None,
     ) -> Cluster:
         """A cluster of ``nodes`` brokers and ZooKeeper with the SUT deployed and running, its
         state saved. docker and local make the nodes (``nodes`` defaults to 3); ssh takes
-        them from ``inventory``."""
+        them from ``inventory``. ``lazy_disk``: the brokers' log.dirs on lazyfs, disks that
+        can lose what was not fsynced (None: the runtime's default, on for docker only)."""
         ...
 
     def attach(self, state: ClusterState) -> Cluster:

@@ -9,6 +9,9 @@ are written by upload, never through a shell. Layout on a node, under ``root``::
     sut/                 the system_under_test package (and vendored pure-Python deps)
     config/              server.properties, zoo.cfg, log4j.properties
     data/logs/           log.dirs; data/logs/squall-events.jsonl is the event log
+    data/disk/           log.dirs instead, on a lazy disk (``lazy_disk``: lazyfs, mounted over
+                         data/disk-backing), when the cluster has one; the event log stays on
+                         the node's own disk (a power loss of the broker's data spares it)
     data/zookeeper/      ZooKeeper's snapshots and transaction logs
     run/broker.pid       run/zookeeper.pid
     logs/broker.log      logs/zookeeper.log (console), logs/zookeeper-server.log
@@ -23,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from nemesis.errors import ClusterError
+from squall.cluster.lazy_disk import MOUNT_DIR, LazyDisk, LazyDiskError
 from squall.cluster.node import DaemonSpec, Node
 
 BROKER_PORT = 9092
@@ -193,14 +197,17 @@ class BrokerService(Daemon):
         python: str = "python3",
         port: int = BROKER_PORT,
         settings: Mapping[str, object] | None = None,
+        lazy_disk: bool = False,
     ) -> None:
-        """``zookeeper_connect`` None runs the broker standalone (no controller)."""
+        """``zookeeper_connect`` None runs the broker standalone (no controller);
+        ``lazy_disk``: log.dirs is on the node's lazy disk, which must be mounted."""
         super().__init__(node, root, "broker")
         self.broker_id = broker_id
         self.zookeeper_connect = zookeeper_connect
         self.python = python
         self.port = port
         self.settings = dict(settings or {})
+        self.lazy_disk = lazy_disk
 
     @property
     def bootstrap(self) -> str:
@@ -208,7 +215,13 @@ class BrokerService(Daemon):
 
     @property
     def log_dir(self) -> str:
+        if self.lazy_disk:
+            return str(self.root / MOUNT_DIR)
         return str(self.root / "data" / "logs")
+
+    def disk(self) -> LazyDisk:
+        """The lazy disk under this broker's data."""
+        return LazyDisk(self.node, root=str(self.root), python=self.python)
 
     @property
     def event_log(self) -> str:
@@ -245,7 +258,13 @@ class BrokerService(Daemon):
         return command if self.zookeeper_connect is not None else [*command, "--standalone"]
 
     def start(self, timeout: float = 30.0) -> int:
-        """Start the broker and wait until it listens; its pid."""
+        """Start the broker and wait until it listens; its pid. On a lazy disk, the disk must
+        be mounted and its daemon alive (ServiceError otherwise)."""
+        if self.lazy_disk:
+            try:
+                self.disk().check()
+            except LazyDiskError as err:
+                raise ServiceError(f"broker {self.broker_id} not started: {err}") from None
         pid = self._start(
             self.command(),
             env={"PYTHONPATH": str(self.root / "sut"), "PYTHONUNBUFFERED": "1"},

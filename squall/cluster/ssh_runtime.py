@@ -44,6 +44,7 @@ from squall.cluster.cluster import (
     state_dir,
 )
 from squall.cluster.inventory import check_root
+from squall.cluster.lazy_disk import LazyDisk
 from squall.cluster.node import NodeError
 from squall.cluster.owner import is_leftover
 from squall.cluster.services import ROOT_MARKER, Daemon
@@ -93,6 +94,7 @@ def ssh_cluster(state: ClusterState, *, freezer: Freezer | None = None) -> Clust
         freeze=freezer is not None,
         netem=not netem_missing,
         netem_missing=netem_missing,
+        lazy_disk=state.lazy_disk,
     )
     return Cluster(
         state,
@@ -372,7 +374,8 @@ def import_check_command(sut: str, python: str) -> str:
 
 def deploy_system_under_test(cluster: Cluster, say: Progress = _quiet) -> None:
     """ZooKeeper on zk1, then the SUT (with kazoo vendored) installed and started on every
-    broker node; installs run in parallel with ZooKeeper's start."""
+    broker node, on its lazy disk when the cluster has them; installs run in parallel with
+    ZooKeeper's start."""
     sources = vendored_packages()
     zookeeper = cluster.zookeeper_service()
 
@@ -390,9 +393,14 @@ def deploy_system_under_test(cluster: Cluster, say: Progress = _quiet) -> None:
                 f"{name}: the SUT or kazoo does not import with the node's {broker.python} "
                 f"(it must be Python 3.11+):\n{check.output.strip()}"
             )
+        if cluster.state.lazy_disk:
+            disk = cluster.lazy_disk(name)
+            disk.install()
+            disk.mount()
         broker.configure()
 
-    say("starting ZooKeeper on zk1, installing the SUT on the brokers")
+    disks = " on lazy disks (lazyfs)" if cluster.state.lazy_disk else ""
+    say(f"starting ZooKeeper on zk1, installing the SUT on the brokers{disks}")
     names = ["zk1", *cluster.brokers]
     _, failures = on_each_node(names, lambda n: start_zookeeper() if n == "zk1" else install(n))
     _raise_first(failures)
@@ -402,16 +410,21 @@ def deploy_system_under_test(cluster: Cluster, say: Progress = _quiet) -> None:
 
 
 def stop_daemons(cluster: Cluster) -> list[str]:
-    """Stop squall's daemons on every node by pidfile (TERM, then KILL); what was stopped."""
+    """Stop squall's daemons on every node by pidfile (TERM, then KILL), then unmount its
+    lazy disk (whether or not this cluster has one: an earlier run's may be left); what was
+    stopped."""
 
     def stop(name: str) -> list[str]:
         root = cluster.state.zookeeper.root if name == ZOOKEEPER_NODE else cluster.broker(name).root
+        node = cluster.node(name)
         stopped = []
         for daemon in ("broker", "zookeeper"):
-            handle = Daemon(cluster.node(name), str(root), daemon)
+            handle = Daemon(node, str(root), daemon)
             if handle.is_running():
                 handle.stop(timeout=15)
-                stopped.append(f"{daemon} on {name} ({cluster.node(name).address})")
+                stopped.append(f"{daemon} on {name} ({node.address})")
+        if LazyDisk(node, root=str(root)).release():
+            stopped.append(f"lazy disk on {name} ({node.address})")
         return stopped
 
     results, failures = on_each_node([n.name for n in cluster.all_nodes()], stop)
@@ -432,15 +445,18 @@ class SshRuntime:
         inventory: Path | None = None,
         settings: Mapping[str, object] | None = None,
         progress: Progress | None = None,
+        lazy_disk: bool | None = None,
     ) -> Cluster:
         """Reach every host of the inventory, check iptables/netem, stop leftovers, deploy;
-        state saved. ``nodes``, when given, must match the inventory's brokers."""
+        state saved. ``nodes``, when given, must match the inventory's brokers. ``lazy_disk``
+        (off by default here): the brokers' data on lazyfs, which needs FUSE on the hosts."""
         from squall.cluster.inventory import load_inventory
 
         say = progress or _quiet
         if inventory is None:
             raise ValueError("the ssh runtime needs an inventory of hosts (--inventory FILE)")
         state = load_inventory(inventory).cluster_state(run_id, settings=settings)
+        state.lazy_disk = bool(lazy_disk)
         if nodes is not None and nodes != len(state.brokers):
             raise ValueError(
                 f"{inventory} lists {len(state.brokers)} brokers, but {nodes} were asked for"

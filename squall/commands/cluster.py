@@ -58,6 +58,12 @@ def up(
     run_id: str | None = typer.Option(
         None, "--run-id", metavar="ID", help="Name the run.  [default: random]"
     ),
+    lazy_disk: bool | None = typer.Option(
+        None,
+        "--lazy-disk/--no-lazy-disk",
+        help="The brokers' data on lazyfs, disks that can lose what was not fsynced.  "
+        "[default: on for docker, off for ssh and local]",
+    ),
 ) -> None:
     """Provision nodes, deploy ZooKeeper and the brokers; the cluster becomes the current one."""
     try:
@@ -78,6 +84,7 @@ def up(
                 inventory=inventory,
                 settings=overrides,
                 progress=progress,
+                lazy_disk=lazy_disk,
             )
     except RuntimeUnavailableError as err:
         fail(str(err), ExitCode.USAGE)
@@ -93,25 +100,31 @@ def up(
                 "runtime": cluster.runtime,
                 "bootstrap": cluster.bootstrap,
                 "zookeeper": cluster.zookeeper_connect,
+                "lazy_disk": cluster.state.lazy_disk,
             }
         )
     )
 
 
 def _status(run_id: str | None) -> dict[str, Any]:
+    from squall.cluster.lazy_disk import LazyDiskError
     from system_under_test.zookeeper import ClusterMetadataStore
 
     cluster = attach(run_id)
     nodes = []
     for name in cluster.brokers:
         broker = cluster.broker(name)
-        nodes.append(
-            {
-                "node": name,
-                "address": cluster.brokers[name].address,
-                "broker_running": broker.is_running(),
-            }
-        )
+        node: dict[str, Any] = {
+            "node": name,
+            "address": cluster.brokers[name].address,
+            "broker_running": broker.is_running(),
+        }
+        if cluster.state.lazy_disk:
+            try:
+                node["lazy_disk"] = {"alive": True, **cluster.lazy_disk(name).unsynced().to_json()}
+            except LazyDiskError as err:
+                node["lazy_disk"] = {"alive": False, "error": str(err)}
+        nodes.append(node)
     zk = cluster.zookeeper_service()
     nodes.append(
         {
@@ -174,10 +187,19 @@ def status(
         f"cluster [bold]{doc['run_id']}[/] on {doc['runtime']}, controller: "
         f"{doc.get('controller', '?')}, registered brokers: {doc.get('registered_brokers', '?')}"
     )
-    nodes = Table("node", "address", "process")
+    nodes = Table("node", "address", "process", "lazy disk")
     for n in doc["nodes"]:
         running = n.get("broker_running", n.get("zookeeper_running"))
-        nodes.add_row(n["node"], n["address"], "[green]running[/]" if running else "[red]down[/]")
+        disk = n.get("lazy_disk")
+        if disk is None:
+            shown = "-"
+        elif disk["alive"]:
+            shown = f"[green]mounted[/], {disk['bytes']:,} bytes unsynced"
+        else:
+            shown = "[red]its daemon died[/]"
+        nodes.add_row(
+            n["node"], n["address"], "[green]running[/]" if running else "[red]down[/]", shown
+        )
     console.print(nodes)
     if doc.get("partitions"):
         parts = Table("partition", "leader", "epoch", "replicas", "isr")

@@ -221,6 +221,12 @@ StoreOption = typer.Option(
     DEFAULT_STORE, "--store", metavar="DIR", help="Where run directories go."
 )
 KeepClusterOption = typer.Option(False, "--keep-cluster", help="Leave the cluster up afterwards.")
+LazyDiskOption = typer.Option(
+    None,
+    "--lazy-disk/--no-lazy-disk",
+    help="The brokers' data on lazyfs, disks that can lose what was not fsynced (power-loss "
+    "faults need it).  [default: the spec's, else on for docker, off for ssh and local]",
+)
 QuietOption = typer.Option(
     False,
     "--quiet",
@@ -249,6 +255,7 @@ def spec_from_flags(
     duration: str | None,
     settings: list[str],
     inventory: Path | None,
+    lazy_disk: bool | None = None,
 ) -> TestSpec:
     """The test the configuration flags describe, over the spec file if any; exits USAGE
     when they do not make a valid test."""
@@ -270,6 +277,7 @@ def spec_from_flags(
         "time_limit_s": time_limit,
         "seed": seed,
         "inventory": str(inventory) if inventory else None,
+        "lazy_disk": lazy_disk,
         "workload/acks": acks,
         "workload/partitions": partitions,
         "workload/replication_factor": replication_factor,
@@ -308,6 +316,7 @@ def run(
     duration: str | None = DurationOption,
     settings: list[str] = SettingsOption,
     inventory: Path | None = InventoryOption,
+    lazy_disk: bool | None = LazyDiskOption,
     store: Path = StoreOption,
     keep_cluster: bool = KeepClusterOption,
     spark_master: str | None = SparkMasterOption,
@@ -338,6 +347,7 @@ def run(
         duration=duration,
         settings=settings,
         inventory=inventory,
+        lazy_disk=lazy_disk,
     )
     spark_master, spark_remote = spark_target(ctx, spark_master, spark_remote)
     _execute(

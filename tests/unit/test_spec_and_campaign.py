@@ -32,6 +32,24 @@ def test_spec_from_toml_and_what_it_promises(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("asked", "runtime", "resolved"),
+    [
+        (None, "docker", True),
+        (None, "local", False),
+        (None, "ssh", False),
+        (False, "docker", False),
+        (True, "local", True),
+    ],
+)
+def test_lazy_disks_are_settled_when_the_runtime_is(
+    asked: bool | None, runtime: str, resolved: bool
+) -> None:
+    spec = TestSpec(name="t", lazy_disk=asked)
+    assert spec.resolved(runtime=runtime).lazy_disk is resolved
+    assert spec.resolved(runtime=runtime).to_json()["lazy_disk"] is resolved
+
+
+@pytest.mark.parametrize(
     ("doc", "message"),
     [
         ({"name": "t", "nodes": 0}, "nodes = 0"),

@@ -1,0 +1,142 @@
+"""What the lazy disk costs: the default workload on brokers whose log.dirs are on lazyfs,
+side by side with the same workload on plain disks.
+
+Two docker clusters of three brokers (a default test's broker settings), one with lazy disks
+and one without, are up at once; the default workload (``WorkloadSpec()`` as ``squall run``
+uses it, no faults) runs against both at the same time for ``--seconds``, so both see the
+same machine. Prints one JSON line per cluster (ops/s overall and per f, and the CPU seconds
+the lazyfs daemons used), then the ratio of ops/s with to without. Run it under the shared
+lock:
+
+    flock /tmp/squall-heavy.lock .venv/bin/python bench/lazy_disk_cost.py [--seconds 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import secrets
+import shutil
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from histories import HistoryWriter
+from squall.cluster.cluster import Cluster
+from squall.cluster.docker import DockerRuntime
+from squall.spec import TestSpec
+from workloads import QueueWorkload, WorkloadSpec
+
+
+def run_workload(cluster: Cluster, seconds: float, seed: int, history: Path) -> dict[str, Any]:
+    spec = WorkloadSpec()
+    workload = QueueWorkload(spec)
+    workload.prepare(cluster.bootstrap)
+    writer = HistoryWriter(history)
+    try:
+        summary = workload.run(
+            cluster.bootstrap,
+            cluster.zookeeper_connect,
+            writer,
+            stop_event=threading.Event(),
+            time_limit_s=seconds,
+            rng=random.Random(seed),
+        )
+    finally:
+        writer.close()
+    counters = summary.counters
+    return {
+        "lazy_disk": cluster.state.lazy_disk,
+        "seconds": round(summary.duration_s, 2),
+        "rate_target": spec.rate,
+        "ops": counters.completed,
+        "ops_per_s": round(counters.completed / summary.duration_s, 1),
+        "per_f_ops_per_s": {
+            f: round(sum(counts.get(t, 0) for t in ("ok", "fail", "info")) / summary.duration_s, 1)
+            for f, counts in sorted(counters.by_f.items())
+        },
+        "ok": counters.ok,
+        "fail": counters.fail,
+        "info": counters.info,
+    }
+
+
+def lazyfs_cpu_seconds(cluster: Cluster) -> float:
+    """CPU seconds (user + system) the lazyfs daemons of the brokers used so far."""
+    total = 0.0
+    for name in cluster.brokers:
+        disk = cluster.lazy_disk(name)
+        output = (
+            cluster.node(name)
+            .run(f"cat /proc/$(cat {disk.pidfile})/stat", check=False, timeout=10)
+            .output
+        )
+        fields = output.rsplit(")", 1)[-1].split()
+        if len(fields) > 13:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return round(total, 2)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="length of the workload")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="squall-lazy-disk-bench-"))
+    os.environ["SQUALL_HOME"] = str(home / "squall-home")
+    runtime = DockerRuntime()
+    settings = TestSpec(name="bench").broker_settings()
+    clusters: dict[bool, Cluster] = {}
+    run_ids = {
+        lazy: f"bench-{'lazy' if lazy else 'plain'}-{secrets.token_hex(2)}"
+        for lazy in (True, False)
+    }
+    results: dict[bool, dict[str, Any]] = {}
+    errors: list[BaseException] = []
+    try:
+        for lazy in (True, False):
+            clusters[lazy] = runtime.up(run_ids[lazy], 3, settings=settings, lazy_disk=lazy)
+
+        def measure(lazy: bool) -> None:
+            try:
+                results[lazy] = run_workload(
+                    clusters[lazy], args.seconds, args.seed, home / f"history-{lazy}.jsonl"
+                )
+            except BaseException as err:
+                errors.append(err)
+
+        threads = [threading.Thread(target=measure, args=(lazy,)) for lazy in (True, False)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise errors[0]
+        results[True]["lazyfs_cpu_s"] = lazyfs_cpu_seconds(clusters[True])
+        for lazy in (True, False):
+            print(json.dumps(results[lazy]), flush=True)
+        ratio = results[True]["ops_per_s"] / results[False]["ops_per_s"]
+        print(
+            f"default workload, {args.seconds:g} s side by side on docker: "
+            f"{results[True]['ops_per_s']:,.0f} ops/s on lazy disks, "
+            f"{results[False]['ops_per_s']:,.0f} ops/s on plain disks; ratio {ratio:.3f} "
+            f"(goal >= 0.80); lazyfs daemons used {results[True]['lazyfs_cpu_s']} CPU s"
+        )
+    except KeyboardInterrupt:
+        print("interrupted; the clusters are taken down", file=sys.stderr)
+        return 130
+    finally:
+        for cluster in clusters.values():
+            cluster.close()
+        for run_id in run_ids.values():
+            runtime.clean(run_id)
+        shutil.rmtree(home, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
