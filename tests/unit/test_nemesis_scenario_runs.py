@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from nemesis.aim import Aim, aimed, choose_partition
+from nemesis.aim import RULES, Aim, aimed, choose_partition
 from nemesis.errors import FaultError, TargetError
 from nemesis.fault import Fault
 from nemesis.generator import Layout, parse_generator
@@ -165,7 +165,7 @@ def test_every_scenario_has_a_judge_and_a_known_rule() -> None:
     assert "slow-follower-failover" in DEFAULT_MIX
     for scenario in SCENARIOS.values():
         assert callable(scenario.reached)
-        assert scenario.aim in ("any", "apart-from-controller", "with-controller")
+        assert scenario.aim in RULES and scenario.variants
         assert not scenario.reached(run_of(scenario.name)).reached  # no events: not reached
 
 
