@@ -8,11 +8,14 @@ partition of the workload and the controller, and the scenario's rule picks a pa
 
 - ``any``: a partition with a leader and a follower in its ISR (a full ISR preferred);
 - ``apart-from-controller``: the same, whose leader is not the controller;
-- ``with-controller``: the same, whose leader is the controller.
+- ``with-controller``: the same, whose leader is the controller;
+- ``idle-follower``: the same, with a follower in its ISR that leads no partition of the
+  workload (``idle-follower`` in ``nemesis.targets``).
 
 A rule that no partition satisfies falls back to ``any`` (and says so). The scenario's
 partition roles (``leader``, ``followers``...) then mean that partition's, for every step of
-that run, and each fault records it as ``aim``.
+that run, and each fault records it as ``aim``. A run whose partition had no idle follower
+when it was aimed at strikes ``follower`` where its scenario says ``idle-follower``.
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ from typing import Any
 
 from nemesis.errors import FaultError, TargetError
 from nemesis.fault import Fault
-from nemesis.targets import PARTITION_ROLES, ClusterView, PartitionView, parse_target
+from nemesis.targets import PARTITION_ROLES, ClusterView, parse_target
 
-RULES = ("any", "apart-from-controller", "with-controller")
+RULES = ("any", "apart-from-controller", "with-controller", "idle-follower")
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,8 @@ class Aim:
     controller: int | None
     fallback: bool = False
     """The rule had no partition: any partition was taken instead."""
+    idle_followers: tuple[int, ...] = ()
+    """The followers in its ISR that led no partition of the workload."""
 
     @property
     def followers(self) -> tuple[int, ...]:
@@ -55,14 +60,18 @@ class Aim:
             "replicas": list(self.replicas),
             "controller": self.controller,
             "fallback": self.fallback,
+            "idle_followers": list(self.idle_followers),
         }
 
 
-def _fits(rule: str, state: PartitionView, controller: int | None) -> bool:
+def _fits(rule: str, key: str, view: ClusterView) -> bool:
+    state = view.partitions[key]
     if rule == "apart-from-controller":
-        return controller is not None and state.leader != controller
+        return view.controller is not None and state.leader != view.controller
     if rule == "with-controller":
-        return state.leader == controller
+        return state.leader == view.controller
+    if rule == "idle-follower":
+        return bool(view.idle_followers(key))
     return True
 
 
@@ -83,28 +92,31 @@ def choose_partition(
             "no partition of the workload has a leader and a follower in its ISR right now"
         )
     full = {k: s for k, s in usable.items() if set(s.replicas) <= set(s.isr)} or usable
-    fitting = {k: s for k, s in full.items() if _fits(rule, s, view.controller)}
+    fitting = {k: s for k, s in full.items() if _fits(rule, k, view)}
     fallback = not fitting
     pool = fitting or full
     fresh = sorted(k for k in pool if k not in avoid) or sorted(pool)
     key = rng.choice(fresh)
     state = pool[key]
-    return Aim(key, rule, state.leader, state.isr, state.replicas, view.controller, fallback)
+    idle = tuple(view.idle_followers(key))
+    return Aim(key, rule, state.leader, state.isr, state.replicas, view.controller, fallback, idle)
 
 
-def aimed(fault: Fault, key: str) -> Fault:
+def aimed(fault: Fault, key: str, *, idle: bool = True) -> Fault:
     """The fault with its bare partition roles (``leader``, ``followers``...) naming ``key``,
-    and ``aim`` recording it."""
+    and ``aim`` recording it; a bare ``idle-follower`` becomes ``follower`` unless ``idle``
+    (the partition had an idle follower when the run aimed at it)."""
     value = dict(fault.value)
     for field_name in ("targets", "destinations"):
         if field_name in value:
-            value[field_name] = [_aim_target(t, key) for t in value[field_name]]
+            value[field_name] = [_aim_target(t, key, idle) for t in value[field_name]]
     value["aim"] = key
     return Fault(fault.f, value)
 
 
-def _aim_target(target: str, key: str) -> str:
+def _aim_target(target: str, key: str, idle: bool) -> str:
     spec = parse_target(target)
     if spec.role in PARTITION_ROLES and spec.argument is None:
-        return f"{spec.role}:{key}"
+        role = "follower" if spec.role == "idle-follower" and not idle else spec.role
+        return f"{role}:{key}"
     return target

@@ -4,7 +4,8 @@ generators compose operations.
 A generator is plain data (JSON, or a TOML table in a test spec):
 
 - ``"zombie-leader"`` or ``{"scenario": "zombie-leader"}``: a named scenario
-  (``nemesis.scenarios``); ``"default"`` is the default mix;
+  (``nemesis.scenarios``), its variant drawn (``{"scenario": ..., "variant": "paused"}``:
+  that one); ``"default"`` is the default mix;
 - ``{"fault": "kill", "targets": ["leader"], "duration": "1.5-2.5 session"}``: one fault and
   the fault that heals it ``duration`` later (other keys go into the fault's value);
 - ``{"sequence": [G, ...], "gap": SPAN}``: one after another;
@@ -24,7 +25,8 @@ until the fault strikes; a step may take the nodes an earlier step hit (``same_a
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -61,6 +63,8 @@ class Step:
     scenario: str | None = None
     instance: int | None = None
     """Which run of a scenario the step belongs to (steps of one run share it)."""
+    variant: str | None = None
+    """The way that run gets to its state (``nemesis.scenarios.Variant``)."""
 
 
 @dataclass
@@ -78,16 +82,39 @@ class Layout:
     instance: int | None = None
     instances: int = 0
     """How many runs of scenarios have been laid out."""
+    variant: str | None = None
+    longer: bool = False
+    """Draw every duration from the longer half of its range (a run tried again)."""
 
     def add(
         self, at_s: float, fault: Fault, *, heals: int | None = None, same_as: int | None = None
     ) -> int:
         """Add a step; its index (what later steps name in ``heals`` and ``same_as``)."""
-        self.steps.append(Step(round(at_s, 3), fault, heals, same_as, self.scenario, self.instance))
+        self.steps.append(
+            Step(
+                round(at_s, 3),
+                fault,
+                heals,
+                same_as,
+                self.scenario,
+                self.instance,
+                self.variant,
+            )
+        )
         return len(self.steps) - 1
 
     def draw(self, span: Span) -> float:
-        return span.draw(self.detectors, self.rng)
+        return (span.longer_half() if self.longer else span).draw(self.detectors, self.rng)
+
+    @contextmanager
+    def run_of(self, scenario: str, instance: int, variant: str) -> Iterator[None]:
+        """Steps added inside belong to that run of that scenario, laid out that way."""
+        outer = self.scenario, self.instance, self.variant
+        self.scenario, self.instance, self.variant = scenario, instance, variant
+        try:
+            yield
+        finally:
+            self.scenario, self.instance, self.variant = outer
 
     def can(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -161,9 +188,11 @@ class SingleFault:
 
 @dataclass(frozen=True)
 class NamedScenario:
-    """A scenario of ``nemesis.scenarios``, laid out under its name."""
+    """A scenario of ``nemesis.scenarios``, laid out under its name: the given variant, or
+    one drawn among those the runtime can apply."""
 
     name: str
+    variant: str | None = None
 
     def __post_init__(self) -> None:
         from nemesis.scenarios import SCENARIOS
@@ -172,36 +201,42 @@ class NamedScenario:
             raise FaultError(
                 f"unknown scenario {self.name!r}; scenarios: {', '.join(sorted(SCENARIOS))}"
             )
+        if self.variant is not None:
+            SCENARIOS[self.name].variant(self.variant)
 
     def lay(self, layout: Layout, start_s: float) -> float:
         from nemesis.scenarios import SCENARIOS
 
         scenario = SCENARIOS[self.name]
-        if not scenario.available(layout):
+        if not self.available(layout):
             raise FaultError(
-                f"scenario {self.name} needs {scenario.needs}, which this runtime lacks"
+                f"scenario {self.name} needs {self._needs()}, which this runtime lacks"
             )
-        outer = layout.scenario, layout.instance
-        layout.scenario, layout.instance = self.name, layout.instances
+        variant = (
+            scenario.choose(layout) if self.variant is None else scenario.variant(self.variant)
+        )
+        instance = layout.instances
         layout.instances += 1
-        try:
-            return scenario.lay(layout, start_s)
-        finally:
-            layout.scenario, layout.instance = outer
+        with layout.run_of(self.name, instance, variant.name):
+            return variant.lay(layout, start_s)
 
-    def available(self, layout: Layout) -> bool:
-        from nemesis.scenarios import SCENARIOS
-
-        return SCENARIOS[self.name].available(layout)
-
-    def unavailable(self, layout: Layout) -> dict[str, str]:
+    def _needs(self) -> str | None:
         from nemesis.scenarios import SCENARIOS
 
         scenario = SCENARIOS[self.name]
-        return {} if scenario.available(layout) else {self.name: str(scenario.needs)}
+        return scenario.needs if self.variant is None else scenario.variant(self.variant).needs
 
-    def to_json(self) -> str:
-        return self.name
+    def available(self, layout: Layout) -> bool:
+        needs = self._needs()
+        return needs is None or layout.can(needs)
+
+    def unavailable(self, layout: Layout) -> dict[str, str]:
+        return {} if self.available(layout) else {self.name: str(self._needs())}
+
+    def to_json(self) -> str | dict[str, str]:
+        if self.variant is None:
+            return self.name
+        return {"scenario": self.name, "variant": self.variant}
 
 
 @dataclass(frozen=True)
@@ -426,8 +461,15 @@ def parse_generator(doc: Any, *, where: str = "generator") -> Generator:
 
 
 def _scenario(doc: Mapping[str, Any], where: str) -> Generator:
-    _keys(doc, {"scenario"}, where)
-    return parse_generator(str(doc["scenario"]), where=where)
+    _keys(doc, {"scenario", "variant"}, where)
+    if "variant" not in doc:
+        return parse_generator(str(doc["scenario"]), where=where)
+    if not isinstance(doc["variant"], str):
+        raise FaultError(f"{where}.variant: expected a variant's name, got {doc['variant']!r}")
+    try:
+        return NamedScenario(str(doc["scenario"]), doc["variant"])
+    except FaultError as err:
+        raise FaultError(f"{where}: {err}") from None
 
 
 def _single(doc: Mapping[str, Any], where: str) -> Generator:

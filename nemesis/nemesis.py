@@ -77,15 +77,19 @@ class Nemesis:
         *,
         rng: random.Random,
         topic_hint: str | None = None,
+        partitions: Sequence[str] = (),
         start_timeout_s: float = 60.0,
         stop_timeout_s: float = 30.0,
         observe_timeout_s: float = 5.0,
     ) -> None:
         """``rng`` makes every random choice (minority, random halves...); ``topic_hint`` is
-        the ``TOPIC-PARTITION`` that ``leader`` and ``follower`` mean without one."""
+        the ``TOPIC-PARTITION`` that ``leader`` and ``follower`` mean without one;
+        ``partitions`` the workload's, across which ``idle-broker`` and ``idle-follower``
+        look."""
         self.cluster = cluster
         self.rng = rng
         self.topic_hint = topic_hint
+        self.partitions = tuple(partitions)
         self.start_timeout_s = start_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self.observe_timeout_s = observe_timeout_s
@@ -316,7 +320,7 @@ class Nemesis:
         written = {key: list(fault.value[key]) for key in keys if key in fault.value}
         specs = {key: [parse_target(t) for t in targets] for key, targets in written.items()}
         every = [spec for key_specs in specs.values() for spec in key_specs]
-        partition_keys, controller = needs(every, self.topic_hint)
+        partition_keys, controller = needs(every, self.topic_hint, self.partitions)
         if partition_keys or controller:
             view = self.cluster.roles.observe(
                 partition_keys, controller=controller, timeout_s=self.observe_timeout_s

@@ -7,7 +7,8 @@ back in its ISR, a controller; up to a bound of a few session timeouts), then le
 quiet time of a few fetch rounds in which nothing strikes, so that a node rejoining as
 follower shows what its rejoin did before it is struck again; then which partition the run
 aims at (``nemesis.aim``); after it, once settled again, whether it reached its state
-(``nemesis.reach``). A run that did not is tried again on another partition.
+(``nemesis.reach``). A run that did not is tried again on another partition, and another
+way (the schedule runner lays it out anew: ``nemesis.scenarios.Scenario.after``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ SETTLE_BOUND = Span(3.0, 3.0, "session")
 QUIET = Span(2.0, 4.0, "fetch")
 """Time after the cluster settled in which nothing strikes."""
 ATTEMPTS = 2
-"""Runs of one scenario instance at most: the first, and one more on another partition."""
+"""Runs of one scenario instance at most: the first, and one more on another partition,
+laid out another way."""
 
 
 def unsettled(view: ClusterView) -> list[str]:

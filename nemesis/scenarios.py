@@ -9,8 +9,12 @@ partition of the workload, picked by the scenario's ``aim`` rule when its first 
 strikes (``nemesis.aim``); roles are that partition's, resolved when each fault strikes; a
 step that must hit the node an earlier step hit says ``same_as``. Each scenario says how to
 tell from the SUT's events that a run reached its state (``reached``, ``nemesis.reach``).
-Where the runtime cannot partition, a scenario uses its process-fault variant (a paused
-process is cut off as surely as a partitioned one), or is not available.
+A scenario gets to its state in one or more ways (``Variant``: the leader cut off, or
+paused...). Each run lays out one drawn among those the runtime can apply; where the
+runtime cannot partition, that is the process-fault variant (a paused process is cut off
+as surely as a partitioned one), or the scenario is not available. A run that missed its
+state is tried again another way (``Scenario.after``: the next variant, durations from the
+longer half of their ranges).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nemesis import reach
+from nemesis.errors import FaultError
 from nemesis.fault import Fault
 from nemesis.generator import Layout
 from nemesis.reach import Judge
@@ -28,21 +33,74 @@ Lay = Callable[[Layout, float], float]
 
 
 @dataclass(frozen=True)
-class Scenario:
-    """A named scenario: what it aims at, what it needs, and how it lays its faults out."""
+class Variant:
+    """One way a scenario gets to its state: how it lays its faults out, and what it needs."""
 
     name: str
-    aims_at: str
     lay: Lay
-    reached: Judge
-    """Whether a run reached the state, from the SUT's events (``nemesis.reach``)."""
     needs: str | None = None
     """A capability it cannot do without (``partitions``), or None."""
-    aim: str = "any"
-    """How a run picks its partition among the workload's (``nemesis.aim.RULES``)."""
 
     def available(self, layout: Layout) -> bool:
         return self.needs is None or layout.can(self.needs)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named scenario: what it aims at, the ways it gets there, how to tell it did."""
+
+    name: str
+    aims_at: str
+    variants: tuple[Variant, ...]
+    reached: Judge
+    """Whether a run reached the state, from the SUT's events (``nemesis.reach``)."""
+    aim: str = "any"
+    """How a run picks its partition among the workload's (``nemesis.aim.RULES``)."""
+
+    @property
+    def needs(self) -> str | None:
+        """A capability it cannot do without (every variant needs it), or None."""
+        needed = {variant.needs for variant in self.variants}
+        return None if None in needed else sorted(n for n in needed if n)[0]
+
+    def available(self, layout: Layout) -> bool:
+        return bool(self.usable(layout))
+
+    def usable(self, layout: Layout) -> tuple[Variant, ...]:
+        """The variants the runtime of ``layout`` can apply."""
+        return tuple(v for v in self.variants if v.available(layout))
+
+    def variant(self, name: str) -> Variant:
+        """The variant called ``name``; FaultError listing them when there is none."""
+        for variant in self.variants:
+            if variant.name == name:
+                return variant
+        raise FaultError(
+            f"scenario {self.name} has no variant {name!r}; its variants: "
+            f"{', '.join(v.name for v in self.variants)}"
+        )
+
+    def choose(self, layout: Layout) -> Variant:
+        """A variant the runtime can apply, drawn evenly."""
+        usable = self.usable(layout)
+        if not usable:
+            raise FaultError(f"scenario {self.name} needs {self.needs}, which this runtime lacks")
+        if len(usable) == 1:
+            return usable[0]
+        return usable[int(layout.rng.random() * len(usable))]
+
+    def lay(self, layout: Layout, start: float) -> float:
+        """Lay out one run from ``start``, a variant drawn; when it ends."""
+        return self.choose(layout).lay(layout, start)
+
+    def after(self, layout: Layout, previous: str | None) -> Variant:
+        """The variant to try after a run laid out as ``previous`` missed its state: the next
+        one the runtime can apply, in turn (the same one when it is the only one)."""
+        usable = self.usable(layout)
+        names = [v.name for v in usable]
+        if previous not in names:
+            return self.choose(layout)
+        return usable[(names.index(previous) + 1) % len(usable)]
 
 
 def _partition(layout: Layout, at: float, *, shape: str, among: str, targets: list[str]) -> int:
@@ -51,38 +109,50 @@ def _partition(layout: Layout, at: float, *, shape: str, among: str, targets: li
     )
 
 
-def zombie_leader(layout: Layout, start: float) -> float:
+def zombie_leader_cut_off(layout: Layout, start: float) -> float:
     """The leader cut off from ZooKeeper and its followers while clients still reach it, past
     the session timeout (the controller elects another leader), then healed: the deposed
-    leader must neither acknowledge what the new one does not have nor keep serving reads.
-    Without partitions: the leader paused past its session (a long GC pause), then resumed."""
+    leader must neither acknowledge what the new one does not have nor keep serving reads."""
     hold = layout.draw(Span(1.3, 2.0, "session"))
-    if layout.can("partitions") and layout.rng.random() < 0.5:
-        cut = _partition(layout, start, shape="isolate", among="all", targets=["leader"])
-        layout.add(start + hold, Fault("stop-partition"), heals=cut)
-    else:
-        paused = layout.add(start, Fault("pause", {"targets": ["leader"]}))
-        layout.add(start + hold, Fault("resume"), heals=paused)
+    cut = _partition(layout, start, shape="isolate", among="all", targets=["leader"])
+    layout.add(start + hold, Fault("stop-partition"), heals=cut)
     return start + hold
 
 
-def isr_shrink_leader_loss(layout: Layout, start: float) -> float:
-    """The followers fall out of the ISR (cut off from the leader, or paused) for longer than
-    the lag time while writes go on, then the leader dies, then the followers come back: the
-    ISR holds only the dead leader, so the partition stays offline, or, where unclean
-    election is allowed, a stale follower leads. The leader comes back a session later."""
-    shrink = layout.draw(Span(1.2, 1.5, "lag"))
-    if layout.can("partitions") and layout.rng.random() < 0.5:
-        cut = _partition(layout, start, shape="isolate", among="brokers", targets=["leader"])
-        killed = layout.add(start + shrink, Fault("kill", {"targets": ["leader"]}), same_as=cut)
-        layout.add(start + shrink + 0.5, Fault("stop-partition"), heals=cut)
-    else:
-        paused = layout.add(start, Fault("pause", {"targets": ["followers"]}))
-        killed = layout.add(start + shrink, Fault("kill", {"targets": ["leader"]}))
-        layout.add(start + shrink + 0.5, Fault("resume"), heals=paused)
+def zombie_leader_paused(layout: Layout, start: float) -> float:
+    """The zombie leader without partitions: paused past its session (a long GC pause),
+    then resumed."""
+    hold = layout.draw(Span(1.3, 2.0, "session"))
+    paused = layout.add(start, Fault("pause", {"targets": ["leader"]}))
+    layout.add(start + hold, Fault("resume"), heals=paused)
+    return start + hold
+
+
+def _leader_back(layout: Layout, killed: int, start: float, shrink: float) -> float:
     back = start + shrink + layout.draw(Span(1.3, 2.0, "session"))
     layout.add(back, Fault("start"), heals=killed)
     return back
+
+
+def isr_shrink_leader_cut_off(layout: Layout, start: float) -> float:
+    """The followers fall out of the ISR for longer than the lag time while writes go on
+    (the leader cut off from them), then the leader dies, then they come back: the ISR holds
+    only the dead leader, so the partition stays offline, or, where unclean election is
+    allowed, a stale follower leads. The leader comes back a session later."""
+    shrink = layout.draw(Span(1.2, 1.5, "lag"))
+    cut = _partition(layout, start, shape="isolate", among="brokers", targets=["leader"])
+    killed = layout.add(start + shrink, Fault("kill", {"targets": ["leader"]}), same_as=cut)
+    layout.add(start + shrink + 0.5, Fault("stop-partition"), heals=cut)
+    return _leader_back(layout, killed, start, shrink)
+
+
+def isr_shrink_followers_paused(layout: Layout, start: float) -> float:
+    """The same ISR of one, the followers paused instead of cut off."""
+    shrink = layout.draw(Span(1.2, 1.5, "lag"))
+    paused = layout.add(start, Fault("pause", {"targets": ["followers"]}))
+    killed = layout.add(start + shrink, Fault("kill", {"targets": ["leader"]}))
+    layout.add(start + shrink + 0.5, Fault("resume"), heals=paused)
+    return _leader_back(layout, killed, start, shrink)
 
 
 def follower_restart_leader_loss(layout: Layout, start: float) -> float:
@@ -104,30 +174,40 @@ def follower_restart_leader_loss(layout: Layout, start: float) -> float:
     return back
 
 
-def failover_during_truncation(layout: Layout, start: float) -> float:
-    """KIP-101's second sequence: the followers stall for a moment (within the lag time, so
-    they stay in the ISR) while writes reach the leader, then the leader dies: another leads,
-    the old one comes back with writes the new leader never had and must truncate them, and
-    the new leader dies while it does. Replicas that truncate by the wrong rule diverge or
-    lose acknowledged writes. The followers stall cut off from the leader (they keep serving
-    the partitions they lead, so clients keep writing to the leader), until it comes back;
-    without partitions, paused (and then clients wait on what they lead)."""
-    first_at = start + layout.draw(Span(0.1, 0.15, "lag"))
-    returns = first_at + layout.draw(Span(1.2, 1.5, "session"))
-    if layout.can("partitions") and layout.rng.random() < 0.5:
-        cut = _partition(layout, start, shape="isolate", among="brokers", targets=["leader"])
-        first = layout.add(first_at, Fault("kill", {"targets": ["leader"]}), same_as=cut)
-        layout.add(returns, Fault("stop-partition"), heals=cut)
-    else:
-        stalled = layout.add(start, Fault("pause", {"targets": ["followers"]}))
-        first = layout.add(first_at, Fault("kill", {"targets": ["leader"]}))
-        layout.add(first_at + 0.2, Fault("resume"), heals=stalled)
+def _second_failover(layout: Layout, first: int, returns: float) -> float:
+    """The old leader back, and the new leader killed while the old one truncates."""
     layout.add(returns, Fault("start"), heals=first)
     second_at = returns + layout.draw(Span(0.3, 1.5, "s"))
     second = layout.add(second_at, Fault("kill", {"targets": ["leader"]}))
     back = second_at + layout.draw(Span(1.3, 2.0, "session"))
     layout.add(back, Fault("start"), heals=second)
     return back
+
+
+def failover_during_truncation_cut_off(layout: Layout, start: float) -> float:
+    """KIP-101's second sequence: the followers stall for a moment (within the lag time, so
+    they stay in the ISR) while writes reach the leader, then the leader dies: another leads,
+    the old one comes back with writes the new leader never had and must truncate them, and
+    the new leader dies while it does. Replicas that truncate by the wrong rule diverge or
+    lose acknowledged writes. The followers stall cut off from the leader (they keep serving
+    the partitions they lead, so clients keep writing to the leader), until it comes back."""
+    first_at = start + layout.draw(Span(0.1, 0.15, "lag"))
+    returns = first_at + layout.draw(Span(1.2, 1.5, "session"))
+    cut = _partition(layout, start, shape="isolate", among="brokers", targets=["leader"])
+    first = layout.add(first_at, Fault("kill", {"targets": ["leader"]}), same_as=cut)
+    layout.add(returns, Fault("stop-partition"), heals=cut)
+    return _second_failover(layout, first, returns)
+
+
+def failover_during_truncation_paused(layout: Layout, start: float) -> float:
+    """The same second sequence, the followers paused (and then clients wait on what they
+    lead), resumed 0.2 s after the leader dies."""
+    first_at = start + layout.draw(Span(0.1, 0.15, "lag"))
+    returns = first_at + layout.draw(Span(1.2, 1.5, "session"))
+    stalled = layout.add(start, Fault("pause", {"targets": ["followers"]}))
+    first = layout.add(first_at, Fault("kill", {"targets": ["leader"]}))
+    layout.add(first_at + 0.2, Fault("resume"), heals=stalled)
+    return _second_failover(layout, first, returns)
 
 
 def controller_failover_during_election(layout: Layout, start: float) -> float:
@@ -162,9 +242,12 @@ def slow_follower_failover(layout: Layout, start: float) -> float:
     its session and its place in the ISR, but fetches late), then the leader paused past its
     session: leadership moves while replication lags, so acks=-1 records wait on a new leader
     for a slow follower while the old leader, resumed, still holds requests it must answer
-    (or refuse) late. The follower runs at full speed again a little after."""
+    (or refuse) late. The follower runs at full speed again a little after. The follower
+    slowed is one that leads no partition (``idle-follower``, where the run's partition has
+    one): slowing a broker slows what it leads too, and a slow leader is another state."""
     slowed = layout.add(
-        start, Fault("start-slow", {"targets": ["follower"], "stopped_ms": 200, "running_ms": 100})
+        start,
+        Fault("start-slow", {"targets": ["idle-follower"], "stopped_ms": 200, "running_ms": 100}),
     )
     paused_at = start + layout.draw(Span(0.3, 0.5, "session"))
     paused = layout.add(paused_at, Fault("pause", {"targets": ["leader"]}))
@@ -191,59 +274,67 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "zombie-leader",
             "a deposed leader still reached by clients",
-            zombie_leader,
+            (
+                Variant("cut-off", zombie_leader_cut_off, "partitions"),
+                Variant("paused", zombie_leader_paused),
+            ),
             reach.leader_deposed,
         ),
         Scenario(
             "isr-shrink-leader-loss",
             "an ISR of one, then the loss of that one",
-            isr_shrink_leader_loss,
+            (
+                Variant("cut-off", isr_shrink_leader_cut_off, "partitions"),
+                Variant("followers-paused", isr_shrink_followers_paused),
+            ),
             reach.isr_of_one_then_lost,
         ),
         Scenario(
             "follower-restart-leader-loss",
             "truncation on restart, then a failover before catching up (KIP-101)",
-            follower_restart_leader_loss,
+            (Variant("restart", follower_restart_leader_loss),),
             reach.restarted_follower_elected,
             aim="apart-from-controller",
         ),
         Scenario(
             "failover-during-truncation",
             "a leader change while a replica truncates (KIP-101)",
-            failover_during_truncation,
+            (
+                Variant("cut-off", failover_during_truncation_cut_off, "partitions"),
+                Variant("followers-paused", failover_during_truncation_paused),
+            ),
             reach.truncation_during_failover,
         ),
         Scenario(
             "controller-failover-during-election",
             "an election by a new controller with writes in flight",
-            controller_failover_during_election,
+            (Variant("kill", controller_failover_during_election),),
             reach.election_by_new_controller,
         ),
         Scenario(
             "leader-session-loss",
             "a leader fenced by ZooKeeper but not by its peers",
-            leader_session_loss,
+            (Variant("isolate-zk", leader_session_loss, "partitions"),),
             reach.leader_deposed,
-            needs="partitions",
             aim="apart-from-controller",
         ),
         Scenario(
             "controller-session-loss",
             "a controller fenced by ZooKeeper",
-            controller_session_loss,
+            (Variant("isolate-zk", controller_session_loss, "partitions"),),
             reach.new_controller,
-            needs="partitions",
         ),
         Scenario(
             "slow-follower-failover",
             "a leader change while a follower replicates slowly",
-            slow_follower_failover,
+            (Variant("slowed", slow_follower_failover),),
             reach.leader_deposed,
+            aim="idle-follower",
         ),
         Scenario(
             "rolling-bounce",
             "every leader moved by clean restarts",
-            rolling_bounce,
+            (Variant("bounce", rolling_bounce),),
             reach.leadership_moved,
         ),
     )

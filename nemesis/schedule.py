@@ -190,8 +190,8 @@ class ScheduledFault:
     ``id`` numbers the faults of a schedule; a healing fault names the fault it heals in
     ``heals``, so that the runner can give it that fault's resolved targets; a fault that
     must hit the nodes an earlier one hit names it in ``same_as``. ``scenario`` names the
-    scenario the fault belongs to, if any, and ``instance`` which run of it (the faults of
-    one run share it; a retried run keeps it).
+    scenario the fault belongs to, if any, ``instance`` which run of it (the faults of one
+    run share it; a retried run keeps it) and ``variant`` the way that run was laid out.
     """
 
     at_s: float
@@ -201,6 +201,7 @@ class ScheduledFault:
     same_as: int | None = None
     scenario: str | None = None
     instance: int | None = None
+    variant: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"id": self.id, "at_s": self.at_s, **self.fault.to_json()}
@@ -212,6 +213,8 @@ class ScheduledFault:
             doc["scenario"] = self.scenario
         if self.instance is not None:
             doc["instance"] = self.instance
+        if self.variant is not None:
+            doc["variant"] = self.variant
         return doc
 
     @classmethod
@@ -228,9 +231,13 @@ class ScheduledFault:
         for name, link in (("heals", heals), ("same_as", same_as), ("instance", instance)):
             if link is not None and (isinstance(link, bool) or not isinstance(link, int)):
                 raise FaultError(f"scheduled fault {doc!r}: {name} must be an id")
-        if scenario is not None and not isinstance(scenario, str):
-            raise FaultError(f"scheduled fault {doc!r}: scenario must be a name")
-        return cls(float(at_s), Fault.from_json(doc), ident, heals, same_as, scenario, instance)
+        variant = doc.get("variant")
+        for name, text in (("scenario", scenario), ("variant", variant)):
+            if text is not None and not isinstance(text, str):
+                raise FaultError(f"scheduled fault {doc!r}: {name} must be a name")
+        return cls(
+            float(at_s), Fault.from_json(doc), ident, heals, same_as, scenario, instance, variant
+        )
 
 
 @dataclass(frozen=True)
@@ -390,6 +397,7 @@ def _lay_out(spec: ScheduleSpec) -> Schedule:
                 same_as=None if step.same_as is None else kept.get(step.same_as),
                 scenario=step.scenario,
                 instance=step.instance,
+                variant=step.variant,
             )
         )
     return Schedule(tuple(entries), seed=spec.seed, spec=spec)
@@ -417,8 +425,12 @@ class ScheduleRunner:
     yet applied waits for the cluster to settle and a quiet time, aims at a partition
     chosen by the scenario's rule, and is judged once it ended and the cluster settled
     again; a run that did not reach its state is tried once more, at once, on another
-    partition. The time this takes moves every later fault as much. ``on_judged`` receives
-    each run's outcome; the applied schedule keeps them all (``scenarios``).
+    partition and another way: laid out anew as the scenario's next variant, its durations
+    drawn from the longer half of their ranges (the same faults again when the schedule
+    does not say how it was drawn). The time this takes moves every later fault as much.
+    ``on_judged`` receives each run's outcome; the applied schedule keeps them all
+    (``scenarios``), and the faults of every attempt as applied, so a replay applies them
+    all as they were.
     """
 
     def __init__(
@@ -442,6 +454,7 @@ class ScheduleRunner:
         self._next_id = 0
         self._applied: dict[int, Fault] = {}
         self._record: list[ScheduledFault] = []
+        self._spec: ScheduleSpec | None = None
         self.outcomes: list[dict[str, Any]] = []
 
     def stop(self) -> None:
@@ -452,6 +465,7 @@ class ScheduleRunner:
         self._started = self.clock()
         self._shift = 0.0
         self._applied, self._record, self.outcomes = {}, [], []
+        self._spec = schedule.spec
         self._next_id = max((entry.id for entry in schedule.faults), default=-1) + 1
         watching = self.watch is not None and not schedule.resolved
         for chunk in _runs(schedule.faults) if watching else [[e] for e in schedule.faults]:
@@ -480,7 +494,7 @@ class ScheduleRunner:
             return None
         fault = _with_linked_targets(entry, self._applied)
         if aim is not None:
-            fault = aimed(fault, aim.key)
+            fault = aimed(fault, aim.key, idle=bool(aim.idle_followers))
         if attempt > 1:
             fault = fault.with_value(attempt=attempt)
         try:
@@ -491,6 +505,8 @@ class ScheduleRunner:
             result = fault.with_value(error=f"{type(err).__name__}: {err}")
         if entry.scenario is not None:
             result = result.with_value(scenario=entry.scenario)
+        if entry.variant is not None:
+            result = result.with_value(variant=entry.variant)
         self._applied[entry.id] = result
         self._record.append(
             ScheduledFault(
@@ -501,6 +517,7 @@ class ScheduleRunner:
                 entry.same_as,
                 entry.scenario,
                 entry.instance,
+                entry.variant,
             )
         )
         self.on_applied(result)
@@ -515,6 +532,7 @@ class ScheduleRunner:
         name = entries[0].scenario or ""
         rule = SCENARIOS[name].aim if name in SCENARIOS else "any"
         avoid: list[str] = []
+        durations = "drawn"
         for attempt in range(1, watch.attempts + 1):
             planned = self._started + self._shift + entries[0].at_s
             if self._stop.wait(max(0.0, planned - self.clock())):
@@ -537,6 +555,8 @@ class ScheduleRunner:
                 "scenario": name,
                 "instance": entries[0].instance,
                 "attempt": attempt,
+                "variant": entries[0].variant,
+                "durations": durations,
                 "aim": None if aim is None else aim.to_json(),
                 "started_s": round(began_s, 3),
                 "ended_s": round(self.clock() - self._started, 3),
@@ -560,15 +580,19 @@ class ScheduleRunner:
                 return
             if aim is not None:
                 avoid.append(aim.key)
-            entries = self._again(entries)
+            entries, durations = self._again(entries)
 
-    def _again(self, entries: list[ScheduledFault]) -> list[ScheduledFault]:
-        """The run's faults once more, from now, under new ids."""
+    def _again(self, entries: list[ScheduledFault]) -> tuple[list[ScheduledFault], str]:
+        """The run once more, from now, under new ids, and how its durations were drawn:
+        laid out anew the next way where it can be, else the same faults again."""
         now = self.clock() - self._started - self._shift
+        relaid = self._relaid(entries[0], now)
+        if relaid is not None:
+            return relaid, "longer"
         ids = {entry.id: self._next_id + n for n, entry in enumerate(entries)}
         self._next_id += len(entries)
         base = entries[0].at_s
-        return [
+        copied = [
             replace(
                 entry,
                 at_s=round(now + entry.at_s - base, 3),
@@ -579,6 +603,46 @@ class ScheduleRunner:
                 else None,
             )
             for entry in entries
+        ]
+        return copied, "drawn"
+
+    def _relaid(self, first: ScheduledFault, now: float) -> list[ScheduledFault] | None:
+        """The run of ``first``'s scenario laid out from ``now`` as its next variant, every
+        duration from the longer half of its range; None when the schedule does not say how
+        it was drawn (no spec) or the scenario is unknown."""
+        from nemesis.scenarios import SCENARIOS
+
+        scenario = SCENARIOS.get(first.scenario or "")
+        spec, watch = self._spec, self.watch
+        if scenario is None or spec is None or watch is None or first.instance is None:
+            return None
+        layout = Layout(
+            rng=watch.rng,
+            detectors=spec.detectors,
+            brokers=spec.brokers,
+            time_limit_s=math.inf,
+            capabilities=spec.capabilities,
+            longer=True,
+        )
+        if not scenario.available(layout):
+            return None
+        variant = scenario.after(layout, first.variant)
+        with layout.run_of(scenario.name, first.instance, variant.name):
+            variant.lay(layout, 0.0)
+        base = self._next_id
+        self._next_id += len(layout.steps)
+        return [
+            ScheduledFault(
+                round(now + step.at_s, 3),
+                step.fault,
+                base + n,
+                heals=None if step.heals is None else base + step.heals,
+                same_as=None if step.same_as is None else base + step.same_as,
+                scenario=step.scenario,
+                instance=step.instance,
+                variant=step.variant,
+            )
+            for n, step in enumerate(layout.steps)
         ]
 
 

@@ -8,15 +8,24 @@ Syntax (one string per target):
 - ``follower:TOPIC-PARTITION``: a random ISR member that is not the leader.
 - ``followers:TOPIC-PARTITION``: every ISR member that is not the leader.
 - ``isr:TOPIC-PARTITION``: every ISR member, the leader included.
+- ``idle-follower:TOPIC-PARTITION``: a random ISR member that is not the leader and leads
+  no partition of the workload.
 - ``controller``: the broker that is controller now.
+- ``idle-broker``: a random live broker that leads no partition of the workload (it may
+  follow some).
 - ``random``: one random broker; ``minority``: a random minority of the brokers
   (``max(1, (n - 1) // 2)`` of them); ``brokers``: every broker; ``all``: every node,
   ZooKeeper included.
 
 Resolution is split in two: the cluster's ``RoleObserver`` (``nemesis.protocols``) reads
 what roles need from the live cluster into a ``ClusterView`` (plain data), and
-``resolve_targets`` is a pure function of that view and a ``random.Random``. The resolved node names are what the history records, so
-a replay hits exactly the same nodes.
+``resolve_targets`` is a pure function of that view and a ``random.Random``. The resolved
+node names are what the history records, so a replay hits exactly the same nodes.
+
+The idle roles look across every partition of the workload (the Nemesis is told them): a
+broker leads nothing when no observed partition has it as leader, and is live when
+ZooKeeper holds its registration (without ZooKeeper's answer, when it is in some
+partition's ISR). A role nobody holds is a TargetError, as for every other role.
 """
 
 from __future__ import annotations
@@ -29,8 +38,10 @@ from typing import Any
 from nemesis.errors import FaultError, TargetError
 from nemesis.grudge import sorted_nodes
 
-NODE_ROLES = ("zk", "controller", "random", "minority", "brokers", "all")
-PARTITION_ROLES = ("leader", "follower", "followers", "isr")
+NODE_ROLES = ("zk", "controller", "random", "minority", "brokers", "all", "idle-broker")
+PARTITION_ROLES = ("leader", "follower", "followers", "isr", "idle-follower")
+IDLE_ROLES = ("idle-broker", "idle-follower")
+"""Roles that look across every partition of the workload."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +71,7 @@ def parse_target(text: str) -> TargetSpec:
             parse_key(argument)
             return TargetSpec(role, argument)
         raise FaultError(
-            f"target {text!r}: expected node:NAME, or leader, follower, followers or isr "
+            f"target {text!r}: expected node:NAME, or {', '.join(PARTITION_ROLES)} "
             "followed by :TOPIC-PARTITION"
         )
     if role in NODE_ROLES or role in PARTITION_ROLES:
@@ -69,8 +80,7 @@ def parse_target(text: str) -> TargetSpec:
         return TargetSpec("node", role)
     raise FaultError(
         f"target {text!r} is neither a node name nor a role; roles: "
-        f"{', '.join(NODE_ROLES)}, and leader, follower, followers or isr with "
-        ":TOPIC-PARTITION"
+        f"{', '.join(NODE_ROLES)}, and {', '.join(PARTITION_ROLES)} with :TOPIC-PARTITION"
     )
 
 
@@ -110,6 +120,28 @@ class ClusterView:
     controller: int | None = None
     source: str = ""
     """Where roles were read from (``brokers`` or ``zookeeper``), for the record."""
+    live: tuple[int, ...] | None = None
+    """The brokers registered in ZooKeeper; None when not read."""
+
+    def leading(self) -> set[int]:
+        """The brokers that lead some observed partition."""
+        return {state.leader for state in self.partitions.values() if state.leader >= 0}
+
+    def is_live(self, broker: int) -> bool:
+        """Registered in ZooKeeper, or (without that record) in some observed ISR."""
+        if self.live is not None:
+            return broker in self.live
+        return any(broker in state.isr for state in self.partitions.values())
+
+    def idle_followers(self, key: str) -> list[int]:
+        """The live followers in ``key``'s ISR that lead no observed partition."""
+        state = self.partitions.get(key)
+        if state is None:
+            return []
+        leading = self.leading()
+        return sorted(
+            b for b in state.isr if b != state.leader and b not in leading and self.is_live(b)
+        )
 
 
 @dataclass(frozen=True)
@@ -121,11 +153,21 @@ class Resolution:
     observed: Mapping[str, dict[str, Any]]
 
 
-def needs(specs: Iterable[TargetSpec], topic_hint: str | None) -> tuple[set[str], bool]:
-    """The partition keys and whether the controller must be observed to resolve specs."""
+def needs(
+    specs: Iterable[TargetSpec], topic_hint: str | None, workload: Collection[str] = ()
+) -> tuple[set[str], bool]:
+    """The partition keys and whether the controller must be observed to resolve specs;
+    the idle roles need every partition of the ``workload``."""
     keys: set[str] = set()
     controller = False
     for spec in specs:
+        if spec.role in IDLE_ROLES:
+            if not workload:
+                raise FaultError(
+                    f"target {spec.role!r} looks across the workload's partitions, which this "
+                    "nemesis was not given (a test run gives them); name the nodes instead"
+                )
+            keys.update(workload)
         if spec.role in PARTITION_ROLES:
             keys.add(_key_of(spec, topic_hint))
         elif spec.role == "controller":
@@ -149,6 +191,11 @@ def broker_node(broker_id: int, brokers: Collection[str], what: str) -> str:
     if name not in brokers:
         raise TargetError(f"{what} is broker {broker_id}, which is not a node of this cluster")
     return name
+
+
+def _id_of(node: str) -> int:
+    """``"n2"`` -> 2; -1 for a node that is not a broker id's."""
+    return int(node[1:]) if node.startswith("n") and node[1:].isdigit() else -1
 
 
 def minority_size(count: int) -> int:
@@ -189,6 +236,16 @@ def resolve_targets(
             if view.controller is None or view.controller < 0:
                 raise TargetError("there is no controller right now (no broker holds /controller)")
             names = [broker_node(view.controller, brokers, "the controller")]
+        elif spec.role == "idle-broker":
+            leading = view.leading()
+            idle = [n for n in brokers if _id_of(n) not in leading and view.is_live(_id_of(n))]
+            if not idle:
+                raise TargetError(
+                    f"every live broker leads a partition of the workload right now "
+                    f"(leaders: {sorted(leading)})"
+                )
+            names = [rng.choice(idle)]
+            observed.update({k: state.to_json() for k, state in sorted(view.partitions.items())})
         else:
             key = _key_of(spec, topic_hint)
             state = view.partitions.get(key)
@@ -205,6 +262,15 @@ def resolve_targets(
                 if not state.isr:
                     raise TargetError(f"{key} has an empty ISR right now")
                 names = [broker_node(b, brokers, f"an ISR member of {key}") for b in state.isr]
+            elif spec.role == "idle-follower":
+                idle_ids = view.idle_followers(key)
+                if not idle_ids:
+                    raise TargetError(
+                        f"no follower in the ISR {list(state.isr)} of {key} is free of "
+                        f"leadership right now (leaders: {sorted(view.leading())})"
+                    )
+                names = [broker_node(rng.choice(idle_ids), brokers, f"an idle follower of {key}")]
+                observed.update({k: s.to_json() for k, s in sorted(view.partitions.items())})
             else:
                 followers = sorted(b for b in state.isr if b != state.leader)
                 if not followers:

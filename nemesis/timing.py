@@ -92,6 +92,10 @@ class Span:
         """Seconds, drawn uniformly in the range; rounded to milliseconds."""
         return round(rng.uniform(self.low, self.high) * detectors.unit(self.unit), 3)
 
+    def longer_half(self) -> Span:
+        """The longer half of the range: still within its bounds, and the longer for it."""
+        return Span((self.low + self.high) / 2, self.high, self.unit)
+
     def to_json(self) -> str:
         bounds = f"{self.low:g}" if self.low == self.high else f"{self.low:g}-{self.high:g}"
         return f"{bounds} {self.unit}"

@@ -244,10 +244,12 @@ class TestRunner:
         seed = spec.seed or 0
         writer = HistoryWriter(run_dir.history)
         self.start_wall_ns = time.time_ns() - writer.now()
+        keys = [f"{spec.workload.topic}-{p}" for p in range(spec.workload.partitions)]
         nemesis = Nemesis(
             cluster,
             rng=random.Random(seed),
             topic_hint=f"{spec.workload.topic}-0",
+            partitions=keys,
         )
 
         def record(fault: Fault) -> None:
@@ -259,7 +261,6 @@ class TestRunner:
         schedule = self.replay_schedule
         if schedule is None and spec.nemesis is not None:
             schedule = generate_schedule(self._supported(spec.nemesis, cluster))
-        keys = [f"{spec.workload.topic}-{p}" for p in range(spec.workload.partitions)]
         watch = ScenarioWatch(
             cluster.roles,
             EventTail(cluster),

@@ -40,9 +40,9 @@ class ClusterRoles:
         if not keys and not controller:
             return ClusterView(self.brokers, self.zookeeper)
         try:
-            partitions, controller_id = self._from_zookeeper(keys, min(timeout_s, 3.0))
+            partitions, controller_id, live = self._from_zookeeper(keys, min(timeout_s, 3.0))
             return ClusterView(
-                self.brokers, self.zookeeper, partitions, controller_id, source="zookeeper"
+                self.brokers, self.zookeeper, partitions, controller_id, "zookeeper", live
             )
         except (MetadataError, KazooException, OSError) as zk_error:
             try:
@@ -91,7 +91,7 @@ class ClusterRoles:
 
     def _from_zookeeper(
         self, keys: Collection[str], timeout_s: float
-    ) -> tuple[dict[str, PartitionView], int | None]:
+    ) -> tuple[dict[str, PartitionView], int | None, tuple[int, ...]]:
         store = ClusterMetadataStore(
             self.zookeeper_connect,
             session_timeout_ms=int(max(timeout_s, 4.0) * 1000),
@@ -113,6 +113,6 @@ class ClusterRoles:
                     tuple(assignment.get(partition, [])),
                     tuple(state.isr),
                 )
-            return partitions, store.controller_id()
+            return partitions, store.controller_id(), tuple(store.broker_ids())
         finally:
             store.close()

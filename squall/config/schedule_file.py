@@ -40,6 +40,8 @@ class ScheduledFaultEntry(ConfigModel):
     """The scenario the fault belongs to."""
     instance: int | None = Field(default=None, strict=True)
     """Which run of the scenario the fault belongs to (a retried run keeps its number)."""
+    variant: str | None = None
+    """The way that attempt of the run was laid out (the scenario's variant)."""
 
 
 class ScheduleDocument(ConfigModel):
@@ -59,7 +61,9 @@ class ScheduleDocument(ConfigModel):
     """The faults, in time order."""
     scenarios: list[dict[str, Any]] = Field(default_factory=list)
     """Each run of a scenario as judged during the test: ``scenario``, ``instance``,
-    ``attempt``, ``aim`` (the partition and its roles when it began), ``started_s``,
+    ``attempt``, ``variant`` (how it was laid out), ``durations`` (``drawn``, or ``longer``:
+    from the longer half of their ranges, a run tried again), ``aim`` (the partition and
+    its roles when it began), ``started_s``,
     ``ended_s``, ``settled_before``/``settled_after``, ``reached`` (null: cut off by the end
     of the test), ``evidence`` (the SUT events that show it) and ``missing``."""
 

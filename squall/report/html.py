@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from checkers.catalogue import ANOMALIES, describe_case
 from squall.report.failures import FailureGroup
+from squall.report.scenarios import way
 from squall.report.throughput import AchievedRate, achieved_rate, describe_live_rate
 from squall.report.timeline import event_rows, natural_key
 from squall.report.verdict import describe_faults, explain
@@ -343,9 +344,10 @@ def _scenarios(section: Mapping[str, Any]) -> list[str]:
     listed = section.get("runs")
     runs: list[Any] = listed if isinstance(listed, list) else []
     out += _table(
-        ["scenario", "run", "attempt", "partition", "started s", "reached", "evidence / missing"],
+        ["scenario", "run", "attempt", "way", "partition", "started s", "reached",
+         "evidence / missing"],
         [
-            [r.get("scenario"), r.get("instance"), r.get("attempt"),
+            [r.get("scenario"), r.get("instance"), r.get("attempt"), way(r),
              (r.get("aim") or {}).get("key"), r.get("started_s"), r.get("reached"),
              r.get("missing") or [e.get("type") for e in r.get("evidence") or []]]
             for r in runs

@@ -3,8 +3,10 @@ state they aimed at, as judged from the SUT's events during the test (schedule.j
 ``scenarios``, one outcome per attempt), and its lines in the reports.
 
 An instance is one scheduled run of a scenario; it reached its state when any attempt did
-(a run that fell short is tried once more, on another partition). Runs the end of the test
-cut short are counted apart (``cut_off``) and judged by nobody.
+(a run that fell short is tried once more, on another partition and another way: the next
+variant, longer durations). Runs the end of the test cut short are counted apart
+(``cut_off``) and judged by nobody. Each scenario's judged attempts are also counted by the
+way they were laid out (``variants``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,12 @@ def scenario_section(outcomes: Iterable[Mapping[str, Any]]) -> dict[str, Any] | 
         )
         judged = [t for t in tries if t.get("reached") is not None]
         entry["attempts"] += len(judged)
+        for attempt in judged:
+            counts = entry.setdefault("variants", {}).setdefault(
+                way(attempt) or "unrecorded", {"attempts": 0, "reached": 0}
+            )
+            counts["attempts"] += 1
+            counts["reached"] += attempt.get("reached") is True
         if not judged:
             entry["cut_off"] += 1
             continue
@@ -52,6 +60,15 @@ def scenario_section(outcomes: Iterable[Mapping[str, Any]]) -> dict[str, Any] | 
         "by_name": by_name,
         "runs": [dict(o) for tries in attempts.values() for o in tries],
     }
+
+
+def way(outcome: Mapping[str, Any]) -> str | None:
+    """How an attempt was laid out: ``paused``, ``cut-off (longer)`` (durations from the
+    longer half of their ranges); None when the schedule did not record it."""
+    variant = outcome.get("variant")
+    if variant is None:
+        return None
+    return f"{variant} (longer)" if outcome.get("durations") == "longer" else str(variant)
 
 
 def scenario_section_of(run_dir: Path) -> dict[str, Any] | None:
@@ -78,7 +95,15 @@ def describe_scenarios(results: Mapping[str, Any]) -> list[str]:
         extra = [f"{entry.get('attempts')} attempts"]
         if entry.get("cut_off"):
             extra.append(f"{entry['cut_off']} cut off by the end of the test")
-        lines.append(f"{line} ({', '.join(extra)})")
+        said = ", ".join(extra)
+        variants = entry.get("variants")
+        if isinstance(variants, Mapping) and variants:
+            said += "; by way: " + ", ".join(
+                f"{name} {c.get('reached')} of {c.get('attempts')}"
+                for name, c in sorted(variants.items())
+                if isinstance(c, Mapping)
+            )
+        lines.append(f"{line} ({said})")
     return lines
 
 
@@ -90,8 +115,10 @@ def unreached_runs(results: Mapping[str, Any]) -> list[str]:
     for run in runs if isinstance(runs, list) else []:
         if isinstance(run, Mapping) and run.get("reached") is False:
             aim = run.get("aim") or {}
+            how = way(run)
             out.append(
-                f"{run.get('scenario')} #{run.get('instance')} attempt {run.get('attempt')} "
-                f"on {aim.get('key', '?')}: {run.get('missing', 'not reached')}"
+                f"{run.get('scenario')} #{run.get('instance')} attempt {run.get('attempt')}"
+                f"{f', {how},' if how else ''} on {aim.get('key', '?')}: "
+                f"{run.get('missing', 'not reached')}"
             )
     return out

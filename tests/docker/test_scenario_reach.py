@@ -20,7 +20,15 @@ from typing import Any
 
 import pytest
 
-from nemesis import Nemesis, ScheduleRunner, ScheduleSpec, generate_schedule, heal_all
+from nemesis import (
+    Fault,
+    Nemesis,
+    Schedule,
+    ScheduleRunner,
+    ScheduleSpec,
+    generate_schedule,
+    heal_all,
+)
 from nemesis.scenario_watch import ScenarioWatch
 from nemesis.scenarios import SCENARIOS
 from nemesis.timing import Detectors
@@ -103,6 +111,13 @@ def run_watched(
     cluster: Cluster, generator: Any, *, detectors: Detectors = DETECTORS, seed: int = 5
 ) -> list[dict[str, Any]]:
     """Lay the generator out and run it as a test run does, watched; the runs' outcomes."""
+    return list(run_schedule(cluster, generator, detectors=detectors, seed=seed).scenarios)
+
+
+def run_schedule(
+    cluster: Cluster, generator: Any, *, detectors: Detectors = DETECTORS, seed: int = 5
+) -> Schedule:
+    """Lay the generator out and run it as a test run does, watched; the applied schedule."""
     wait_for(lambda: full_isrs(cluster), what="full ISRs before")
     spec = ScheduleSpec(
         generator=generator,
@@ -112,7 +127,7 @@ def run_watched(
         brokers=tuple(cluster.brokers),
         capabilities=frozenset({"partitions"}),
     )
-    nemesis = Nemesis(cluster, rng=random.Random(seed), topic_hint=KEYS[0])
+    nemesis = Nemesis(cluster, rng=random.Random(seed), topic_hint=KEYS[0], partitions=KEYS)
     watch = ScenarioWatch(
         cluster.roles, EventTail(cluster), KEYS, DETECTORS, rng=random.Random(seed)
     )
@@ -125,7 +140,7 @@ def run_watched(
     wait_for(lambda: full_isrs(cluster), timeout=90, what="full ISRs after")
     assert all("error" not in s.fault.value for s in applied.faults), applied.to_json()
     assert applied.scenarios, "no run of the scenario was judged"
-    return list(applied.scenarios)
+    return applied
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
@@ -146,12 +161,18 @@ def test_a_scenario_that_cannot_reach_its_state_says_so(cluster: Cluster) -> Non
     assert all(o["reached"] is False for o in outcomes), outcomes
     assert all("no election" in o["missing"] for o in outcomes)
     assert outcomes[0]["aim"]["key"] != outcomes[1]["aim"]["key"]
+    # tried again another way: the other variant, its durations from the longer half
+    assert {o["variant"] for o in outcomes} == {"cut-off", "paused"}
+    assert [o["durations"] for o in outcomes] == ["drawn", "longer"]
 
 
 def test_failover_during_truncation_with_the_followers_cut_off(cluster: Cluster) -> None:
-    """The partition variant (seed 3 draws it): the followers cut off from the leader, not
-    paused, until it comes back; it still truncates what they never had."""
-    outcomes = run_watched(cluster, "failover-during-truncation", seed=3)
+    """The partition variant: the followers cut off from the leader, not paused, until it
+    comes back; it still truncates what they never had."""
+    outcomes = run_watched(
+        cluster, {"scenario": "failover-during-truncation", "variant": "cut-off"}, seed=3
+    )
+    assert outcomes[0]["variant"] == "cut-off"
     assert any(o["reached"] for o in outcomes), outcomes
     reached = next(o for o in outcomes if o["reached"])
     assert [e["type"] for e in reached["evidence"]] == [
@@ -159,3 +180,31 @@ def test_failover_during_truncation_with_the_followers_cut_off(cluster: Cluster)
         "truncation",
         "leader-election",
     ]
+
+
+def leaders(cluster: Cluster) -> set[int]:
+    with AdminClient(cluster.bootstrap, request_timeout_ms=3000) as admin:
+        return {p.leader for p in admin.describe_topics([TOPIC])[0].partitions}
+
+
+def test_slow_follower_failover_slows_a_follower_that_leads_nothing(cluster: Cluster) -> None:
+    """A broker bounced cleanly comes back leading nothing (nothing moves leadership back):
+    the run aims at a partition it follows and slows it, not a follower that leads."""
+    wait_for(lambda: full_isrs(cluster), what="full ISRs before")
+    nemesis = Nemesis(cluster, rng=random.Random(1), topic_hint=KEYS[0], partitions=KEYS)
+    led = sorted(leaders(cluster))
+    nemesis.apply(Fault("bounce", {"targets": [f"n{led[0]}"]}))
+    wait_for(
+        lambda: full_isrs(cluster) and led[0] not in leaders(cluster),
+        what=f"broker {led[0]} back in every ISR, leading nothing",
+    )
+    applied = run_schedule(cluster, "slow-follower-failover")
+    first = applied.scenarios[0]
+    assert first["aim"]["rule"] == "idle-follower" and not first["aim"]["fallback"], first
+    idle = first["aim"]["idle_followers"]
+    assert led[0] in idle, first
+    slowed = next(f.fault for f in applied.faults if f.fault.f == "start-slow")
+    assert slowed.value["requested"]["targets"] == [f"idle-follower:{first['aim']['key']}"]
+    hit = slowed.targets or []
+    assert len(hit) == 1 and int(hit[0][1:]) in idle, slowed
+    assert any(o["reached"] for o in applied.scenarios), applied.scenarios

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from nemesis.aim import Aim, aimed, choose_partition
+from nemesis.aim import RULES, Aim, aimed, choose_partition
 from nemesis.errors import FaultError, TargetError
 from nemesis.fault import Fault
 from nemesis.generator import Layout, parse_generator
@@ -77,6 +77,27 @@ def test_a_full_isr_is_preferred_and_avoided_keys_are_left_for_last() -> None:
     assert picked == {"t-2"}
     with pytest.raises(FaultError, match="unknown partition rule"):
         choose_partition("most-leaders", seen, random.Random(0))
+
+
+def test_idle_follower_picks_a_partition_with_a_follower_that_leads_nothing() -> None:
+    # 1 leads t-0 and t-1, 2 leads t-2: only 3 leads nothing, and only t-0 and t-2 have it
+    # in their ISR beside another leader
+    seen = view(t_1=(1, (1, 2)), t_2=(2, (2, 1, 3)))
+    picked = {choose_partition("idle-follower", seen, random.Random(s)) for s in range(30)}
+    assert {(a.key, a.idle_followers, a.fallback) for a in picked} == {
+        ("t-0", (3,), False),
+        ("t-2", (3,), False),
+    }
+    everyone_leads = view(t_1=(2, (2, 1, 3)), t_2=(3, (3, 1, 2)))
+    aim = choose_partition("idle-follower", everyone_leads, random.Random(0))
+    assert aim.fallback and aim.idle_followers == ()
+    assert aim.to_json()["idle_followers"] == []
+
+
+def test_aimed_strikes_a_follower_where_the_partition_had_no_idle_one() -> None:
+    fault = Fault("start-slow", {"targets": ["idle-follower"]})
+    assert aimed(fault, "t-1").value["targets"] == ["idle-follower:t-1"]
+    assert aimed(fault, "t-1", idle=False).value["targets"] == ["follower:t-1"]
 
 
 def test_aimed_rewrites_bare_roles_only() -> None:
@@ -165,7 +186,7 @@ def test_every_scenario_has_a_judge_and_a_known_rule() -> None:
     assert "slow-follower-failover" in DEFAULT_MIX
     for scenario in SCENARIOS.values():
         assert callable(scenario.reached)
-        assert scenario.aim in ("any", "apart-from-controller", "with-controller")
+        assert scenario.aim in RULES and scenario.variants
         assert not scenario.reached(run_of(scenario.name)).reached  # no events: not reached
 
 
@@ -267,11 +288,105 @@ def test_runs_are_aimed_judged_and_retried_on_another_partition() -> None:
     assert section is not None
     assert section["by_name"]["zombie-leader"] == {
         "instances": 2, "reached": 2, "first_attempt": 1, "attempts": 3, "cut_off": 0, "share": 1.0,
+        "variants": {"paused": {"attempts": 2, "reached": 1},
+                     "paused (longer)": {"attempts": 1, "reached": 1}},
     }  # fmt: skip
     assert (
         describe_scenarios({"scenarios": section})[1]
-        == "zombie-leader: reached 2 of 2 (3 attempts)"
+        == "zombie-leader: reached 2 of 2 (3 attempts; by way: paused 1 of 2, paused (longer) 1 of 1)"
     )
+
+
+FAST = Detectors(session_timeout_s=0.05, replica_lag_s=0.05, fetch_wait_s=0.01)
+
+
+def test_a_missed_run_is_tried_again_another_way_and_replays_as_applied() -> None:
+    spec = ScheduleSpec(
+        generator={"scenario": "zombie-leader", "variant": "cut-off"},
+        time_limit_s=60,
+        seed=1,
+        detectors=FAST,
+        capabilities=frozenset({"partitions"}),
+    )
+    schedule = generate_schedule(spec)
+    assert [(f.fault.f, f.variant) for f in schedule.faults] == [
+        ("start-partition", "cut-off"),
+        ("stop-partition", "cut-off"),
+    ]
+    cluster = Cluster([view()], {})  # no events: no attempt reaches its state
+    applied = ScheduleRunner(cluster, watch=watch_of(cluster)).run(schedule)
+    assert [
+        (o["attempt"], o["variant"], o["durations"], o["reached"]) for o in applied.scenarios
+    ] == [(1, "cut-off", "drawn", False), (2, "paused", "longer", False)]
+    second = [f for f in applied.faults if f.fault.value.get("attempt") == 2]
+    assert [f.fault.f for f in second] == ["pause", "resume"]
+    assert all(f.variant == f.fault.value["variant"] == "paused" for f in second)
+    assert second[1].heals == second[0].id and second[0].instance == 0
+    held = second[1].at_s - second[0].at_s  # 1.3-2.0 sessions, from the longer half
+    assert 1.65 * 0.05 - 0.001 <= held <= 2.0 * 0.05 + 0.001
+
+    from squall.config.schedule_file import schedule_from_json
+
+    saved = schedule_from_json(applied.to_json(), source="schedule.json")
+    assert [f.variant for f in saved.faults] == ["cut-off"] * 2 + ["paused"] * 2
+    replayer = Cluster([view()], {})
+    replayed = ScheduleRunner(replayer, watch=watch_of(replayer)).run(saved)
+    assert replayer.observed == 0 and replayed.scenarios == ()  # nothing chosen again
+
+    def what(faults: Sequence[Fault]) -> list[tuple[Any, ...]]:
+        return [(f.f, f.targets, f.value.get("aim"), f.value.get("attempt")) for f in faults]
+
+    assert what(replayer.applied) == what([f.fault for f in applied.faults])
+
+
+def test_the_next_way_is_the_next_variant_the_runtime_can_apply() -> None:
+    truncation = SCENARIOS["failover-during-truncation"]
+    both = Layout(random.Random(0), FAST, BROKERS, 600)
+    assert truncation.after(both, "cut-off").name == "followers-paused"
+    assert truncation.after(both, "followers-paused").name == "cut-off"
+    drawn = {
+        truncation.after(Layout(random.Random(s), FAST, BROKERS, 600), None).name for s in range(20)
+    }
+    assert drawn == {"cut-off", "followers-paused"}  # a schedule that did not say: any
+    processes = Layout(random.Random(0), FAST, BROKERS, 600, capabilities=frozenset())
+    assert truncation.after(processes, "followers-paused").name == "followers-paused"
+    assert SCENARIOS["rolling-bounce"].after(both, "bounce").name == "bounce"
+    with pytest.raises(FaultError, match="no variant 'gc'; its variants: cut-off, paused"):
+        SCENARIOS["zombie-leader"].variant("gc")
+
+
+def test_a_generator_may_name_the_variant() -> None:
+    layout = Layout(random.Random(0), FAST, BROKERS, 600)
+    parse_generator({"scenario": "zombie-leader", "variant": "paused"}).lay(layout, 0)
+    assert [(s.fault.f, s.variant) for s in layout.steps] == [
+        ("pause", "paused"),
+        ("resume", "paused"),
+    ]
+    with pytest.raises(
+        FaultError, match=r"generator\.scenario: scenario zombie-leader has no variant"
+    ):
+        parse_generator({"scenario": "zombie-leader", "variant": "gc"})
+    no_partitions = Layout(random.Random(0), FAST, BROKERS, 600, capabilities=frozenset())
+    cut = parse_generator({"scenario": "zombie-leader", "variant": "cut-off"})
+    assert cut.unavailable(no_partitions) == {"zombie-leader": "partitions"}
+    assert cut.to_json() == {"scenario": "zombie-leader", "variant": "cut-off"}
+
+
+def test_slow_follower_failover_slows_a_follower_that_leads_nothing_where_there_is_one() -> None:
+    spec = ScheduleSpec(generator="slow-follower-failover", time_limit_s=60, seed=1, detectors=FAST)
+    concentrated = Cluster([view(t_2=(2, (2, 1, 3)))], {})  # 3 leads nothing
+    applied = ScheduleRunner(concentrated, watch=watch_of(concentrated, attempts=1)).run(
+        generate_schedule(spec)
+    )
+    aim = applied.scenarios[0]["aim"]
+    assert aim["rule"] == "idle-follower" and aim["idle_followers"] == [3]
+    assert concentrated.applied[0].targets == [f"idle-follower:{aim['key']}"]
+    balanced = Cluster([view(t_1=(2, (2, 1, 3)), t_2=(3, (3, 1, 2)))], {})
+    applied = ScheduleRunner(balanced, watch=watch_of(balanced, attempts=1)).run(
+        generate_schedule(spec)
+    )
+    aim = applied.scenarios[0]["aim"]
+    assert aim["fallback"] and balanced.applied[0].targets == [f"follower:{aim['key']}"]
 
 
 def test_the_next_run_waits_for_the_cluster_to_settle_up_to_a_bound() -> None:
@@ -427,6 +542,7 @@ def test_the_reports_show_which_scenarios_reached_their_state() -> None:
         {"scenario": "failover-during-truncation", "instance": 1, "attempt": 1, "reached": False,
          "aim": {"key": "t-2"}, "missing": "no replica of t-2 truncated after it"},
         {"scenario": "failover-during-truncation", "instance": 1, "attempt": 2, "reached": False,
+         "variant": "cut-off", "durations": "longer",
          "aim": {"key": "t-0"}, "missing": "no replica of t-0 truncated after it"},
         {"scenario": "rolling-bounce", "instance": 2, "attempt": 1, "reached": None},
     ]  # fmt: skip
@@ -440,7 +556,10 @@ def test_the_reports_show_which_scenarios_reached_their_state() -> None:
     print_results(results, console=Console(file=out, width=200))
     text = out.getvalue()
     assert "scenarios reached their state in 1 of 2 runs" in text
-    assert "failover-during-truncation #1 attempt 2 on t-0: no replica of t-0 truncated" in text
+    assert (
+        "failover-during-truncation #1 attempt 2, cut-off (longer), on t-0: no replica of t-0 "
+        "truncated" in text
+    )
 
     junit = render_junit(results, suite="s")
     assert 'skipped="1"' in junit and "reached its state in none of its 1 runs" in junit
@@ -448,3 +567,4 @@ def test_the_reports_show_which_scenarios_reached_their_state() -> None:
 
     page = render_html(results)
     assert "<h2 id='scenarios'>Scenarios</h2>" in page and "no replica of t-0 truncated" in page
+    assert "<td>cut-off (longer)</td>" in page

@@ -4,6 +4,7 @@ exercised by the integration and docker tests)."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -107,3 +108,54 @@ def test_needs_lists_what_to_observe() -> None:
     specs = [parse_target(t) for t in ["n1", "leader:t-0", "follower", "controller", "minority"]]
     assert needs(specs, "t-9") == ({"t-0", "t-9"}, True)
     assert needs([parse_target("random")], None) == (set(), False)
+
+
+# --- brokers that lead nothing ---------------------------------------------------------------
+
+
+def idle(*targets: str, view: ClusterView = VIEW, seed: int = 0) -> list[str]:
+    specs = [parse_target(t) for t in targets]
+    return list(resolve_targets(specs, view, random.Random(seed)).nodes)
+
+
+def test_an_idle_broker_is_live_and_leads_no_partition() -> None:
+    # n1 and n2 lead; n5 is in no ISR, so without ZooKeeper's record it is not known live
+    assert {idle("idle-broker", seed=s)[0] for s in range(40)} == {"n3", "n4"}
+    registered = replace(VIEW, live=(1, 2, 4, 5))  # n3 lost its session, n5 registered
+    assert {idle("idle-broker", view=registered, seed=s)[0] for s in range(40)} == {"n4", "n5"}
+    resolution = resolve_targets([parse_target("idle-broker")], VIEW, random.Random(0))
+    assert set(resolution.observed) == {"t-0", "t-1", "lonely-0"}  # what showed it idle
+
+
+def test_an_idle_follower_follows_the_partition_and_leads_nothing() -> None:
+    assert {idle("idle-follower:t-0", seed=s)[0] for s in range(40)} == {"n3", "n4"}
+    assert VIEW.idle_followers("t-0") == [3, 4] and VIEW.idle_followers("lonely-0") == []
+    t1_led_by_3 = replace(
+        VIEW, partitions={**VIEW.partitions, "t-1": PartitionView(3, 6, (3, 4, 5), (3, 4))}
+    )
+    assert idle("idle-follower:t-0", view=t1_led_by_3) == ["n4"]
+    assert parse_target("idle-follower") == TargetSpec("idle-follower")
+
+
+def test_without_an_idle_broker_the_roles_refuse() -> None:
+    everyone_leads = ClusterView(
+        ("n1", "n2"),
+        "zk1",
+        {
+            "t-0": PartitionView(1, 1, (1, 2), (1, 2)),
+            "t-1": PartitionView(2, 1, (2, 1), (2, 1)),
+        },
+        live=(1, 2),
+    )
+    with pytest.raises(TargetError, match="every live broker leads a partition"):
+        idle("idle-broker", view=everyone_leads)
+    with pytest.raises(TargetError, match="no follower in the ISR \\[1, 2\\] of t-0 is free"):
+        idle("idle-follower:t-0", view=everyone_leads)
+
+
+def test_idle_roles_observe_every_partition_of_the_workload() -> None:
+    workload = ("t-0", "t-1", "t-2")
+    assert needs([parse_target("idle-broker")], None, workload) == (set(workload), False)
+    assert needs([parse_target("idle-follower:t-1")], None, workload) == (set(workload), False)
+    with pytest.raises(FaultError, match="looks across the workload's partitions"):
+        needs([parse_target("idle-broker")], "t-0")
