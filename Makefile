@@ -26,7 +26,7 @@ imports: setup
 	$(VENV)/bin/lint-imports --no-cache
 
 typecheck: setup
-	$(PY) -m mypy squall system_under_test nemesis workloads histories checkers lazyfs
+	$(PY) -m mypy squall system_under_test nemesis workloads histories checkers
 
 unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -70,6 +70,11 @@ class AnomalyInfo:
     fields: tuple[str, ...]
     operation_fields: tuple[str, ...]
 
+    @property
+    def checked_fields(self) -> tuple[str, ...]:
+        """The fields its checker fills (`expected_because` comes with the allowance)."""
+        return tuple(name for name in self.fields if name != "expected_because")
+
     def as_dict(self) -> dict[str, Any]:
         """As JSON-ready data (tuples become lists)."""
         data = asdict(self)

@@ -36,8 +36,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from checkers.catalogue import ANOMALIES as CATALOGUE
 from checkers.checker import CheckContext
-from checkers.key_findings import FindingRow, key_finding, rows_of
+from checkers.key_findings import FindingRow, key_finding, rows_of, same_named
 from checkers.key_log import KeyLog
 from checkers.losses import KeyLosses
 from checkers.results import CheckerReport
@@ -269,20 +270,7 @@ def check_anchors_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
             "poll-below-anchor",
             polls,
             order="reader",
-            detail=[
-                (name, name)
-                for name in (
-                    "key",
-                    "process",
-                    "reader",
-                    "assign",
-                    "anchor",
-                    "anchor_from",
-                    "anchor_commit",
-                    "position",
-                )
-            ]
-            + [("offset", "offset"), ("value", "value")],
+            detail=same_named(CATALOGUE["poll-below-anchor"].checked_fields),
             expected="expected",
         )
     backwards = commits_backwards(log, held)
@@ -297,9 +285,7 @@ def check_anchors_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
             "commit-backwards",
             backwards,
             order="commit",
-            detail=[
-                (name, name) for name in ("key", "process", "commit", "committed", "above", "since")
-            ],
+            detail=same_named(CATALOGUE["commit-backwards"].checked_fields),
             expected="expected",
         )
     return rows

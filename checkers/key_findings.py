@@ -85,6 +85,12 @@ def detail_json(detail: Mapping[str, Any]) -> str:
     return json.dumps(_plain(dict(detail)), separators=(",", ":"), ensure_ascii=False)
 
 
+def same_named(fields: Sequence[str]) -> list[tuple[str, str]]:
+    """`rows_of`'s `detail` where each field is the frame's column of the same name, as an
+    anomaly's catalogue entry lists them (`checkers.catalogue.AnomalyInfo.fields`)."""
+    return [(name, name) for name in fields]
+
+
 def rows_of(
     checker: str,
     anomaly: str | Mapping[str, pd.Series],

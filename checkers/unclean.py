@@ -34,8 +34,16 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 
+from checkers.catalogue import ANOMALIES as CATALOGUE
 from checkers.checker import CheckContext
-from checkers.key_findings import FindingRow, KeyFacts, KeyFindings, key_finding, rows_of
+from checkers.key_findings import (
+    FindingRow,
+    KeyFacts,
+    KeyFindings,
+    key_finding,
+    rows_of,
+    same_named,
+)
 from checkers.key_log import KeyLog, ReplicationEvent
 from checkers.losses import KeyLosses
 from checkers.results import CheckerReport
@@ -185,25 +193,12 @@ def check_unclean_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
         if rules.settings.unclean_leader_election
         else "--expect-loss unclean"
     )
-    fields = [
-        "key",
-        "election",
-        "time",
-        "leader",
-        "previous_leader",
-        "leader_epoch",
-        "isr",
-        "offsets",
-        "lost",
-        "window",
-        "lost_values",
-    ]
     return rows_of(
         CHECKER,
         "unclean-loss-window",
         windows,
         order="election",
-        detail=[(name, name) for name in fields],
+        detail=same_named(CATALOGUE["unclean-loss-window"].checked_fields),
         expected="expected",
     )
 

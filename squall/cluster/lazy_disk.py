@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from lazyfs.mounts import FS_TYPE
 from nemesis.errors import ClusterError
+from squall.cluster.lazyfs.mounts import FS_TYPE
 from squall.cluster.node import CommandResult, DaemonSpec, Node
 
 CODE_DIR = "lazyfs"
@@ -82,7 +82,7 @@ class Dropped:
 def code_sources() -> list[Path]:
     """The node-side code: the lazyfs package and mfusepy's module (found without importing
     it: importing loads libfuse3, which the control machine need not have)."""
-    import lazyfs
+    from squall.cluster import lazyfs
 
     spec = importlib.util.find_spec("mfusepy")
     if spec is None or spec.origin is None:

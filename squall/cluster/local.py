@@ -24,7 +24,6 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
-from lazyfs.mounts import lazyfs_mounts
 from nemesis.protocols import Capabilities
 from squall.cluster.cluster import (
     RUN_ID,
@@ -37,6 +36,7 @@ from squall.cluster.cluster import (
     state_dir,
 )
 from squall.cluster.lazy_disk import release_command
+from squall.cluster.lazyfs.mounts import lazyfs_mounts
 from squall.cluster.node import (
     DEFAULT_TIMEOUT_S,
     Command,

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from lazyfs.control import ControlError, request
-from lazyfs.mounts import is_mounted, unmount
+from squall.cluster.lazyfs.control import ControlError, request
+from squall.cluster.lazyfs.mounts import is_mounted, unmount
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 

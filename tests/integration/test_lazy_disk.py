@@ -27,8 +27,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from lazyfs.mounts import is_mounted, lazyfs_mounts
 from squall.cluster.lazy_disk import Dropped, LazyDisk, LazyDiskError, Unsynced
+from squall.cluster.lazyfs.mounts import is_mounted, lazyfs_mounts
 from squall.cluster.local import LocalNode, LocalRuntime
 from squall.cluster.services import BrokerService, ServiceError
 from system_under_test.client import AdminClient, BrokerError, Consumer, Producer

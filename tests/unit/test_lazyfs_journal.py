@@ -9,7 +9,7 @@ import tempfile
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lazyfs.journal import FileJournal
+from squall.cluster.lazyfs.journal import FileJournal
 
 offsets = st.integers(min_value=0, max_value=64)
 changes = st.lists(
