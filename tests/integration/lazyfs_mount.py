@@ -67,7 +67,7 @@ def lazy_mount(base: Path) -> Iterator[LazyMount]:
         [
             sys.executable,
             "-m",
-            "lazyfs",
+            "squall.cluster.lazyfs",
             "mount",
             str(backing),
             str(mountpoint),

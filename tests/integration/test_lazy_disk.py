@@ -308,7 +308,7 @@ def test_a_shared_mapping_is_written_through_and_msync_makes_it_durable(disk: La
 def test_the_command_line_answers_json_and_unmounts(disk: LazyMount) -> None:
     def lazyfs(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "lazyfs", *args],
+            [sys.executable, "-m", "squall.cluster.lazyfs", *args],
             capture_output=True,
             text=True,
             env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
