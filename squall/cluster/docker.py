@@ -2,8 +2,8 @@
 
 Containers ``squall-<run>-n1..nN`` and ``squall-<run>-zk1`` run sshd from the locally built
 base image (``image.py``) with ``NET_ADMIN`` (never privileged; broker containers also get
-``/dev/fuse`` and ``SYS_ADMIN`` for their lazy disk, ``lazy_disk.py``), static addresses on the
-network ``squall-<run>`` and ``/etc/hosts`` entries for every node. A key pair made per run
+``/dev/fuse``, ``SYS_ADMIN`` and ``SYS_NICE`` for their lazy disk, ``lazy_disk.py``), static
+addresses on the network ``squall-<run>`` and ``/etc/hosts`` entries for every node. A key pair made per run
 logs in; each container's host key is read out of band (docker exec) and pinned. From there
 on it is the ssh runtime's path: SshNodes, fault-support checks, deployment. Everything
 carries the label ``squall.run=<run id>``, so ``clean`` finds what crashed runs left.
@@ -358,7 +358,8 @@ class DockerRuntime:
     def _start_container(
         self, run_id: str, name: str, image: str, addresses: Mapping[str, str], *, fuse: bool
     ) -> Container:
-        """A node's container; ``fuse``: it can mount FUSE (/dev/fuse, SYS_ADMIN)."""
+        """A node's container; ``fuse``: it can mount FUSE (/dev/fuse, SYS_ADMIN) and give
+        the lazyfs daemon a higher priority than the broker it serves (SYS_NICE)."""
         network = network_name(run_id)
         try:
             container: Container = self.client.containers.run(
@@ -366,7 +367,7 @@ class DockerRuntime:
                 name=container_name(run_id, name),
                 hostname=name,
                 detach=True,
-                cap_add=["NET_ADMIN", "SYS_ADMIN"] if fuse else ["NET_ADMIN"],
+                cap_add=["NET_ADMIN", "SYS_ADMIN", "SYS_NICE"] if fuse else ["NET_ADMIN"],
                 devices=["/dev/fuse:/dev/fuse:rwm"] if fuse else [],
                 labels={LABEL_RUN: run_id, LABEL_NODE: name, LABEL_OWNER: self._owner},
                 network=network,

@@ -21,7 +21,7 @@ import pytest
 from squall.cluster.cluster import Cluster
 from squall.cluster.docker import DockerRuntime
 from squall.cluster.services import ServiceError
-from system_under_test.client import AdminClient, Consumer, Producer
+from system_under_test.client import AdminClient, BrokerError, Consumer, Producer
 
 pytestmark = pytest.mark.docker
 
@@ -54,11 +54,20 @@ def squall_cli(*args: str) -> str:
 
 
 def read_all(bootstrap: str, topic: str) -> list[bytes]:
-    """Every record of partition 0, read until two seconds pass with nothing new."""
+    """Every record of partition 0, read until two seconds pass with nothing new (once the
+    partition has a leader again: a restarted broker is elected a moment after it listens)."""
     seen: list[bytes] = []
     with Consumer(bootstrap) as consumer:
         consumer.assign([(topic, 0)])
-        consumer.seek_to_beginning()
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                consumer.seek_to_beginning()
+                break
+            except BrokerError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
         quiet_since = time.monotonic()
         deadline = time.monotonic() + 60
         while time.monotonic() - quiet_since < 2 and time.monotonic() < deadline:

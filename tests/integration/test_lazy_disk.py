@@ -31,7 +31,7 @@ from squall.cluster.lazy_disk import Dropped, LazyDisk, LazyDiskError, Unsynced
 from squall.cluster.lazyfs.mounts import is_mounted, lazyfs_mounts
 from squall.cluster.local import LocalNode, LocalRuntime
 from squall.cluster.services import BrokerService, ServiceError
-from system_under_test.client import AdminClient, Consumer, Producer
+from system_under_test.client import AdminClient, BrokerError, Consumer, Producer
 from tests.integration.lazyfs_mount import (
     REPOSITORY,
     LazyMount,
@@ -538,7 +538,14 @@ def test_a_local_cluster_on_lazy_disks_loses_the_unsynced_tail_and_unmounts_on_d
         cluster.broker("n1").start()
         with Consumer(cluster.bootstrap) as consumer:
             consumer.assign([("power", 0)])
-            consumer.seek_to_beginning()
+            deadline = time.monotonic() + 60
+            while True:  # the restarted broker leads the partition a moment after it listens
+                try:
+                    consumer.seek_to_beginning()
+                    break
+                except BrokerError:
+                    assert time.monotonic() < deadline, "no leader of power-0 again in 60 s"
+                    time.sleep(0.2)
             seen: list[bytes] = []
             deadline = time.monotonic() + 30
             while len(seen) < 8 and time.monotonic() < deadline:

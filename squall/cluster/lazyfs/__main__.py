@@ -70,6 +70,7 @@ def _mount(backing: str, mountpoint: str, control: str, threads: bool) -> int:
             f"{mountpoint} is a lazyfs mount already; `python3 -m lazyfs unmount {mountpoint}`"
         )
     os.makedirs(mountpoint, exist_ok=True)
+    _run_ahead_of_the_disks_users()
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # an open fd per changed directory
     filesystem = LazyFilesystem(backing)
@@ -82,6 +83,22 @@ def _mount(backing: str, mountpoint: str, control: str, threads: bool) -> int:
         server.close()
     logging.getLogger("lazyfs").warning("unmounted %s", mountpoint)
     return 0
+
+
+PRIORITY = -10
+"""The daemon's nice value: every write of the broker waits for it, and on a busy machine a
+woken daemon that waits for its turn on a CPU stalls the broker with it; it uses little CPU."""
+
+
+def _run_ahead_of_the_disks_users() -> None:
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, PRIORITY)
+    except PermissionError:
+        logging.getLogger("lazyfs").warning(
+            "cannot raise the daemon's priority (nice %d) without CAP_SYS_NICE; the broker's "
+            "writes may wait longer for it on a busy machine",
+            PRIORITY,
+        )
 
 
 if __name__ == "__main__":
