@@ -99,8 +99,10 @@ class Daemon:
         return self.node.daemon_running(self.pidfile)
 
     def kill(self, wait: float = 10.0) -> bool:
-        """SIGKILL (a crash) and wait until the process is gone; True if it was running."""
-        self.node.signal_daemon(self.pidfile, "CONT")
+        """SIGKILL (a crash) and wait until the process is gone; True if it was running.
+
+        A paused process dies paused: SIGKILL needs no SIGCONT, and a SIGCONT sent first
+        would let it run (answer requests queued while it was paused) before it dies."""
         was_running = self.node.signal_daemon(self.pidfile, "KILL")
         deadline = time.monotonic() + wait
         while was_running and self.is_running() and time.monotonic() < deadline:
