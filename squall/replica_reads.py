@@ -152,7 +152,14 @@ def replica_read_values(
     chunks = max(1, -(-len(records) // CHUNK_RECORDS))
     for chunk in range(chunks):
         part = records[chunk * CHUNK_RECORDS : (chunk + 1) * CHUNK_RECORDS]
-        yield {**head, "chunk": chunk, "chunks": chunks, "records": [list(r) for r in part]}
+        yield {
+            **head,
+            "chunk": chunk,
+            "chunks": chunks,
+            "first_offset": part[0][0] if part else None,
+            "last_offset": part[-1][0] if part else None,
+            "records": [list(r) for r in part],
+        }
 
 
 def partition_ends(cluster: Cluster, topic: str, partitions: int) -> dict[str, PartitionEnd]:
