@@ -84,6 +84,23 @@ def build(b: HistoryBuilder) -> None:
     read(b, "chunks-0", {1: long, 2: long, 3: long}, hw=250, chunk=100)
     # The leader itself differs: both followers are reported against it.
     read(b, "leader-0", {1: records(0, 10, changed={0: 1}), 2: full, 3: full}, hw=10)
+    placed(b)
+
+
+def placed(b: HistoryBuilder) -> None:
+    """Lost writes in the middle, at the tail and at the start of what the log held."""
+    for key, sent, read_before, held in (
+        ("hole-0", range(5), [0, 1, 3, 4], [0, 1, 3, 4]),
+        ("tail-0", range(4), [0, 1, 3], [0, 1]),
+        ("prefix-0", range(4), [1, 2, 3], [1, 2, 3]),
+    ):
+        p = b.process()
+        for offset in sent:
+            b.send1(p, key, 1000 + offset, offset, acks=-1)
+        b.poll(b.process(), {key: [(o, 1000 + o) for o in read_before]})
+        b.poll(b.process(), {key: [(o, 1000 + o) for o in held]}, final=True)
+        log = [(o, 1000 + o) for o in held]
+        read(b, key, {1: log, 2: log, 3: log}, hw=held[-1] + 1)
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +149,7 @@ def test_a_case_says_what_differs(results: dict[str, Any]) -> None:
 def test_details_and_notes(results: dict[str, Any]) -> None:
     section = results["checkers"]["replicas"]
     details = section["details"]
-    assert details["keys"] == 12
+    assert details["keys"] == 15
     assert details["unreadable_replicas"] == [
         {"key": "unread-0", "broker": 3, "node": "n3", "error": "ssh: lost"}
     ]
@@ -150,3 +167,14 @@ def test_no_replica_reads_no_judgement(spark: Any, tmp_path: Path) -> None:
     section = results["checkers"]["replicas"]
     assert section["counts"] == {} and section["valid"] is True
     assert any("not judged" in note for note in section["notes"])
+
+
+def test_each_lost_write_is_placed_in_its_log(results: dict[str, Any]) -> None:
+    lost = results["checkers"]["delivery"]["anomalies"]["lost-write"]
+    assert sorted((c["key"], c["offset"], c["placement"]) for c in lost) == [
+        ("hole-0", 2, "middle"),
+        ("prefix-0", 0, "prefix"),
+        ("tail-0", 2, "tail"),
+    ]
+    texts = [c["text"] for c in results["explanations"]["lost-write"]["cases"]]
+    assert any("a hole in the middle of the log" in text for text in texts)
