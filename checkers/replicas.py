@@ -236,7 +236,6 @@ def replica_read_details(events: DataFrame) -> dict[str, Any]:
     rows = (
         replica_reads(events)
         .select("node", "r.key", "r.broker", "r.error", "r.high_watermark")
-        .distinct()
         .collect()
     )
     if not rows:
