@@ -324,7 +324,7 @@ class TestRunner:
             workload.final_read(
                 cluster.bootstrap, writer, deadline_s=spec.workload.final_read_deadline_s
             )
-            view.phase, view.phase_detail = "replica reads", "every replica's log, off its disk"
+            view.phase_detail = "every replica's log, read off its disk"
             self._read_replicas(cluster, writer, run_dir)
         finally:
             writer.close()
