@@ -121,6 +121,15 @@ def _value(text: Any) -> Any:
     return text
 
 
+def _example(offset: int, reference: dict[int, Any], held: dict[int, Any]) -> dict[str, Any]:
+    """One offset side by side: the reference's value and the replica's (absent: none)."""
+    example = {"offset": offset}
+    for name, values in (("reference", reference), ("value", held)):
+        if offset in values:
+            example[name] = _value(values[offset])
+    return example
+
+
 def _first(series: pd.Series) -> Any:
     present = series.dropna()
     return None if present.empty else present.iloc[0]
@@ -192,14 +201,7 @@ def key_divergence(rows: pd.DataFrame) -> list[dict[str, Any]]:
                 "corrupt": int(corrupt.sum()),
                 "missing": int(missing.size),
                 "offsets": [int(bad[0]), int(bad[-1])],
-                "examples": [
-                    {
-                        "offset": int(o),
-                        "reference": _value(reference_of.get(int(o))),
-                        "value": _value(value_of.get(int(o))),
-                    }
-                    for o in bad[:EXAMPLES]
-                ],
+                "examples": [_example(int(o), reference_of, value_of) for o in bad[:EXAMPLES]],
                 "read": int(meta.at[broker, "index"]),
             }
         )

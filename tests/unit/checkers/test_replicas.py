@@ -156,7 +156,11 @@ def test_details_and_notes(results: dict[str, Any]) -> None:
     assert details["keys_without_high_watermark"] == ["nohw-0"]
     assert any("could not be read" in note for note in section["notes"])
     text = results["explanations"]["replica-divergence"]["cases"][0]["text"]
-    assert text.startswith("key corrupt-0: broker 2")
+    assert text == (
+        "key leader-0: broker 2 (in the ISR [1, 2, 3]), replica read on line 44, holds "
+        "another value at 1 offset below the high watermark 10 (offset 0), against leader "
+        "1's log"
+    )
 
 
 def test_no_replica_reads_no_judgement(spark: Any, tmp_path: Path) -> None:
