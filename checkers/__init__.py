@@ -7,7 +7,7 @@
 SparkSession), `load` (path -> Parquet tables), `evidence` and `dense` (reads, writes,
 commitment, the dense offset index), `checker` (the Checker protocol and the context every
 checker is given), `registry` (the checkers a check composes), the checkers `offsets`,
-`delivery`, `order`, `consumer_groups`, `consumer_anchors`, `unclean`, `conformance`
+`delivery`, `order`, `consumer_groups`, `consumer_anchors`, `unclean`, `conformance`, `replicas`
 (with `events`, the SUT events each key is told), plus `losses` (expected losses),
 `stats`, `results` and `check`. A new checker is a module with a `Checker`, registered:
 

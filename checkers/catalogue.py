@@ -37,6 +37,7 @@ SINGLE_OPERATION_FIELDS = (
     "op",
     "fault",
     "healed",
+    "read",
 )
 """The case fields that name one history operation (or SUT event) by index."""
 OPERATION_FIELDS = (*SINGLE_OPERATION_FIELDS, "ops", "sends")
@@ -46,6 +47,11 @@ OPERATION_FIELDS = (*SINGLE_OPERATION_FIELDS, "ops", "sends")
 _DENSE = (
     "`index` and `max_read_index` are dense indices of the key's offsets (0 is its lowest "
     "offset seen), not history indices"
+)
+_PLACED = (
+    "`placement` says where the offset sits in the key's log as the final read and the "
+    "replicas' final reads held it: `prefix` (before its first record), `middle` (a hole), "
+    "`tail` (after its last) or `whole-log` (they held nothing)"
 )
 _STEP = "`delta` is the step in dense indices (1 would be the next record)"
 
@@ -171,10 +177,10 @@ _CATALOGUE = (
         "A write known to have happened was never read by any consumer, although consumers "
         "read its partition up to its offset or beyond.",
         "`writer` is the send's completion (absent if it never completed), `offset` where "
-        f"the value sat, `status` and `acks` how it was sent; {_DENSE}.",
+        f"the value sat, `status` and `acks` how it was sent; {_DENSE}; {_PLACED}.",
         _LOSSY,
         "configuration",
-        (*_WRITE_FIELDS, "index", "max_read_index"),
+        (*_WRITE_FIELDS, "index", "max_read_index", "placement"),
     ),
     _info(
         "unseen",
@@ -193,11 +199,11 @@ _CATALOGUE = (
         "read, although the configuration promised that no such write is lost.",
         "`writer` is the send's `ok` completion, `offset` where it was acknowledged; "
         "`final_read_to` is the highest offset the final read reached (an offset, not an "
-        "index).",
+        f"index); {_PLACED}.",
         "no configuration: judged only when the configuration promised no loss "
         "(min.insync.replicas >= 2, unclean leader election off), so always a bug",
         "never",
-        (*_WRITE_FIELDS, "final_read_to"),
+        (*_WRITE_FIELDS, "final_read_to", "placement"),
     ),
     _between(
         "poll-skip",
@@ -468,7 +474,41 @@ _CONFORMANCE = (
     ),
 )
 
-ANOMALIES: dict[str, AnomalyInfo] = {info.name: info for info in (*_CATALOGUE, *_CONFORMANCE)}
+_REPLICAS = (
+    _info(
+        "replica-divergence",
+        "replicas",
+        "Replicas of a key held different records at an offset below its high watermark, or "
+        "a member of its ISR lacked one, when every replica was read after the run.",
+        "`broker` (on `node`) is compared with the reference, the `leader`'s log (another "
+        "replica's where the leader lacks the offset): below the `high_watermark` it holds "
+        "another value at `differs` offsets, a record whose CRC is wrong at `corrupt`, and, "
+        "as a member of the final `isr` (`in_isr`), nothing at `missing`; `offsets` are "
+        "the first and last of them, `examples` the first few beside the reference, `read` "
+        "the replica's first `replica-read` line.",
+        "no configuration: below the high watermark every replica holds the leader's log",
+        "never",
+        (
+            "key",
+            "broker",
+            "node",
+            "in_isr",
+            "leader",
+            "isr",
+            "high_watermark",
+            "differs",
+            "corrupt",
+            "missing",
+            "offsets",
+            "examples",
+            "read",
+        ),
+    ),
+)
+
+ANOMALIES: dict[str, AnomalyInfo] = {
+    info.name: info for info in (*_CATALOGUE, *_CONFORMANCE, *_REPLICAS)
+}
 """Every anomaly type the checkers can report, in the order of docs/anomalies.md."""
 
 
@@ -644,10 +684,12 @@ def _lost_write(case: Mapping[str, Any], key: str) -> str:
     text = f"key {key}: {_written(case)} was never read by an ok poll, although ok polls "
     index, reach = case.get("index"), case.get("max_read_index")
     if _is_int(index) and _is_int(reach) and reach > index:
-        return text + f"of the key reached dense index {reach}, past the write's {index}"
-    if _is_int(index) and reach == index:
-        return text + f"read another value at its position (dense index {index})"
-    return text + "of the key reached its offset or beyond"
+        text += f"of the key reached dense index {reach}, past the write's {index}"
+    elif _is_int(index) and reach == index:
+        text += f"read another value at its position (dense index {index})"
+    else:
+        text += "of the key reached its offset or beyond"
+    return text + _placed(case)
 
 
 def _unseen(case: Mapping[str, Any], key: str) -> str:
@@ -659,7 +701,20 @@ def _lost_acked(case: Mapping[str, Any], key: str) -> str:
     reach = case.get("final_read_to")
     if _is_int(reach):
         text += f", which read up to offset {reach}"
-    return text
+    return text + _placed(case)
+
+
+_PLACEMENTS = {
+    "prefix": "a lost prefix: the log held nothing before it",
+    "middle": "a hole in the middle of the log",
+    "tail": "a lost tail: the log held nothing after it",
+    "whole-log": "the whole log lost: nothing was held at the end",
+}
+
+
+def _placed(case: Mapping[str, Any]) -> str:
+    placement = case.get("placement")
+    return f" ({_PLACEMENTS[placement]})" if placement in _PLACEMENTS else ""
 
 
 def _process(case: Mapping[str, Any]) -> str:
@@ -863,6 +918,31 @@ def _backwards(case: Mapping[str, Any], key: str) -> str:
     )
 
 
+def _diverged(case: Mapping[str, Any], key: str) -> str:
+    counts = [
+        (case.get("differs"), "another value at {} offset{}"),
+        (case.get("corrupt"), "a record with a wrong CRC at {} offset{}"),
+        (case.get("missing"), "nothing at {} offset{}"),
+    ]
+    found = [text.format(n, "" if n == 1 else "s") for n, text in counts if _is_int(n) and n > 0]
+    offsets = case.get("offsets")
+    span = ""
+    if isinstance(offsets, list) and len(offsets) == 2:
+        first, last = offsets
+        span = (
+            f" (offset {_show(first)})"
+            if first == last
+            else f" (offsets {_show(first)} to {_show(last)})"
+        )
+    where = "in" if case.get("in_isr") is True else "outside"
+    return (
+        f"key {key}: broker {_show(case.get('broker'))} ({where} the ISR {_show(case.get('isr'))}), "
+        f"{_line(case.get('read'), 'replica read')}, holds {', '.join(found) or 'a different log'} "
+        f"below the high watermark {_show(case.get('high_watermark'))}{span}, against leader "
+        f"{_show(case.get('leader'))}'s log"
+    )
+
+
 Sentence = Callable[[Mapping[str, Any], str], str]
 
 _TEXT: dict[str, tuple[str, Sentence]] = {
@@ -888,5 +968,6 @@ _TEXT: dict[str, tuple[str, Sentence]] = {
     "stale-isr-member": ("event", _stale_member),
     "poll-below-anchor": ("reader", _below_anchor),
     "commit-backwards": ("commit", _backwards),
+    "replica-divergence": ("broker", _diverged),
 }
 """Per type: the field without which its cases get the generic sentence, and its sentence."""

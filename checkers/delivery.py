@@ -11,6 +11,9 @@
   complete when one process's `ok` polls marked `final: true` read it from at or before
   the key's lowest known offset to at or beyond its highest acknowledged offset (acks of
   sends without an offset are not judged here: `unseen` covers them).
+Each lost-write and lost-acked-write case is placed in its key's log as the log was held
+at the end, by the final read and the replicas' final reads (`placement`: `prefix`,
+`middle` (a hole), `tail`, or `whole-log`).
 lost-write and unseen are expected losses for acks=0/1 writes and, when allowed, for
 writes lost in an unclean-loss window (`checkers.losses`). All are found per key, in the
 per-key pass (`checkers.key_pass`).
@@ -21,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from checkers.checker import CheckContext
@@ -109,6 +113,36 @@ def lost_acked_writes(log: KeyLog, losses: KeyLosses, final_read_to: Any) -> pd.
     return missing
 
 
+def held_span(log: KeyLog) -> tuple[int, int] | None:
+    """The first and last offset the key's log still held at the end: read by its final
+    read (`ok` polls marked `final`) or listed by a replica's final read (`replica-read`);
+    None when neither holds anything."""
+    reads = log.reads
+    final = reads.loc[(reads["type"] == "ok") & reads["final"], "offset"].dropna()
+    lows = [int(final.min())] if not final.empty else []
+    highs = [int(final.max())] if not final.empty else []
+    for event in log.events:
+        if event.f == "replica-read" and event.from_offset is not None:
+            lows.append(event.from_offset)
+            highs.append(event.to_offset if event.to_offset is not None else event.from_offset)
+    return (min(lows), max(highs)) if lows else None
+
+
+def with_placement(lost: pd.DataFrame, span: tuple[int, int] | None) -> pd.DataFrame:
+    """`lost` with `placement`: where each lost write's offset sits in the key's log as it
+    was held at the end (`held_span`): `prefix` (below its first offset), `tail` (past its
+    last), `middle` (between: a hole), or `whole-log` (the log held nothing)."""
+    if lost.empty:
+        return lost.assign(placement=pd.Series(dtype=object))
+    offsets = lost["offset"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    placement = np.full(len(lost), "whole-log" if span is None else "middle", dtype=object)
+    if span is not None:
+        placement[offsets < span[0]] = "prefix"
+        placement[offsets > span[1]] = "tail"
+    placement[np.isnan(offsets)] = None
+    return lost.assign(placement=placement)
+
+
 def judges_lost_acked_writes(rules: LossRules) -> bool:
     """Only a configuration that promised no loss of acks=-1 writes is held to it."""
     return rules.settings.promises_no_loss and not rules.unclean_allowed
@@ -117,13 +151,20 @@ def judges_lost_acked_writes(rules: LossRules) -> bool:
 def check_delivery_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyFacts]:
     """The findings of this checker on one key, and its final read's coverage."""
     key = log.key
+    lost = lost_writes(log, losses)
+    span = held_span(log) if not lost.empty or judges_lost_acked_writes(losses.rules) else None
     found: list[FindingRow | KeyFacts] = [
         *rows_of(
             CHECKER,
             "lost-write",
-            lost_writes(log, losses).assign(key=key),
+            with_placement(lost, span).assign(key=key),
             order="offset",
-            detail=[*WRITE_DETAIL, ("index", "first_idx"), ("max_read_index", "max_read_idx")],
+            detail=[
+                *WRITE_DETAIL,
+                ("index", "first_idx"),
+                ("max_read_index", "max_read_idx"),
+                ("placement", "placement"),
+            ],
             expected="expected",
         ),
         *rows_of(
@@ -157,9 +198,13 @@ def check_delivery_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyF
                 found += rows_of(
                     CHECKER,
                     "lost-acked-write",
-                    missing.assign(key=key),
+                    with_placement(missing, span).assign(key=key),
                     order="offset",
-                    detail=[*WRITE_DETAIL, ("final_read_to", "final_read_to")],
+                    detail=[
+                        *WRITE_DETAIL,
+                        ("final_read_to", "final_read_to"),
+                        ("placement", "placement"),
+                    ],
                 )
     return found
 

@@ -18,6 +18,9 @@ from checkers.key_log import ReplicationEvent
 
 REPLICATION_EVENTS = ("leader-election", "isr-change", "truncation")
 """The SUT events the per-key pass tells each key of."""
+REPLICA_READ = "replica-read"
+"""A replica's final read; the pass tells each key where each such line's records start and
+end (`from_offset`, `to_offset`: the first and last offset it lists), not the records."""
 NemesisEvent = tuple[int, int, str, str | None]
 """index, time, f, value (JSON text)."""
 
@@ -25,7 +28,8 @@ NemesisEvent = tuple[int, int, str, str | None]
 @dataclass(frozen=True)
 class HistoryEvents:
     """`nemesis`: the nemesis events in history order; `replication`: the SUT's leader
-    elections, ISR changes and truncations by key, in history order; `elections`: the SUT's leader
+    elections, ISR changes and truncations by key, in history order, with the spans of the
+    replicas' final reads (`replica-read`); `elections`: the SUT's leader
     elections counted (`leader_elections`, `unclean_elections`)."""
 
     nemesis: list[NemesisEvent] = field(default_factory=list)
@@ -39,8 +43,9 @@ def collect_events(events: DataFrame) -> HistoryEvents:
     """The nemesis events and the SUT's elections and ISR changes, in one job."""
     nemesis = F.col("process") == "nemesis"
     replication = (F.col("process") == "sut") & F.col("f").isin(*REPLICATION_EVENTS)
+    replica = (F.col("process") == "sut") & (F.col("f") == REPLICA_READ)
     rows = sorted(
-        events.filter(nemesis | replication)
+        events.filter(nemesis | replication | replica)
         .select(
             "process",
             "index",
@@ -55,6 +60,12 @@ def collect_events(events: DataFrame) -> HistoryEvents:
             "isr",
             "previous_leader",
             "unclean",
+            *(
+                F.when(replica, F.get_json_object("value_json", f"$.{name}").cast("long")).alias(
+                    name
+                )
+                for name in ("first_offset", "last_offset")
+            ),
         )
         .collect(),
         key=lambda row: row["index"],
@@ -69,6 +80,23 @@ def collect_events(events: DataFrame) -> HistoryEvents:
             out.elections["leader_elections"] += 1
             out.elections["unclean_elections"] += unclean
         if row["key"] is None:
+            continue
+        if row["f"] == REPLICA_READ:
+            if row["first_offset"] is not None:
+                out.replication.setdefault(str(row["key"]), []).append(
+                    ReplicationEvent(
+                        int(row["index"]),
+                        int(row["time"]),
+                        REPLICA_READ,
+                        None,
+                        None,
+                        None,
+                        None,
+                        False,
+                        from_offset=int(row["first_offset"]),
+                        to_offset=int(row["last_offset"]),
+                    )
+                )
             continue
         value = _value(row["value_json"])
         out.replication.setdefault(str(row["key"]), []).append(

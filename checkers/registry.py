@@ -20,6 +20,7 @@ from checkers.delivery import DeliveryChecker
 from checkers.errors import CheckerDefinitionError
 from checkers.offsets import OffsetsChecker
 from checkers.order import OrderChecker
+from checkers.replicas import ReplicasChecker
 from checkers.results import CheckerReport
 from checkers.unclean import UncleanChecker
 
@@ -72,6 +73,7 @@ def default_checkers() -> tuple[Checker, ...]:
         ConsumerAnchorsChecker(),
         UncleanChecker(),
         ConformanceChecker(),
+        ReplicasChecker(),
     )
 
 

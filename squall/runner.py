@@ -42,6 +42,7 @@ from squall.cluster.event_tail import EventTail
 from squall.cluster.node import Node
 from squall.cluster.runtimes import Runtime, default_runtime, new_run_id, runtime_named
 from squall.exit_codes import ExitCode
+from squall.replica_reads import REPLICA_READ, record_replica_reads
 from squall.report.live import RunView
 from squall.report.scenarios import scenario_section_of
 from squall.spec import SpecError, TestSpec
@@ -325,8 +326,24 @@ class TestRunner:
             workload.final_read(
                 cluster.bootstrap, writer, deadline_s=spec.workload.final_read_deadline_s
             )
+            view.phase_detail = "every replica's log, read off its disk"
+            self._read_replicas(cluster, writer, run_dir)
         finally:
             writer.close()
+
+    def _read_replicas(
+        self, cluster: Cluster, writer: HistoryWriter, run_dir: RunDirectory
+    ) -> None:
+        """Every replica's log of every key, read off its node after the final read
+        (`squall.replica_reads`); a failure is noted, never the end of the run."""
+        workload = self.spec.workload
+        try:
+            record_replica_reads(
+                cluster, workload.topic, workload.partitions, writer, scratch=run_dir.path
+            )
+        except Exception as err:
+            log.exception("the replica reads of %s failed", run_dir.path)
+            self.console.print(f"[yellow]replica reads not recorded:[/] {err}")
 
     def _supported(self, nemesis: ScheduleSpec, cluster: Cluster) -> ScheduleSpec:
         """The schedule spec for this cluster: its brokers and what its runtime can do; without
@@ -534,7 +551,9 @@ def write_reports(run_dir: RunDirectory, results: dict[str, Any]) -> None:
     from squall.report.plots import write_plots
 
     history = read_history(run_dir.history)
-    events = [op.to_json_dict() for op in history if not op.is_client]  # nemesis and SUT
+    events = [  # nemesis and SUT, without the replicas' records
+        op.to_json_dict() for op in history if not op.is_client and op.f != REPLICA_READ
+    ]
     faults = [op.to_json_dict() for op in history if op.process == "nemesis"]
     elections = sum(1 for op in history if op.process == "sut" and op.f == "leader-election")
     test = run_dir.read_test() if run_dir.test_json.exists() else None

@@ -43,6 +43,12 @@ MAX_ZOOKEEPER_CONNECTIONS_PER_ADDRESS = 60
 """ZooKeeper's own default: each broker holds one session, the control node a few."""
 
 
+DUMP_TIMEOUT_S = 300.0
+"""How long a broker node's `dump-log` may take (a 120 s run's log takes seconds)."""
+MAX_DUMP_BYTES = 1 << 30
+"""The most a broker node's `dump-log` output may hold before it is refused."""
+
+
 class ServiceError(ClusterError):
     """A daemon did not install, start or stop as asked."""
 
@@ -273,6 +279,69 @@ class BrokerService(Daemon):
         )
         self._wait_until(self._listening_probe(self.port), f"listen on {self.bootstrap}", timeout)
         return pid
+
+    def dump_log(
+        self,
+        topic: str,
+        local: Path,
+        *,
+        timeout: float = DUMP_TIMEOUT_S,
+        max_bytes: int = MAX_DUMP_BYTES,
+    ) -> Path:
+        """Run the SUT's own `dump-log` over this broker's log dir for `topic` (read-only, as
+        `kafka-dump-log.sh`), its JSON lines written to a file on the node and fetched to
+        `local` (streamed, never held in memory whole); ServiceError when it fails, or when
+        its output exceeds `max_bytes`. A broker holding no replica of the topic gives an
+        empty file."""
+        remote = str(self.root / "run" / f"dump-log-{topic}.jsonl")
+        command = shlex.join(
+            [
+                self.python,
+                "-m",
+                "system_under_test",
+                "dump-log",
+                "--log-dir",
+                self.log_dir,
+                "--topic",
+                topic,
+                "--format",
+                "jsonl",
+            ]
+        )
+        sut = shlex.quote(str(self.root / "sut"))
+        target = shlex.quote(remote)
+        result = self.node.run(
+            f"PYTHONPATH={sut} {command} > {target}; code=$?; "
+            f"echo; echo dump-log-exit=$code; stat -c %s {target}",
+            timeout=timeout,
+            check=False,
+        )
+        lines = result.output.strip().splitlines()
+        exit_line = next((x for x in reversed(lines) if x.startswith("dump-log-exit=")), "")
+        code = exit_line.removeprefix("dump-log-exit=")
+        if code == "2" and "holds no partition directory" in result.output:
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_bytes(b"")
+            return local
+        if code != "0" or not lines or not lines[-1].isdigit():
+            raise ServiceError(
+                f"{self.node.name}: dump-log of topic {topic} failed (exit {code or '?'}): "
+                f"{result.output.strip()[-600:]}"
+            )
+        size = int(lines[-1])
+        if size > max_bytes:
+            self.node.run(f"rm -f {target}", check=False)
+            raise ServiceError(
+                f"{self.node.name}: dump-log of topic {topic} wrote {size} bytes, more than the "
+                f"bound of {max_bytes}; the replica reads skip this node"
+            )
+        try:
+            self.node.download(remote, local)
+        finally:
+            self.node.run(f"rm -f {target}", check=False)
+        if not local.exists():
+            raise ServiceError(f"{self.node.name}: the dump of topic {topic} was not fetched")
+        return local
 
     def fetch_logs(self, local: Path) -> None:
         local.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ from squall.report.verdict import (
     describe_faults,
     explain,
     history_events,
+    replica_reads_summary,
 )
 
 VERDICT_STYLE = {
@@ -61,6 +62,9 @@ def print_results(
         shown = ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items()) if v) or "-"
         checkers.add_row(name, _verdict(checker.get("valid")), shown)
     parts.append(checkers)
+    replicas = replica_reads_summary(results)
+    if replicas is not None:
+        parts.append(Text(replicas, style="dim"))
 
     for name, checker in sorted(results.get("checkers", {}).items()):
         for anomaly, found in sorted(checker.get("anomalies", {}).items()):

@@ -21,7 +21,7 @@ from squall.report.failures import FailureGroup
 from squall.report.scenarios import way
 from squall.report.throughput import AchievedRate, achieved_rate, describe_live_rate
 from squall.report.timeline import event_rows, natural_key
-from squall.report.verdict import describe_faults, explain
+from squall.report.verdict import describe_faults, explain, replica_reads_summary
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
@@ -459,6 +459,9 @@ def _checkers(results: Mapping[str, Any], samples: int) -> list[str]:
             f"<td>{_counts(expected) if expected else '-'}</td></tr>"
         )
     out.append("</table>")
+    replicas = replica_reads_summary(results)
+    if replicas is not None:
+        out.append(f"<p class='caption'>{html.escape(replicas)}</p>")
     notes = results.get("notes", [])
     for note in notes if isinstance(notes, list) else [notes]:
         out.append(f"<p><em>{_text(note)}</em></p>")

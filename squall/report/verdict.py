@@ -147,3 +147,22 @@ def describe_faults(test: Mapping[str, Any] | None, applied: Sequence[Mapping[st
             f"{detectors.get('replica_lag_s', 0):g} s"
         )
     return f"faults: {asked}{done}{timing}"
+
+
+def replica_reads_summary(results: Mapping[str, Any]) -> str | None:
+    """What the replica reads covered, in words (None: the history has none)."""
+    section = results.get("checkers", {}).get("replicas", {})
+    details = section.get("details", {}) if isinstance(section, Mapping) else {}
+    if not isinstance(details, Mapping) or not details.get("replica_reads"):
+        return None
+    text = (
+        f"replica reads: {details.get('replicas', 0)} replicas of {details.get('keys', 0)} "
+        "keys read off their disks after the run"
+    )
+    unreadable = details.get("unreadable_replicas") or []
+    if unreadable:
+        text += f"; {len(unreadable)} could not be read"
+    diverged = section.get("counts", {}).get("replica-divergence", 0)
+    return text + (
+        f"; {diverged} disagree below the high watermark" if diverged else "; they agree"
+    )

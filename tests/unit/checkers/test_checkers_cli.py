@@ -132,6 +132,7 @@ def test_jepsen_history_checks_end_to_end(spark: Any, tmp_path: Path) -> None:
         "consumer_anchors",
         "unclean",
         "conformance",
+        "replicas",
     }
     written = json.loads((tmp_path / "results.json").read_text())
     assert written["valid"] is True

@@ -48,6 +48,7 @@ DEFAULT_NAMES = [
     "consumer_anchors",
     "unclean",
     "conformance",
+    "replicas",
 ]
 
 
@@ -193,6 +194,7 @@ def test_the_registry_refuses_a_second_checker_of_one_name() -> None:
         "consumer_anchors",
         "unclean",
         "conformance",
+        "replicas",
         "order",
     )
 
