@@ -71,13 +71,24 @@ def test_stuck_follower_holds_back_commit_until_it_leaves_the_isr(make_cluster) 
         assert isinstance(result[b"held-back"], int)
         # Not acknowledged before the stuck follower was dropped after replica.lag.time.max.ms.
         assert waited >= 2.5, f"acknowledged after {waited:.2f}s, before the lag time"
-        with AdminClient(others) as admin:
-            isr = admin.describe_topics(["stuck"])[0].partitions[0].isr
-        assert stuck not in isr and len(isr) == 2
-        shrinks = [
-            e for e in cluster.events() if e["type"] == "isr-change" and stuck not in e["isr"]
-        ]
-        assert shrinks and "shrink" in shrinks[0]["reason"]
+
+        def isr_seen() -> list[int]:
+            with AdminClient(others) as admin:
+                return list(admin.describe_topics(["stuck"])[0].partitions[0].isr)
+
+        # The other brokers learn the leader's ISR change from the controller a moment later.
+        isr = wait_for(
+            lambda: stuck not in (seen := isr_seen()) and seen,
+            what="the ISR without the stuck follower in the brokers' metadata",
+        )
+        assert len(isr) == 2
+        shrinks = wait_for(
+            lambda: [
+                e for e in cluster.events() if e["type"] == "isr-change" and stuck not in e["isr"]
+            ],
+            what="the leader's event of the shrink",
+        )
+        assert "shrink" in shrinks[0]["reason"]
         # What the leader knew when it decided (the conformance checker's facts).
         assert stuck in shrinks[0]["previous_isr"]
         assert set(shrinks[0]["log_end_offsets"]) == {str(b) for b in state.replicas}
