@@ -2,7 +2,8 @@
 
 A scenario is a TestSpec plus a schedule of role-targeted faults (``leader:squall-queue-0``,
 ``followers:...``, ``isr:...``) resolved live when they strike, run by the TestRunner exactly
-as `squall run` runs it: cluster, workload, nemesis, heal, final read, SUT events, checkers.
+as `squall run` runs it: cluster, workload, nemesis, heal, final read, SUT events, checkers;
+the runs of one test session are checked in one SparkSession, as a campaign's cases are.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from typing import Any
 
 from rich.console import Console
 
-from checkers import stop_spark
 from nemesis import Fault, Schedule, ScheduledFault
 from squall.runner import RunOutcome, TestRunner
 from squall.spec import TestSpec
@@ -127,10 +127,10 @@ def run_scenario(
     runner = TestRunner(
         spec, store=RunStore(root / "store"), console=console, replay_schedule=schedule
     )
-    try:
-        outcome = runner.run()
-    finally:
-        stop_spark()  # the run's checkers started Spark in this process
+    # The SparkSession the first run's checkers start serves every later run of the test
+    # session, as `squall campaign` checks all its cases in one (the checker tests' fixture
+    # stops it before starting their own).
+    outcome = runner.run()
     history = [
         json.loads(line) for line in outcome.run_dir.history.read_text().splitlines() if line
     ]

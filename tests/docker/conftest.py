@@ -37,9 +37,17 @@ def docker_runtime() -> DockerRuntime:
 
 
 @pytest.fixture(scope="module")
-def docker_cluster(squall_home: Path, docker_runtime: DockerRuntime) -> Iterator[Cluster]:
+def docker_cluster_settings() -> dict[str, str]:
+    """The brokers' settings of `docker_cluster`; a module overrides this fixture for others."""
+    return {"min.insync.replicas": "2"}
+
+
+@pytest.fixture(scope="module")
+def docker_cluster(
+    squall_home: Path, docker_runtime: DockerRuntime, docker_cluster_settings: dict[str, str]
+) -> Iterator[Cluster]:
     run_id = f"test-{secrets.token_hex(3)}"
-    cluster = docker_runtime.up(run_id, 3, settings={"min.insync.replicas": "2"})
+    cluster = docker_runtime.up(run_id, 3, settings=docker_cluster_settings)
     try:
         yield cluster
     finally:

@@ -2,10 +2,12 @@
 watched, judged from the SUT's events as the nodes log them), reaches its state on real
 containers, and says so; and a scenario that cannot reach its state says that too.
 
-One cluster with quick detectors (3 s sessions, 3 s replica lag) and a topic of three
-partitions serves every scenario; a producer keeps acks=1 writes in flight to every
-partition, so that leader changes have something to lose and returning replicas something
-to truncate.
+One run per scenario: its judge's verdict is checked, and where a scenario's state means
+more than its judge looks at (the KIP-101 sequences), the SUT's own events of the run are
+checked for that too. One cluster with quick detectors (3 s sessions, 3 s replica lag) and
+a topic of three partitions serves every scenario; a producer keeps acks=1 writes in flight
+to every partition, so that leader changes have something to lose and returning replicas
+something to truncate.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +94,43 @@ class Writer:
     def __exit__(self, *_: object) -> None:
         self.stopped.set()
         self.thread.join(timeout=30)
+        assert self.sent > 100, f"the writer sent only {self.sent} records"
+
+
+class RecordedEvents:
+    """The cluster's event tail, keeping every SUT event it read for the test to look at."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.tail = EventTail(cluster)
+        self.seen: list[dict[str, Any]] = []
+
+    def read(self) -> list[dict[str, Any]]:
+        events = self.tail.read()
+        self.seen += events
+        return events
+
+
+@dataclass(frozen=True)
+class Watched:
+    """The judged runs of one scenario, and every SUT event logged while they ran."""
+
+    outcomes: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    started_ns: int
+    """Wall time at which the schedule runner started (its ``started_s`` count from here)."""
+
+    def reached(self) -> dict[str, Any]:
+        """The first run that reached its state (the test fails when none did)."""
+        assert any(o["reached"] for o in self.outcomes), self.outcomes
+        return next(o for o in self.outcomes if o["reached"])
+
+    def events_of(self, outcome: dict[str, Any]) -> list[dict[str, Any]]:
+        """The events logged from that run's first fault on, in time order."""
+        since = self.started_ns + int(outcome["started_s"] * 1e9)
+        return sorted(
+            (e for e in self.events if e["wall_time_ns"] >= since),
+            key=lambda e: e["wall_time_ns"],
+        )
 
 
 @pytest.fixture(scope="module")
@@ -109,15 +149,16 @@ def cluster(squall_home: Path, docker_runtime: DockerRuntime) -> Iterator[Cluste
 
 def run_watched(
     cluster: Cluster, generator: Any, *, detectors: Detectors = DETECTORS, seed: int = 5
-) -> list[dict[str, Any]]:
-    """Lay the generator out and run it as a test run does, watched; the runs' outcomes."""
-    return list(run_schedule(cluster, generator, detectors=detectors, seed=seed).scenarios)
+) -> Watched:
+    """Lay the generator out and run it as a test run does, watched; its judged runs."""
+    return run_schedule(cluster, generator, detectors=detectors, seed=seed)[1]
 
 
 def run_schedule(
     cluster: Cluster, generator: Any, *, detectors: Detectors = DETECTORS, seed: int = 5
-) -> Schedule:
-    """Lay the generator out and run it as a test run does, watched; the applied schedule."""
+) -> tuple[Schedule, Watched]:
+    """Lay the generator out and run it as a test run does, watched; the applied schedule
+    and its judged runs."""
     wait_for(lambda: full_isrs(cluster), what="full ISRs before")
     spec = ScheduleSpec(
         generator=generator,
@@ -128,11 +169,11 @@ def run_schedule(
         capabilities=frozenset({"partitions"}),
     )
     nemesis = Nemesis(cluster, rng=random.Random(seed), topic_hint=KEYS[0], partitions=KEYS)
-    watch = ScenarioWatch(
-        cluster.roles, EventTail(cluster), KEYS, DETECTORS, rng=random.Random(seed)
-    )
+    events = RecordedEvents(cluster)
+    watch = ScenarioWatch(cluster.roles, events, KEYS, DETECTORS, rng=random.Random(seed))
     try:
         with Writer(cluster.bootstrap):
+            started_ns = time.time_ns()
             applied = ScheduleRunner(nemesis, watch=watch).run(generate_schedule(spec))
     finally:
         nemesis.heal(restart_killed=True)
@@ -140,23 +181,71 @@ def run_schedule(
     wait_for(lambda: full_isrs(cluster), timeout=90, what="full ISRs after")
     assert all("error" not in s.fault.value for s in applied.faults), applied.to_json()
     assert applied.scenarios, "no run of the scenario was judged"
-    return applied
+    events.read()  # what was logged after the last judgement
+    return applied, Watched(list(applied.scenarios), events.seen, started_ns)
+
+
+def a_leader_apart_from_the_controller(cluster: Cluster) -> None:
+    """Bounce the controller until it leads not every partition: KIP-101's first sequence
+    needs a controller that outlives the leader (with the controller on the leader's node,
+    the restarted followers are made followers by nobody before the leader is gone)."""
+    for _ in range(4):
+        view = cluster.roles.observe(KEYS, controller=True)
+        if any(p.leader != view.controller for p in view.partitions.values()):
+            return
+        Nemesis(cluster, rng=random.Random(1)).apply(Fault("bounce", {"targets": ["controller"]}))
+        wait_for(lambda: full_isrs(cluster), what="full ISRs after a bounce")
+    pytest.fail("the controller stayed the leader of every partition after four bounces")
+
+
+def kip_101_first_sequence(watched: Watched, reached: dict[str, Any]) -> None:
+    """A controller that did not see the followers crash made them followers of the paused
+    leader again, in its ISR (where a replica truncating by the high watermark would
+    truncate), and elected one of them when the leader's session ended."""
+    assert not reached["aim"]["fallback"], reached["aim"]
+    elected = reached["evidence"][-1]
+    assert elected["type"] == "leader-election", reached
+    assert elected["reason"].startswith("broker change"), elected
+    assert any(
+        e["type"] == "controller-elected" and e["wall_time_ns"] < elected["wall_time_ns"]
+        for e in watched.events_of(reached)
+    ), "no new controller between the followers' restart and the election"
+
+
+def truncations_go_back(watched: Watched, reached: dict[str, Any]) -> None:
+    """Every truncation of the run's partition cut its log back, none forward."""
+    key = reached["aim"]["key"]
+    truncations = [
+        e for e in watched.events_of(reached) if e["type"] == "truncation" and e["key"] == key
+    ]
+    assert truncations, "no replica truncated after the failover"
+    assert all(e["to_offset"] < e["from_offset"] for e in truncations), truncations
+
+
+STATES: dict[str, Callable[[Watched, dict[str, Any]], None]] = {
+    "follower-restart-leader-loss": kip_101_first_sequence,
+    "failover-during-truncation": truncations_go_back,
+}
+"""What a scenario's state means beyond its judge, checked on the SUT's events of the run."""
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_the_scenario_reaches_its_state(cluster: Cluster, name: str) -> None:
-    outcomes = run_watched(cluster, name)
-    assert any(o["reached"] for o in outcomes), outcomes
-    reached = next(o for o in outcomes if o["reached"])
+    if SCENARIOS[name].aim == "apart-from-controller":
+        a_leader_apart_from_the_controller(cluster)
+    watched = run_watched(cluster, name)
+    reached = watched.reached()
     assert reached["aim"]["key"] in KEYS and reached["evidence"], reached
     assert all(e["key"] == reached["aim"]["key"] for e in reached["evidence"] if "key" in e)
+    if name in STATES:
+        STATES[name](watched, reached)
 
 
 def test_a_scenario_that_cannot_reach_its_state_says_so(cluster: Cluster) -> None:
     """A zombie leader paused for a small part of the real session (the schedule is drawn
     as if sessions lasted 0.3 s) is never deposed: both attempts say what was missing."""
     short = Detectors(session_timeout_s=0.3, replica_lag_s=0.3, fetch_wait_s=0.2)
-    outcomes = run_watched(cluster, "zombie-leader", detectors=short, seed=7)
+    outcomes = run_watched(cluster, "zombie-leader", detectors=short, seed=7).outcomes
     assert [o["attempt"] for o in outcomes] == [1, 2]
     assert all(o["reached"] is False for o in outcomes), outcomes
     assert all("no election" in o["missing"] for o in outcomes)
@@ -169,12 +258,12 @@ def test_a_scenario_that_cannot_reach_its_state_says_so(cluster: Cluster) -> Non
 def test_failover_during_truncation_with_the_followers_cut_off(cluster: Cluster) -> None:
     """The partition variant: the followers cut off from the leader, not paused, until it
     comes back; it still truncates what they never had."""
-    outcomes = run_watched(
+    watched = run_watched(
         cluster, {"scenario": "failover-during-truncation", "variant": "cut-off"}, seed=3
     )
-    assert outcomes[0]["variant"] == "cut-off"
-    assert any(o["reached"] for o in outcomes), outcomes
-    reached = next(o for o in outcomes if o["reached"])
+    assert watched.outcomes[0]["variant"] == "cut-off"
+    reached = watched.reached()
+    truncations_go_back(watched, reached)
     assert [e["type"] for e in reached["evidence"]] == [
         "leader-election",
         "truncation",
@@ -198,7 +287,7 @@ def test_slow_follower_failover_slows_a_follower_that_leads_nothing(cluster: Clu
         lambda: full_isrs(cluster) and led[0] not in leaders(cluster),
         what=f"broker {led[0]} back in every ISR, leading nothing",
     )
-    applied = run_schedule(cluster, "slow-follower-failover")
+    applied, _ = run_schedule(cluster, "slow-follower-failover")
     first = applied.scenarios[0]
     assert first["aim"]["rule"] == "idle-follower" and not first["aim"]["fallback"], first
     idle = first["aim"]["idle_followers"]
