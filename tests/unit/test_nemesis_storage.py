@@ -23,6 +23,7 @@ from squall.runner import check_runnable
 from squall.spec import SpecError, TestSpec
 from system_under_test.log import Log, LogConfig
 from system_under_test.log.record import encode_records
+from tests.support import run_squall
 
 CONFIG = LogConfig(segment_bytes=1000, index_interval_bytes=120)
 KEY = "t-0"
@@ -272,3 +273,23 @@ def test_a_schedule_records_the_damage_it_did(cluster: Cluster) -> None:
     back = ScheduledFault.from_json(json.loads(json.dumps(entry.to_json())))
     assert back == entry
     assert back.fault.request().value["damage"] == applied.value["damage"]
+
+
+def test_the_nemesis_commands_damage_files_and_refuse_power_loss(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SQUALL_HOME", str(home))
+        cluster.state.save()
+    directory = write_partition(cluster, "n2", 25)
+    size = (directory / f"{20:020d}.log").stat().st_size
+    cut = run_squall("nemesis", "truncate-file", "-t", "n2", "--key", KEY, "--seed", "4", home=home)
+    assert cut.returncode == 0, cut.stderr
+    line = json.loads(cut.stdout)
+    assert (line["process"], line["f"]) == ("nemesis", "truncate-file")
+    assert line["value"]["damage"]["n2"]["size"] == size
+    assert (directory / f"{20:020d}.log").stat().st_size == line["value"]["damage"]["n2"]["to_size"]
+    refused = run_squall("nemesis", "power-loss", "-t", "n1", home=home)
+    assert refused.returncode == 2
+    assert "power-loss is unavailable on this local cluster" in refused.stderr
