@@ -55,7 +55,13 @@ NOTHING_HEALED = frozenset(
     {"already-running", "not-running", "healed", "unfrozen", "resumed", "no-snapshots"}
 )
 """Outcomes of the final blind heal that found nothing to do: not worth a history line."""
-SUT_EVENT_TYPES = {"leader-election", "isr-change", "truncation", "controller-elected"}
+SUT_EVENT_TYPES = {
+    "leader-election",
+    "isr-change",
+    "truncation",
+    "controller-elected",
+    "log-recovery",
+}
 
 
 class InfrastructureError(RuntimeError):
