@@ -2,11 +2,12 @@
 ``nemesis.protocols.Disks`` over each node's command channel.
 
 A broker's data directory is its ``log.dirs`` (``<root>/data/logs``); its snapshots live
-beside it in ``<root>/data/snapshots/<name>``, out of the broker's sight. The event log
+in ``<root>/data/snapshots/<name>``, out of the broker's sight. The event log
 (``squall-events.jsonl``, in the data directory) is squall's record of the run, not the
-broker's data: snapshots leave it out and a rollback keeps it. Every operation is one run of
-a small stdlib-only Python program on the node (nodes have python3), which checks that each
-path stays inside the directory it names.
+broker's data: snapshots leave it out and a rollback keeps it. Every change is fsynced, a
+restored directory file by file. Every operation is one run of a small stdlib-only Python
+program on the node (nodes have python3), which checks that each path stays inside the
+directory it names.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import json
 import re
 import shlex
 from collections.abc import Sequence
-from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from nemesis.errors import ClusterError
@@ -42,6 +42,8 @@ CHECKPOINTS = {
 }
 """The data directory's own checkpoint files, by kind."""
 KEPT_OUT = (EVENT_LOG_NAME,)
+SNAPSHOT_DIR = "snapshots"
+"""Under the node's ``<root>/data``, beside (never inside) the log dir."""
 """Files of the data directory that snapshots leave out and rollbacks keep."""
 COMMAND_TIMEOUT_S = 120.0
 _KEY = re.compile(r"^[A-Za-z0-9._-]+-[0-9]+$")
@@ -62,18 +64,24 @@ def synced(path):
     finally:
         os.close(fd)
 
-op, base, *args = sys.argv[1:]
+def synced_tree(top):
+    for directory, _, files in os.walk(top, topdown=False):
+        for name in files:
+            synced(os.path.join(directory, name))
+        synced(directory)
+
+op, logs, snapshots, *args = sys.argv[1:]
 if op == "list":
-    directory, suffix = inside(base, args[0]), args[1]
+    directory, suffix = inside(logs, args[0]), args[1]
     pattern = re.compile(r"[0-9]{20}" + re.escape(suffix))
     names = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
     print(json.dumps([[n, os.path.getsize(os.path.join(directory, n))]
                       for n in names if pattern.fullmatch(n)]))
 elif op == "stat":
-    path = inside(base, args[0])
+    path = inside(logs, args[0])
     print(json.dumps([[args[0], os.path.getsize(path)]] if os.path.isfile(path) else []))
 elif op == "flip":
-    path, flips = inside(base, args[0]), json.loads(args[1])
+    path, flips = inside(logs, args[0]), json.loads(args[1])
     fd = os.open(path, os.O_RDWR)
     try:
         size, done = os.fstat(fd).st_size, 0
@@ -87,28 +95,26 @@ elif op == "flip":
         os.close(fd)
     print(done)
 elif op == "truncate":
-    path, size = inside(base, args[0]), int(args[1])
+    path, size = inside(logs, args[0]), int(args[1])
     before = os.path.getsize(path)
     if size < before:
         os.truncate(path, size)
         synced(path)
     print(before)
 elif op == "snapshot":
-    target, kept_out = inside(base, args[0]), args[1:]
-    source = os.path.join(base, "logs")
+    target, kept_out = inside(snapshots, args[0]), args[1:]
     partial = target + ".partial"
     shutil.rmtree(partial, ignore_errors=True)
-    shutil.copytree(source, partial, symlinks=True,
-                    ignore=lambda d, names: kept_out if d == source else [])
+    shutil.copytree(logs, partial, symlinks=True,
+                    ignore=lambda d, names: kept_out if d == logs else [])
     shutil.rmtree(target, ignore_errors=True)
     os.replace(partial, target)
     print(sum(os.path.getsize(os.path.join(d, f))
               for d, _, files in os.walk(target) for f in files))
 elif op == "restore":
-    snapshot, kept = inside(base, args[0]), set(args[1:])
+    snapshot, kept = inside(snapshots, args[0]), set(args[1:])
     if not os.path.isdir(snapshot):
         sys.exit(f"no snapshot {args[0]}")
-    logs = os.path.join(base, "logs")
     for entry in os.scandir(logs):
         if entry.name in kept:
             continue
@@ -117,11 +123,10 @@ elif op == "restore":
         else:
             os.unlink(entry.path)
     shutil.copytree(snapshot, logs, symlinks=True, dirs_exist_ok=True)
-    os.sync()
+    synced_tree(logs)
 elif op == "drop":
-    directory = inside(base, "snapshots")
-    names = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
-    shutil.rmtree(directory, ignore_errors=True)
+    names = sorted(os.listdir(snapshots)) if os.path.isdir(snapshots) else []
+    shutil.rmtree(snapshots, ignore_errors=True)
     print(json.dumps([n for n in names if not n.endswith(".partial")]))
 else:
     sys.exit(f"unknown operation {op}")
@@ -145,10 +150,12 @@ class NodeDisks:
         return self._cluster.broker(node)
 
     def _run(self, node: str, op: str, *args: str) -> str:
-        """Run the node program's ``op`` on the node's data directory (``<root>/data``)."""
+        """Run the node program's ``op`` on the broker's log dir and snapshots."""
         broker = self._broker(node)
-        base = str(PurePosixPath(broker.log_dir).parent)
-        command = shlex.join([broker.python, "-c", NODE_PROGRAM, op, base, *args])
+        snapshots = str(broker.root / "data" / SNAPSHOT_DIR)
+        command = shlex.join(
+            [broker.python, "-c", NODE_PROGRAM, op, broker.log_dir, snapshots, *args]
+        )
         result: CommandResult = broker.node.run(command, timeout=COMMAND_TIMEOUT_S, check=False)
         if not result.ok:
             tail = "\n".join(result.output.strip().splitlines()[-5:])
@@ -157,31 +164,31 @@ class NodeDisks:
 
     def files(self, node: str, kind: str, key: str | None) -> list[StoredFile]:
         if kind in CHECKPOINTS:
-            listing = self._run(node, "stat", f"logs/{CHECKPOINTS[kind]}")
-            return [StoredFile(path[len("logs/") :], size) for path, size in json.loads(listing)]
+            listing = self._run(node, "stat", CHECKPOINTS[kind])
+            return [StoredFile(path, size) for path, size in json.loads(listing)]
         if key is None or not _KEY.match(key):
             raise DiskError(
                 f"{kind} files belong to a partition: give TOPIC-PARTITION, not {key!r}"
             )
         if kind == "leader-epoch-checkpoint":
-            listing = self._run(node, "stat", f"logs/{key}/{LEADER_EPOCH_CHECKPOINT_FILE}")
-            return [StoredFile(path[len("logs/") :], size) for path, size in json.loads(listing)]
+            listing = self._run(node, "stat", f"{key}/{LEADER_EPOCH_CHECKPOINT_FILE}")
+            return [StoredFile(path, size) for path, size in json.loads(listing)]
         if kind not in SEGMENT_SUFFIXES:
             raise DiskError(f"no kind of file {kind!r}; kinds: {', '.join(SEGMENT_SUFFIXES)}")
-        listing = self._run(node, "list", f"logs/{key}", SEGMENT_SUFFIXES[kind])
+        listing = self._run(node, "list", key, SEGMENT_SUFFIXES[kind])
         return [StoredFile(f"{key}/{name}", size) for name, size in json.loads(listing)]
 
     def flip_bits(self, node: str, path: str, flips: Sequence[tuple[int, int]]) -> int:
-        return int(self._run(node, "flip", f"logs/{path}", json.dumps([list(f) for f in flips])))
+        return int(self._run(node, "flip", path, json.dumps([list(f) for f in flips])))
 
     def truncate(self, node: str, path: str, size: int) -> int:
-        return int(self._run(node, "truncate", f"logs/{path}", str(size)))
+        return int(self._run(node, "truncate", path, str(size)))
 
     def snapshot(self, node: str, name: str) -> int:
-        return int(self._run(node, "snapshot", f"snapshots/{name}", *KEPT_OUT))
+        return int(self._run(node, "snapshot", name, *KEPT_OUT))
 
     def restore(self, node: str, name: str) -> None:
-        self._run(node, "restore", f"snapshots/{name}", *KEPT_OUT)
+        self._run(node, "restore", name, *KEPT_OUT)
 
     def drop_snapshots(self, node: str) -> list[str]:
         names: list[str] = json.loads(self._run(node, "drop"))
