@@ -25,6 +25,7 @@ from nemesis.duty_cycle import DutyCycle, DutyCycleSpec
 from nemesis.errors import (
     ClusterError,
     FaultApplicationError,
+    FaultError,
     HealError,
     NemesisError,
     UnsupportedFaultError,
@@ -285,7 +286,7 @@ class Nemesis:
                     f"{fault.f}: which partition's {kind}? give key, or a partition role target"
                 )
             value["key"] = key
-        names, details = self._resolve(fault)
+        names, details = self._resolve_brokers(fault)
         recorded = storage.damages(value, fault.f)
         killed: dict[str, str] = {}
         failures: dict[str, BaseException] = {}
@@ -335,7 +336,7 @@ class Nemesis:
         disks = storage.require_disks(self.cluster)
         name = fault.value.get("name") or f"snap-{self._snapshots_taken}"
         self._snapshots_taken += 1
-        names, details = self._resolve(fault)
+        names, details = self._resolve_brokers(fault)
         daemons = self.cluster.daemons
 
         def copy(node: str) -> int:
@@ -360,7 +361,7 @@ class Nemesis:
         """Crash each target's broker, put its snapshot in place of its data directory and
         start it again (left down if another fault keeps it down)."""
         disks = storage.require_disks(self.cluster)
-        names, details = self._resolve(fault, default=sorted_nodes(self.active.snapshots))
+        names, details = self._resolve_brokers(fault, default=sorted_nodes(self.active.snapshots))
         named = dict(fault.value.get("snapshots") or {})
         chosen: dict[str, str] = {}
         failures: dict[str, BaseException] = {}
@@ -379,10 +380,12 @@ class Nemesis:
             with self._signals:
                 daemons.kill(node)
                 self.active.paused.discard(node)
+                self.active.killed.add(node)  # until it serves again
             disks.restore(node, chosen[node])
             if node in held_down:
                 return "rolled-back-down"
             daemons.start(node, timeout_s=self.start_timeout_s)
+            self.active.killed.discard(node)
             return "rolled-back"
 
         outcomes, more = on_each_node(sorted_nodes(chosen), roll_back)
@@ -400,10 +403,10 @@ class Nemesis:
         return _finish(fault, names, details, outcomes, failures)
 
     def _power_loss(self, fault: Fault) -> Fault:
-        """Kill each target's broker and drop what its filesystem had not synced, then;
-        the brokers stay down until ``start``."""
+        """Kill each target's broker and, at that instant, drop what its filesystem had not
+        synced; the brokers stay down until ``start``."""
         disks = storage.require_lazy_disk(self.cluster)
-        names, details = self._resolve(fault)
+        names, details = self._resolve_brokers(fault)
         daemons = self.cluster.daemons
 
         def lose_power(node: str) -> dict[str, int]:
@@ -486,6 +489,20 @@ class Nemesis:
             return list(default), {}
         resolved, details = self._resolve_keys(fault, ("targets",))
         return resolved.get("targets", []), details
+
+    def _resolve_brokers(
+        self, fault: Fault, *, default: Sequence[str] | None = None
+    ) -> tuple[list[str], dict[str, Any]]:
+        """The targets, as for ``_resolve``; FaultError before anything is done when one of
+        them runs no broker (storage faults hit brokers' data directories)."""
+        names, details = self._resolve(fault, default=default)
+        others = [name for name in names if name not in self.cluster.brokers]
+        if others:
+            raise FaultError(
+                f"{fault.f} hits brokers' data directories, and {', '.join(others)} runs no "
+                "broker; target brokers (a role, random, minority, brokers or n1..)"
+            )
+        return names, details
 
     def _resolve_keys(
         self, fault: Fault, keys: Sequence[str]
