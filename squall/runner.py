@@ -498,35 +498,38 @@ RUNTIME_CAPABILITIES: dict[str, frozenset[str]] = {
     "ssh": frozenset({"partitions", "netem", "disks"}),
 }
 """What each runtime can offer beyond process faults at best (netem also needs sch_netem in
-the nodes' kernel, which only bringing a cluster up tells). No runtime has a lazy disk yet
-(``power-loss`` needs one: nemesis.protocols.LAZY_DISK_MISSING)."""
+the nodes' kernel, which only bringing a cluster up tells). ``lazy-disk`` comes with the
+spec's ``lazy_disk`` (docker's default) on any runtime."""
 
 
 def check_runnable(spec: TestSpec) -> None:
     """SpecError, before anything is provisioned, for a spec its runtime cannot carry out:
     the ssh runtime without an inventory, or faults asked for by name that the runtime can
-    never apply (the default mix adapts to the runtime instead, and says what it left out)."""
+    never apply, or that need lazy disks the spec does without (the default mix adapts to
+    the runtime instead, and says what it left out)."""
     if spec.runtime == "ssh" and not spec.inventory:
         raise SpecError("the ssh runtime needs an inventory of hosts: --inventory FILE")
     nemesis = spec.nemesis
     if nemesis is None or nemesis.generator == "default":
         return
     offered = RUNTIME_CAPABILITIES.get(spec.runtime or "local", frozenset())
-    missing = not_applicable(replace(nemesis, capabilities=offered))
+    missing = not_applicable(replace(nemesis, capabilities=offered | {"lazy-disk"}))
     if missing:
         listing = ", ".join(f"{name} (needs {need})" for name, need in sorted(missing.items()))
         able = sorted(
             r for r, caps in RUNTIME_CAPABILITIES.items() if set(missing.values()) <= caps
         )
-        if not able:
-            why = f" ({LAZY_DISK_MISSING})" if "lazy-disk" in missing.values() else ""
-            raise SpecError(
-                f"the {spec.runtime} runtime cannot apply {listing}, and no runtime of this "
-                f"squall can{why}; leave them out of --faults"
-            )
         raise SpecError(
             f"the {spec.runtime} runtime cannot apply {listing}; use --runtime "
-            f"{' or '.join(able)}, or leave them out of --faults"
+            f"{' or '.join(able) or 'docker'}, or leave them out of --faults"
+        )
+    lazy = spec.lazy_disk if spec.lazy_disk is not None else spec.runtime == "docker"
+    missing = {} if lazy else not_applicable(replace(nemesis, capabilities=offered))
+    if missing:
+        listing = ", ".join(f"{name} (needs {need})" for name, need in sorted(missing.items()))
+        raise SpecError(
+            f"this test's brokers write to plain disks, so it cannot apply {listing}: "
+            f"{LAZY_DISK_MISSING}; or leave them out of --faults"
         )
 
 

@@ -1,6 +1,7 @@
 """Storage faults on real containers, shown from the SUT's own events and files: a corrupted
 segment cut back by the broker's recovery, a chopped tail fetched again, a rolled-back
-replica caught up, snapshots removed by heal, power-loss refused without a lazy disk.
+replica caught up, snapshots removed by heal, a power loss that shortens a replica's log
+on its lazy disk (docker's default).
 
 One cluster (n1..n3 + zk1, quick detectors) and one partition replicated on all three serve
 the module; every test leaves it healed, with every broker running and the ISR full.
@@ -171,8 +172,22 @@ def test_a_rolled_back_replica_catches_up_and_heal_drops_the_snapshot(
     assert not cluster.node(node).run(f"test -e {snapshots}", check=False).ok
 
 
-def test_power_loss_is_refused_without_a_lazy_disk(cluster: Cluster, nemesis: Nemesis) -> None:
-    leader, _isr = partition_state(cluster)
-    with pytest.raises(UnsupportedFaultError, match="power-loss is unavailable on this docker"):
-        nemesis.apply(Fault("power-loss", {"targets": ["leader"]}))
-    assert cluster.daemons.is_running(f"n{leader}")
+def test_a_power_loss_drops_the_unsynced_tail_and_the_replica_fetches_it_again(
+    cluster: Cluster, nemesis: Nemesis
+) -> None:
+    assert cluster.capabilities.lazy_disk  # docker's default
+    write(cluster, 200)
+    wait_for(lambda: same_logs(cluster), what="the records on every replica")
+    before = size_on(cluster, "n1")
+    follower = next(f"n{b}" for b in partition_state(cluster)[1] if f"n{b}" != "n1")
+    size = size_on(cluster, follower)
+
+    applied = nemesis.apply(Fault("power-loss", {"targets": [follower]}))
+
+    assert applied.value["outcome"] == {follower: "lost-power"}
+    assert applied.value["lost"][follower]["bytes"] > 0
+    assert not cluster.daemons.is_running(follower)
+    assert size_on(cluster, follower) < size  # nothing fsynced it: the tail is gone
+    nemesis.apply(Fault("start", {"targets": [follower]}))
+    wait_for(lambda: same_logs(cluster), what=f"{follower} to fetch its lost tail again")
+    assert size_on(cluster, follower) >= before

@@ -231,12 +231,15 @@ def test_power_loss_is_refused_without_a_lazy_disk(cluster: Cluster) -> None:
     ):
         nemesis.apply(Fault("power-loss", {"targets": ["n1"]}))
     assert nemesis.active.quiet
-    spec = TestSpec.from_mapping(
-        {"name": "queue", "runtime": "docker", "nemesis": {"faults": {"power-loss": 1}}},
-        source="test",
+    power = {"name": "queue", "nemesis": {"faults": {"power-loss": 1}}}
+    check_runnable(TestSpec.from_mapping({**power, "runtime": "docker"}, source="test"))
+    check_runnable(
+        TestSpec.from_mapping({**power, "runtime": "local", "lazy_disk": True}, source="test")
     )
-    with pytest.raises(SpecError, match=r"no runtime of this squall can.*lazy disk"):
-        check_runnable(spec)
+    for plain in ({"runtime": "docker", "lazy_disk": False}, {"runtime": "local"}):
+        spec = TestSpec.from_mapping({**power, **plain}, source="test")
+        with pytest.raises(SpecError, match=r"write to plain disks.*power-loss.*--lazy-disk"):
+            check_runnable(spec)
     corrupt = TestSpec.from_mapping(
         {"name": "queue", "runtime": "local", "nemesis": {"faults": {"corrupt": 1, "rollback": 1}}},
         source="test",
