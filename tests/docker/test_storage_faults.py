@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from nemesis import Fault, Nemesis, heal_all
-from nemesis.errors import UnsupportedFaultError
 from squall.cluster.cluster import Cluster
 from squall.cluster.docker import DockerRuntime
 from system_under_test.client import AdminClient, Producer
