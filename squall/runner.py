@@ -594,4 +594,6 @@ def _describe_active(nemesis: Nemesis) -> list[str]:
         out.append(f"netem {','.join(sorted(active.netem))}")
     if active.slowed:
         out.append(f"slowed {','.join(sorted(active.slowed))}")
+    if active.snapshots:
+        out.append(f"snapshots of {','.join(sorted(active.snapshots))}")
     return out
