@@ -18,12 +18,18 @@ from nemesis.duty_cycle import DutyCycleSpec
 from nemesis.errors import FaultError
 from nemesis.grudge import SHAPES, TARGETED_SHAPES, PartitionGrudge
 from nemesis.netem import NetemSpec
+from nemesis.storage import validate as validate_storage
 from nemesis.targets import parse_target
 
-TARGETS_REQUIRED = frozenset({"kill", "bounce", "pause", "freeze", "start-slow"})
+STORAGE_FAULTS = frozenset({"corrupt-file", "truncate-file", "snapshot", "power-loss"})
+"""Faults on the brokers' disks (``nemesis.storage``); ``rollback`` ends a snapshot."""
+TARGETS_REQUIRED = frozenset({"kill", "bounce", "pause", "freeze", "start-slow", *STORAGE_FAULTS})
 """Faults that must say whom they hit."""
-TARGETS_DEFAULT_TO_ACTIVE = frozenset({"start", "resume", "unfreeze", "stop-netem", "stop-slow"})
-"""Healing faults: without targets they undo whatever this nemesis did."""
+TARGETS_DEFAULT_TO_ACTIVE = frozenset(
+    {"start", "resume", "unfreeze", "stop-netem", "stop-slow", "rollback", "drop-snapshots"}
+)
+"""Healing faults: without targets they undo whatever this nemesis did (a rollback: to each
+node's latest snapshot)."""
 FAULT_NAMES = frozenset(
     {
         *TARGETS_REQUIRED,
@@ -46,6 +52,9 @@ DERIVED_KEYS = frozenset(
         "interfaces",
         "healed",
         "cycles",
+        "killed",
+        "copied",
+        "lost",
     }
 )
 """Value keys the Nemesis adds when it applies a fault; ``request()`` drops them."""
@@ -148,6 +157,7 @@ def _validate(f: str, value: Mapping[str, Any]) -> None:
         NetemSpec.from_value(value)
     if f == "start-slow":
         DutyCycleSpec.from_value(value)
+    validate_storage(f, value)
 
 
 def _validate_partition(

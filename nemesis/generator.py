@@ -43,10 +43,38 @@ SINGLE_KINDS: dict[str, tuple[str, str | None]] = {
     "partition": ("start-partition", "stop-partition"),
     "netem": ("start-netem", "stop-netem"),
     "slow": ("start-slow", "stop-slow"),
+    "corrupt": ("corrupt-file", "start"),
+    "truncate": ("truncate-file", "start"),
+    "rollback": ("snapshot", "rollback"),
+    "power-loss": ("power-loss", "start"),
 }
-"""A kind of single fault -> (the fault, the fault that heals it; None: instantaneous)."""
-KIND_NEEDS = {"partition": "partitions", "netem": "netem", "freeze": "freeze"}
+"""A kind of single fault -> (the fault, the fault that heals it; None: instantaneous). A
+``rollback`` is a snapshot, and ``duration`` later the rollback to it."""
+KIND_NEEDS = {
+    "partition": "partitions",
+    "netem": "netem",
+    "freeze": "freeze",
+    "corrupt": "disks",
+    "truncate": "disks",
+    "rollback": "disks",
+    "power-loss": "lazy-disk",
+}
 """Kinds that need a capability of the runtime (``nemesis.protocols.Capabilities``)."""
+CAPABILITIES = frozenset({"partitions", "netem", "freeze", "disks", "lazy-disk"})
+"""What a runtime may offer beyond process faults."""
+DEFAULT_KIND_TARGETS = {
+    "kill": ["leader"],
+    "bounce": ["leader"],
+    "pause": ["leader"],
+    "freeze": ["leader"],
+    "slow": ["follower"],
+    "netem": ["all"],
+    "corrupt": ["follower"],
+    "truncate": ["follower"],
+    "rollback": ["follower"],
+    "power-loss": ["leader"],
+}
+"""Whom a single fault of a generator hits when it names no targets."""
 DEFAULT_DURATION = Span(1.3, 2.0, "session")
 DEFAULT_GAP = Span(0.3, 0.6, "session")
 NO_GAP = Span(0, 0)
@@ -75,8 +103,8 @@ class Layout:
     detectors: Detectors
     brokers: tuple[str, ...]
     time_limit_s: float
-    capabilities: frozenset[str] = frozenset({"partitions", "netem", "freeze"})
-    """What the runtime can do beyond process faults: ``partitions``, ``netem``, ``freeze``."""
+    capabilities: frozenset[str] = CAPABILITIES
+    """What the runtime can do beyond process faults (``CAPABILITIES``)."""
     steps: list[Step] = field(default_factory=list)
     scenario: str | None = None
     instance: int | None = None
@@ -158,12 +186,8 @@ class SingleFault:
             value["shape"] = rng.choice([s for s in SHAPES if s not in ("one-way", "isolate-zk")])
         if self.kind == "netem" and not {"delay_ms", "jitter_ms", "loss_pct"} & set(value):
             value.update(delay_ms=100.0, jitter_ms=50.0)
-        if self.kind in ("kill", "bounce", "pause", "freeze") and "targets" not in value:
-            value["targets"] = ["leader"]
-        if self.kind == "slow" and "targets" not in value:
-            value["targets"] = ["follower"]
-        if self.kind == "netem" and "targets" not in value:
-            value["targets"] = ["all"]
+        if self.kind in DEFAULT_KIND_TARGETS and "targets" not in value:
+            value["targets"] = list(DEFAULT_KIND_TARGETS[self.kind])
         return Fault(SINGLE_KINDS[self.kind][0], value)
 
     def lay(self, layout: Layout, start_s: float) -> float:

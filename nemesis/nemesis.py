@@ -6,9 +6,10 @@ names, the grudge computed, outcomes added): that is the history operation's val
 broken; ``heal_all`` heals a cluster without knowing its past (end of a test, Ctrl-C,
 ``squall clean``).
 
-Healing restores the network and thaws paused and frozen processes. It does not restart
-killed processes unless asked (``restart_killed=True``): a test may want to watch the
-cluster recover, or not, with a node down.
+Healing restores the network, thaws paused and frozen processes and removes the snapshots
+of data directories it took. It does not restart killed processes (crashed by a kill, a
+power loss or a damaged file) unless asked (``restart_killed=True``): a test may want to
+watch the cluster recover, or not, with a node down. What a storage fault did on disk stays.
 """
 
 from __future__ import annotations
@@ -19,20 +20,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nemesis import process_faults
+from nemesis import process_faults, storage
 from nemesis.duty_cycle import DutyCycle, DutyCycleSpec
 from nemesis.errors import (
     ClusterError,
     FaultApplicationError,
+    FaultError,
     HealError,
     NemesisError,
     UnsupportedFaultError,
 )
+from nemesis.fanout import on_each_node
 from nemesis.fault import Fault
 from nemesis.grudge import PartitionGrudge, shape_grudge, sorted_nodes
 from nemesis.netem import NetemSpec, NetworkShaper
 from nemesis.partitioner import Partitioner
-from nemesis.protocols import FaultableCluster
+from nemesis.protocols import Disks, FaultableCluster
 from nemesis.targets import (
     ClusterView,
     Resolution,
@@ -55,12 +58,20 @@ class ActiveFaults:
     partition: PartitionGrudge | None = None
     netem: dict[str, NetemSpec] = field(default_factory=dict)
     slowed: dict[str, DutyCycle] = field(default_factory=dict)
+    snapshots: dict[str, list[str]] = field(default_factory=dict)
+    """The snapshots of each node's data directory, oldest first."""
 
     @property
     def quiet(self) -> bool:
-        """Nothing is broken (killed nodes count)."""
+        """Nothing is broken (killed nodes and snapshots count)."""
         return not (
-            self.killed or self.paused or self.frozen or self.partition or self.netem or self.slowed
+            self.killed
+            or self.paused
+            or self.frozen
+            or self.partition
+            or self.netem
+            or self.slowed
+            or self.snapshots
         )
 
     def held(self) -> set[str]:
@@ -113,7 +124,14 @@ class Nemesis:
             "stop-netem": self._stop_netem,
             "start-slow": self._start_slow,
             "stop-slow": self._stop_slow,
+            "corrupt-file": self._damage_file,
+            "truncate-file": self._damage_file,
+            "snapshot": self._snapshot,
+            "rollback": self._rollback,
+            "drop-snapshots": self._drop_snapshots,
+            "power-loss": self._power_loss,
         }
+        self._snapshots_taken = 0
 
     # --- the protocol -----------------------------------------------------------------------
 
@@ -145,6 +163,10 @@ class Nemesis:
                 steps.append(Fault("stop-netem", {"targets": sorted_nodes(self.active.netem)}))
             if self.active.slowed:
                 steps.append(Fault("stop-slow", {"targets": sorted_nodes(self.active.slowed)}))
+            if self.active.snapshots:
+                steps.append(
+                    Fault("drop-snapshots", {"targets": sorted_nodes(self.active.snapshots)})
+                )
             if restart_killed and self.active.killed:
                 steps.append(Fault("start", {"targets": sorted_nodes(self.active.killed)}))
             done, failures = _run_steps(self.apply, steps)
@@ -244,6 +266,161 @@ class Nemesis:
         value = {**fault.value, "targets": list(names), **details, "outcome": outcomes}
         return Fault(fault.f, {**value, "cycles": cycles})
 
+    # --- storage faults ---------------------------------------------------------------------
+
+    def _damage_file(self, fault: Fault) -> Fault:
+        """corrupt-file and truncate-file: crash the brokers (unless ``crash`` is false), then
+        damage one file of each; the crashed stay down until ``start``."""
+        disks = storage.require_disks(self.cluster)
+        value = dict(fault.value)
+        kind = value.setdefault("file", "log")
+        value.setdefault("pick", "last")
+        if fault.f == "corrupt-file":
+            value.setdefault("bits", storage.DEFAULT_BITS)
+        crash = value.setdefault("crash", True)
+        key = None
+        if kind in storage.PARTITION_KINDS:
+            key = storage.partition_key(value, fault.targets or [], self.topic_hint)
+            if key is None:
+                raise storage.StorageError(
+                    f"{fault.f}: which partition's {kind}? give key, or a partition role target"
+                )
+            value["key"] = key
+        names, details = self._resolve_brokers(fault)
+        recorded = storage.damages(value, fault.f)
+        killed: dict[str, str] = {}
+        failures: dict[str, BaseException] = {}
+        if crash:
+            with self._signals:
+                killed, failures = process_faults.kill(self.cluster, names)
+                hit = {n for n, outcome in killed.items() if outcome == "killed"}
+                self.active.killed |= hit
+                self.active.paused -= hit
+        outcomes: dict[str, str] = {}
+        done: dict[str, Any] = {}
+        for name in names:
+            if name in failures:
+                continue
+            try:
+                damage = recorded.get(name) or self._draw_damage(fault.f, value, disks, name, key)
+                if damage.to_size is None:
+                    flipped = disks.flip_bits(name, damage.path, damage.flips)
+                    outcomes[name] = (
+                        "corrupted" if flipped == len(damage.flips) else "flips-skipped"
+                    )
+                else:
+                    disks.truncate(name, damage.path, damage.to_size)
+                    outcomes[name] = "truncated"
+                done[name] = damage.to_json()
+            except _STEP_ERRORS as err:
+                failures[name] = err
+        value.update(targets=names, **details, damage=done, outcome=outcomes)
+        if crash:
+            value["killed"] = sorted(n for n, word in killed.items() if word == "killed")
+        return _raise_failures(Fault(fault.f, value), failures)
+
+    def _draw_damage(
+        self, f: str, value: Mapping[str, Any], disks: Disks, name: str, key: str | None
+    ) -> storage.Damage:
+        """Which file of node ``name`` and which of its bytes: drawn from the seeded rng."""
+        chosen = storage.file_of(disks, name, value["file"], key, value["pick"], self.rng)
+        if f == "corrupt-file":
+            flips = storage.draw_flips(chosen.size, value["bits"], self.rng)
+            return storage.Damage(chosen.path, chosen.size, flips)
+        cut = storage.draw_cut(chosen.size, value.get("max_bytes"), self.rng)
+        return storage.Damage(chosen.path, chosen.size, to_size=cut)
+
+    def _snapshot(self, fault: Fault) -> Fault:
+        """Copy each target's data directory, its broker paused for the copy (a crash-
+        consistent image, as a disk snapshot is)."""
+        disks = storage.require_disks(self.cluster)
+        name = fault.value.get("name") or f"snap-{self._snapshots_taken}"
+        self._snapshots_taken += 1
+        names, details = self._resolve_brokers(fault)
+        daemons = self.cluster.daemons
+
+        def copy(node: str) -> int:
+            held = node in self.active.held()
+            paused = not held and daemons.pause(node)
+            try:
+                return disks.snapshot(node, name)
+            finally:
+                if paused:
+                    daemons.resume(node)
+
+        with self._signals:
+            copied, failures = on_each_node(names, copy)
+        for node in copied:
+            taken = self.active.snapshots.setdefault(node, [])
+            taken[:] = [*(n for n in taken if n != name), name]
+        value = {**fault.value, "name": name, "targets": names, **details}
+        value.update(copied=copied, outcome={n: "taken" for n in copied})
+        return _raise_failures(Fault(fault.f, value), failures)
+
+    def _rollback(self, fault: Fault) -> Fault:
+        """Crash each target's broker, put its snapshot in place of its data directory and
+        start it again (left down if another fault keeps it down)."""
+        disks = storage.require_disks(self.cluster)
+        names, details = self._resolve_brokers(fault, default=sorted_nodes(self.active.snapshots))
+        named = dict(fault.value.get("snapshots") or {})
+        chosen: dict[str, str] = {}
+        failures: dict[str, BaseException] = {}
+        for node in names:
+            snapshot = named.get(node) or fault.value.get("name")
+            taken = self.active.snapshots.get(node) or []
+            snapshot = snapshot or (taken[-1] if taken else None)
+            if snapshot is None:
+                failures[node] = storage.StorageError(f"{node} has no snapshot to roll back to")
+            else:
+                chosen[node] = snapshot
+        daemons = self.cluster.daemons
+        held_down = set(self.active.killed)
+
+        def roll_back(node: str) -> str:
+            with self._signals:
+                daemons.kill(node)
+                self.active.paused.discard(node)
+                self.active.killed.add(node)  # until it serves again
+            disks.restore(node, chosen[node])
+            if node in held_down:
+                return "rolled-back-down"
+            daemons.start(node, timeout_s=self.start_timeout_s)
+            self.active.killed.discard(node)
+            return "rolled-back"
+
+        outcomes, more = on_each_node(sorted_nodes(chosen), roll_back)
+        value = {**fault.value, "targets": names, **details, "snapshots": chosen}
+        value["outcome"] = outcomes
+        return _raise_failures(Fault(fault.f, value), {**failures, **more})
+
+    def _drop_snapshots(self, fault: Fault) -> Fault:
+        disks = storage.require_disks(self.cluster)
+        names, details = self._resolve(fault, default=sorted_nodes(self.active.snapshots))
+        dropped, failures = on_each_node(names, disks.drop_snapshots)
+        for node in dropped:
+            self.active.snapshots.pop(node, None)
+        outcomes = {n: "dropped" if gone else "no-snapshots" for n, gone in dropped.items()}
+        return _finish(fault, names, details, outcomes, failures)
+
+    def _power_loss(self, fault: Fault) -> Fault:
+        """Kill each target's broker and, at that instant, drop what its filesystem had not
+        synced; the brokers stay down until ``start``."""
+        disks = storage.require_lazy_disk(self.cluster)
+        names, details = self._resolve_brokers(fault)
+        daemons = self.cluster.daemons
+
+        def lose_power(node: str) -> dict[str, int]:
+            daemons.kill(node)
+            return dict(disks.lose_unsynced(node))
+
+        with self._signals:
+            lost, failures = on_each_node(names, lose_power)
+            self.active.killed |= set(lost)
+            self.active.paused -= set(lost)
+        value = {**fault.value, "targets": names, **details, "lost": lost}
+        value["outcome"] = {n: "lost-power" for n in lost}
+        return _raise_failures(Fault(fault.f, value), failures)
+
     # --- network faults ---------------------------------------------------------------------
 
     def _start_partition(self, fault: Fault) -> Fault:
@@ -312,6 +489,20 @@ class Nemesis:
             return list(default), {}
         resolved, details = self._resolve_keys(fault, ("targets",))
         return resolved.get("targets", []), details
+
+    def _resolve_brokers(
+        self, fault: Fault, *, default: Sequence[str] | None = None
+    ) -> tuple[list[str], dict[str, Any]]:
+        """The targets, as for ``_resolve``; FaultError before anything is done when one of
+        them runs no broker (storage faults hit brokers' data directories)."""
+        names, details = self._resolve(fault, default=default)
+        others = [name for name in names if name not in self.cluster.brokers]
+        if others:
+            raise FaultError(
+                f"{fault.f} hits brokers' data directories, and {', '.join(others)} runs no "
+                "broker; target brokers (a role, random, minority, brokers or n1..)"
+            )
+        return names, details
 
     def _resolve_keys(
         self, fault: Fault, keys: Sequence[str]
@@ -406,7 +597,8 @@ def heal_all(
     """Heal a cluster without knowing what was done to it; safe to call any number of times.
 
     Thaws every node (on runtimes that freeze), continues every daemon,
-    flushes the SQUALL chain and removes netem everywhere (where the runtime has them), and
+    flushes the SQUALL chain and removes netem everywhere (where the runtime has them),
+    removes every snapshot of the brokers' data directories (where it can reach them), and
     with ``restart_killed`` starts every daemon that is not running (ZooKeeper first).
     Every node is tried; HealError lists all failures at the end.
     """
@@ -414,9 +606,13 @@ def heal_all(
     done: list[Fault] = []
     failures: list[str] = []
 
-    def record(f: str, outcome: tuple[Mapping[str, str], Mapping[str, BaseException]]) -> None:
+    def record(
+        f: str,
+        outcome: tuple[Mapping[str, str], Mapping[str, BaseException]],
+        targets: Sequence[str] = names,
+    ) -> None:
         outcomes, errors = outcome
-        value: dict[str, Any] = {"targets": names, "outcome": dict(outcomes)}
+        value: dict[str, Any] = {"targets": list(targets), "outcome": dict(outcomes)}
         if errors:
             value["error"] = {n: f"{type(e).__name__}: {e}" for n, e in sorted(errors.items())}
             failures.extend(f"{f} on {n}: {e}" for n, e in sorted(errors.items()))
@@ -431,6 +627,12 @@ def heal_all(
         record("stop-partition", ({n: "healed" for n in names if n not in errors}, errors))
     if capabilities.netem:
         record("stop-netem", NetworkShaper(cluster).clear(names))
+    disks = cluster.disks
+    if disks is not None and capabilities.disks:
+        brokers = sorted_nodes(cluster.brokers)
+        dropped, errors = on_each_node(brokers, disks.drop_snapshots)
+        outcomes = {n: "dropped" if gone else "no-snapshots" for n, gone in dropped.items()}
+        record("drop-snapshots", (outcomes, errors), brokers)
     if restart_killed:
         record("start", process_faults.start(cluster, names, timeout_s=start_timeout_s))
     if failures:

@@ -1,6 +1,7 @@
 """What the nemesis needs from a cluster, as small protocols (Jepsen's split between the
 nemesis and the database): nodes it can run commands on, the system's daemons by node, a
-freezer for whole nodes, the roles it targets, and what the runtime can do.
+freezer for whole nodes, the brokers' disks, the roles it targets, and what the runtime can
+do.
 
 ``squall.cluster`` implements them for its runtimes; the nemesis imports only the standard
 library and itself, so it knows no database and no runtime. Node names are plain strings
@@ -20,6 +21,12 @@ FREEZE_RUNTIMES = ("docker",)
 """Runtimes whose nodes can be frozen whole (for messages)."""
 NETWORK_RUNTIMES = ("docker", "ssh")
 """Runtimes whose nodes have a network stack of their own (partitions, netem)."""
+LAZY_DISK_MISSING = (
+    "a power loss needs the brokers' log dirs on lazy disks (lazyfs, which can lose what was "
+    "not fsynced), and this cluster's brokers write to plain disks; bring it up with "
+    "--lazy-disk (the default on docker; the local runtime needs root and FUSE)"
+)
+"""Why power-loss is refused on a cluster without lazy disks."""
 
 
 class CommandOutput(Protocol):
@@ -82,23 +89,6 @@ class Daemons(Protocol):
         ...
 
 
-class Disks(Protocol):
-    """The brokers' disks that can lose what was not fsynced (lazyfs), by node name: what a
-    power loss needs besides killing the node's processes (``Daemons.kill``). squall's
-    implementation is ``squall.cluster.lazy_disk.LazyDisks`` (``cluster.disks``, None on
-    clusters without them; ``Capabilities.lazy_disk`` says which)."""
-
-    def lose_unsynced(self, node: str) -> Mapping[str, int]:
-        """Drop, at once, everything on the node's disk not fsynced; what was dropped
-        (``files``, ``bytes``, ``entries_removed``, ``entries_restored``), for the history."""
-        ...
-
-    def unsynced(self, node: str) -> Mapping[str, int]:
-        """What a power loss would take now (``files``, ``bytes``, ``directories``,
-        ``entries``)."""
-        ...
-
-
 @runtime_checkable
 class Freezer(Protocol):
     """Freezes and thaws whole nodes (every process, sshd included).
@@ -131,6 +121,63 @@ class EventSource(Protocol):
 
 
 @dataclass(frozen=True)
+class StoredFile:
+    """A file of a broker's data directory: its path relative to that directory, its size."""
+
+    path: str
+    size: int
+
+
+class Disks(Protocol):
+    """Each broker node's data directory (the broker's log dir), by node name: its files,
+    damaged in place, snapshots of it restored, and what its filesystem has not synced
+    dropped (where it is on a lazy disk: lazyfs). Paths are relative to the data directory;
+    implementations raise ``ClusterError`` subclasses for a node without a broker, a missing
+    file or a failed command. squall's implementation is ``squall.cluster.disks.NodeDisks``
+    (``cluster.disks``)."""
+
+    def files(self, node: str, kind: str, key: str | None) -> list[StoredFile]:
+        """The node's files of one kind (``nemesis.storage.FILE_KINDS``) of the partition
+        ``key`` (``TOPIC-PARTITION``; None for the data directory's own checkpoints), in the
+        log's order: segments by base offset, the active one last. [] when there is none."""
+        ...
+
+    def flip_bits(self, node: str, path: str, flips: Sequence[tuple[int, int]]) -> int:
+        """Invert bit ``bit`` (0-7) of the byte at ``offset`` for each ``(offset, bit)``, in
+        place; offsets past the file's end are skipped. How many bits were flipped."""
+        ...
+
+    def truncate(self, node: str, path: str, size: int) -> int:
+        """Cut the file to ``size`` bytes (never longer); its size before."""
+        ...
+
+    def snapshot(self, node: str, name: str) -> int:
+        """Copy the data directory as snapshot ``name`` (replacing one of that name), its
+        event log left out; the bytes copied."""
+        ...
+
+    def restore(self, node: str, name: str) -> None:
+        """Replace the data directory's contents by snapshot ``name`` (the event log kept);
+        the broker must be down."""
+        ...
+
+    def drop_snapshots(self, node: str) -> list[str]:
+        """Remove every snapshot of the node; their names."""
+        ...
+
+    def lose_unsynced(self, node: str) -> Mapping[str, int]:
+        """Drop, at once, everything on the node's lazy disk not fsynced, as a power loss
+        would; what was dropped (``files``, ``bytes``, ``entries_removed``,
+        ``entries_restored``), for the history."""
+        ...
+
+    def unsynced(self, node: str) -> Mapping[str, int]:
+        """What a power loss would take now (``files``, ``bytes``, ``directories``,
+        ``entries``)."""
+        ...
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """What a cluster's runtime can do beyond process faults, and why not where it cannot."""
 
@@ -140,9 +187,13 @@ class Capabilities:
     netem: bool
     netem_missing: str = ""
     """Why netem is unavailable on a runtime that would have it (the kernel lacks sch_netem)."""
+    disks: bool = False
+    """Whether the brokers' files can be damaged, snapshotted and rolled back."""
     lazy_disk: bool = False
     """The brokers' data is on disks that can lose what was not fsynced (lazyfs): storage
     faults such as a power loss can be applied."""
+    lazy_disk_missing: str = LAZY_DISK_MISSING
+    """Why power loss is unavailable (when ``lazy_disk`` is false)."""
 
 
 class FaultableCluster(Protocol):
@@ -170,6 +221,11 @@ class FaultableCluster(Protocol):
     @property
     def freezer(self) -> Freezer | None:
         """The runtime's freezer, or None where nodes cannot be frozen."""
+        ...
+
+    @property
+    def disks(self) -> Disks | None:
+        """The brokers' disks, or None where they cannot be reached."""
         ...
 
     @property

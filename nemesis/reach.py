@@ -207,3 +207,50 @@ def election_by_new_controller(run: ScenarioRun) -> Reach:
         _evidence(moved[0]),
         f"the new controller made no election of {run.aim.key} away from broker {leader}",
     )
+
+
+DAMAGED = {
+    "corrupt-file": ("corrupted",),
+    "truncate-file": ("truncated",),
+    "rollback": ("rolled-back", "rolled-back-down"),
+}
+"""Storage faults and the outcomes by which they say they changed a replica's disk."""
+
+
+def damaged_then_leader_lost(run: ScenarioRun) -> Reach:
+    """A follower's disk damaged or rolled back (by its fault's outcome, with the log's own
+    recovery of it where there was one), then an election away from the leader struck."""
+    damaged = [
+        node
+        for fault in run.faults
+        if fault.f in DAMAGED
+        for node, outcome in (fault.value.get("outcome") or {}).items()
+        if outcome in DAMAGED[fault.f]
+    ]
+    if not damaged:
+        return Reach(False, missing=f"no replica of {run.aim.key} had its disk damaged")
+    broker_ids = {_broker_id(node) for node in damaged}
+    recovered = [e for e in _on(run, "log-recovery") if e.get("broker") in broker_ids]
+    leader = struck_broker(run, "leader")
+    leader = run.aim.leader if leader is None else leader
+    away = _elections_away(run, leader)
+    if not away:
+        return Reach(
+            False,
+            _evidence(*recovered),
+            f"{', '.join(damaged)} damaged, but no election of {run.aim.key} away from "
+            f"broker {leader}",
+        )
+    return Reach(True, _evidence(*recovered, away[0]))
+
+
+def reelected_after_outage(run: ScenarioRun) -> Reach:
+    """After every replica stopped, the cluster back: a controller elected (the controller
+    was among them where every broker holds a replica) or a leader for the partition."""
+    elected = [e for e in _on(run, "leader-election") if int(e.get("leader", -1)) >= 0]
+    back = elected or _on(run, "controller-elected")
+    if back:
+        return Reach(True, _evidence(back[-1]))
+    return Reach(
+        False, missing=f"no controller and no leader of {run.aim.key} elected after the outage"
+    )

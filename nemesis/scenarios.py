@@ -12,7 +12,8 @@ tell from the SUT's events that a run reached its state (``reached``, ``nemesis.
 A scenario gets to its state in one or more ways (``Variant``: the leader cut off, or
 paused...). Each run lays out one drawn among those the runtime can apply; where the
 runtime cannot partition, that is the process-fault variant (a paused process is cut off
-as surely as a partitioned one), or the scenario is not available. A run that missed its
+as surely as a partitioned one), or the scenario is not available; scenarios that damage
+disks need the runtime's ``disks``, and those that cut power its ``lazy-disk``. A run that missed its
 state is tried again another way (``Scenario.after``: the next variant, durations from the
 longer half of their ranges).
 """
@@ -39,7 +40,8 @@ class Variant:
     name: str
     lay: Lay
     needs: str | None = None
-    """A capability it cannot do without (``partitions``), or None."""
+    """A capability it cannot do without (``partitions``, ``disks``, ``lazy-disk``), or
+    None."""
 
     def available(self, layout: Layout) -> bool:
         return self.needs is None or layout.can(self.needs)
@@ -268,6 +270,86 @@ def rolling_bounce(layout: Layout, start: float) -> float:
     return at
 
 
+def _damaged_then_leader_lost(layout: Layout, start: float, damage: Fault) -> float:
+    damaged = layout.add(start, damage)
+    back = start + layout.draw(Span(0.3, 0.5, "session"))
+    layout.add(back, Fault("start"), heals=damaged)
+    killed_at = back + layout.draw(Span(0.0, 0.3, "s"))
+    killed = layout.add(killed_at, Fault("kill", {"targets": ["leader"]}))
+    end = killed_at + layout.draw(Span(1.3, 2.0, "session"))
+    layout.add(end, Fault("start"), heals=killed)
+    return end
+
+
+def minority_corruption_corrupt(layout: Layout, start: float) -> float:
+    """A follower's disk damaged (its broker crashed, then bits of its active segment
+    flipped), the follower started again 0.3-0.5 sessions later (within the lag time, so it
+    may still be in the ISR: recovery cuts its log at the damage, and it must fetch again
+    what it lost), then the leader killed at once: an election must not make the damaged
+    replica leader with less than was acknowledged. The leader comes back 1.3-2.0 sessions
+    later."""
+    return _damaged_then_leader_lost(
+        layout, start, Fault("corrupt-file", {"targets": ["follower"]})
+    )
+
+
+def minority_corruption_truncate(layout: Layout, start: float) -> float:
+    """The same with the follower's active segment's tail chopped instead."""
+    return _damaged_then_leader_lost(
+        layout, start, Fault("truncate-file", {"targets": ["follower"]})
+    )
+
+
+def follower_rollback(layout: Layout, start: float) -> float:
+    """A follower's data directory snapshotted, then, 0.5-1.0 lag times of writes later,
+    the follower rolled back to it (crashed, its disk restored from that backup, started),
+    and the leader killed right after: a replica that lost acknowledged writes to an old
+    backup must catch up or be kept out of the election, never lead with less. The leader
+    comes back 1.3-2.0 sessions later."""
+    taken = layout.add(start, Fault("snapshot", {"targets": ["follower"]}))
+    rolled_at = start + layout.draw(Span(0.5, 1.0, "lag"))
+    layout.add(rolled_at, Fault("rollback"), heals=taken)
+    killed_at = rolled_at + layout.draw(Span(0.0, 0.3, "s"))
+    killed = layout.add(killed_at, Fault("kill", {"targets": ["leader"]}))
+    end = killed_at + layout.draw(Span(1.3, 2.0, "session"))
+    layout.add(end, Fault("start"), heals=killed)
+    return end
+
+
+def leader_power_loss(layout: Layout, start: float) -> float:
+    """The leader loses power with writes in flight (what it had not fsynced is gone), and
+    comes back 1.3-2.0 sessions later as a follower with a shorter log."""
+    lost = layout.add(start, Fault("power-loss", {"targets": ["leader"]}))
+    end = start + layout.draw(Span(1.3, 2.0, "session"))
+    layout.add(end, Fault("start"), heals=lost)
+    return end
+
+
+def paused_followers_leader_power_loss(layout: Layout, start: float) -> float:
+    """NATS's sequence (its issues 7564 and 7567): the followers paused, the leader loses
+    power 0.1-0.2 sessions later, the followers resume at once and the leader comes back
+    1.3-2.0 sessions later: the followers hold what the leader acknowledged and it lost,
+    the leader what they never had."""
+    paused = layout.add(start, Fault("pause", {"targets": ["followers"]}))
+    lost_at = start + layout.draw(Span(0.1, 0.2, "session"))
+    lost = layout.add(lost_at, Fault("power-loss", {"targets": ["leader"]}))
+    layout.add(lost_at + 0.2, Fault("resume"), heals=paused)
+    end = lost_at + layout.draw(Span(1.3, 2.0, "session"))
+    layout.add(end, Fault("start"), heals=lost)
+    return end
+
+
+def rack_power_loss(layout: Layout, start: float) -> float:
+    """Every replica of the partition loses power at once (a rack, a zone) and comes back
+    1.2-1.5 sessions later, once their ZooKeeper sessions have expired (so that they
+    register and elect a controller at once, and the run is judged on what they did):
+    whatever no replica had fsynced is gone everywhere."""
+    lost = layout.add(start, Fault("power-loss", {"targets": ["isr"]}))
+    end = start + layout.draw(Span(1.2, 1.5, "session"))
+    layout.add(end, Fault("start"), heals=lost)
+    return end
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
@@ -337,6 +419,39 @@ SCENARIOS: dict[str, Scenario] = {
             (Variant("bounce", rolling_bounce),),
             reach.leadership_moved,
         ),
+        Scenario(
+            "minority-corruption",
+            "a follower's damaged disk, then a leader change",
+            (
+                Variant("corrupt", minority_corruption_corrupt, "disks"),
+                Variant("truncate", minority_corruption_truncate, "disks"),
+            ),
+            reach.damaged_then_leader_lost,
+        ),
+        Scenario(
+            "follower-rollback",
+            "a follower restored from an old backup, then a leader change",
+            (Variant("rollback", follower_rollback, "disks"),),
+            reach.damaged_then_leader_lost,
+        ),
+        Scenario(
+            "leader-power-loss",
+            "a leader's unsynced writes lost with its power",
+            (Variant("power-loss", leader_power_loss, "lazy-disk"),),
+            reach.leader_deposed,
+        ),
+        Scenario(
+            "paused-followers-leader-power-loss",
+            "a leader's power lost while its followers were paused (NATS)",
+            (Variant("power-loss", paused_followers_leader_power_loss, "lazy-disk"),),
+            reach.leader_deposed,
+        ),
+        Scenario(
+            "rack-power-loss",
+            "every replica's power lost at once",
+            (Variant("power-loss", rack_power_loss, "lazy-disk"),),
+            reach.reelected_after_outage,
+        ),
     )
 }
 
@@ -350,6 +465,13 @@ DEFAULT_FAMILIES: dict[str, tuple[str, ...]] = {
     "ISR shrink": ("isr-shrink-leader-loss",),
     "truncation after failover": ("follower-restart-leader-loss", "failover-during-truncation"),
     "slow replication through a leader change": ("slow-follower-failover",),
+    "disks that lie": (
+        "minority-corruption",
+        "follower-rollback",
+        "leader-power-loss",
+        "paused-followers-leader-power-loss",
+        "rack-power-loss",
+    ),
 }
 """The default generator's round: one scenario of each family of states where replication
 bugs show, each family taking its scenarios in turn, so that a 120-second run reaches each

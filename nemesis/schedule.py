@@ -22,16 +22,13 @@ from typing import Any, Protocol
 from nemesis.aim import Aim, aimed
 from nemesis.errors import ClusterError, FaultApplicationError, FaultError, TargetError
 from nemesis.fault import PARTITION_AMONG, TARGETS_DEFAULT_TO_ACTIVE, Fault
-from nemesis.generator import KIND_NEEDS, SINGLE_KINDS, Layout, parse_generator
+from nemesis.generator import CAPABILITIES, KIND_NEEDS, SINGLE_KINDS, Layout, parse_generator
 from nemesis.grudge import SHAPES, TARGETED_SHAPES
 from nemesis.netem import NetemSpec
 from nemesis.reach import Reach
 from nemesis.scenario_watch import ScenarioWatch
 from nemesis.targets import parse_target
 from nemesis.timing import Detectors
-
-CAPABILITIES = frozenset({"partitions", "netem", "freeze"})
-"""What a runtime may offer beyond process faults."""
 
 SCHEDULE_FILE = "schedule.json"
 SCHEDULE_VERSION = 1
@@ -47,6 +44,10 @@ DEFAULT_TARGETS: dict[str, list[str]] = {
     "partition": [],
     "netem": ["all"],
     "slow": ["follower"],
+    "corrupt": ["random"],
+    "truncate": ["random"],
+    "rollback": ["random"],
+    "power-loss": ["random"],
 }
 DEFAULT_SHAPES = ("isolate", "halves", "random-halves", "majorities-ring", "bridge")
 
@@ -74,7 +75,8 @@ class ScheduleSpec:
     ``generator`` (plain data, ``nemesis.generator``) lays scenarios and faults out around
     the cluster's ``detectors``, on its ``brokers``, within its ``capabilities``. Without
     one, ``faults`` weighs kinds (``kill``, ``bounce``, ``pause``, ``freeze``,
-    ``partition``, ``netem``); a fault starts every ``interval_s`` (drawn between min and
+    ``partition``, ``netem``, ``slow``, ``corrupt``, ``truncate``, ``rollback``,
+    ``power-loss``); a fault starts every ``interval_s`` (drawn between min and
     max) and is healed ``duration_s`` later (at ``time_limit_s`` at the latest). ``targets``
     lists, per kind, the target strings to draw from; ``shapes`` the partition shapes. Two
     faults of one kind never overlap unless the kind is in ``allow_overlap``.

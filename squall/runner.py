@@ -35,6 +35,7 @@ from nemesis import (
     heal_all,
     not_applicable,
 )
+from nemesis.protocols import LAZY_DISK_MISSING
 from nemesis.scenario_watch import ScenarioWatch
 from squall.cluster.clock import ClockOffset, clock_section, measure_offsets
 from squall.cluster.cluster import Cluster, broker_id_of
@@ -51,7 +52,17 @@ from workloads import QueueWorkload
 
 log = logging.getLogger(__name__)
 
-SUT_EVENT_TYPES = {"leader-election", "isr-change", "truncation", "controller-elected"}
+NOTHING_HEALED = frozenset(
+    {"already-running", "not-running", "healed", "unfrozen", "resumed", "no-snapshots"}
+)
+"""Outcomes of the final blind heal that found nothing to do: not worth a history line."""
+SUT_EVENT_TYPES = {
+    "leader-election",
+    "isr-change",
+    "truncation",
+    "controller-elected",
+    "log-recovery",
+}
 
 
 class InfrastructureError(RuntimeError):
@@ -313,8 +324,7 @@ class TestRunner:
                 record(fault)
             for fault in heal_all(cluster, restart_killed=True):
                 if fault.value.get("outcome") and any(
-                    v not in ("already-running", "not-running", "healed", "unfrozen", "resumed")
-                    for v in fault.value["outcome"].values()
+                    v not in NOTHING_HEALED for v in fault.value["outcome"].values()
                 ):
                     record(fault)
             view.faults = []
@@ -358,6 +368,8 @@ class TestRunner:
                     ("partitions", capabilities.partitions),
                     ("netem", capabilities.netem),
                     ("freeze", capabilities.freeze),
+                    ("disks", capabilities.disks),
+                    ("lazy-disk", capabilities.lazy_disk),
                 )
                 if able
             ),
@@ -369,7 +381,8 @@ class TestRunner:
         self.console.print(
             f"[yellow]note:[/] the {cluster.runtime} runtime here cannot apply {listing} "
             "(partitions need docker or ssh; netem needs sch_netem in the kernel; freeze needs "
-            "docker); the rest runs, and the verdict says what was left out"
+            f"docker; lazy-disk: {capabilities.lazy_disk_missing}); the rest runs, and the "
+            "verdict says what was left out"
         )
         kept = {k: w for k, w in nemesis.faults.items() if k not in self.not_applied}
         if nemesis.generator is None and not any(kept.values()):
@@ -497,25 +510,27 @@ class TestRunner:
 
 
 RUNTIME_CAPABILITIES: dict[str, frozenset[str]] = {
-    "local": frozenset(),
-    "docker": frozenset({"partitions", "freeze", "netem"}),
-    "ssh": frozenset({"partitions", "netem"}),
+    "local": frozenset({"disks"}),
+    "docker": frozenset({"partitions", "freeze", "netem", "disks"}),
+    "ssh": frozenset({"partitions", "netem", "disks"}),
 }
 """What each runtime can offer beyond process faults at best (netem also needs sch_netem in
-the nodes' kernel, which only bringing a cluster up tells)."""
+the nodes' kernel, which only bringing a cluster up tells). ``lazy-disk`` comes with the
+spec's ``lazy_disk`` (docker's default) on any runtime."""
 
 
 def check_runnable(spec: TestSpec) -> None:
     """SpecError, before anything is provisioned, for a spec its runtime cannot carry out:
     the ssh runtime without an inventory, or faults asked for by name that the runtime can
-    never apply (the default mix adapts to the runtime instead, and says what it left out)."""
+    never apply, or that need lazy disks the spec does without (the default mix adapts to
+    the runtime instead, and says what it left out)."""
     if spec.runtime == "ssh" and not spec.inventory:
         raise SpecError("the ssh runtime needs an inventory of hosts: --inventory FILE")
     nemesis = spec.nemesis
     if nemesis is None or nemesis.generator == "default":
         return
     offered = RUNTIME_CAPABILITIES.get(spec.runtime or "local", frozenset())
-    missing = not_applicable(replace(nemesis, capabilities=offered))
+    missing = not_applicable(replace(nemesis, capabilities=offered | {"lazy-disk"}))
     if missing:
         listing = ", ".join(f"{name} (needs {need})" for name, need in sorted(missing.items()))
         able = sorted(
@@ -524,6 +539,14 @@ def check_runnable(spec: TestSpec) -> None:
         raise SpecError(
             f"the {spec.runtime} runtime cannot apply {listing}; use --runtime "
             f"{' or '.join(able) or 'docker'}, or leave them out of --faults"
+        )
+    lazy = spec.lazy_disk if spec.lazy_disk is not None else spec.runtime == "docker"
+    missing = {} if lazy else not_applicable(replace(nemesis, capabilities=offered))
+    if missing:
+        listing = ", ".join(f"{name} (needs {need})" for name, need in sorted(missing.items()))
+        raise SpecError(
+            f"this test's brokers write to plain disks, so it cannot apply {listing}: "
+            f"{LAZY_DISK_MISSING}; or leave them out of --faults"
         )
 
 
@@ -590,4 +613,6 @@ def _describe_active(nemesis: Nemesis) -> list[str]:
         out.append(f"netem {','.join(sorted(active.netem))}")
     if active.slowed:
         out.append(f"slowed {','.join(sorted(active.slowed))}")
+    if active.snapshots:
+        out.append(f"snapshots of {','.join(sorted(active.snapshots))}")
     return out

@@ -1,4 +1,5 @@
-"""The broker's and controller's event log: one JSON line per election or ISR change.
+"""The broker's and controller's event log: one JSON line per election, ISR change,
+truncation, controller election, or log changed by its recovery at startup.
 
 squall's runner fetches these files from the nodes after a run and merges the events into
 the history by time (docs/history.md: SUT events). ``wall_time_ns`` is the node's wall clock, so
@@ -110,6 +111,30 @@ class EventLog:
             to_offset=to_offset,
             leader_epoch=leader_epoch,
             reason=reason,
+        )
+
+    def log_recovery(
+        self,
+        *,
+        key: str,
+        log_end_offset: int,
+        clean_shutdown: bool,
+        truncated_bytes: int,
+        deleted_segments: Sequence[int],
+        rebuilt_indexes: Sequence[int],
+        problem: str | None,
+    ) -> dict[str, Any]:
+        """Loading a partition's log at startup changed it: segments cut at a bad record or
+        deleted after the cut, indexes rebuilt (``problem``: the first reason)."""
+        return self.write(
+            "log-recovery",
+            key=key,
+            log_end_offset=log_end_offset,
+            clean_shutdown=clean_shutdown,
+            truncated_bytes=truncated_bytes,
+            deleted_segments=list(deleted_segments),
+            rebuilt_indexes=list(rebuilt_indexes),
+            problem=problem,
         )
 
     def close(self) -> None:

@@ -393,6 +393,25 @@ class Broker:
         """The port actually bound (listeners may ask for port 0)."""
         self.host = ""
 
+    def _record_recoveries(self) -> None:
+        """An event for every log that loading changed (a cut, deleted segments, indexes
+        rebuilt), so that a damaged disk shows in the event log, not only in the log file."""
+        for (topic, partition), log in sorted(self.log_manager.all_logs().items()):
+            report = log.recovery_report
+            if not (report.truncated or report.rebuilt_indexes):
+                continue
+            problems = [r.problem for r in report.recovered if r.problem]
+            problems += list(report.rebuilt_indexes.values())
+            self.events.log_recovery(
+                key=f"{topic}-{partition}",
+                log_end_offset=log.log_end_offset,
+                clean_shutdown=report.clean_shutdown,
+                truncated_bytes=sum(r.truncated_bytes for r in report.recovered),
+                deleted_segments=report.deleted_segments,
+                rebuilt_indexes=sorted(report.rebuilt_indexes),
+                problem=problems[0] if problems else None,
+            )
+
     async def start(self) -> None:
         """Load the logs, bind the listener, join the cluster, start the background tasks."""
         loop = asyncio.get_running_loop()
@@ -414,6 +433,7 @@ class Broker:
             raise BrokerStartupError(
                 f"broker {self.broker_id} cannot load its logs: {err}"
             ) from None
+        self._record_recoveries()
         host, port = self.config.listener
         try:
             self._server = await loop.create_server(

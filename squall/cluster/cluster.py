@@ -19,7 +19,8 @@ from typing import Any
 
 from histories.atomic import atomic_file, write_json_atomically
 from nemesis.protocols import Capabilities, Freezer
-from squall.cluster.lazy_disk import LazyDisk, LazyDisks
+from squall.cluster.disks import NodeDisks
+from squall.cluster.lazy_disk import LazyDisk
 from squall.cluster.node import Node
 from squall.cluster.roles import ClusterRoles
 from squall.cluster.services import (
@@ -216,13 +217,6 @@ class Cluster:
         node_state = self._node_state(name)
         return LazyDisk(self.node(name), root=node_state.root, python=node_state.python)
 
-    @property
-    def disks(self) -> LazyDisks | None:
-        """The brokers' lazy disks by node name; None when the brokers write to plain disks."""
-        if not self.state.lazy_disk:
-            return None
-        return LazyDisks(self.lazy_disk, list(self.brokers))
-
     def zookeeper_service(self) -> ZooKeeperService:
         """The ZooKeeper service on ``zk1``."""
         return ZooKeeperService(self.zookeeper, root=self.state.zookeeper.root)
@@ -237,6 +231,11 @@ class Cluster:
     @property
     def daemons(self) -> ServiceDaemons:
         return ServiceDaemons(self.service)
+
+    @property
+    def disks(self) -> NodeDisks | None:
+        """The brokers' data directories, where the runtime lets the nemesis damage them."""
+        return NodeDisks(self) if self.capabilities.disks else None
 
     @property
     def roles(self) -> ClusterRoles:

@@ -13,7 +13,8 @@ it. Layout under the node's root::
     data/disk/           the mount: the broker's log.dirs
     run/lazyfs.pid       run/lazyfs.sock (the control socket)   logs/lazyfs.log
 
-The nemesis drives it through ``LazyDisks`` by node name: ``lose_unsynced(node)`` drops,
+The nemesis drives it through ``cluster.disks`` (``squall.cluster.disks.NodeDisks``) by
+node name: ``lose_unsynced(node)`` drops,
 at once, everything on that node's disk that was not fsynced and says what it dropped. It
 is meant for a node whose broker is dead (killed at the same instant, as a power loss), as
 a process that kept its files open would see stale pages.
@@ -25,7 +26,6 @@ import importlib.util
 import json
 import shlex
 import time
-from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -237,24 +237,3 @@ def _json_line(output: str) -> dict[str, Any]:
             doc: dict[str, Any] = json.loads(line)
             return doc
     raise LazyDiskError(f"lazyfs printed no JSON: {output.strip()[-300:]}")
-
-
-class LazyDisks:
-    """The lazy disk of each broker node, by node name: what the nemesis's storage faults
-    call (a power loss is ``daemons.kill(node)`` and ``lose_unsynced(node)`` together)."""
-
-    def __init__(self, disk_of: Callable[[str], LazyDisk], nodes: Iterable[str]) -> None:
-        self._disk_of = disk_of
-        self.nodes = tuple(nodes)
-
-    def lose_unsynced(self, node: str) -> dict[str, int]:
-        """Drop everything on ``node``'s disk not fsynced; what was dropped, as plain data
-        for the history (``Dropped`` fields)."""
-        return self._disk_of(node).lose_unsynced().to_json()
-
-    def unsynced(self, node: str) -> dict[str, int]:
-        """What ``node`` would lose now (``Unsynced`` fields)."""
-        return self._disk_of(node).unsynced().to_json()
-
-    def check(self, node: str) -> None:
-        self._disk_of(node).check()

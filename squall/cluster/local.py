@@ -269,7 +269,12 @@ class LocalRuntime:
             brokers,
             zk,
             capabilities=Capabilities(
-                self.name, partitions=False, freeze=False, netem=False, lazy_disk=state.lazy_disk
+                self.name,
+                partitions=False,
+                freeze=False,
+                netem=False,
+                disks=True,
+                lazy_disk=state.lazy_disk,
             ),
         )
 

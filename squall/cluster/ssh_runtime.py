@@ -94,6 +94,7 @@ def ssh_cluster(state: ClusterState, *, freezer: Freezer | None = None) -> Clust
         freeze=freezer is not None,
         netem=not netem_missing,
         netem_missing=netem_missing,
+        disks=True,
         lazy_disk=state.lazy_disk,
     )
     return Cluster(

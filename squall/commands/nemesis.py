@@ -21,7 +21,8 @@ from squall.commands._common import fail
 from squall.exit_codes import ExitCode
 
 nemesis_app = typer.Typer(
-    help="Apply faults to the current cluster: kill, pause, partition, netem, heal.",
+    help="Apply faults to the current cluster: kill, pause, partition, netem, damaged files, "
+    "rollbacks, heal.",
     no_args_is_help=True,
 )
 
@@ -167,13 +168,100 @@ def netem(
     )
 
 
+FILE_HELP = (
+    "log, index, timeindex (a segment's), leader-epoch-checkpoint (the partition's), "
+    "recovery-point-checkpoint or high-watermark-checkpoint (the log dir's)."
+)
+KeyOption = typer.Option(
+    None,
+    "--key",
+    metavar="TOPIC-PARTITION",
+    help="The partition whose files to damage (default: the one a role target names).",
+)
+PickOption = typer.Option(
+    "last",
+    "--pick",
+    metavar="last|first|random",
+    help="Which of the partition's files of that kind: the active segment's, the oldest, any.",
+)
+SnapshotOption = typer.Option("snap-0", "--name", metavar="NAME", help="The snapshot's name.")
+
+
+def _file_value(file: str, key: str | None, pick: str) -> dict[str, Any]:
+    return {"file": file, "pick": pick, **({"key": key} if key else {})}
+
+
+@nemesis_app.command("corrupt-file")
+def corrupt_file(
+    target: list[str] = TargetOption,
+    file: str = typer.Option("log", "--file", metavar="KIND", help=FILE_HELP),
+    key: str | None = KeyOption,
+    pick: str = PickOption,
+    bits: int = typer.Option(
+        8, "--bits", min=1, max=4096, metavar="N", help="How many bits to flip."
+    ),
+    crash: bool = typer.Option(
+        True,
+        "--crash/--no-crash",
+        help="SIGKILL the broker first (default), or damage the "
+        "file under the running broker (a disk that lies).",
+    ),
+    seed: int | None = SeedOption,
+) -> None:
+    """Flip bits at random places of one file of the targets' data directory; the broker,
+    crashed first, stays down until `nemesis start`."""
+    value = {"targets": _targets(target), **_file_value(file, key, pick), "bits": bits}
+    _apply("corrupt-file", {**value, "crash": crash}, seed)
+
+
+@nemesis_app.command("truncate-file")
+def truncate_file(
+    target: list[str] = TargetOption,
+    file: str = typer.Option("log", "--file", metavar="log|index|timeindex", help="The file."),
+    key: str | None = KeyOption,
+    pick: str = PickOption,
+    max_bytes: int | None = typer.Option(
+        None, "--max-bytes", min=1, metavar="N", help="Chop at most N bytes (default: any)."
+    ),
+    seed: int | None = SeedOption,
+) -> None:
+    """Crash the targets' broker and chop the tail of one file (the active segment by
+    default); the broker stays down until `nemesis start`."""
+    value = {"targets": _targets(target), **_file_value(file, key, pick)}
+    _apply("truncate-file", {**value, **({"max_bytes": max_bytes} if max_bytes else {})}, seed)
+
+
+@nemesis_app.command()
+def snapshot(
+    target: list[str] = TargetOption, name: str = SnapshotOption, seed: int | None = SeedOption
+) -> None:
+    """Copy the targets' data directory (the broker paused for the copy) for a rollback."""
+    _apply("snapshot", {"targets": _targets(target), "name": name}, seed)
+
+
+@nemesis_app.command()
+def rollback(
+    target: list[str] = TargetOption, name: str = SnapshotOption, seed: int | None = SeedOption
+) -> None:
+    """Crash the targets' broker, put the snapshot in place of its data directory, start it."""
+    _apply("rollback", {"targets": _targets(target), "name": name}, seed)
+
+
+@nemesis_app.command("power-loss")
+def power_loss(target: list[str] = TargetOption, seed: int | None = SeedOption) -> None:
+    """SIGKILL the targets' broker and drop what its disk had not synced (needs a lazy
+    disk); the broker stays down until `nemesis start`."""
+    _apply("power-loss", {"targets": _targets(target)}, seed)
+
+
 @nemesis_app.command()
 def heal(
     restart_killed: bool = typer.Option(
         False, "--restart-killed", help="Also start every broker and ZooKeeper that is down."
     ),
 ) -> None:
-    """Undo every fault on every node: flush partitions, remove netem, resume, unfreeze."""
+    """Undo every fault on every node: flush partitions, remove netem, resume, unfreeze,
+    remove snapshots."""
     from nemesis import HealError, heal_all
 
     try:

@@ -193,7 +193,8 @@ FaultsOption = typer.Option(
     metavar="NAME[=W],...",
     help=(
         "Scenarios (docs/scenarios.md) and fault kinds (kill, pause, partition, bounce, "
-        "freeze, netem) with weights; 'default' (the default mix) or 'none'." + _or_spec("default")
+        "freeze, netem, slow, corrupt, truncate, rollback, power-loss) with weights; "
+        "'default' (the default mix) or 'none'." + _or_spec("default")
     ),
 )
 IntervalOption = typer.Option(

@@ -15,9 +15,9 @@ from pydantic_core import CoreSchema, core_schema
 
 from nemesis import SHAPES, NetemSpec, ScheduleSpec, parse_target
 from nemesis.fault import PARTITION_AMONG
-from nemesis.generator import parse_generator
+from nemesis.generator import CAPABILITIES, parse_generator
 from nemesis.netem import DISTRIBUTIONS
-from nemesis.schedule import CAPABILITIES, DEFAULT_SHAPES, KINDS
+from nemesis.schedule import DEFAULT_SHAPES, KINDS
 from nemesis.timing import Detectors
 from squall.config.fields import ConfigModel, NonNegative, Seconds, Seed, one_of
 

@@ -30,6 +30,9 @@ CLOSES = {heal: fault for fault, heal in OPENS.items()}
 ENDS = {"kill": ("pause",), "bounce": ("pause",)}
 """Faults that also end others on their nodes: a killed or restarted process is no longer
 paused."""
+CRASHES = frozenset({"corrupt-file", "truncate-file", "power-loss"})
+"""Storage faults that crash the broker (marked where they strike) and leave it down until a
+``start``, as a kill does: they open a ``kill`` interval on the nodes they crashed."""
 FAULT_NAMES = {
     "kill": "killed",
     "pause": "paused",
@@ -161,6 +164,15 @@ def fault_nodes(f: str, value: Mapping[str, Any]) -> list[str]:
     return nodes
 
 
+def _crashed(f: str, value: Mapping[str, Any], hit: Sequence[str]) -> list[str]:
+    """The nodes whose broker a storage fault crashed (``killed``; a power loss: every node
+    it hit)."""
+    killed = value.get("killed")
+    if f == "power-loss" or not isinstance(killed, list):
+        return list(hit) if f == "power-loss" else []
+    return [node for node in killed if isinstance(node, str)]
+
+
 def build_timeline(
     events: Iterable[Mapping[str, Any]], *, nodes: Sequence[str] = (), end_s: float = 0.0
 ) -> Timeline:
@@ -213,7 +225,12 @@ def build_timeline(
                 open_.update({(f, node): (time_s, scenario) for node in hit})
             elif f in CLOSES:
                 close(CLOSES[f], set(hit) if "targets" in value else None, time_s)
-            else:
+            if f in CRASHES:
+                down = _crashed(f, value, hit)
+                close("pause", down, time_s)
+                close("kill", down, time_s)
+                open_.update({("kill", node): (time_s, scenario) for node in down})
+            if f not in OPENS and f not in CLOSES:
                 marks += [Mark("instant-fault", node, time_s) for node in hit]
         elif event.get("process") == "sut":
             mark = _sut_mark(f, value, time_s)

@@ -166,7 +166,9 @@ def run_schedule(
         seed=seed,
         detectors=detectors,
         brokers=tuple(cluster.brokers),
-        capabilities=frozenset({"partitions"}),
+        capabilities=frozenset(
+            {"partitions", "disks", *(["lazy-disk"] if cluster.capabilities.lazy_disk else [])}
+        ),
     )
     nemesis = Nemesis(cluster, rng=random.Random(seed), topic_hint=KEYS[0], partitions=KEYS)
     events = RecordedEvents(cluster)

@@ -56,8 +56,12 @@ def test_healing_a_quiet_cluster_does_nothing_harmful(cluster: Cluster) -> None:
     assert nemesis.heal() == []
     assert nemesis.heal(restart_killed=True) == []
     done = heal_all(cluster)
-    assert [f.f for f in done] == ["resume"]
+    assert [f.f for f in done] == ["resume", "drop-snapshots"]
     assert done[0].value["outcome"] == {n: "not-running" for n in ["n1", "n2", "n3", "zk1"]}
+    assert done[1].value == {
+        "targets": ["n1", "n2", "n3"],
+        "outcome": {n: "no-snapshots" for n in ["n1", "n2", "n3"]},
+    }
     assert heal_all(cluster) == done
 
 

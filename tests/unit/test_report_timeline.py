@@ -224,3 +224,19 @@ def _small_history(directory: Path) -> Path:
     writer.close()
     write_parquet(directory / "history.jsonl", directory / "history.parquet")
     return directory / "history.parquet"
+
+
+def test_a_storage_fault_that_crashes_a_broker_keeps_it_down_until_started() -> None:
+    events = [
+        nemesis(1, "corrupt-file", targets=["n2"], killed=["n2"], outcome={"n2": "corrupted"}),
+        nemesis(2, "snapshot", targets=["n3"], name="snap-0", outcome={"n3": "taken"}),
+        nemesis(3, "truncate-file", targets=["n1"], killed=[], outcome={"n1": "truncated"}),
+        nemesis(4, "start", targets=["n2"], outcome={"n2": "started"}),
+    ]
+    timeline = build_timeline(events)
+    assert timeline.bars == (FaultBar("n2", "kill", 1.0, 4.0, None),)
+    assert [(m.kind, m.node, m.time_s) for m in timeline.marks] == [
+        ("instant-fault", "n2", 1.0),
+        ("instant-fault", "n3", 2.0),
+        ("instant-fault", "n1", 3.0),
+    ]

@@ -1,0 +1,115 @@
+"""The storage scenarios: how they lay their faults out, where the runtime can run them, and
+how their runs are judged from the SUT's events (hand-written here)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from nemesis.aim import Aim
+from nemesis.fault import Fault
+from nemesis.generator import CAPABILITIES, Layout
+from nemesis.reach import ScenarioRun, damaged_then_leader_lost, reelected_after_outage
+from nemesis.scenarios import DEFAULT_FAMILIES, SCENARIOS
+from nemesis.schedule import ScheduleSpec, generate_schedule, not_applicable
+from nemesis.timing import Detectors
+
+AIM = Aim("t-1", "any", 2, (2, 1, 3), (1, 2, 3), 1)
+STORAGE = (
+    "minority-corruption",
+    "follower-rollback",
+    "leader-power-loss",
+    "paused-followers-leader-power-loss",
+    "rack-power-loss",
+)
+
+
+def lay(name: str, seed: int = 0, capabilities: frozenset[str] = CAPABILITIES) -> list[Any]:
+    layout = Layout(random.Random(seed), Detectors(), ("n1", "n2", "n3"), 600.0, capabilities)
+    SCENARIOS[name].lay(layout, 0.0)
+    return [(step.fault.f, step.fault.value.get("targets"), step.heals) for step in layout.steps]
+
+
+def test_the_storage_scenarios_lay_a_damage_then_a_leader_loss() -> None:
+    kinds = {lay("minority-corruption", seed)[0][0] for seed in range(20)}
+    assert kinds == {"corrupt-file", "truncate-file"}
+    steps = lay("minority-corruption")
+    assert [(f, t, h) for f, t, h in steps[1:]] == [
+        ("start", None, 0),
+        ("kill", ["leader"], None),
+        ("start", None, 2),
+    ]
+    assert lay("follower-rollback") == [
+        ("snapshot", ["follower"], None),
+        ("rollback", None, 0),
+        ("kill", ["leader"], None),
+        ("start", None, 2),
+    ]
+    assert lay("paused-followers-leader-power-loss") == [
+        ("pause", ["followers"], None),
+        ("power-loss", ["leader"], None),
+        ("resume", None, 0),
+        ("start", None, 1),
+    ]
+    assert lay("rack-power-loss") == [("power-loss", ["isr"], None), ("start", None, 0)]
+
+
+def test_storage_scenarios_run_only_where_the_runtime_can_apply_them() -> None:
+    without_lazy = frozenset(CAPABILITIES - {"lazy-disk"})
+    spec = ScheduleSpec(
+        generator={"mix": [{"weight": 1, "do": name} for name in STORAGE]},
+        capabilities=without_lazy,
+    )
+    assert not_applicable(spec) == {
+        "leader-power-loss": "lazy-disk",
+        "paused-followers-leader-power-loss": "lazy-disk",
+        "rack-power-loss": "lazy-disk",
+    }
+    default = ScheduleSpec(generator="default", time_limit_s=600.0, capabilities=without_lazy)
+    scenarios = {s.scenario for s in generate_schedule(default).faults}
+    assert {"minority-corruption", "follower-rollback"} <= scenarios
+    assert not scenarios & {"leader-power-loss", "rack-power-loss"}
+    bare = ScheduleSpec(generator="default", time_limit_s=600.0, capabilities=frozenset())
+    assert not {s.scenario for s in generate_schedule(bare).faults} & set(STORAGE)
+    assert set(DEFAULT_FAMILIES["disks that lie"]) == set(STORAGE)
+
+
+def event(kind: str, t: int, **fields: Any) -> dict[str, Any]:
+    return {"type": kind, "wall_time_ns": t, "key": "t-1", **fields}
+
+
+def run_of(name: str, *events: dict[str, Any], faults: Sequence[Fault] = ()) -> ScenarioRun:
+    return ScenarioRun(name, AIM, tuple(faults), events)
+
+
+def test_a_damaged_follower_then_a_leader_change_is_reached() -> None:
+    corrupted = Fault(
+        "corrupt-file",
+        {"targets": ["n3"], "roles": {"follower:t-1": ["n3"]}, "outcome": {"n3": "corrupted"}},
+    )
+    killed = Fault("kill", {"targets": ["n2"], "roles": {"leader:t-1": ["n2"]}})
+    recovered = event("log-recovery", 1, broker=3, log_end_offset=40, truncated_bytes=900)
+    elected = event("leader-election", 2, previous_leader=2, leader=3, isr=[3, 1])
+    reach = damaged_then_leader_lost(
+        run_of("minority-corruption", recovered, elected, faults=[corrupted, killed])
+    )
+    assert reach.reached
+    assert [e["type"] for e in reach.evidence] == ["log-recovery", "leader-election"]
+    no_election = damaged_then_leader_lost(run_of("mc", recovered, faults=[corrupted, killed]))
+    assert not no_election.reached and "n3 damaged, but no election" in no_election.missing
+    failed = Fault("corrupt-file", {"targets": ["n3"], "outcome": {}, "error": "no file"})
+    undamaged = damaged_then_leader_lost(run_of("mc", elected, faults=[failed, killed]))
+    assert not undamaged.reached and "had its disk damaged" in undamaged.missing
+    rolled = Fault("rollback", {"targets": ["n1"], "outcome": {"n1": "rolled-back"}})
+    assert damaged_then_leader_lost(run_of("fr", elected, faults=[rolled, killed])).reached
+
+
+def test_a_rack_outage_is_over_when_a_controller_or_leader_is_elected_again() -> None:
+    assert not reelected_after_outage(run_of("rack")).reached
+    offline = event("leader-election", 1, previous_leader=2, leader=-1, isr=[2])
+    assert not reelected_after_outage(run_of("rack", offline)).reached
+    controller = {"type": "controller-elected", "wall_time_ns": 2, "controller": 1}
+    assert reelected_after_outage(run_of("rack", offline, controller)).reached
+    back = event("leader-election", 3, previous_leader=-1, leader=2, isr=[2])
+    assert reelected_after_outage(run_of("rack", offline, back)).evidence == [back]
