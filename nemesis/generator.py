@@ -5,7 +5,8 @@ A generator is plain data (JSON, or a TOML table in a test spec):
 
 - ``"zombie-leader"`` or ``{"scenario": "zombie-leader"}``: a named scenario
   (``nemesis.scenarios``), its variant drawn (``{"scenario": ..., "variant": "paused"}``:
-  that one); ``"default"`` is the default mix;
+  that one); ``"default"`` is the default mix, ``"default-with-disks"`` the default mix with
+  the storage family (``nemesis.scenarios.DISK_SCENARIOS``);
 - ``{"fault": "kill", "targets": ["leader"], "duration": "1.5-2.5 session"}``: one fault and
   the fault that heals it ``duration`` later (other keys go into the fault's value);
 - ``{"sequence": [G, ...], "gap": SPAN}``: one after another;
@@ -436,15 +437,19 @@ def _union(layout: Layout, items: Iterable[Generator]) -> dict[str, str]:
     return found
 
 
-def default_generator() -> Generator:
-    """squall's default: a shuffled round of the scenario families (leader change, ISR
-    shrink, truncation after failover), each use of a family taking its next scenario, one
-    after another, a third to half a session timeout apart, until the time limit."""
-    from nemesis.scenarios import DEFAULT_FAMILIES
+DEFAULT_GENERATORS = ("default", "default-with-disks")
+"""The named rounds: the default mix, and the default mix with the storage family."""
 
-    families = (
-        Cycle(tuple(NamedScenario(n) for n in names)) for names in DEFAULT_FAMILIES.values()
-    )
+
+def default_generator(*, disks: bool = False) -> Generator:
+    """squall's default: a shuffled round of the scenario families (leader change, ISR
+    shrink, truncation after failover, slow replication; with ``disks``, the storage family
+    too), each use of a family taking its next scenario, one after another, a third to half
+    a session timeout apart, until the time limit."""
+    from nemesis.scenarios import DEFAULT_FAMILIES, DISK_SCENARIOS
+
+    rounds = [*DEFAULT_FAMILIES.values(), *([DISK_SCENARIOS] if disks else [])]
+    families = (Cycle(tuple(NamedScenario(n) for n in names)) for names in rounds)
     return Stagger(Cycle(tuple(families)))
 
 
@@ -463,7 +468,9 @@ def _keys(doc: Mapping[str, Any], allowed: set[str], where: str) -> None:
 def parse_generator(doc: Any, *, where: str = "generator") -> Generator:
     """A generator from its plain-data form; FaultError naming the place that is wrong."""
     if isinstance(doc, str):
-        return default_generator() if doc == "default" else NamedScenario(doc)
+        if doc in DEFAULT_GENERATORS:
+            return default_generator(disks=doc == "default-with-disks")
+        return NamedScenario(doc)
     if not isinstance(doc, Mapping):
         raise FaultError(f"{where}: expected a scenario name or a table, got {doc!r}")
     forms: dict[str, Callable[[Mapping[str, Any], str], Generator]] = {

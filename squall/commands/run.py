@@ -54,7 +54,7 @@ def _nemesis_overrides(
     after --duration); a scenario name (or ``default``) among them makes a generator: a
     weighted mix, one after another, --interval apart.
     """
-    from nemesis.generator import SINGLE_KINDS
+    from nemesis.generator import DEFAULT_GENERATORS, SINGLE_KINDS
 
     overrides: dict[str, Any] = {}
     weights = _weights(faults) if faults not in (None, "none") else {}
@@ -65,8 +65,9 @@ def _nemesis_overrides(
         if duration is not None:
             overrides["nemesis/duration_s"] = _pair(duration, "--duration")
         return overrides
-    if list(weights) == ["default"] and interval is None and duration is None:
-        overrides["nemesis/generator"] = "default"
+    named = list(weights)
+    if len(named) == 1 and named[0] in DEFAULT_GENERATORS and (interval, duration) == (None, None):
+        overrides["nemesis/generator"] = named[0]
     elif weights:
         span = _pair(duration, "--duration") if duration is not None else None
         choices = [
@@ -194,7 +195,8 @@ FaultsOption = typer.Option(
     help=(
         "Scenarios (docs/scenarios.md) and fault kinds (kill, pause, partition, bounce, "
         "freeze, netem, slow, corrupt, truncate, rollback, power-loss) with weights; "
-        "'default' (the default mix) or 'none'." + _or_spec("default")
+        "'default' (the default mix), 'default-with-disks' (with the storage scenarios) or "
+        "'none'." + _or_spec("default")
     ),
 )
 IntervalOption = typer.Option(

@@ -11,7 +11,7 @@ from nemesis.aim import Aim
 from nemesis.fault import Fault
 from nemesis.generator import CAPABILITIES, Layout
 from nemesis.reach import ScenarioRun, damaged_then_leader_lost, reelected_after_outage
-from nemesis.scenarios import DEFAULT_FAMILIES, SCENARIOS
+from nemesis.scenarios import DEFAULT_MIX, DISK_SCENARIOS, SCENARIOS
 from nemesis.schedule import ScheduleSpec, generate_schedule, not_applicable
 from nemesis.timing import Detectors
 
@@ -66,13 +66,21 @@ def test_storage_scenarios_run_only_where_the_runtime_can_apply_them() -> None:
         "paused-followers-leader-power-loss": "lazy-disk",
         "rack-power-loss": "lazy-disk",
     }
-    default = ScheduleSpec(generator="default", time_limit_s=600.0, capabilities=without_lazy)
-    scenarios = {s.scenario for s in generate_schedule(default).faults}
+    with_disks = ScheduleSpec(
+        generator="default-with-disks", time_limit_s=600.0, capabilities=without_lazy
+    )
+    scenarios = {s.scenario for s in generate_schedule(with_disks).faults}
     assert {"minority-corruption", "follower-rollback"} <= scenarios
     assert not scenarios & {"leader-power-loss", "rack-power-loss"}
-    bare = ScheduleSpec(generator="default", time_limit_s=600.0, capabilities=frozenset())
+    assert scenarios & set(DEFAULT_MIX)
+    bare = ScheduleSpec(
+        generator="default-with-disks", time_limit_s=600.0, capabilities=frozenset()
+    )
     assert not {s.scenario for s in generate_schedule(bare).faults} & set(STORAGE)
-    assert set(DEFAULT_FAMILIES["disks that lie"]) == set(STORAGE)
+    assert set(DISK_SCENARIOS) == set(STORAGE)
+    everything = frozenset({"partitions", "disks", "lazy-disk"})
+    default = ScheduleSpec(generator="default", time_limit_s=600.0, capabilities=everything)
+    assert not {s.scenario for s in generate_schedule(default).faults} & set(STORAGE)
 
 
 def event(kind: str, t: int, **fields: Any) -> dict[str, Any]:
