@@ -26,12 +26,12 @@ import importlib.util
 import json
 import shlex
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from nemesis.errors import ClusterError
 from squall.cluster.lazyfs.mounts import FS_TYPE
+from squall.cluster.lazyfs.tallies import Dropped, Unsynced
 from squall.cluster.node import CommandResult, DaemonSpec, Node
 
 CODE_DIR = "lazyfs"
@@ -43,40 +43,6 @@ DAEMON = "lazyfs"
 class LazyDiskError(ClusterError):
     """The lazy disk of a node could not be mounted, commanded or unmounted, or its daemon
     died (the broker's data would be gone from under it)."""
-
-
-@dataclass(frozen=True)
-class Unsynced:
-    """What a power loss would take from a node's disk now."""
-
-    files: int
-    """Files whose contents or size changed since their last fsync."""
-    bytes: int
-    """Bytes written past a file's synced size, or overwritten or cut below it."""
-    directories: int
-    """Directories whose entries changed since their last fsync."""
-    entries: int
-    """Entries that would vanish, come back or point to another file."""
-
-    def to_json(self) -> dict[str, int]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class Dropped:
-    """What ``lose_unsynced`` took from a node's disk."""
-
-    files: int
-    """Files put back to their last fsynced contents and size."""
-    bytes: int
-    """Unsynced bytes discarded."""
-    entries_removed: int
-    """Entries created or renamed into place since their directory's last fsync, now gone."""
-    entries_restored: int
-    """Entries removed or renamed away since their directory's last fsync, now back."""
-
-    def to_json(self) -> dict[str, int]:
-        return asdict(self)
 
 
 def code_sources() -> list[Path]:

@@ -38,6 +38,7 @@ import mfusepy
 
 from .directories import GRAVEYARD, DirectoryJournal, listing
 from .journal import FileJournal
+from .tallies import Dropped, Unsynced
 
 log = logging.getLogger("lazyfs")
 
@@ -65,34 +66,6 @@ class Handle:
 
     ino: int
     sync: bool
-
-
-@dataclass(frozen=True)
-class Unsynced:
-    """What a drop would take away now."""
-
-    files: int
-    """Files whose contents or size changed since their last fsync."""
-    bytes: int
-    """Bytes written past the synced size, or overwritten or cut below it."""
-    directories: int
-    """Directories whose entries changed since their last fsync."""
-    entries: int
-    """Entries a drop would remove, bring back or point to another file."""
-
-
-@dataclass(frozen=True)
-class Dropped:
-    """What a drop took away."""
-
-    files: int
-    """Files put back to their last fsynced contents and size (some may have gone since)."""
-    bytes: int
-    """Unsynced bytes discarded."""
-    entries_removed: int
-    """Entries created or renamed into place since their directory's fsync, now gone."""
-    entries_restored: int
-    """Entries removed or renamed away since their directory's fsync, now back."""
 
 
 class LazyFilesystem(mfusepy.Operations):  # type: ignore[misc]
