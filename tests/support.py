@@ -16,6 +16,14 @@ from system_under_test.errors import BrokerError
 REPO = Path(__file__).resolve().parents[1]
 TRANSIENT: tuple[type[BaseException], ...] = (ClientError, BrokerError, OSError)
 """Errors a condition may raise while a cluster settles: retried, and named on timeout."""
+QUICK_DETECTORS = {
+    "zookeeper.session.timeout.ms": "3000",
+    "zookeeper.connection.timeout.ms": "3000",
+    "replica.lag.time.max.ms": "3000",
+    "replica.fetch.wait.max.ms": "200",
+    "default.replication.factor": "3",
+}
+"""Broker settings of a 3-broker test cluster whose failures are noticed within 3 s."""
 
 
 def wait_for(

@@ -39,19 +39,14 @@ from squall.cluster.cluster import Cluster
 from squall.cluster.docker import DockerRuntime
 from squall.cluster.event_tail import EventTail
 from system_under_test.client import AdminClient, Producer
+from tests.support import QUICK_DETECTORS
 from tests.support import wait_for as _wait_for
 
 pytestmark = pytest.mark.docker
 TOPIC = "reach"
 KEYS = [f"{TOPIC}-{p}" for p in range(3)]
 DETECTORS = Detectors(session_timeout_s=3.0, replica_lag_s=3.0, fetch_wait_s=0.2)
-SETTINGS = {
-    "zookeeper.session.timeout.ms": "3000",
-    "zookeeper.connection.timeout.ms": "3000",
-    "replica.lag.time.max.ms": "3000",
-    "replica.fetch.wait.max.ms": "200",
-    "default.replication.factor": "3",
-}
+SETTINGS = QUICK_DETECTORS
 
 
 def wait_for(condition: Callable[[], Any], *, timeout: float = 60.0, what: str) -> Any:

@@ -22,20 +22,14 @@ from nemesis import Fault, Nemesis, heal_all
 from squall.cluster.cluster import Cluster
 from squall.cluster.docker import DockerRuntime
 from system_under_test.client import AdminClient, Producer
+from tests.support import QUICK_DETECTORS
 from tests.support import wait_for as _wait_for
 
 pytestmark = pytest.mark.docker
 TOPIC = "disk"
 KEY = "disk-0"
 SEGMENT = f"{KEY}/{0:020d}.log"
-SETTINGS = {
-    "zookeeper.session.timeout.ms": "3000",
-    "zookeeper.connection.timeout.ms": "3000",
-    "replica.lag.time.max.ms": "3000",
-    "replica.fetch.wait.max.ms": "200",
-    "default.replication.factor": "3",
-    "min.insync.replicas": "2",
-}
+SETTINGS = {**QUICK_DETECTORS, "min.insync.replicas": "2"}
 
 
 def wait_for(condition: Callable[[], Any], *, timeout: float = 90.0, what: str) -> Any:
