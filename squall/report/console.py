@@ -4,7 +4,7 @@ and the rate the run achieved."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +18,10 @@ from squall.report.scenarios import describe_scenarios, unreached_runs
 from squall.report.throughput import achieved_rate, describe_live_rate
 from squall.report.verdict import (
     describe_faults,
+    describe_lost,
     explain,
     history_events,
+    lost_counts,
     replica_reads_summary,
 )
 
@@ -35,9 +37,55 @@ def _verdict(valid: Any) -> Text:
     return Text(label, style=style)
 
 
-def _sample_text(sample: Mapping[str, Any]) -> str:
-    text = json.dumps(sample, separators=(", ", ": "), default=str)
-    return text if len(text) <= 160 else text[:157] + "..."
+def _seconds(cases: Sequence[Any]) -> str:
+    """The span of the cases' `time` (nanoseconds since the history's start) in seconds,
+    "-" when none has one."""
+    times = [
+        case["time"] / 1e9
+        for case in cases
+        if isinstance(case, Mapping) and isinstance(case.get("time"), int | float)
+    ]
+    if not times:
+        return "-"
+    low, high = min(times), max(times)
+    return f"{low:.1f} s" if high - low < 0.05 else f"{low:.1f}-{high:.1f} s"
+
+
+def _because(cases: Sequence[Any]) -> str:
+    """The reasons the cases are allowed (`expected_because`), each once."""
+    reasons = dict.fromkeys(
+        str(case["expected_because"])
+        for case in cases
+        if isinstance(case, Mapping) and case.get("expected_because")
+    )
+    return "; ".join(reasons) or "-"
+
+
+def allowed_losses(name: str, checker: Mapping[str, Any], samples: int) -> Group | None:
+    """A checker's losses the configuration allows as a short table: each type with its
+    count, when its first cases were acknowledged (seconds since the start) and why; then
+    its first cases in a sentence each. None: it found none."""
+    counts = {k: v for k, v in (checker.get("expected_counts") or {}).items() if v}
+    if not counts:
+        return None
+    cases_of: Mapping[str, Any] = checker.get("expected") or {}
+    table = Table(
+        "type",
+        "cases",
+        "first cases at",
+        "allowed because",
+        title=f"losses the configuration allows ({name})",
+        title_justify="left",
+        box=None,
+        padding=(0, 1),
+    )
+    first: list[str] = []
+    for anomaly, count in sorted(counts.items()):
+        cases = cases_of.get(anomaly) or []
+        listed = cases if isinstance(cases, list) else [cases]
+        table.add_row(anomaly, f"{count:,}", _seconds(listed), _because(listed))
+        first += [f"{anomaly}: {describe_case(anomaly, c)['text']}" for c in listed[:1]]
+    return Group(table, *(Text(f"  • {line}", style="dim") for line in first[:samples]))
 
 
 def print_results(
@@ -50,17 +98,25 @@ def print_results(
     """Render results.json for a person."""
     console = console or Console()
     header = Text.assemble("verdict: ", _verdict(results.get("valid")))
+    lost = describe_lost(results)
+    if lost is not None:
+        counted = lost_counts(results) or (0, 0)
+        header.append(f"   {lost}", style="yellow" if counted[0] == counted[1] else "red")
+        if counted[0] == counted[1]:
+            header.append(", every one allowed", style="yellow")
     if results.get("anomaly_types"):
         header.append(f"   anomalies: {', '.join(results['anomaly_types'])}", style="red")
     parts: list[Any] = [header]
 
     checkers = Table(
-        "checker", "verdict", "anomalies (count)", title="checkers", title_justify="left"
+        "checker", "verdict", "anomalies", "allowed", title="checkers", title_justify="left"
     )
     for name, checker in sorted(results.get("checkers", {}).items()):
         counts = checker.get("counts", {})
         shown = ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items()) if v) or "-"
-        checkers.add_row(name, _verdict(checker.get("valid")), shown)
+        expected = checker.get("expected_counts") or {}
+        allowed = ", ".join(f"{k} {v:,}" for k, v in sorted(expected.items()) if v) or "-"
+        checkers.add_row(name, _verdict(checker.get("valid")), shown, allowed)
     parts.append(checkers)
     replicas = replica_reads_summary(results)
     if replicas is not None:
@@ -87,18 +143,9 @@ def print_results(
                     border_style="red" if checker.get("valid") is False else "yellow",
                 )
             )
-        expected = checker.get("expected_losses") or checker.get("expected")
-        if expected:
-            parts.append(
-                Panel(
-                    Text(
-                        _sample_text(expected) if isinstance(expected, Mapping) else str(expected)
-                    ),
-                    title=f"expected losses ({name}): allowed by the configuration",
-                    title_align="left",
-                    border_style="blue",
-                )
-            )
+        losses = allowed_losses(name, checker, samples)
+        if losses is not None:
+            parts.append(losses)
 
     stats = results.get("stats", {})
     if stats:
@@ -130,6 +177,21 @@ def print_results(
     if run_dir is not None:
         parts.append(Text(f"run directory: {run_dir}", style="dim"))
     console.print(Panel(Group(*parts), title="squall results", title_align="left"))
+    if run_dir is not None:
+        console.print(report_pointer(run_dir), highlight=False, soft_wrap=True)
+
+
+def report_pointer(run_dir: Path) -> str:
+    """The last lines of a run's output: where its report is, and how to browse it."""
+    report = run_dir / "report.html"
+    store = run_dir.parent.parent
+    lines = []
+    if report.is_file():
+        lines.append(f"report: {report}")
+    if (run_dir / "run.log").is_file():
+        lines.append(f"squall's own log: {run_dir / 'run.log'}")
+    lines.append(f"browse every run: squall serve --store {store}")
+    return "\n".join(lines)
 
 
 def _test_of(run_dir: Path | None) -> Mapping[str, Any] | None:

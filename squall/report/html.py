@@ -21,7 +21,7 @@ from squall.report.failures import FailureGroup
 from squall.report.scenarios import way
 from squall.report.throughput import AchievedRate, achieved_rate, describe_live_rate
 from squall.report.timeline import event_rows, natural_key
-from squall.report.verdict import describe_faults, explain, replica_reads_summary
+from squall.report.verdict import describe_faults, describe_lost, explain, replica_reads_summary
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
@@ -272,6 +272,7 @@ def render_html(
         lambda: explain(results, elections=elections), "results.json cannot be explained"
     )
     out.append(f"<p><strong>{html.escape(said)}</strong></p>")
+    out += _tolerant(lambda: _lost_writes(results), [])
     applied = _tolerant(lambda: describe_faults(test, faults), "faults: test.json is malformed")
     out.append(f"<p>{html.escape(applied)}</p>")
     if test:
@@ -439,6 +440,28 @@ def _size(size: int) -> str:
     if size < 1024:
         return f"{size:,} bytes"
     return f"{size / 1024:,.1f} KB" if size < 1024**2 else f"{size / 1024**2:,.1f} MB"
+
+
+def _lost_writes(results: Mapping[str, Any]) -> list[str]:
+    """The acknowledged writes lost, each once, and per key (results.json `summary`); the
+    anomaly types below count the same losses again under each of their names."""
+    said = describe_lost(results)
+    if said is None:
+        return []
+    keys = _mapping(_mapping(results.get("summary")).get("keys"))
+    rows = [
+        [
+            html.escape(str(key)),
+            f"{_mapping(lost).get('acknowledged_lost', 0):,}",
+            f"{_mapping(lost).get('allowed_lost', 0):,}",
+        ]
+        for key, lost in keys.items()
+    ]
+    return [
+        f"<p class='lost'>{html.escape(said)}, each counted once; the anomaly types below "
+        "count the same writes under each name they show under.</p>",
+        *_html_table(["key", "acknowledged writes lost", "allowed"], rows),
+    ]
 
 
 def _checkers(results: Mapping[str, Any], samples: int) -> list[str]:
