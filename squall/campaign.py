@@ -152,6 +152,10 @@ class CaseResult:
     """Losses found that the case's configuration allows."""
     explanation: str = ""
     """What the verdict means, in a sentence or two."""
+    acknowledged_lost: int | None = None
+    """Distinct acknowledged writes lost (results.json `summary`; None: not counted)."""
+    allowed_lost: int | None = None
+    """Of those, the ones the case's configuration allows."""
 
 
 def junit_xml(campaign: str, results: list[CaseResult]) -> str:
@@ -261,6 +265,8 @@ def run_campaign(
                 explanation=explain(found, elections=leader_elections(outcome.run_dir.history))
                 if found
                 else "",
+                acknowledged_lost=(found.get("summary") or {}).get("acknowledged_lost"),
+                allowed_lost=(found.get("summary") or {}).get("allowed_lost"),
             )
         except Exception as err:  # one case's failure must not stop the campaign
             result = CaseResult(

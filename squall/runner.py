@@ -38,7 +38,7 @@ from nemesis import (
 from nemesis.protocols import LAZY_DISK_MISSING
 from nemesis.scenario_watch import ScenarioWatch
 from squall.cluster.clock import ClockOffset, clock_section, measure_offsets
-from squall.cluster.cluster import Cluster, broker_id_of
+from squall.cluster.cluster import Cluster, broker_id_of, current_kept
 from squall.cluster.event_tail import EventTail
 from squall.cluster.node import Node
 from squall.cluster.runtimes import Runtime, default_runtime, new_run_id, runtime_named
@@ -213,6 +213,10 @@ class TestRunner:
             if self.signal is not None:
                 exit_code = 128 + int(self.signal)  # 130 for SIGINT, 143 for SIGTERM
             view.phase = "report"
+        if not self.console.is_terminal:
+            # Rich ends a live display with a newline only on a terminal: in a captured log
+            # the results would start on the live panel's last line.
+            self.console.line()
         if results is None:
             log.error("no verdict: %s", self.no_verdict or "the check did not finish")
         return RunOutcome(exit_code, run_dir, results, self.interrupted)
@@ -261,16 +265,17 @@ class TestRunner:
             view.phase_detail = message
 
         try:
-            return runtime.up(
-                run_id,
-                None if spec.runtime == "ssh" else spec.nodes,
-                inventory=Path(spec.inventory)
-                if spec.runtime == "ssh" and spec.inventory
-                else None,
-                settings=spec.broker_settings(),
-                progress=progress,
-                lazy_disk=spec.lazy_disk,
-            )
+            with current_kept():  # a cluster brought up by hand stays the current one
+                return runtime.up(
+                    run_id,
+                    None if spec.runtime == "ssh" else spec.nodes,
+                    inventory=Path(spec.inventory)
+                    if spec.runtime == "ssh" and spec.inventory
+                    else None,
+                    settings=spec.broker_settings(),
+                    progress=progress,
+                    lazy_disk=spec.lazy_disk,
+                )
         except Exception as err:
             raise InfrastructureError(f"the {spec.runtime} cluster did not come up: {err}") from err
 
