@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from checkers.catalogue import ANOMALIES, describe_case
+from checkers.catalogue import ANOMALIES, SINGLE_OPERATION_FIELDS, describe_case, history_line
 from squall.report.failures import FailureGroup
 from squall.report.scenarios import way
 from squall.report.throughput import AchievedRate, achieved_rate, describe_live_rate
@@ -51,8 +51,9 @@ CAPTIONS = {
         "its acknowledgement never counts; one never read counts to the end."
     ),
     "anomalies": (
-        "The anomaly cases results.json keeps as samples (up to its sample size per type), "
-        "per key; the legend gives every case found. Hatched: expected losses."
+        "Every case found per anomaly type (complete counts; hatched: expected losses), and "
+        "the acknowledged writes lost per key, each counted once however many types it shows "
+        "under (hatched: the ones the configuration allows)."
     ),
     "windows": "Unclean-election loss windows: first lost acknowledgement to last, per key.",
 }
@@ -224,6 +225,8 @@ NS_FIELDS = frozenset({"time", "window"})
 
 
 def _sample_cell(field: str, value: Any) -> str:
+    if field in SINGLE_OPERATION_FIELDS and history_line(value) is not None:
+        return f"line {history_line(value)}"  # as the sentences above number operations
     if field in NS_FIELDS:
         if _number(value):
             return f"{_seconds(value)} s"
