@@ -37,7 +37,11 @@ MAX_ROWS = 2000
 """Rows of a table shown at most; the rest are counted."""
 
 CAPTIONS = {
-    "latency": "Latency of every send and poll completion (log scale), by outcome.",
+    "latency": (
+        "Latency of every send (above) and poll (below) completion, log scale, by outcome. "
+        "An ok poll that read nothing waited out its timeout: its latency is the timeout's, "
+        "drawn apart in grey."
+    ),
     "rate": "Completions per second, by outcome.",
     "lag": (
         "Consumer lag per key: the highest offset acknowledged so far minus the highest offset "

@@ -48,8 +48,8 @@ X_LABEL = "seconds since the test began"
 
 # The ops columns plotted, looked up in the history's schema: a column renamed there fails
 # here, on import, rather than in pyarrow on some run's Parquet.
-_TIME, _TYPE, _F, _LATENCY_NS = (
-    OPS_SCHEMA.field(name).name for name in ("time", "type", "f", "latency_ns")
+_INDEX, _TIME, _TYPE, _F, _LATENCY_NS = (
+    OPS_SCHEMA.field(name).name for name in ("index", "time", "type", "f", "latency_ns")
 )
 _EVENT_COLUMNS = [EVENTS_SCHEMA.field(n).name for n in ("time", "process", "f", "value_json")]
 
@@ -125,7 +125,9 @@ def write_plots(
 
     `events`: the history's nemesis operations and SUT events (else read from
     `events.parquet`); `test`: test.json, which names the nodes of the timeline's lanes."""
-    ops = pq.read_table(parquet_dir / "ops.parquet", columns=[_TIME, _TYPE, _F, _LATENCY_NS])
+    ops = pq.read_table(
+        parquet_dir / "ops.parquet", columns=[_INDEX, _TIME, _TYPE, _F, _LATENCY_NS]
+    )
     seconds = np.asarray(ops[_TIME].to_numpy(), np.float64) / 1e9
     end_s = float(seconds.max()) if len(seconds) else 0.0
     intervals = fault_intervals(results, end_s)
@@ -133,12 +135,22 @@ def write_plots(
         events = read_events(parquet_dir)
     timeline = build_timeline(events, nodes=nodes_of_test(test), end_s=end_s)
     end_s = max(end_s, timeline.end_s)
+    mops = read_mops(parquet_dir)
+    read_records = pc.unique(
+        mops.filter(
+            pc.and_(
+                pc.and_(pc.equal(mops["type"], "ok"), pc.equal(mops["f"], "poll")),
+                pc.is_valid(mops["offset"]),
+            )
+        )["index"]
+    )
+    latency = _latency_plot(ops, seconds, intervals, end_s, read_records)
     written = [
         _save(_timeline_plot(timeline), out_dir / "timeline.png"),
-        _save(_latency_plot(ops, seconds, intervals, end_s), out_dir / "latency.png"),
+        _save(latency, out_dir / "latency.png"),
         _save(_rate_plot(ops, seconds, intervals, end_s), out_dir / "rate.png"),
     ]
-    used = consumption(read_mops(parquet_dir))
+    used = consumption(mops)
     if used.lag:
         written.append(_save(_lag_plot(used, intervals, end_s), out_dir / "lag.png"))
     if used.acknowledged:
@@ -173,25 +185,38 @@ def _time_axis(ax: Any, end_s: float) -> None:
     ax.grid(axis="x", color="#eeeeee", lw=0.6)
 
 
-def _latency_plot(ops: Any, seconds: Any, intervals: list[FaultInterval], end_s: float) -> Any:
-    fig, ax = plt.subplots(figsize=(12, 4))
-    f = ops[_F]
-    client = pc.and_(
-        pc.or_(pc.equal(f, "send"), pc.equal(f, "poll")), pc.is_valid(ops[_LATENCY_NS])
-    )
+def _latency_plot(
+    ops: Any, seconds: Any, intervals: list[FaultInterval], end_s: float, read_records: Any
+) -> Any:
+    """Sends above, polls below, by outcome; an `ok` poll that read nothing (it waited out
+    its timeout: its latency is the timeout, not the log's) drawn apart, in grey."""
+    fig, (sends, polls) = plt.subplots(2, 1, figsize=(12, 6), sharex=True)
     latency_ms = np.asarray(pc.fill_null(ops[_LATENCY_NS], 0).to_numpy(), np.float64) / 1e6
-    for kind, color in COLORS.items():
-        mask = np.asarray(pc.and_(client, pc.equal(ops[_TYPE], kind)).to_numpy(), bool)
-        if mask.any():
-            # Markers of a line draw far faster than a scatter's.
-            ax.plot(seconds[mask], latency_ms[mask], ls="", marker=".", ms=2.5, mew=0,
-                    color=color, alpha=0.5, label=kind)  # fmt: skip
-    _shade(ax, intervals)
-    ax.set_yscale("log")
-    _time_axis(ax, end_s)
-    ax.set_ylabel("latency (ms)")
-    ax.set_title("operation latency (send, poll), faults shaded")
-    _legend_outside(ax, markerscale=4)
+    timed = pc.is_valid(ops[_LATENCY_NS])
+    empty = pc.and_(
+        pc.equal(ops[_TYPE], "ok"), pc.invert(pc.is_in(ops[_INDEX], value_set=read_records))
+    )
+    for ax, f in ((sends, "send"), (polls, "poll")):
+        of_f = pc.and_(timed, pc.equal(ops[_F], f))
+        series = [(kind, color, pc.equal(ops[_TYPE], kind)) for kind, color in COLORS.items()]
+        if f == "poll":
+            series[0] = ("ok", COLORS["ok"], pc.and_(series[0][2], pc.invert(empty)))
+            series.append(("ok, read nothing (waited out its timeout)", "#9e9e9e", empty))
+        drawn = 0
+        for label, color, which in series:
+            mask = np.asarray(pc.fill_null(pc.and_(of_f, which), False).to_numpy(), bool)
+            if mask.any():
+                drawn += int(mask.sum())
+                # Markers of a line draw far faster than a scatter's.
+                ax.plot(seconds[mask], latency_ms[mask], ls="", marker=".", ms=2.5, mew=0,
+                        color=color, alpha=0.5, label=f"{label} ({int(mask.sum()):,})")  # fmt: skip
+        _shade(ax, intervals)
+        if drawn:
+            ax.set_yscale("log")
+        ax.set_ylabel(f"{f} latency (ms)")
+        ax.set_title(f"{f} latency by outcome, faults shaded", fontsize=10)
+        _legend_outside(ax, markerscale=4)
+    _time_axis(polls, end_s)
     return fig
 
 
