@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from checkers.catalogue import ANOMALIES, SINGLE_OPERATION_FIELDS, describe_case, history_line
+from squall.report.configuration import nemesis_as_run
 from squall.report.failures import FailureGroup
 from squall.report.scenarios import way
 from squall.report.throughput import AchievedRate, achieved_rate, describe_live_rate
@@ -328,7 +329,10 @@ def render_html(
     stats = _mapping(results.get("stats"))
     if stats:
         out += _statistics(stats, _tolerant(lambda: achieved_rate(results, test), None))
-    out += _configuration(results, test)
+    out += _tolerant(
+        lambda: _configuration(results, test, faults),
+        ["<p>configuration: test.json has an unexpected shape</p>"],
+    )
     out.append("</body></html>")
     return "\n".join(out)
 
@@ -676,14 +680,30 @@ def _statistics(stats: Mapping[str, Any], rate: AchievedRate | None) -> list[str
     return out
 
 
-def _configuration(results: Mapping[str, Any], test: Mapping[str, Any] | None) -> list[str]:
-    """The resolved spec from test.json, and what the check was told and read."""
+def _configuration(
+    results: Mapping[str, Any],
+    test: Mapping[str, Any] | None,
+    faults: Sequence[Mapping[str, Any]] = (),
+) -> list[str]:
+    """The resolved spec from test.json (of the nemesis, the settings that took part in the
+    run, the others apart), and what the check was told and read."""
     out = ["<h2 id='configuration'>Configuration</h2>"]
     if test:
         for part in ("workload", "topic", "broker", "broker_in_force", "nemesis"):
-            if part in test:
-                out.append(f"<h3>{html.escape(part)}</h3>")
-                out.append(render_value(test[part]))
+            if part not in test:
+                continue
+            out.append(f"<h3>{html.escape(part)}</h3>")
+            if part == "nemesis" and isinstance(test[part], Mapping):
+                used, unused = nemesis_as_run(test[part], {str(op.get("f")) for op in faults})
+                out.append(render_value(used))
+                if unused:
+                    out.append(
+                        "<details><summary>settings of the spec that took no part in this run "
+                        f"({html.escape(', '.join(unused))})</summary>{render_value(unused)}"
+                        "</details>"
+                    )
+                continue
+            out.append(render_value(test[part]))
     else:
         out.append("<p>no test.json: the spec the history came from is unknown</p>")
     for part, title in (("config", "what the check was told"), ("history", "the history read")):
