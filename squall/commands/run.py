@@ -399,15 +399,14 @@ def _execute(
         fail(str(err), ExitCode.INFRASTRUCTURE)
     finally:
         stop_spark()
+    report = Path(outcome.run_dir.path) / "report.html"
     print(
         json.dumps(
             {
                 "run_dir": str(outcome.run_dir.path),
                 "exit_code": outcome.exit_code,
                 "valid": outcome.results.get("valid") if outcome.results else None,
-                "report": str(outcome.run_dir.report_html)
-                if outcome.run_dir.report_html.is_file()
-                else None,
+                "report": str(report) if report.is_file() else None,
             }
         )
     )

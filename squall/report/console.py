@@ -85,7 +85,12 @@ def allowed_losses(name: str, checker: Mapping[str, Any], samples: int) -> Group
         listed = cases if isinstance(cases, list) else [cases]
         table.add_row(anomaly, f"{count:,}", _seconds(listed), _because(listed))
         first += [f"{anomaly}: {describe_case(anomaly, c)['text']}" for c in listed[:1]]
-    return Group(table, *(Text(f"  • {line}", style="dim") for line in first[:samples]))
+    cases = Table.grid(padding=(0, 1))
+    cases.add_column(width=2, justify="right")
+    cases.add_column()
+    for line in first[:samples]:
+        cases.add_row("•", Text(line, style="dim"))
+    return Group(table, cases)
 
 
 def print_results(
@@ -174,8 +179,6 @@ def print_results(
             Text(f"  not reached: {line}", style="yellow") for line in unreached_runs(results)[:5]
         ]
     parts.append(Text(explain(results, elections=elections), style="bold"))
-    if run_dir is not None:
-        parts.append(Text(f"run directory: {run_dir}", style="dim"))
     console.print(Panel(Group(*parts), title="squall results", title_align="left"))
     if run_dir is not None:
         console.print(report_pointer(run_dir), highlight=False, soft_wrap=True)
@@ -185,7 +188,7 @@ def report_pointer(run_dir: Path) -> str:
     """The last lines of a run's output: where its report is, and how to browse it."""
     report = run_dir / "report.html"
     store = run_dir.parent.parent
-    lines = []
+    lines = [f"run directory: {run_dir}"]
     if report.is_file():
         lines.append(f"report: {report}")
     if (run_dir / "run.log").is_file():

@@ -176,7 +176,12 @@ def test_run_quiet_prints_only_the_final_json_line(
     monkeypatch.setattr(squall.runner, "TestRunner", _FakeRunner)
     assert main(["run", "--runtime", "local", "--faults", "none", *quiet]) == ExitCode.SUCCESS
     out, err = capsys.readouterr()
-    assert json.loads(out) == {"run_dir": "store/queue/1", "exit_code": 0, "valid": True}
+    assert json.loads(out) == {
+        "run_dir": "store/queue/1",
+        "exit_code": 0,
+        "valid": True,
+        "report": None,  # no report.html in store/queue/1
+    }
     assert _FakeRunner.seen["console"].quiet is bool(quiet)
     assert ("live panel" in err) is not bool(quiet)
 
