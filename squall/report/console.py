@@ -17,6 +17,7 @@ from checkers.catalogue import ANOMALIES, describe_case
 from squall.report.scenarios import describe_scenarios, unreached_runs
 from squall.report.throughput import achieved_rate, describe_live_rate
 from squall.report.verdict import (
+    cause_of,
     describe_faults,
     describe_lost,
     explain,
@@ -84,7 +85,10 @@ def allowed_losses(name: str, checker: Mapping[str, Any], samples: int) -> Group
         cases = cases_of.get(anomaly) or []
         listed = cases if isinstance(cases, list) else [cases]
         table.add_row(anomaly, f"{count:,}", _seconds(listed), _because(listed))
-        first += [f"{anomaly}: {describe_case(anomaly, c)['text']}" for c in listed[:1]]
+        for case in listed[:1]:
+            cause = cause_of(case)
+            said = f"{anomaly}: {describe_case(anomaly, case)['text']}"
+            first.append(said if cause is None else f"{said}; cause: {cause}")
     cases = Table.grid(padding=(0, 1))
     cases.add_column(width=2, justify="right")
     cases.add_column()
@@ -135,6 +139,9 @@ def print_results(
             table = Table(show_header=False, box=None, padding=(0, 1))
             for sample in found[:samples]:
                 table.add_row("•", describe_case(anomaly, sample)["text"])
+                cause = cause_of(sample)
+                if cause is not None:
+                    table.add_row("", Text(f"cause: {cause}", style="italic"))
             about = ANOMALIES.get(anomaly)
             body: list[Any] = []
             if about is not None:

@@ -22,7 +22,13 @@ from squall.report.failures import FailureGroup
 from squall.report.scenarios import way
 from squall.report.throughput import AchievedRate, achieved_rate, describe_live_rate
 from squall.report.timeline import event_rows, natural_key
-from squall.report.verdict import describe_faults, describe_lost, explain, replica_reads_summary
+from squall.report.verdict import (
+    cause_of,
+    describe_faults,
+    describe_lost,
+    explain,
+    replica_reads_summary,
+)
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
@@ -524,10 +530,14 @@ def _checkers(results: Mapping[str, Any], samples: int) -> list[str]:
                     )
                 if len(listed) > len(shown) or (_number(count) and count > len(shown)):
                     out.append(f"<p class='caption'>the first {len(shown)} cases</p>")
-                explained = [describe_case(str(anomaly), s)["text"] for s in shown[:5]]
-                out.append(
-                    "<ul>" + "".join(f"<li>{html.escape(t)}</li>" for t in explained) + "</ul>"
-                )
+                items = []
+                for case in shown[:5]:
+                    said = html.escape(describe_case(str(anomaly), case)["text"])
+                    cause = cause_of(case)
+                    if cause is not None:
+                        said += f"<br><span class='cause'>cause: {html.escape(cause)}</span>"
+                    items.append(f"<li>{said}</li>")
+                out.append("<ul>" + "".join(items) + "</ul>")
                 records = [s for s in shown if isinstance(s, Mapping)]
                 if records:
                     out += _records(records, _sample_cell)

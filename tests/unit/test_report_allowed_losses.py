@@ -124,3 +124,13 @@ def test_the_html_report_leads_with_the_writes_lost_per_key() -> None:
     lost = page.index("761 acknowledged writes lost, each counted once")
     assert lost < page.index("<h2 id='checkers'>")
     assert f"<td>{KEY}</td><td>761</td><td>761</td>" in page
+
+
+def test_a_case_s_cause_is_shown_beside_it_where_results_give_one() -> None:
+    caused = json.loads(json.dumps(ACKS1))
+    because = "n3 truncated squall-queue-0 from 3833 to 3788 at 81.9 s"
+    caused["checkers"]["delivery"]["expected"]["lost-write"][0]["cause"] = {"text": because}
+    console = Console(record=True, width=200)
+    print_results(caused, console=console)
+    assert f"cause: {because}" in console.export_text()
+    assert f"<span class='cause'>cause: {because}</span>" in render_html(caused)
