@@ -25,6 +25,7 @@ per-key pass (`checkers.key_pass`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -157,10 +158,20 @@ def acknowledged_lost(unseen: pd.DataFrame, missing: pd.DataFrame) -> dict[str, 
     (`unseen`, classified) or a complete final read missed (`missing`, never allowed);
     `allowed_lost`: those of them every case of which the configuration allows. (An `ok`
     `lost-write` is also `unseen`.)"""
-    allowed = set(unseen.loc[unseen["expected"].astype(bool), "value"].tolist())
-    everything = set(unseen["value"].tolist()) | set(missing["value"].tolist())
-    allowed -= set(missing["value"].tolist())
+
+    def values(rows: pd.DataFrame) -> set[Any]:
+        return {_hashable(value) for value in rows["value"].tolist()}
+
+    allowed = values(unseen[unseen["expected"].astype(bool)]) - values(missing)
+    everything = values(unseen) | values(missing)
     return {"acknowledged_lost": len(everything), "allowed_lost": len(allowed)}
+
+
+def _hashable(value: Any) -> Any:
+    """A history value as a set member: a list or mapping (a Jepsen value) as its JSON."""
+    if isinstance(value, list | dict):
+        return json.dumps(value, sort_keys=True, default=str)
+    return value
 
 
 def check_delivery_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyFacts]:
