@@ -212,7 +212,7 @@ class TestRunner:
                 self.no_verdict = self.no_verdict or "the run recorded no history"
             if self.signal is not None:
                 exit_code = 128 + int(self.signal)  # 130 for SIGINT, 143 for SIGTERM
-            view.phase = "report"
+            view.phase, view.phase_detail = "report", ""
         if not self.console.is_terminal:
             # Rich ends a live display with a newline only on a terminal: in a captured log
             # the results would start on the live panel's last line.

@@ -80,6 +80,7 @@ RUN_FILES = (
     "test.json",
     "schedule.json",
     "junit.xml",
+    "run.log",
     "spark.log",
 )
 """The files of a run directory the report links to when they exist (and nodes/*/*)."""
