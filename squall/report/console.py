@@ -201,8 +201,12 @@ def report_pointer(run_dir: Path) -> str:
     report = run_dir / "report.html"
     store = run_dir.parent.parent
     lines = [f"run directory: {run_dir}"]
+    results = run_dir / "results.json"
     if report.is_file():
-        lines.append(f"report: {report}")
+        if results.is_file() and results.stat().st_mtime > report.stat().st_mtime:
+            lines.append(f"report (older than results.json; `squall report {run_dir}`): {report}")
+        else:
+            lines.append(f"report: {report}")
     if (run_dir / "run.log").is_file():
         lines.append(f"squall's own log: {run_dir / 'run.log'}")
     lines.append(f"browse every run: squall serve --store {store}")
