@@ -38,6 +38,10 @@ def _verdict(valid: Any) -> Text:
     return Text(label, style=style)
 
 
+WRITE_CASES = frozenset({"lost-write", "unseen", "lost-acked-write"})
+"""Types whose case `time` is the write's acknowledgement."""
+
+
 def _seconds(cases: Sequence[Any]) -> str:
     """The span of the cases' `time` (nanoseconds since the history's start) in seconds,
     "-" when none has one."""
@@ -73,7 +77,7 @@ def allowed_losses(name: str, checker: Mapping[str, Any], samples: int) -> Group
     table = Table(
         "type",
         "cases",
-        "first cases at",
+        "first at",
         "allowed because",
         title=f"losses the configuration allows ({name})",
         title_justify="left",
@@ -118,9 +122,9 @@ def print_results(
         header.append(f"   {lost}", style="yellow" if counted[0] == counted[1] else "red")
         if counted[0] == counted[1]:
             header.append(", every one allowed", style="yellow")
-    if results.get("anomaly_types"):
-        header.append(f"   anomalies: {', '.join(results['anomaly_types'])}", style="red")
     parts: list[Any] = [header]
+    if results.get("anomaly_types"):
+        parts.append(Text(f"anomalies: {', '.join(results['anomaly_types'])}", style="red"))
 
     checkers = Table(
         "checker", "verdict", "anomalies", "allowed", title="checkers", title_justify="left"
@@ -152,6 +156,10 @@ def print_results(
             if about is not None:
                 body.append(Text(about.meaning, style="italic"))
                 body.append(Text(f"allowed by: {about.allowed_by}; see {about.doc}", style="dim"))
+            at = _seconds(found)
+            if at != "-":
+                done = "acknowledged at" if anomaly in WRITE_CASES else "at"
+                body.append(Text(f"its first cases: {done} {at} since the start"))
             parts.append(
                 Panel(
                     Group(*body, table),
