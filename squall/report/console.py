@@ -52,8 +52,8 @@ def _seconds(cases: Sequence[Any]) -> str:
     ]
     if not times:
         return "-"
-    low, high = min(times), max(times)
-    return f"{low:.1f} s" if high - low < 0.05 else f"{low:.1f}-{high:.1f} s"
+    low, high = f"{min(times):.1f}", f"{max(times):.1f}"
+    return f"{low} s" if low == high else f"{low}-{high} s"
 
 
 def _because(cases: Sequence[Any]) -> str:
