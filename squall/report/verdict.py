@@ -138,7 +138,7 @@ def _explain(results: Mapping[str, Any], elections: int | None) -> str:
         )
         lost = describe_lost(results)
         shown = _shown_as(type_counts(results, "counts"), found)
-        what = f"{lost}, found as {shown}" if lost else shown
+        what = f"{lost}; cases by type: {shown}" if lost else shown
         return f"INVALID: {what} under {config}; {promise}."
     if valid != True:  # noqa: E712 - "unknown" is a string
         return f"UNKNOWN: the history shows too little to judge ({config})."
@@ -148,7 +148,7 @@ def _explain(results: Mapping[str, Any], elections: int | None) -> str:
         because = f" ({'; '.join(allowances)})" if allowances else ""
         lost = describe_lost(results)
         shown = _shown_as(type_counts(results, "expected_counts"), expected)
-        what = f"{lost}, found as {shown}" if lost else shown
+        what = f"{lost}; cases by type: {shown}" if lost else shown
         return (
             f"VALID, with losses the configuration allows: {what}{moved} under {config}{because}."
         )

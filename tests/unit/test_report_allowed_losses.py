@@ -74,7 +74,7 @@ def test_the_terminal_leads_with_the_writes_lost_and_tables_the_allowed_ones(
     assert all(len(line) <= 80 for line in panel.splitlines())  # paths below are never cut
     flat = " ".join(text.split())
     assert "761 acknowledged writes lost, every one allowed" in flat
-    assert "found as at-least-once-violation 761, lost-write 761, unseen 761" in flat
+    assert "cases by type: at-least-once-violation 761, lost-write 761, unseen 761" in flat
     assert "losses the configuration allows (delivery)" in flat
     assert "76.8-76.8 s" in flat or "76.8 s" in flat  # seconds since the start, not ns
     assert "sent with acks=1" in flat

@@ -58,7 +58,7 @@ def test_writes_lost_lead_each_counted_once() -> None:
         summary={"acknowledged_lost": 42, "allowed_lost": 0, "keys": {}},
     )
     assert explain(invalid).startswith(
-        "INVALID: 42 acknowledged writes lost, found as lost-acked-write 42, lost-write 42, "
+        "INVALID: 42 acknowledged writes lost; cases by type: lost-acked-write 42, lost-write 42, "
         "unseen 42 under acks=all"
     )
     acks1 = {**SAFE, "acks": 1, "min_insync_replicas": 1, "promises_no_loss": False}
@@ -70,11 +70,11 @@ def test_writes_lost_lead_each_counted_once() -> None:
         summary={"acknowledged_lost": 761, "allowed_lost": 761, "keys": {}},
     )
     assert explain(allowed).startswith(
-        "VALID, with losses the configuration allows: 761 acknowledged writes lost, found as "
+        "VALID, with losses the configuration allows: 761 acknowledged writes lost; cases by type: "
         "lost-write 761, unseen 761 under acks=1"
     )
     allowed["summary"] = {"acknowledged_lost": 1, "allowed_lost": 0, "keys": {}}
-    assert "1 acknowledged write lost, found" in explain(allowed)
+    assert "1 acknowledged write lost; cases by type" in explain(allowed)
 
 
 def test_clean_and_unknown() -> None:
