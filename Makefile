@@ -10,7 +10,8 @@ setup:
 
 # Two 60-second real tests on the default runtime (docker where an engine answers, else
 # local processes) under the default mix of fault scenarios: the safe configuration
-# (acks=-1, RF 3, min.insync 2) and acks=1, side by side, each verdict explained.
+# (acks=-1, RF 3, min.insync 2) and acks=1, one after the other, each verdict explained
+# and each report named.
 demo: setup
 	$(PY) -m squall campaign campaigns/demo.toml
 

@@ -11,6 +11,10 @@
   complete when one process's `ok` polls marked `final: true` read it from at or before
   the key's lowest known offset to at or beyond its highest acknowledged offset (acks of
   sends without an offset are not judged here: `unseen` covers them).
+Each key also counts its acknowledged writes lost, each once however many of these types
+it shows under (`acknowledged_lost`: `ok` writes unseen or missing from a complete final
+read; `allowed_lost`: those of them the configuration allows), for results.json's
+`summary`.
 Each lost-write and lost-acked-write case is placed in its key's log as the log was held
 at the end, by the final read and the replicas' final reads (`placement`: `prefix`,
 `middle` (a hole), `tail`, or `whole-log`).
@@ -21,6 +25,7 @@ per-key pass (`checkers.key_pass`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -148,10 +153,35 @@ def judges_lost_acked_writes(rules: LossRules) -> bool:
     return rules.settings.promises_no_loss and not rules.unclean_allowed
 
 
+def acknowledged_lost(unseen: pd.DataFrame, missing: pd.DataFrame) -> dict[str, int]:
+    """The key's acknowledged writes lost, each value once: `ok` writes no read saw
+    (`unseen`, classified) or a complete final read missed (`missing`, never allowed);
+    `allowed_lost`: those of them every case of which the configuration allows. (An `ok`
+    `lost-write` is also `unseen`.)"""
+
+    def values(rows: pd.DataFrame) -> set[Any]:
+        return {_hashable(value) for value in rows["value"].tolist()}
+
+    allowed = values(unseen[unseen["expected"].astype(bool)]) - values(missing)
+    everything = values(unseen) | values(missing)
+    return {"acknowledged_lost": len(everything), "allowed_lost": len(allowed)}
+
+
+def _hashable(value: Any) -> Any:
+    """A history value as a set member: a list or mapping (a Jepsen value) as its JSON."""
+    if isinstance(value, list | dict):
+        return json.dumps(value, sort_keys=True, default=str)
+    return value
+
+
 def check_delivery_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyFacts]:
-    """The findings of this checker on one key, and its final read's coverage."""
+    """The findings of this checker on one key, its final read's coverage, and its
+    acknowledged writes lost (`acknowledged_lost`)."""
     key = log.key
     lost = lost_writes(log, losses)
+    unseen = unseen_writes(log, losses)
+    missing = unseen.iloc[0:0]
+    facts: dict[str, Any] = {}
     span = held_span(log) if not lost.empty or judges_lost_acked_writes(losses.rules) else None
     found: list[FindingRow | KeyFacts] = [
         *rows_of(
@@ -170,7 +200,7 @@ def check_delivery_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyF
         *rows_of(
             CHECKER,
             "unseen",
-            unseen_writes(log, losses).assign(key=key),
+            unseen.assign(key=key),
             order="complete_index",
             detail=WRITE_DETAIL,
             expected="expected",
@@ -192,7 +222,7 @@ def check_delivery_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyF
     if judges_lost_acked_writes(losses.rules):
         coverage = final_read_coverage(log)
         if coverage is not None:
-            found.append(KeyFacts(CHECKER, key, {"complete": coverage["complete"]}))
+            facts["complete"] = coverage["complete"]
             if coverage["complete"]:
                 missing = lost_acked_writes(log, losses, coverage["final_read_to"])
                 found += rows_of(
@@ -206,7 +236,21 @@ def check_delivery_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyF
                         ("placement", "placement"),
                     ],
                 )
+    counted = acknowledged_lost(unseen, missing)
+    if counted["acknowledged_lost"]:
+        facts.update(counted)
+    if facts:
+        found.append(KeyFacts(CHECKER, key, facts))
     return found
+
+
+def lost_by_key(facts: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per key that lost any, its `acknowledged_lost` and `allowed_lost` (sorted by key)."""
+    return {
+        key: {name: int(fact[name]) for name in ("acknowledged_lost", "allowed_lost")}
+        for key, fact in sorted(facts.items())
+        if fact.get("acknowledged_lost")
+    }
 
 
 def delivery_details(rules: LossRules, facts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -221,10 +265,11 @@ def delivery_details(rules: LossRules, facts: Mapping[str, Mapping[str, Any]]) -
                 "min.insync.replicas < 2, or unclean leader election not off)"
             )
         }
-    incomplete = sorted(key for key, fact in facts.items() if not fact["complete"])
+    covered = {key: fact["complete"] for key, fact in facts.items() if "complete" in fact}
+    incomplete = sorted(key for key, complete in covered.items() if not complete)
     return {
         "lost_acked_write": "judged",
-        "keys_with_complete_final_read": sum(1 for fact in facts.values() if fact["complete"]),
+        "keys_with_complete_final_read": sum(1 for complete in covered.values() if complete),
         "keys_without_complete_final_read": incomplete[:50],
         "keys_without_complete_final_read_count": len(incomplete),
     }
@@ -243,8 +288,10 @@ class DeliveryChecker:
     def check(self, context: CheckContext) -> CheckerReport:
         judged = judges_lost_acked_writes(context.losses)
         looked_for = ANOMALIES if judged else tuple(a for a in ANOMALIES if a != "lost-acked-write")
+        facts = context.key_facts.get(CHECKER, {})
         return CheckerReport(
             self.name,
             [key_finding(context.key_findings, CHECKER, looked_for)],
-            details=delivery_details(context.losses, context.key_facts.get(CHECKER, {})),
+            details=delivery_details(context.losses, facts),
+            lost_by_key=lost_by_key(facts),
         )

@@ -45,6 +45,8 @@ class CheckerReport:
 
     `valid`: a verdict of its own ("unknown": it could not judge), combined with its
     anomalies' (false > unknown > true); None leaves the verdict to the anomalies.
+    `lost_by_key`: for a checker that counts acknowledged writes lost, per key that lost
+    any, `acknowledged_lost` and `allowed_lost` (for `summary`); None: it does not count.
     """
 
     name: str
@@ -52,6 +54,7 @@ class CheckerReport:
     details: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     valid: Validity | None = None
+    lost_by_key: Mapping[str, Mapping[str, int]] | None = None
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,7 @@ def assemble_results(
             if count > 0:
                 (allowed if anomaly in allowed_types else found).add(anomaly)
         expected.update(name for name, n in section.get("expected_counts", {}).items() if n)
+    summary = lost_summary(reports)
     all_notes = list(notes)
     if not has_ok:
         all_notes.append(
@@ -197,12 +201,32 @@ def assemble_results(
         "anomaly_types": sorted(found),
         "allowed_anomaly_types": sorted(allowed),
         "expected_anomaly_types": sorted(expected),
+        **({"summary": summary} if summary is not None else {}),
         "explanations": explain_anomalies(sections),
         "checkers": sections,
         "stats": stats,
         "config": config,
         "history": history,
         "notes": all_notes,
+    }
+
+
+def lost_summary(reports: Sequence[CheckerReport]) -> dict[str, Any] | None:
+    """`summary`: the acknowledged writes lost and allowed, in all and per key, from the
+    reports that count them (several: per key, the most any counted); None when none does."""
+    counting = [report.lost_by_key for report in reports if report.lost_by_key is not None]
+    if not counting:
+        return None
+    keys: dict[str, dict[str, int]] = {}
+    for by_key in counting:
+        for key, lost in by_key.items():
+            held = keys.setdefault(key, {"acknowledged_lost": 0, "allowed_lost": 0})
+            for name in held:
+                held[name] = max(held[name], int(lost.get(name, 0)))
+    return {
+        "acknowledged_lost": sum(lost["acknowledged_lost"] for lost in keys.values()),
+        "allowed_lost": sum(lost["allowed_lost"] for lost in keys.values()),
+        "keys": dict(sorted(keys.items())),
     }
 
 

@@ -152,6 +152,10 @@ class CaseResult:
     """Losses found that the case's configuration allows."""
     explanation: str = ""
     """What the verdict means, in a sentence or two."""
+    acknowledged_lost: int | None = None
+    """Distinct acknowledged writes lost (results.json `summary`; None: not counted)."""
+    allowed_lost: int | None = None
+    """Of those, the ones the case's configuration allows."""
 
 
 def junit_xml(campaign: str, results: list[CaseResult]) -> str:
@@ -165,7 +169,8 @@ def junit_xml(campaign: str, results: list[CaseResult]) -> str:
             outcome = JUnitOutcome("failure", message, detail)
         elif r.exit_code != ExitCode.SUCCESS:
             outcome = JUnitOutcome("error", r.error or f"exit code {r.exit_code}", detail)
-        cases.append(JUnitCase(r.name, time_s=r.seconds, outcome=outcome, system_out=detail))
+        said = f"{r.explanation}\n{detail}" if r.explanation else detail
+        cases.append(JUnitCase(r.name, time_s=r.seconds, outcome=outcome, system_out=said))
     return render_suite(
         campaign,
         cases,
@@ -175,8 +180,21 @@ def junit_xml(campaign: str, results: list[CaseResult]) -> str:
             "campaign": campaign,
             "cases": len(results),
             "invalid": sum(1 for r in results if r.exit_code == ExitCode.ANOMALIES),
+            **_lost_properties(results),
         },
     )
+
+
+def _lost_properties(results: Sequence[CaseResult]) -> dict[str, object]:
+    """The acknowledged writes the cases lost, and of them allowed, summed (none: no case
+    counted any)."""
+    counted = [r for r in results if r.acknowledged_lost]
+    if not counted:
+        return {}
+    return {
+        "acknowledged_lost": sum(r.acknowledged_lost or 0 for r in counted),
+        "allowed_lost": sum(r.allowed_lost or 0 for r in counted),
+    }
 
 
 def progress_line(
@@ -261,6 +279,8 @@ def run_campaign(
                 explanation=explain(found, elections=leader_elections(outcome.run_dir.history))
                 if found
                 else "",
+                acknowledged_lost=(found.get("summary") or {}).get("acknowledged_lost"),
+                allowed_lost=(found.get("summary") or {}).get("allowed_lost"),
             )
         except Exception as err:  # one case's failure must not stop the campaign
             result = CaseResult(

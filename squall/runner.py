@@ -38,7 +38,7 @@ from nemesis import (
 from nemesis.protocols import LAZY_DISK_MISSING
 from nemesis.scenario_watch import ScenarioWatch
 from squall.cluster.clock import ClockOffset, clock_section, measure_offsets
-from squall.cluster.cluster import Cluster, broker_id_of
+from squall.cluster.cluster import Cluster, broker_id_of, current_kept
 from squall.cluster.event_tail import EventTail
 from squall.cluster.node import Node
 from squall.cluster.runtimes import Runtime, default_runtime, new_run_id, runtime_named
@@ -46,6 +46,7 @@ from squall.exit_codes import ExitCode
 from squall.replica_reads import REPLICA_READ, record_replica_reads
 from squall.report.live import RunView
 from squall.report.scenarios import scenario_section_of
+from squall.run_log import run_log
 from squall.spec import SpecError, TestSpec
 from squall.store import RunDirectory, RunStore
 from workloads import QueueWorkload
@@ -114,6 +115,8 @@ class TestRunner:
         self.applied: list[Fault] = []
         self.clock_offsets: dict[str, ClockOffset] = {}
         """Each broker node's clock offset, measured before the first fault."""
+        self.no_verdict: str | None = None
+        """Why the run ended without a verdict, when it did (also in run.log)."""
 
     # --- the whole run --------------------------------------------------------------------
 
@@ -123,6 +126,27 @@ class TestRunner:
         check_runnable(spec)
         runtime: Runtime = runtime_named(spec.runtime or "local")
         run_dir = self.store.new_run(spec.name)
+        with run_log(run_dir.path):
+            log.info("run %s of test %s on %s", run_dir.path, spec.name, spec.runtime)
+            outcome = self._run_in(run_dir, spec, runtime)
+            log.info("run ended: exit code %s, %s", outcome.exit_code, _verdict_of(outcome))
+        if outcome.results is not None:
+            from squall.report.console import print_results
+
+            print_results(outcome.results, console=self.console, run_dir=run_dir.path)
+        else:
+            from squall.report.console import report_pointer
+
+            self.console.print(
+                f"no verdict: {self.no_verdict or 'see run.log'}",
+                style="bold yellow",
+                markup=False,
+            )
+            self.console.print(report_pointer(run_dir.path), highlight=False, soft_wrap=True)
+        return outcome
+
+    def _run_in(self, run_dir: RunDirectory, spec: TestSpec, runtime: Runtime) -> RunOutcome:
+        """The run in `run_dir`: its outcome, before the report is printed."""
         view = RunView(spec.name, str(run_dir.path), time_limit_s=spec.time_limit_s)
         view.interrupted = lambda: self.interrupted
         run_id = new_run_id()
@@ -164,6 +188,7 @@ class TestRunner:
                 self._collect(cluster, run_dir)
             except Exception as err:
                 log.exception("run %s failed", run_dir.path)
+                self.no_verdict = f"infrastructure failure: {err}"
                 self.console.print(f"[bold red]infrastructure failure:[/] {err}")
                 if cluster is not None:
                     with contextlib.suppress(Exception):
@@ -181,13 +206,19 @@ class TestRunner:
             if run_dir.history.exists() and not self.skip_check:
                 view.phase, view.phase_detail = "check", "Spark checkers"
                 results, exit_code = self._check(run_dir)
+            elif self.skip_check:
+                self.no_verdict = "a second Ctrl-C skipped the check; the history is kept"
+            elif not run_dir.history.exists():
+                self.no_verdict = self.no_verdict or "the run recorded no history"
             if self.signal is not None:
                 exit_code = 128 + int(self.signal)  # 130 for SIGINT, 143 for SIGTERM
-        view.phase = "report"
-        if results is not None:
-            from squall.report.console import print_results
-
-            print_results(results, console=self.console, run_dir=run_dir.path)
+            view.phase, view.phase_detail = "report", ""
+        if not self.console.is_terminal:
+            # Rich ends a live display with a newline only on a terminal: in a captured log
+            # the results would start on the live panel's last line.
+            self.console.line()
+        if results is None:
+            log.error("no verdict: %s", self.no_verdict or "the check did not finish")
         return RunOutcome(exit_code, run_dir, results, self.interrupted)
 
     @contextlib.contextmanager
@@ -234,16 +265,17 @@ class TestRunner:
             view.phase_detail = message
 
         try:
-            return runtime.up(
-                run_id,
-                None if spec.runtime == "ssh" else spec.nodes,
-                inventory=Path(spec.inventory)
-                if spec.runtime == "ssh" and spec.inventory
-                else None,
-                settings=spec.broker_settings(),
-                progress=progress,
-                lazy_disk=spec.lazy_disk,
-            )
+            with current_kept():  # a cluster brought up by hand stays the current one
+                return runtime.up(
+                    run_id,
+                    None if spec.runtime == "ssh" else spec.nodes,
+                    inventory=Path(spec.inventory)
+                    if spec.runtime == "ssh" and spec.inventory
+                    else None,
+                    settings=spec.broker_settings(),
+                    progress=progress,
+                    lazy_disk=spec.lazy_disk,
+                )
         except Exception as err:
             raise InfrastructureError(f"the {spec.runtime} cluster did not come up: {err}") from err
 
@@ -477,6 +509,7 @@ class TestRunner:
             )
         except Exception as err:
             log.exception("checking %s failed", run_dir.history)
+            self.no_verdict = f"the checkers failed: {err}"
             self.console.print(f"[bold red]the checkers failed:[/] {err}")
             return None, ExitCode.INFRASTRUCTURE
         if self.interrupted:
@@ -563,6 +596,12 @@ def interrupted_results(results: dict[str, Any], by: signal.Signals | None) -> d
         "interrupted": True,
         "notes": [*results.get("notes", []), note],
     }
+
+
+def _verdict_of(outcome: RunOutcome) -> str:
+    if outcome.results is None:
+        return "no verdict"
+    return f"valid {outcome.results.get('valid')}"
 
 
 def write_reports(run_dir: RunDirectory, results: dict[str, Any]) -> None:

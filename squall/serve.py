@@ -12,7 +12,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import quote
 
-from squall.store_listing import RunSummary, list_runs
+from squall.store_listing import RunSummary, describe_findings, list_runs
 
 _COLOURS = {
     "VALID": "#1a7f37",
@@ -34,7 +34,7 @@ td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
 <h1>squall runs</h1>
 <p>{count} run(s) in <code>{store}</code>, newest first.</p>
 <table>
-<tr><th>test</th><th>started (UTC)</th><th>verdict</th><th>anomalies</th>
+<tr><th>test</th><th>started (UTC)</th><th>verdict</th><th>found</th>
 <th>duration</th><th>files</th></tr>
 {rows}
 </table></body></html>
@@ -44,9 +44,7 @@ td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
 def _row(run: RunSummary) -> str:
     base = f"{quote(run.test)}/{quote(run.stamp)}/"
     colour = _COLOURS.get(run.verdict, "#57606a")
-    anomalies = ", ".join(f"{name} ({count})" for name, count in run.anomalies.items())
-    if run.expected:
-        anomalies += (", " if anomalies else "") + "expected: " + ", ".join(run.expected)
+    anomalies = describe_findings(run)
     report = f'<a href="{base}report.html">report</a> · ' if run.has_report else ""
     duration = f"{run.duration_s:.0f} s" if run.duration_s is not None else ""
     started = (run.started or run.stamp).replace("+00:00", "").replace("T", " ")

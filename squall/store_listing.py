@@ -29,6 +29,12 @@ class RunSummary:
     expected: list[str] = field(default_factory=list)
     duration_s: float | None = None
     has_report: bool = False
+    acknowledged_lost: int | None = None
+    """Distinct acknowledged writes lost (results.json's `summary`; None: not counted)."""
+    allowed_lost: int | None = None
+    """Of those, the ones the configuration allows."""
+    expected_counts: dict[str, int] = field(default_factory=dict)
+    """Cases per type of loss the configuration allows, summed over the checkers."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -52,14 +58,17 @@ def _verdict(results: dict[str, Any] | None, test: dict[str, Any] | None) -> str
     return "VALID" if valid is True else "INVALID" if valid is False else "UNKNOWN"
 
 
-def _anomaly_counts(results: dict[str, Any]) -> dict[str, int]:
-    """Cases per anomaly type that makes the run invalid, summed over the checkers."""
-    types = results.get("anomaly_types")
+def _anomaly_counts(
+    results: dict[str, Any], types_field: str = "anomaly_types", counts_field: str = "counts"
+) -> dict[str, int]:
+    """Cases per anomaly type that makes the run invalid (by default; or of the given
+    types and counts fields), summed over the checkers."""
+    types = results.get(types_field)
     wanted = {t for t in types if isinstance(t, str)} if isinstance(types, list) else set()
     counts = dict.fromkeys(sorted(wanted), 0)
     checkers = results.get("checkers")
     for section in checkers.values() if isinstance(checkers, dict) else ():
-        found = section.get("counts") if isinstance(section, dict) else None
+        found = section.get(counts_field) if isinstance(section, dict) else None
         for name, count in found.items() if isinstance(found, dict) else ():
             if name in counts and isinstance(count, int):
                 counts[name] += count
@@ -79,6 +88,8 @@ def summarise_run(run_dir: Path) -> RunSummary:
     stats = (results or {}).get("stats")
     duration = stats.get("duration_s") if isinstance(stats, dict) else None
     expected = (results or {}).get("expected_anomaly_types")
+    summary = (results or {}).get("summary")
+    lost = summary if isinstance(summary, dict) else {}
     return RunSummary(
         test=run_dir.parent.name,
         stamp=run_dir.name,
@@ -89,7 +100,33 @@ def summarise_run(run_dir: Path) -> RunSummary:
         expected=[t for t in expected if isinstance(t, str)] if isinstance(expected, list) else [],
         duration_s=float(duration) if isinstance(duration, int | float) else None,
         has_report=(run_dir / "report.html").is_file(),
+        acknowledged_lost=_int_or_none(lost.get("acknowledged_lost")),
+        allowed_lost=_int_or_none(lost.get("allowed_lost")),
+        expected_counts=(
+            _anomaly_counts(results, "expected_anomaly_types", "expected_counts") if results else {}
+        ),
     )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def describe_findings(run: RunSummary) -> str:
+    """What a run found, for a listing: the acknowledged writes lost first (each once), then
+    the anomaly types with their counts, then the allowed ones with theirs; "" when nothing."""
+    parts = []
+    if run.acknowledged_lost:
+        allowed = f" ({run.allowed_lost:,} allowed)" if run.allowed_lost else ""
+        parts.append(f"{run.acknowledged_lost:,} acknowledged writes lost{allowed}")
+    if run.anomalies:
+        parts.append(", ".join(f"{name} {count:,}" for name, count in run.anomalies.items()))
+    if run.expected_counts:
+        listed = ", ".join(f"{name} {count:,}" for name, count in run.expected_counts.items())
+        parts.append(f"allowed: {listed}")
+    elif run.expected:
+        parts.append("allowed: " + ", ".join(run.expected))
+    return "; ".join(parts)
 
 
 def run_directories(store: Path, test: str | None = None) -> list[Path]:

@@ -9,10 +9,11 @@ nodes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,29 @@ class ClusterState:
         current = base / "current"
         if current.exists() and current.read_text().strip() == self.run_id:
             current.unlink()
+
+
+def current_run_id() -> str | None:
+    """The run id of the cluster that is current (``.squall/current``), if one is."""
+    try:
+        return (state_dir() / "current").read_text().strip() or None
+    except OSError:
+        return None
+
+
+@contextlib.contextmanager
+def current_kept() -> Iterator[None]:
+    """The cluster current before the block (one brought up by hand with ``squall cluster
+    up``) is current again after it, while its state is saved: a test's run brings up and
+    takes down its own cluster without taking that one's place."""
+    before = current_run_id()
+    try:
+        yield
+    finally:
+        saved = before is not None and (state_dir() / "clusters" / f"{before}.json").is_file()
+        if saved and current_run_id() != before:
+            with atomic_file(state_dir() / "current") as current:
+                current.write(f"{before}\n".encode())
 
 
 def broker_id_of(node_name: str) -> int:

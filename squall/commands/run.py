@@ -399,12 +399,14 @@ def _execute(
         fail(str(err), ExitCode.INFRASTRUCTURE)
     finally:
         stop_spark()
+    report = Path(outcome.run_dir.path) / "report.html"
     print(
         json.dumps(
             {
                 "run_dir": str(outcome.run_dir.path),
                 "exit_code": outcome.exit_code,
                 "valid": outcome.results.get("valid") if outcome.results else None,
+                "report": str(report) if report.is_file() else None,
             }
         )
     )
@@ -567,30 +569,40 @@ def campaign(
         summary = json.loads(written.read_text()) if written.exists() else {"campaign": name}
         print(json.dumps({**summary, **paths}, default=str))
         raise typer.Exit(worst)
-    table = Table(
-        "test", "verdict", "anomalies", "seconds", "run directory", title=f"campaign {name}"
-    )
+    table = Table("test", "verdict", "found", "seconds", title=f"campaign {name}")
     for r in results:
         verdict = {True: "[green]valid[/]", False: "[red]INVALID[/]"}.get(
             r.valid, "[yellow]unknown[/]"
         )
-        table.add_row(
-            r.name,
-            verdict,
-            ", ".join(r.anomaly_types)
-            or (
-                f"allowed: {', '.join(r.expected_anomaly_types)}"
-                if r.expected_anomaly_types
-                else ""
-            )
-            or (r.error or "-"),
-            f"{r.seconds:.0f}",
-            r.run_dir or "-",
-        )
+        table.add_row(escape(r.name), verdict, escape(_case_found(r)), f"{r.seconds:.0f}")
     console = Console()
     console.print(table)
+    # Paths on lines of their own, never cut to the terminal's width.
     for r in results:
         if r.explanation:
             console.print(f"[bold]{escape(r.name)}[/]: {escape(r.explanation)}", highlight=False)
-    print(json.dumps({"campaign": name, **paths}))
+        if r.run_dir:
+            report = Path(r.run_dir) / "report.html"
+            shown = report if report.is_file() else Path(r.run_dir)
+            console.print(f"  {shown}", highlight=False, soft_wrap=True)
+    console.print(
+        f"summary: {paths['summary']}\njunit: {paths['junit']}\n"
+        f"browse every run's report: squall serve --store {store}",
+        highlight=False,
+        soft_wrap=True,
+    )
     raise typer.Exit(worst)
+
+
+def _case_found(r: Any) -> str:
+    """A campaign case's findings for its table: the acknowledged writes lost first, then
+    the anomaly types, or the allowed ones, or its error."""
+    lost = ""
+    if r.acknowledged_lost:
+        allowed = " (all allowed)" if r.allowed_lost == r.acknowledged_lost else ""
+        lost = f"{r.acknowledged_lost:,} acked writes lost{allowed}; "
+    if r.anomaly_types:
+        return lost + ", ".join(r.anomaly_types)
+    if r.expected_anomaly_types:
+        return lost + "allowed: " + ", ".join(r.expected_anomaly_types)
+    return lost + (r.error or "-")

@@ -33,7 +33,7 @@ def runs(
     as_json: bool = typer.Option(False, "--json", help="One JSON object per run, newest first."),
 ) -> None:
     """List the store's runs, newest first: test, start time, verdict, anomalies, duration."""
-    from squall.store_listing import list_runs
+    from squall.store_listing import describe_findings, list_runs
 
     if not store.is_dir():
         fail(f"--store: {store} is not a directory; runs go to ./store unless --store says", 2)
@@ -55,14 +55,11 @@ def runs(
     table.add_column("time", justify="right", no_wrap=True)
     for run in found:
         started = (run.started or run.stamp).replace("+00:00", "").replace("T", " ")[:16]
-        anomalies = ", ".join(f"{name} {count}" for name, count in run.anomalies.items())
-        if run.expected:
-            anomalies += ("; " if anomalies else "") + "expected: " + ", ".join(run.expected)
         table.add_row(
             run.test,
             started,
             f"[{_STYLES.get(run.verdict, 'dim')}]{run.verdict}[/]",
-            anomalies or "-",
+            describe_findings(run) or "-",
             f"{run.duration_s:.0f} s" if run.duration_s is not None else "-",
         )
     console = Console(highlight=False)

@@ -16,12 +16,19 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from checkers.catalogue import ANOMALIES, describe_case
+from checkers.catalogue import ANOMALIES, SINGLE_OPERATION_FIELDS, describe_case, history_line
+from squall.report.configuration import nemesis_as_run
 from squall.report.failures import FailureGroup
 from squall.report.scenarios import way
 from squall.report.throughput import AchievedRate, achieved_rate, describe_live_rate
 from squall.report.timeline import event_rows, natural_key
-from squall.report.verdict import describe_faults, explain, replica_reads_summary
+from squall.report.verdict import (
+    cause_of,
+    describe_faults,
+    describe_lost,
+    explain,
+    replica_reads_summary,
+)
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
@@ -37,7 +44,11 @@ MAX_ROWS = 2000
 """Rows of a table shown at most; the rest are counted."""
 
 CAPTIONS = {
-    "latency": "Latency of every send and poll completion (log scale), by outcome.",
+    "latency": (
+        "Latency of every send (above) and poll (below) completion, log scale, by outcome. "
+        "An ok poll that read nothing waited out its timeout: its latency is the timeout's, "
+        "drawn apart in grey."
+    ),
     "rate": "Completions per second, by outcome.",
     "lag": (
         "Consumer lag per key: the highest offset acknowledged so far minus the highest offset "
@@ -51,8 +62,9 @@ CAPTIONS = {
         "its acknowledgement never counts; one never read counts to the end."
     ),
     "anomalies": (
-        "The anomaly cases results.json keeps as samples (up to its sample size per type), "
-        "per key; the legend gives every case found. Hatched: expected losses."
+        "Every case found per anomaly type (complete counts; hatched: expected losses), and "
+        "the acknowledged writes lost per key, each counted once however many types it shows "
+        "under (hatched: the ones the configuration allows)."
     ),
     "windows": "Unclean-election loss windows: first lost acknowledgement to last, per key.",
 }
@@ -68,6 +80,7 @@ RUN_FILES = (
     "test.json",
     "schedule.json",
     "junit.xml",
+    "run.log",
     "spark.log",
 )
 """The files of a run directory the report links to when they exist (and nodes/*/*)."""
@@ -224,6 +237,8 @@ NS_FIELDS = frozenset({"time", "window"})
 
 
 def _sample_cell(field: str, value: Any) -> str:
+    if field in SINGLE_OPERATION_FIELDS and history_line(value) is not None:
+        return f"line {history_line(value)}"  # as the sentences above number operations
     if field in NS_FIELDS:
         if _number(value):
             return f"{_seconds(value)} s"
@@ -272,6 +287,7 @@ def render_html(
         lambda: explain(results, elections=elections), "results.json cannot be explained"
     )
     out.append(f"<p><strong>{html.escape(said)}</strong></p>")
+    out += _tolerant(lambda: _lost_writes(results), [])
     applied = _tolerant(lambda: describe_faults(test, faults), "faults: test.json is malformed")
     out.append(f"<p>{html.escape(applied)}</p>")
     if test:
@@ -320,7 +336,10 @@ def render_html(
     stats = _mapping(results.get("stats"))
     if stats:
         out += _statistics(stats, _tolerant(lambda: achieved_rate(results, test), None))
-    out += _configuration(results, test)
+    out += _tolerant(
+        lambda: _configuration(results, test, faults),
+        ["<p>configuration: test.json has an unexpected shape</p>"],
+    )
     out.append("</body></html>")
     return "\n".join(out)
 
@@ -441,6 +460,28 @@ def _size(size: int) -> str:
     return f"{size / 1024:,.1f} KB" if size < 1024**2 else f"{size / 1024**2:,.1f} MB"
 
 
+def _lost_writes(results: Mapping[str, Any]) -> list[str]:
+    """The acknowledged writes lost, each once, and per key (results.json `summary`); the
+    anomaly types below count the same losses again under each of their names."""
+    said = describe_lost(results)
+    if said is None:
+        return []
+    keys = _mapping(_mapping(results.get("summary")).get("keys"))
+    rows = [
+        [
+            html.escape(str(key)),
+            f"{_mapping(lost).get('acknowledged_lost', 0):,}",
+            f"{_mapping(lost).get('allowed_lost', 0):,}",
+        ]
+        for key, lost in keys.items()
+    ]
+    return [
+        f"<p class='lost'>{html.escape(said)}, each counted once; the anomaly types below "
+        "count the same writes under each name they show under.</p>",
+        *_html_table(["key", "acknowledged writes lost", "allowed"], rows),
+    ]
+
+
 def _checkers(results: Mapping[str, Any], samples: int) -> list[str]:
     """The checkers' verdicts and counts, the notes, and each anomaly type's samples."""
     out = [
@@ -490,10 +531,14 @@ def _checkers(results: Mapping[str, Any], samples: int) -> list[str]:
                     )
                 if len(listed) > len(shown) or (_number(count) and count > len(shown)):
                     out.append(f"<p class='caption'>the first {len(shown)} cases</p>")
-                explained = [describe_case(str(anomaly), s)["text"] for s in shown[:5]]
-                out.append(
-                    "<ul>" + "".join(f"<li>{html.escape(t)}</li>" for t in explained) + "</ul>"
-                )
+                items = []
+                for case in shown[:5]:
+                    said = html.escape(describe_case(str(anomaly), case)["text"])
+                    cause = cause_of(case)
+                    if cause is not None:
+                        said += f"<br><span class='cause'>cause: {html.escape(cause)}</span>"
+                    items.append(f"<li>{said}</li>")
+                out.append("<ul>" + "".join(items) + "</ul>")
                 records = [s for s in shown if isinstance(s, Mapping)]
                 if records:
                     out += _records(records, _sample_cell)
@@ -646,14 +691,30 @@ def _statistics(stats: Mapping[str, Any], rate: AchievedRate | None) -> list[str
     return out
 
 
-def _configuration(results: Mapping[str, Any], test: Mapping[str, Any] | None) -> list[str]:
-    """The resolved spec from test.json, and what the check was told and read."""
+def _configuration(
+    results: Mapping[str, Any],
+    test: Mapping[str, Any] | None,
+    faults: Sequence[Mapping[str, Any]] = (),
+) -> list[str]:
+    """The resolved spec from test.json (of the nemesis, the settings that took part in the
+    run, the others apart), and what the check was told and read."""
     out = ["<h2 id='configuration'>Configuration</h2>"]
     if test:
         for part in ("workload", "topic", "broker", "broker_in_force", "nemesis"):
-            if part in test:
-                out.append(f"<h3>{html.escape(part)}</h3>")
-                out.append(render_value(test[part]))
+            if part not in test:
+                continue
+            out.append(f"<h3>{html.escape(part)}</h3>")
+            if part == "nemesis" and isinstance(test[part], Mapping):
+                used, unused = nemesis_as_run(test[part], {str(op.get("f")) for op in faults})
+                out.append(render_value(used))
+                if unused:
+                    out.append(
+                        "<details><summary>settings of the spec that took no part in this run "
+                        f"({html.escape(', '.join(unused))})</summary>{render_value(unused)}"
+                        "</details>"
+                    )
+                continue
+            out.append(render_value(test[part]))
     else:
         out.append("<p>no test.json: the spec the history came from is unknown</p>")
     for part, title in (("config", "what the check was told"), ("history", "the history read")):

@@ -100,8 +100,10 @@ def render_junit(
     run_dir: str | None = None,
 ) -> str:
     """A run's junit.xml: one case per checker, failed when it found anomalies (the message
-    names each type with its count and meaning); the run's seed, runtime and spec as
-    properties; the suite's time is the history's duration."""
+    names each type with its count and meaning), its output naming the losses the
+    configuration allows with their counts; a case for the acknowledged writes lost when
+    any was; the run's seed, runtime and spec, and the losses' counts, as properties; the
+    suite's time is the history's duration."""
     cases = []
     for name, found in sorted(results.get("checkers", {}).items()):
         outcome = None
@@ -111,7 +113,8 @@ def render_junit(
             outcome = JUnitOutcome("failure", _failure_message(counts), text)
         elif found.get("valid") is not True:
             outcome = JUnitOutcome("error", "unknown: nothing could be checked")
-        cases.append(JUnitCase(name, outcome=outcome))
+        cases.append(JUnitCase(name, outcome=outcome, system_out=_allowed_text(found)))
+    cases += _lost_case(results)
     cases += _scenario_cases(results)
     if results.get("interrupted"):
         message = "interrupted: the run was stopped before its time limit; not a verdict"
@@ -121,8 +124,72 @@ def render_junit(
         suite,
         cases,
         time_s=float(duration) if isinstance(duration, int | float) else None,
-        properties=run_properties(test, run_dir),
+        properties={**run_properties(test, run_dir), **loss_properties(results)},
     )
+
+
+def loss_properties(results: Mapping[str, Any]) -> dict[str, object]:
+    """The acknowledged writes lost and allowed (results.json `summary`), and the allowed
+    types with their counts, as properties (none for a run that found nothing)."""
+    from squall.report.verdict import lost_counts, type_counts
+
+    counted = lost_counts(results)
+    allowed = type_counts(results, "expected_counts")
+    out: dict[str, object] = {}
+    if counted is not None and counted[0]:
+        out["acknowledged_lost"] = str(counted[0])
+        out["allowed_lost"] = str(counted[1])
+    if allowed:
+        out["allowed_anomalies"] = ", ".join(f"{k} {v}" for k, v in sorted(allowed.items()))
+    return out
+
+
+def _lost_case(results: Mapping[str, Any]) -> list[JUnitCase]:
+    """A case "acknowledged writes lost" when any was: it passes when the configuration
+    allows every one (its output says so), and fails otherwise."""
+    from squall.report.verdict import describe_lost, lost_counts
+
+    counted = lost_counts(results)
+    said = describe_lost(results)
+    if counted is None or said is None:
+        return []
+    lost, allowed = counted
+    allowances = "; ".join((results.get("config") or {}).get("allowances") or [])
+    if allowed == lost:
+        text = f"{said}, every one allowed by the configuration ({allowances})"
+        return [JUnitCase("acknowledged writes lost", system_out=text)]
+    message = f"{said}; {lost - allowed:,} of them the configuration does not allow"
+    return [
+        JUnitCase(
+            "acknowledged writes lost",
+            outcome=JUnitOutcome("failure", message, _per_key(results)),
+        )
+    ]
+
+
+def _per_key(results: Mapping[str, Any]) -> str:
+    keys = (results.get("summary") or {}).get("keys") or {}
+    return "\n".join(
+        f"{key}: {lost.get('acknowledged_lost', 0)} lost, {lost.get('allowed_lost', 0)} allowed"
+        for key, lost in keys.items()
+    )
+
+
+def _allowed_text(found: Mapping[str, Any]) -> str | None:
+    """A checker's losses the configuration allows: each type with its count, why, and its
+    first cases explained (None: none)."""
+    from checkers.catalogue import describe_case
+
+    counts = {k: v for k, v in (found.get("expected_counts") or {}).items() if v}
+    if not counts:
+        return None
+    lines = ["allowed by the configuration (expected losses):"]
+    for name, count in sorted(counts.items()):
+        cases = (found.get("expected") or {}).get(name) or []
+        because = cases[0].get("expected_because") if cases and isinstance(cases[0], dict) else None
+        lines.append(f"{name} {count}" + (f" ({because})" if because else ""))
+        lines += [f"  - {describe_case(name, case)['text']}" for case in cases[:3]]
+    return "\n".join(lines)
 
 
 def _scenario_cases(results: Mapping[str, Any]) -> list[JUnitCase]:

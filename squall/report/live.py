@@ -3,6 +3,7 @@ outcomes, faults in force. It fits an 80-column terminal."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ PHASES = (
     "check",
     "report",
 )
+log = logging.getLogger(__name__)
+
 STRIP_COLUMNS = 5
 """The phase strip's columns: two rows of five phases fit 80 columns with their timers."""
 
@@ -80,6 +83,9 @@ class RunView:
             at = self.now()
             self.phase_ended.setdefault(self.phase, at)
             self.phase_started.setdefault(value, at)
+            log.info("phase %s", value)  # the run's story in run.log (`squall.run_log`)
+        elif key == "phase_detail" and value and "phase" in self.__dict__:
+            log.info("phase %s: %s", self.phase, value)
         super().__setattr__(key, value)
 
     @property

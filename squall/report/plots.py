@@ -48,8 +48,8 @@ X_LABEL = "seconds since the test began"
 
 # The ops columns plotted, looked up in the history's schema: a column renamed there fails
 # here, on import, rather than in pyarrow on some run's Parquet.
-_TIME, _TYPE, _F, _LATENCY_NS = (
-    OPS_SCHEMA.field(name).name for name in ("time", "type", "f", "latency_ns")
+_INDEX, _TIME, _TYPE, _F, _LATENCY_NS = (
+    OPS_SCHEMA.field(name).name for name in ("index", "time", "type", "f", "latency_ns")
 )
 _EVENT_COLUMNS = [EVENTS_SCHEMA.field(n).name for n in ("time", "process", "f", "value_json")]
 
@@ -125,7 +125,9 @@ def write_plots(
 
     `events`: the history's nemesis operations and SUT events (else read from
     `events.parquet`); `test`: test.json, which names the nodes of the timeline's lanes."""
-    ops = pq.read_table(parquet_dir / "ops.parquet", columns=[_TIME, _TYPE, _F, _LATENCY_NS])
+    ops = pq.read_table(
+        parquet_dir / "ops.parquet", columns=[_INDEX, _TIME, _TYPE, _F, _LATENCY_NS]
+    )
     seconds = np.asarray(ops[_TIME].to_numpy(), np.float64) / 1e9
     end_s = float(seconds.max()) if len(seconds) else 0.0
     intervals = fault_intervals(results, end_s)
@@ -133,20 +135,30 @@ def write_plots(
         events = read_events(parquet_dir)
     timeline = build_timeline(events, nodes=nodes_of_test(test), end_s=end_s)
     end_s = max(end_s, timeline.end_s)
+    mops = read_mops(parquet_dir)
+    read_records = pc.unique(
+        mops.filter(
+            pc.and_(
+                pc.and_(pc.equal(mops["type"], "ok"), pc.equal(mops["f"], "poll")),
+                pc.is_valid(mops["offset"]),
+            )
+        )["index"]
+    )
+    latency = _latency_plot(ops, seconds, intervals, end_s, read_records)
     written = [
         _save(_timeline_plot(timeline), out_dir / "timeline.png"),
-        _save(_latency_plot(ops, seconds, intervals, end_s), out_dir / "latency.png"),
+        _save(latency, out_dir / "latency.png"),
         _save(_rate_plot(ops, seconds, intervals, end_s), out_dir / "rate.png"),
     ]
-    used = consumption(read_mops(parquet_dir))
+    used = consumption(mops)
     if used.lag:
         written.append(_save(_lag_plot(used, intervals, end_s), out_dir / "lag.png"))
     if used.acknowledged:
         written.append(_save(_unseen_plot(used, intervals, end_s), out_dir / "unseen.png"))
-    per_key = anomalies_per_key(results)
-    if per_key:
-        plot = _anomalies_plot(per_key, anomaly_totals(results))
-        written.append(_save(plot, out_dir / "anomalies.png"))
+    totals = anomaly_totals(results)
+    lost = lost_per_key(results)
+    if any(totals.values()) or lost:
+        written.append(_save(_anomalies_plot(totals, lost), out_dir / "anomalies.png"))
     windows = loss_windows(results)
     if windows:
         written.append(_save(_windows_plot(windows, end_s, intervals), out_dir / "windows.png"))
@@ -173,25 +185,38 @@ def _time_axis(ax: Any, end_s: float) -> None:
     ax.grid(axis="x", color="#eeeeee", lw=0.6)
 
 
-def _latency_plot(ops: Any, seconds: Any, intervals: list[FaultInterval], end_s: float) -> Any:
-    fig, ax = plt.subplots(figsize=(12, 4))
-    f = ops[_F]
-    client = pc.and_(
-        pc.or_(pc.equal(f, "send"), pc.equal(f, "poll")), pc.is_valid(ops[_LATENCY_NS])
-    )
+def _latency_plot(
+    ops: Any, seconds: Any, intervals: list[FaultInterval], end_s: float, read_records: Any
+) -> Any:
+    """Sends above, polls below, by outcome; an `ok` poll that read nothing (it waited out
+    its timeout: its latency is the timeout, not the log's) drawn apart, in grey."""
+    fig, (sends, polls) = plt.subplots(2, 1, figsize=(12, 6), sharex=True)
     latency_ms = np.asarray(pc.fill_null(ops[_LATENCY_NS], 0).to_numpy(), np.float64) / 1e6
-    for kind, color in COLORS.items():
-        mask = np.asarray(pc.and_(client, pc.equal(ops[_TYPE], kind)).to_numpy(), bool)
-        if mask.any():
-            # Markers of a line draw far faster than a scatter's.
-            ax.plot(seconds[mask], latency_ms[mask], ls="", marker=".", ms=2.5, mew=0,
-                    color=color, alpha=0.5, label=kind)  # fmt: skip
-    _shade(ax, intervals)
-    ax.set_yscale("log")
-    _time_axis(ax, end_s)
-    ax.set_ylabel("latency (ms)")
-    ax.set_title("operation latency (send, poll), faults shaded")
-    _legend_outside(ax, markerscale=4)
+    timed = pc.is_valid(ops[_LATENCY_NS])
+    empty = pc.and_(
+        pc.equal(ops[_TYPE], "ok"), pc.invert(pc.is_in(ops[_INDEX], value_set=read_records))
+    )
+    for ax, f in ((sends, "send"), (polls, "poll")):
+        of_f = pc.and_(timed, pc.equal(ops[_F], f))
+        series = [(kind, color, pc.equal(ops[_TYPE], kind)) for kind, color in COLORS.items()]
+        if f == "poll":
+            series[0] = ("ok", COLORS["ok"], pc.and_(series[0][2], pc.invert(empty)))
+            series.append(("ok, read nothing (waited out its timeout)", "#9e9e9e", empty))
+        drawn = 0
+        for label, color, which in series:
+            mask = np.asarray(pc.fill_null(pc.and_(of_f, which), False).to_numpy(), bool)
+            if mask.any():
+                drawn += int(mask.sum())
+                # Markers of a line draw far faster than a scatter's.
+                ax.plot(seconds[mask], latency_ms[mask], ls="", marker=".", ms=2.5, mew=0,
+                        color=color, alpha=0.5, label=f"{label} ({int(mask.sum()):,})")  # fmt: skip
+        _shade(ax, intervals)
+        if drawn:
+            ax.set_yscale("log")
+        ax.set_ylabel(f"{f} latency (ms)")
+        ax.set_title(f"{f} latency by outcome, faults shaded", fontsize=10)
+        _legend_outside(ax, markerscale=4)
+    _time_axis(polls, end_s)
     return fig
 
 
@@ -369,46 +394,58 @@ def _unseen_plot(used: Consumption, intervals: list[FaultInterval], end_s: float
     return fig
 
 
-def anomaly_keys(per_key: Mapping[tuple[str, str], int]) -> list[str]:
-    """The keys of `anomalies_per_key`, in natural order (``q-2`` before ``q-10``)."""
-    return sorted({k for k, _ in per_key}, key=natural_key)
-
-
-def _anomalies_plot(per_key: Counter[tuple[str, str]], totals: Mapping[str, int]) -> Any:
-    keys = anomaly_keys(per_key)
-    names = sorted({a for _, a in per_key})
-    fig, ax = plt.subplots(figsize=(12, 3.8))
-    cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
-    bottom = np.zeros(len(keys))
-    positions = np.arange(len(keys))
-    for i, name in enumerate(names):
-        heights = np.asarray([per_key.get((k, name), 0) for k in keys], np.float64)
-        total = totals.get(name)
-        label = f"{name}: {int(heights.sum())} sampled" + (f" of {total}" if total else "")
-        bars = ax.bar(
-            positions, heights, 0.6, bottom=bottom, label=label, color=cmap(i % cmap.N),
-            hatch="//" if name.endswith("(expected)") else None, edgecolor="white", lw=0.5,
-        )  # fmt: skip
-        ax.bar_label(
-            bars, labels=[str(int(h)) if h else "" for h in heights], label_type="center",
-            fontsize=8, color="white", fontweight="bold",
-        )  # fmt: skip
-        bottom += heights
-    for x, height in zip(positions, bottom, strict=True):
-        ax.text(float(x), height, f"{int(height)}", ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(positions, keys)
-    ax.set_xlim(-0.8, len(keys) - 0.2)
-    ax.set_ylim(0, max(bottom.max(), 1) * 1.12)
-    ax.set_ylabel("cases (sampled)")
-    ax.set_title(
-        "anomalies and expected losses per key: the sampled cases of results.json "
-        "(legend: sampled of all found)",
-        fontsize=10,
+def _anomalies_plot(totals: Mapping[str, int], lost: Mapping[str, Mapping[str, int]]) -> Any:
+    """Left: every case found per anomaly type (complete counts; hatched: expected losses).
+    Right, when results count them: the acknowledged writes lost per key, each once
+    (hatched: the ones the configuration allows)."""
+    found = {name: n for name, n in totals.items() if n}
+    names = sorted(found, key=lambda n: (n.endswith("(expected)"), n))
+    fig, axes = plt.subplots(
+        1, 2 if lost else 1, figsize=(12, max(2.6, 1.2 + 0.32 * len(names))), squeeze=False
     )
-    _legend_outside(ax)
-    if len(keys) > 8:
-        ax.tick_params(axis="x", labelrotation=30)
+    ax = axes[0][0]
+    positions = np.arange(len(names))
+    expected = [name.endswith("(expected)") for name in names]
+    bars = ax.barh(
+        positions, [found[n] for n in names], 0.6,
+        color=["#ef6c00" if e else "#c62828" for e in expected],
+        hatch=None, edgecolor="white", lw=0.5,
+    )  # fmt: skip
+    for bar, is_expected in zip(bars, expected, strict=True):
+        if is_expected:
+            bar.set_hatch("//")
+    ax.bar_label(bars, labels=[f"{found[n]:,}" for n in names], padding=3, fontsize=8)
+    ax.set_yticks(positions, names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(found.values(), default=1) * 1.18)
+    ax.set_xlabel("cases found (hatched: expected losses)")
+    ax.set_title("cases per anomaly type; one lost write shows under several", fontsize=10)
+    if lost:
+        _lost_per_key(axes[0][1], lost)
     return fig
+
+
+def _lost_per_key(ax: Any, lost: Mapping[str, Mapping[str, int]]) -> None:
+    keys = sorted(lost, key=natural_key)
+    allowed = np.asarray([int(lost[k].get("allowed_lost", 0)) for k in keys], np.float64)
+    total = np.asarray([int(lost[k].get("acknowledged_lost", 0)) for k in keys], np.float64)
+    positions = np.arange(len(keys))
+    ax.bar(positions, total - allowed, 0.6, color="#c62828", label="not allowed")
+    ax.bar(
+        positions, allowed, 0.6, bottom=total - allowed, color="#ef6c00", hatch="//",
+        edgecolor="white", lw=0.5, label="allowed by the configuration",
+    )  # fmt: skip
+    for x, height in zip(positions, total, strict=True):
+        ax.text(float(x), height, f"{int(height):,}", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(positions, keys)
+    ax.set_ylim(0, max(total.max(), 1) * 1.15)
+    ax.set_ylabel("writes")
+    ax.set_title(
+        f"acknowledged writes lost per key, each once: {int(total.sum()):,} in all", fontsize=10
+    )
+    ax.legend(fontsize=8)
+    if len(keys) > 6:
+        ax.tick_params(axis="x", labelrotation=30)
 
 
 def _windows_plot(
@@ -436,21 +473,23 @@ def _windows_plot(
     return fig
 
 
-def anomalies_per_key(results: Mapping[str, Any] | None) -> Counter[tuple[str, str]]:
-    """(key, anomaly) -> sampled count, expected losses labelled "NAME (expected)"."""
-    per_key: Counter[tuple[str, str]] = Counter()
-    for checker in (results or {}).get("checkers", {}).values():
-        for group, suffix in (("anomalies", ""), ("expected", " (expected)")):
-            for anomaly, samples in checker.get(group, {}).items():
-                for sample in samples:
-                    if isinstance(sample, Mapping) and "key" in sample:
-                        per_key[(str(sample["key"]), anomaly + suffix)] += 1
-    return per_key
+def lost_per_key(results: Mapping[str, Any] | None) -> dict[str, Mapping[str, int]]:
+    """results.json `summary.keys`: per key that lost any, its acknowledged writes lost and
+    allowed (empty for results that do not count them)."""
+    summary = (results or {}).get("summary")
+    keys = summary.get("keys") if isinstance(summary, Mapping) else None
+    if not isinstance(keys, Mapping):
+        return {}
+    return {
+        str(key): lost
+        for key, lost in keys.items()
+        if isinstance(lost, Mapping) and lost.get("acknowledged_lost")
+    }
 
 
 def anomaly_totals(results: Mapping[str, Any] | None) -> dict[str, int]:
-    """Every case found per anomaly (results' `counts`, `expected_counts`), named as in
-    `anomalies_per_key`."""
+    """Every case found per anomaly (results' `counts`, `expected_counts`), expected losses
+    named "NAME (expected)"."""
     totals: Counter[str] = Counter()
     for checker in (results or {}).get("checkers", {}).values():
         if not isinstance(checker, Mapping):

@@ -1,8 +1,10 @@
 """A verdict in words: what results.json says about the configuration that was tested.
 
 One sentence or two, the same in the terminal, the campaign summary and ``make demo``:
-INVALID names the anomalies and what the configuration promised; a valid run with losses
-the configuration allows names them and the allowance; a clean run says what it survived.
+INVALID names the acknowledged writes lost (each once, results.json's `summary`), then the
+anomaly types with their counts, and what the configuration promised; a valid run with
+losses the configuration allows names them the same way and the allowance; a clean run says
+what it survived.
 """
 
 from __future__ import annotations
@@ -38,12 +40,53 @@ def history_events(history: Path) -> tuple[int, list[dict[str, Any]]] | None:
     return elections, nemesis
 
 
-def _count(results: Mapping[str, Any], key: str) -> int:
-    return sum(
-        int(n)
-        for section in (results.get("checkers") or {}).values()
-        for n in (section.get(key) or {}).values()
-    )
+def type_counts(results: Mapping[str, Any], key: str) -> dict[str, int]:
+    """Cases per anomaly type under `key` (`counts` or `expected_counts`), summed over the
+    checkers; types with none left out."""
+    counts: dict[str, int] = {}
+    for section in (results.get("checkers") or {}).values():
+        for name, n in (section.get(key) or {}).items():
+            if n:
+                counts[name] = counts.get(name, 0) + int(n)
+    return counts
+
+
+def lost_counts(results: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(acknowledged writes lost, of them allowed) from `summary`; None for results that
+    do not count them (older than `summary`)."""
+    summary = results.get("summary")
+    if not isinstance(summary, Mapping):
+        return None
+    return int(summary.get("acknowledged_lost") or 0), int(summary.get("allowed_lost") or 0)
+
+
+def describe_lost(results: Mapping[str, Any]) -> str | None:
+    """ "761 acknowledged writes lost (761 allowed)", "1 acknowledged write lost", or None
+    when none was (or they were not counted)."""
+    counted = lost_counts(results)
+    if counted is None or not counted[0]:
+        return None
+    lost, allowed = counted
+    writes = "write" if lost == 1 else "writes"
+    text = f"{lost:,} acknowledged {writes} lost"
+    if allowed and allowed < lost:
+        text += f" ({allowed:,} of them allowed)"
+    return text
+
+
+def cause_of(case: Any) -> str | None:
+    """The sentence of a case's `cause` (the SUT events that explain it), where results.json
+    gives one: a string, or a mapping with a `text`; None otherwise."""
+    cause = case.get("cause") if isinstance(case, Mapping) else None
+    if isinstance(cause, str) and cause:
+        return cause
+    text = cause.get("text") if isinstance(cause, Mapping) else None
+    return text if isinstance(text, str) and text else None
+
+
+def _shown_as(counts: Mapping[str, int], names: Sequence[str]) -> str:
+    """`names` with their counts: "lost-write 761, unseen 761"."""
+    return ", ".join(f"{name} {counts[name]:,}" if name in counts else name for name in names)
 
 
 def _configuration(results: Mapping[str, Any]) -> str:
@@ -93,19 +136,21 @@ def _explain(results: Mapping[str, Any], elections: int | None) -> str:
             if promised
             else "these are not losses it allows"
         )
-        return (
-            f"INVALID: {', '.join(found)} ({_count(results, 'counts')} found) under {config}; "
-            f"{promise}."
-        )
+        lost = describe_lost(results)
+        shown = _shown_as(type_counts(results, "counts"), found)
+        what = f"{lost}; cases by type: {shown}" if lost else shown
+        return f"INVALID: {what} under {config}; {promise}."
     if valid != True:  # noqa: E712 - "unknown" is a string
         return f"UNKNOWN: the history shows too little to judge ({config})."
     expected: Sequence[str] = results.get("expected_anomaly_types") or []
     if expected:
         allowances = (results.get("config") or {}).get("allowances") or []
         because = f" ({'; '.join(allowances)})" if allowances else ""
+        lost = describe_lost(results)
+        shown = _shown_as(type_counts(results, "expected_counts"), expected)
+        what = f"{lost}; cases by type: {shown}" if lost else shown
         return (
-            f"VALID, with losses the configuration allows: {', '.join(expected)} "
-            f"({_count(results, 'expected_counts')} found){moved} under {config}{because}."
+            f"VALID, with losses the configuration allows: {what}{moved} under {config}{because}."
         )
     return f"VALID: every acknowledged write was read back{moved} under {config}."
 

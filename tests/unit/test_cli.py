@@ -176,7 +176,12 @@ def test_run_quiet_prints_only_the_final_json_line(
     monkeypatch.setattr(squall.runner, "TestRunner", _FakeRunner)
     assert main(["run", "--runtime", "local", "--faults", "none", *quiet]) == ExitCode.SUCCESS
     out, err = capsys.readouterr()
-    assert json.loads(out) == {"run_dir": "store/queue/1", "exit_code": 0, "valid": True}
+    assert json.loads(out) == {
+        "run_dir": "store/queue/1",
+        "exit_code": 0,
+        "valid": True,
+        "report": None,  # no report.html in store/queue/1
+    }
     assert _FakeRunner.seen["console"].quiet is bool(quiet)
     assert ("live panel" in err) is not bool(quiet)
 
@@ -299,3 +304,37 @@ def test_the_top_help_lists_every_exit_code() -> None:
     for code in ExitCode:
         assert f"{int(code)} " in text, code
     assert "Per command: docs/exit-" in text  # click may break the path at its hyphen
+
+
+def test_campaign_ends_by_naming_each_report_uncut_at_80_columns(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import squall.campaign
+    from squall.campaign import CaseResult
+
+    run_dir = tmp_path / "a-store-directory-long-enough" / "demo-acks1" / "20261127T151744"
+    run_dir.mkdir(parents=True)
+    (run_dir / "report.html").write_text("<html></html>")
+    said = "VALID, with losses the configuration allows: 761 acknowledged writes lost"
+    results = [
+        CaseResult(
+            "demo-acks1", {}, 0, True, [], str(run_dir), 61.0,
+            expected_anomaly_types=["lost-write", "unseen"], explanation=said,
+            acknowledged_lost=761, allowed_lost=761,
+        )
+    ]  # fmt: skip
+
+    def run_campaign(_path: Path, **_kwargs: Any) -> tuple[Path, list[CaseResult]]:
+        return tmp_path, results
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(squall.campaign, "load_campaign", lambda _path, _overrides=None: ("c", []))
+    monkeypatch.setattr(squall.campaign, "run_campaign", run_campaign)
+    store = tmp_path / "a-store-directory-long-enough"
+    assert main(["campaign", str(tmp_path / "c.toml"), "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert f"  {run_dir / 'report.html'}" in lines  # on a line of its own, whole
+    assert "761 acked writes lost (all allowed)" in " ".join(out.split())
+    assert lines[-1] == f"browse every run's report: squall serve --store {store}"
+    assert not lines[-1].startswith("{")  # the last line is not raw JSON

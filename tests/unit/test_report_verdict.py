@@ -30,7 +30,7 @@ def test_invalid_names_the_anomalies_and_the_promise() -> None:
             checkers={"delivery": {"counts": {"lost-acked-write": 3, "unseen": 0}}},
         )
     )
-    assert text.startswith("INVALID: lost-acked-write (3 found)")
+    assert text.startswith("INVALID: lost-acked-write 3 under")
     assert "acks=all, RF 3, min.insync 2, unclean election off" in text
     assert "promised that no acknowledged write is lost" in text
 
@@ -45,8 +45,36 @@ def test_allowed_losses_are_valid_and_say_why() -> None:
     )
     found["config"]["allowances"] = ["losses of acks=0/1 writes are expected"]
     text = explain(found, elections=12)
-    assert text.startswith("VALID, with losses the configuration allows: lost-write (7 found)")
+    assert text.startswith("VALID, with losses the configuration allows: lost-write 7 through")
     assert "through 12 leader elections" in text and "acks=0/1 writes are expected" in text
+
+
+def test_writes_lost_lead_each_counted_once() -> None:
+    """One loss shows under several types; the verdict leads with the writes lost."""
+    invalid = results(
+        False,
+        anomaly_types=["lost-acked-write", "lost-write", "unseen"],
+        checkers={"delivery": {"counts": {"lost-acked-write": 42, "lost-write": 42, "unseen": 42}}},
+        summary={"acknowledged_lost": 42, "allowed_lost": 0, "keys": {}},
+    )
+    assert explain(invalid).startswith(
+        "INVALID: 42 acknowledged writes lost; cases by type: lost-acked-write 42, lost-write 42, "
+        "unseen 42 under acks=all"
+    )
+    acks1 = {**SAFE, "acks": 1, "min_insync_replicas": 1, "promises_no_loss": False}
+    allowed = results(
+        True,
+        test=acks1,
+        expected_anomaly_types=["lost-write", "unseen"],
+        checkers={"delivery": {"expected_counts": {"lost-write": 761, "unseen": 761}}},
+        summary={"acknowledged_lost": 761, "allowed_lost": 761, "keys": {}},
+    )
+    assert explain(allowed).startswith(
+        "VALID, with losses the configuration allows: 761 acknowledged writes lost; cases by type: "
+        "lost-write 761, unseen 761 under acks=1"
+    )
+    allowed["summary"] = {"acknowledged_lost": 1, "allowed_lost": 0, "keys": {}}
+    assert "1 acknowledged write lost; cases by type" in explain(allowed)
 
 
 def test_clean_and_unknown() -> None:

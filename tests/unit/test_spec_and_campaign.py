@@ -123,6 +123,19 @@ def test_junit_failure_message_is_the_verdict_explained() -> None:
     assert suite.find("testcase/failure").get("message") == explained
 
 
+def test_junit_names_each_case_s_writes_lost_allowed_or_not() -> None:
+    explained = "VALID, with losses the configuration allows: 761 acknowledged writes lost, ..."
+    allowed = CaseResult(
+        "demo-acks1", {}, 0, True, [], "/r/3", 60.0,
+        expected_anomaly_types=["lost-write"], explanation=explained,
+        acknowledged_lost=761, allowed_lost=761,
+    )  # fmt: skip
+    suite = ElementTree.fromstring(junit_xml("demo", [allowed]))
+    assert suite.findtext("testcase/system-out").startswith(explained)
+    properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert (properties["acknowledged_lost"], properties["allowed_lost"]) == ("761", "761")
+
+
 def test_campaign_overrides_apply_to_every_case() -> None:
     campaign = Path(__file__).resolve().parents[2] / "campaigns" / "bug-zoo.toml"
     _name, cases = load_campaign(campaign, {"runtime": "local"})

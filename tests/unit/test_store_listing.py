@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from squall.cli import app
 from squall.serve import make_server
-from squall.store_listing import list_runs
+from squall.store_listing import describe_findings, list_runs
 
 runner = CliRunner()
 
@@ -54,6 +54,24 @@ def store(tmp_path: Path) -> Path:
         },
     )
     (invalid / "report.html").write_text("<html>the report</html>")
+    _run(
+        root,
+        "demo-acks1",
+        "20261124T103000",
+        {
+            "valid": True,
+            "anomaly_types": [],
+            "expected_anomaly_types": ["lost-write", "unseen"],
+            "summary": {"acknowledged_lost": 761, "allowed_lost": 761, "keys": {}},
+            "checkers": {
+                "delivery": {
+                    "counts": {"lost-write": 0, "unseen": 0},
+                    "expected_counts": {"lost-write": 761, "unseen": 761},
+                }
+            },
+            "stats": {"duration_s": 60.0},
+        },
+    )
     _run(root, "queue", "20261124T120000", None, interrupted=True)
     _run(root, "queue", "20261124T130000", None)
     (root / "latest").symlink_to("queue/20261124T130000")
@@ -68,6 +86,7 @@ def test_runs_are_listed_newest_first_with_verdicts_anomalies_and_durations(stor
         ("queue", "20261124T130000", "NO VERDICT"),
         ("queue", "20261124T120000", "INTERRUPTED"),
         ("acks1", "20261124T110000", "INVALID"),
+        ("demo-acks1", "20261124T103000", "VALID"),
         ("queue", "20261124T100000", "VALID"),
     ]
     invalid = runs[2]
@@ -78,6 +97,17 @@ def test_runs_are_listed_newest_first_with_verdicts_anomalies_and_durations(stor
         "20261124T130000",
         "20261124T120000",
     ]
+
+
+def test_allowed_losses_are_listed_with_counts_led_by_the_writes_lost(store: Path) -> None:
+    allowed = next(r for r in list_runs(store) if r.test == "demo-acks1")
+    assert (allowed.acknowledged_lost, allowed.allowed_lost) == (761, 761)
+    assert allowed.expected_counts == {"lost-write": 761, "unseen": 761}
+    assert describe_findings(allowed) == (
+        "761 acknowledged writes lost (761 allowed); allowed: lost-write 761, unseen 761"
+    )
+    result = runner.invoke(app, ["runs", "--store", str(store)], env={"COLUMNS": "80"})
+    assert "761 acknowledged writes lost" in " ".join(result.output.split())
 
 
 def test_squall_runs_prints_a_table_or_json_lines(store: Path) -> None:
@@ -123,7 +153,8 @@ def test_serve_indexes_the_runs_and_serves_their_files(served: str) -> None:
     assert status == 200
     assert page.index("2026-11-24 13:00") < page.index("2026-11-24 11:00")  # newest first
     assert 'href="acks1/20261124T110000/report.html"' in page
-    assert "lost-write (4)" in page
+    assert "lost-write 4" in page
+    assert "761 acknowledged writes lost (761 allowed); allowed: lost-write 761" in page
     assert _get(served + "/acks1/20261124T110000/report.html") == (200, "<html>the report</html>")
     status, _ = _get(served + "/latest/test.json")
     assert status == 200

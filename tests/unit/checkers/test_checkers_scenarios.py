@@ -198,3 +198,24 @@ def test_unclean_loss_window(unclean_run: Any) -> None:
     assert polls["truncated"]["offsets"] == [3, 0]
     assert polls["shortened"]["offsets"] == [3, 0]
     assert "truncated the log between" in polls["shortened"]["expected_because"]
+
+
+def test_acknowledged_writes_lost_are_counted_once(promise_run: Any) -> None:
+    """A write lost under three names (lost-acked-write, lost-write, unseen) is one
+    acknowledged write lost; an acks=1 one is allowed; the totals are the keys' sums."""
+    results, _ = promise_run
+    summary = results["summary"]
+    keys = summary["keys"]
+    assert keys["lostacked"] == {"acknowledged_lost": 1, "allowed_lost": 0}
+    assert keys["finalacks1"] == {"acknowledged_lost": 1, "allowed_lost": 1}
+    assert keys["finalpartial"] == {"acknowledged_lost": 1, "allowed_lost": 0}
+    assert "clean" not in keys and "finalok" not in keys
+    assert summary["acknowledged_lost"] == sum(k["acknowledged_lost"] for k in keys.values())
+    assert summary["allowed_lost"] == sum(k["allowed_lost"] for k in keys.values())
+
+
+def test_losses_the_configuration_allows_are_all_allowed(acks1_run: Any) -> None:
+    results, _ = acks1_run
+    summary = results["summary"]
+    assert summary["acknowledged_lost"] > 0
+    assert summary["allowed_lost"] == summary["acknowledged_lost"]
