@@ -22,6 +22,8 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from checkers.catalogue import CAUSED
+from checkers.causes import with_faults
 from checkers.checker import CheckContext, Checker
 from checkers.config import CheckConfig, TestSettings, find_test_settings
 from checkers.events import collect_events
@@ -39,7 +41,7 @@ from checkers.session import (
     session_running,
     spark_settings,
 )
-from checkers.stats import DATA_FS, history_stats
+from checkers.stats import DATA_FS, fault_intervals, history_stats
 from checkers.unclean import unclean_lost_frame
 
 
@@ -170,6 +172,11 @@ def check_loaded(
         collected = collect_findings(
             [item for report in reports for item in report.findings], config.sample
         )
+        intervals = fault_intervals(events.nemesis)[0]
+        for slot, sampled in collected.items():
+            if slot[1] in CAUSED:
+                for case in sampled.samples:
+                    with_faults(case, intervals)
     finally:
         evidence.release()
     notes = list(loaded.notes)
