@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from checkers.catalogue import ANOMALIES, describe_case
+from squall.report.causes import cause_summary
 from squall.report.scenarios import describe_scenarios, unreached_runs
 from squall.report.throughput import achieved_rate, describe_live_rate
 from squall.report.verdict import (
@@ -79,6 +80,9 @@ def print_results(
             if about is not None:
                 body.append(Text(about.meaning, style="italic"))
                 body.append(Text(f"allowed by: {about.allowed_by}; see {about.doc}", style="dim"))
+            cause = cause_summary(found)
+            if cause is not None:
+                body.append(Text(f"cause: {cause}", style="bold"))
             parts.append(
                 Panel(
                     Group(*body, table),

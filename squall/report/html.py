@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from checkers.catalogue import ANOMALIES, describe_case
+from squall.report.causes import cause_summary, cause_text
 from squall.report.failures import FailureGroup
 from squall.report.scenarios import way
 from squall.report.throughput import AchievedRate, achieved_rate, describe_live_rate
@@ -29,7 +30,7 @@ h1{margin-bottom:0}.valid{color:#2e7d32}.invalid{color:#c62828}.unknown{color:#f
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;
 font-size:14px;vertical-align:top}th{background:#f5f5f5}code{font-size:12px}img{max-width:100%}
 table.kv{margin:0}table.kv th{font-weight:normal;white-space:nowrap}td table.kv td,td table.kv th{font-size:13px}
-.caption{color:#555;font-size:14px;margin-top:0}nav a{margin-right:1em}summary{cursor:pointer}
+.caption{color:#555;font-size:14px;margin-top:0}.cause{color:#8e2424}nav a{margin-right:1em}summary{cursor:pointer}
 pre{background:#f5f5f5;padding:6px 10px;display:inline-block}
 """
 
@@ -223,7 +224,17 @@ NS_FIELDS = frozenset({"time", "window"})
 """Sample fields in nanoseconds, shown in seconds."""
 
 
+def _with_cause(text: str, case: Any) -> str:
+    """A case's sentence and, beside it, its cause (HTML)."""
+    cause = cause_text(case)
+    if cause is None:
+        return html.escape(text)
+    return f"{html.escape(text)}<br><span class='cause'>cause: {html.escape(cause)}</span>"
+
+
 def _sample_cell(field: str, value: Any) -> str:
+    if field == "cause" and isinstance(value, Mapping):
+        return html.escape(cause_text({"cause": value}) or compact(value))
     if field in NS_FIELDS:
         if _number(value):
             return f"{_seconds(value)} s"
@@ -490,10 +501,15 @@ def _checkers(results: Mapping[str, Any], samples: int) -> list[str]:
                     )
                 if len(listed) > len(shown) or (_number(count) and count > len(shown)):
                     out.append(f"<p class='caption'>the first {len(shown)} cases</p>")
-                explained = [describe_case(str(anomaly), s)["text"] for s in shown[:5]]
-                out.append(
-                    "<ul>" + "".join(f"<li>{html.escape(t)}</li>" for t in explained) + "</ul>"
-                )
+                summary = cause_summary(listed)
+                if summary is not None:
+                    out.append(
+                        f"<p class='cause'><strong>Cause:</strong> {html.escape(summary)}</p>"
+                    )
+                explained = [
+                    _with_cause(describe_case(str(anomaly), s)["text"], s) for s in shown[:5]
+                ]
+                out.append("<ul>" + "".join(f"<li>{t}</li>" for t in explained) + "</ul>")
                 records = [s for s in shown if isinstance(s, Mapping)]
                 if records:
                     out += _records(records, _sample_cell)
