@@ -38,10 +38,10 @@ def cause_summary(cases: Sequence[Any]) -> str | None:
     rest = sum(others.values()) - unexplained
     notes = []
     if rest:
-        notes.append(f"{rest} of the {len(texts)} cases shown have another cause")
+        notes.append(f"{rest} {'has' if rest == 1 else 'have'} another cause")
     if unexplained and explained:
-        notes.append(f"{unexplained} of them no event explains")
-    return first + (f" ({'; '.join(notes)})" if notes else "")
+        notes.append(f"{unexplained} no event explains")
+    return first + (f" (of the {len(texts)} cases shown, {', '.join(notes)})" if notes else "")
 
 
 def anomaly_marks(results: Mapping[str, Any] | None) -> list[Mark]:
