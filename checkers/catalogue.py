@@ -100,6 +100,7 @@ CAUSED = frozenset(
         "unclean-loss-window",
         "nonmonotonic-poll",
         "nonmonotonic-send",
+        "replica-divergence",
     }
 )
 """The anomaly types whose cases carry a `cause` (or `no_cause`) from the SUT's events

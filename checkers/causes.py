@@ -20,7 +20,8 @@ which election then made a replica without it the leader. Per key, from its even
 Only the cases results.json keeps are explained (`explain_rows`, in the per-key pass), so
 the work per key is a few look-ups over its events, whatever the number of losses. The
 faults in force around a cause come from the nemesis events on the driver
-(`with_faults`), where they are few.
+(`explain_samples`, which also explains the kept cases of `replica-divergence`, a checker
+outside the pass), where they are few.
 """
 
 from __future__ import annotations
@@ -206,6 +207,9 @@ def case_cause(causes: KeyCauses, anomaly: str, case: Mapping[str, Any]) -> dict
         after = _int(ops[0]) if ops else None
         before = _int(ops[-1]) if len(ops) > 1 else None
         return causes.explain(offset, after=after, before=before)
+    if anomaly == "replica-divergence":
+        offsets = case.get("offsets") or []
+        return causes.explain(_int(offsets[0]) if offsets else None)
     if anomaly == "unclean-loss-window":
         offsets = case.get("offsets") or []
         election = _int(case.get("election"))
@@ -229,6 +233,26 @@ def explain_rows(rows: Sequence[tuple[Any, ...]], causes: KeyCauses) -> list[tup
         detail.update(case_cause(causes, anomaly, detail))
         out.append((*row[:5], detail_json(detail), row[6]))
     return out
+
+
+def explain_samples(
+    samples: Mapping[tuple[str, str, bool], Any],
+    replication: Mapping[str, Sequence[ReplicationEvent]],
+    brokers: Mapping[str, int] | None,
+    intervals: Sequence[Any],
+) -> None:
+    """Complete the kept cases on the driver (`checkers.results.Collected` by slot): the
+    causes of the checkers outside the per-key pass (`replica-divergence`), then every
+    cause's faults (`with_faults`)."""
+    for (_, anomaly, _), collected in samples.items():
+        if anomaly not in CAUSED:
+            continue
+        for case in collected.samples:
+            if "cause" not in case and "no_cause" not in case:
+                key = str(case.get("key"))
+                causes = KeyCauses.of(key, replication.get(key, []), brokers)
+                case.update(case_cause(causes, anomaly, case))
+            with_faults(case, intervals)
 
 
 def with_faults(

@@ -22,8 +22,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from checkers.catalogue import CAUSED
-from checkers.causes import with_faults
+from checkers.causes import explain_samples
 from checkers.checker import CheckContext, Checker
 from checkers.config import CheckConfig, TestSettings, find_test_settings
 from checkers.events import collect_events
@@ -172,11 +171,9 @@ def check_loaded(
         collected = collect_findings(
             [item for report in reports for item in report.findings], config.sample
         )
-        intervals = fault_intervals(events.nemesis)[0]
-        for slot, sampled in collected.items():
-            if slot[1] in CAUSED:
-                for case in sampled.samples:
-                    with_faults(case, intervals)
+        explain_samples(
+            collected, events.replication, settings.brokers, fault_intervals(events.nemesis)[0]
+        )
     finally:
         evidence.release()
     notes = list(loaded.notes)

@@ -11,10 +11,13 @@ from typing import Any
 import pytest
 
 from checkers import CheckConfig, check_history
-from checkers.causes import KeyCauses
+from checkers.causes import KeyCauses, explain_samples
 from checkers.key_log import ReplicationEvent
+from checkers.results import Collected
+from checkers.stats import FaultInterval
 from tests.unit.checkers.history_builder import HistoryBuilder
 
+S = 1_000_000_000
 NO_LOSS = {
     "topic": {"replication_factor": 3, "min_insync_replicas": 2, "unclean_leader_election": False},
     "workload": {"acks": -1},
@@ -208,7 +211,7 @@ def event(index: int, f: str, **fields: Any) -> ReplicationEvent:
         leader=None, leader_epoch=None, isr=None, previous_leader=None, unclean=False
     )
     defaults.update(fields)
-    return ReplicationEvent(index, index * 1_000_000_000, f, **defaults)
+    return ReplicationEvent(index, index * S, f, **defaults)
 
 
 def test_a_deposed_leaders_truncation_follows_the_election_that_deposed_it() -> None:
@@ -248,4 +251,31 @@ def test_a_log_recovery_below_the_offset_then_the_recovered_replicas_election() 
     assert found["text"] == (
         "n3 recovered k to log end 7 (bad CRC at offset 7) at 4.0 s, "
         "then led it (epoch 5, clean) at 6.0 s"
+    )
+
+
+def test_a_replica_divergence_is_explained_on_the_driver_with_the_faults_in_force() -> None:
+    case: dict[str, Any] = {"key": "k", "broker": 1, "offsets": [3288, 3822]}
+    replication = {
+        "k": [
+            event(3, "truncation", from_offset=3823, to_offset=3288, broker=2,
+                  reason="high-watermark", node="n2"),
+            event(5, "leader-election", leader=2, leader_epoch=6),
+        ]
+    }  # fmt: skip
+    paused = FaultInterval("pause", 2 * S, 9 * S, 1, 8, {"targets": ["n3"]})
+    killed = FaultInterval("kill", 2 * S, 4 * S, 1, 4, {"targets": ["n2"]})
+    explain_samples(
+        {("replicas", "replica-divergence", False): Collected(1, [case])},
+        replication,
+        None,
+        [paused, killed],
+    )
+    cause = case["cause"]
+    assert cause["kind"] == "truncation-then-election"
+    # The fault on the cause's own node first.
+    assert [f["fault"] for f in cause["faults"]] == ["kill", "pause"]
+    assert cause["text"] == (
+        "n2 truncated k 3823→3288 (high-watermark rule) at 3.0 s, then led it (epoch 6, clean) "
+        "at 5.0 s; fault in force: kill n2 (2.0 s to 4.0 s); pause n3 (2.0 s to 9.0 s)"
     )
