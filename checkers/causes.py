@@ -51,13 +51,19 @@ class KeyCauses:
     cuts: tuple[ReplicationEvent, ...]
     elections: tuple[ReplicationEvent, ...]
     nodes: Mapping[int, str]
+    tolerance_ns: int = 0
 
     @classmethod
     def of(
-        cls, key: str, events: Sequence[ReplicationEvent], brokers: Mapping[str, int] | None
+        cls,
+        key: str,
+        events: Sequence[ReplicationEvent],
+        brokers: Mapping[str, int] | None,
+        tolerance_ns: int = 0,
     ) -> KeyCauses:
         """From a key's SUT events; `brokers` (node -> broker id, test.json's) names nodes,
-        else the node each broker's own events came from, else `n<broker>`."""
+        else the node each broker's own events came from, else `n<broker>`; `tolerance_ns`:
+        how far an event's time may be off the operations' clock (test.json's)."""
         nodes = {
             e.broker: e.node for e in events if e.f in CUTS and e.broker is not None and e.node
         }
@@ -65,7 +71,7 @@ class KeyCauses:
         by_index = sorted(events, key=lambda e: e.index)
         cuts = tuple(e for e in by_index if e.f in CUTS and e.to_offset is not None)
         elections = tuple(e for e in by_index if e.f == "leader-election" and e.leader is not None)
-        return cls(key, cuts, elections, nodes)
+        return cls(key, cuts, elections, nodes, tolerance_ns)
 
     def node(self, broker: int | None) -> str:
         if broker is None:
@@ -73,16 +79,23 @@ class KeyCauses:
         return self.nodes.get(broker, f"n{broker}")
 
     def explain(
-        self, offset: int | None, *, after: int | None = None, before: int | None = None
+        self,
+        offset: int | None,
+        *,
+        after: int | None = None,
+        before: int | None = None,
+        acked_ns: int | None = None,
     ) -> dict[str, Any]:
         """The cause of a case at `offset` whose write was acknowledged (or first seen) at
-        history index `after` and, for a step back, noticed at `before`: `{"cause": {...}}`
+        history index `after` (at `acked_ns`: an event up to the clock tolerance earlier
+        counts as after it) and, for a step back, noticed at `before`: `{"cause": {...}}`
         or `{"no_cause": reason}` (the module's rules)."""
         if offset is None:
             return {"no_cause": "its offset is unknown, so no event of the log can be tied to it"}
         low = -1 if after is None else after
         high = np.iinfo(np.int64).max if before is None else before
-        cuts = self._covering(offset, low, high)
+        since = None if acked_ns is None else acked_ns - self.tolerance_ns
+        cuts = self._covering(offset, low, high, since)
         for cut in cuts:
             led = self._led_after(cut)
             if led is not None:
@@ -92,21 +105,33 @@ class KeyCauses:
             deposed_by = self._elected_before(cut)
             events = [cut] if deposed_by is None else [deposed_by, cut]
             return self._cause("election-then-truncation" if deposed_by else "truncation", events)
-        unclean = [e for e in self.elections if e.unclean and low < e.index < high]
+        unclean = [
+            e
+            for e in self.elections
+            if e.unclean
+            and (low < e.index or (since is not None and e.time >= since))
+            and e.index < high
+        ]
         if unclean:
             return self._cause("unclean-election", [unclean[0]])
         return {"no_cause": f"{NO_CAUSE} (offset {offset})"}
 
-    def _covering(self, offset: int, low: int, high: int) -> list[ReplicationEvent]:
+    def _covering(
+        self, offset: int, low: int, high: int, since: int | None
+    ) -> list[ReplicationEvent]:
         if not self.cuts:
             return []
         index = np.array([e.index for e in self.cuts], dtype=np.int64)
+        time = np.array([e.time for e in self.cuts], dtype=np.int64)
         to = np.array([e.to_offset for e in self.cuts], dtype=np.int64)
         top = np.iinfo(np.int64).max
         start = np.array(
             [top if e.from_offset is None else e.from_offset for e in self.cuts], dtype=np.int64
         )
-        hit = (index > low) & (index < high) & (to <= offset) & (offset < start)
+        later = index > low
+        if since is not None:
+            later |= time >= since
+        hit = later & (index < high) & (to <= offset) & (offset < start)
         return [self.cuts[i] for i in np.flatnonzero(hit)]
 
     def _led_after(self, cut: ReplicationEvent) -> ReplicationEvent | None:
@@ -217,7 +242,9 @@ def case_cause(causes: KeyCauses, anomaly: str, case: Mapping[str, Any]) -> dict
             _int(offsets[0]) if offsets else None,
             after=None if election is None else election - 1,
         )
-    return causes.explain(_int(case.get("offset")), after=_int(case.get("writer")))
+    return causes.explain(
+        _int(case.get("offset")), after=_int(case.get("writer")), acked_ns=_int(case.get("time"))
+    )
 
 
 def explain_rows(rows: Sequence[tuple[Any, ...]], causes: KeyCauses) -> list[tuple[Any, ...]]:
@@ -240,6 +267,7 @@ def explain_samples(
     replication: Mapping[str, Sequence[ReplicationEvent]],
     brokers: Mapping[str, int] | None,
     intervals: Sequence[Any],
+    tolerance_ns: int = 0,
 ) -> None:
     """Complete the kept cases on the driver (`checkers.results.Collected` by slot): the
     causes of the checkers outside the per-key pass (`replica-divergence`), then every
@@ -250,7 +278,7 @@ def explain_samples(
         for case in collected.samples:
             if "cause" not in case and "no_cause" not in case:
                 key = str(case.get("key"))
-                causes = KeyCauses.of(key, replication.get(key, []), brokers)
+                causes = KeyCauses.of(key, replication.get(key, []), brokers, tolerance_ns)
                 case.update(case_cause(causes, anomaly, case))
             with_faults(case, intervals)
 

@@ -172,7 +172,11 @@ def check_loaded(
             [item for report in reports for item in report.findings], config.sample
         )
         explain_samples(
-            collected, events.replication, settings.brokers, fault_intervals(events.nemesis)[0]
+            collected,
+            events.replication,
+            settings.brokers,
+            fault_intervals(events.nemesis)[0],
+            settings.event_tolerance_ns,
         )
     finally:
         evidence.release()

@@ -362,7 +362,8 @@ def _key_function(
         # checkers' classes, while the pass's own code is a by-value copy of them.
         kept = sampled_rows(rows, sample)
         if any(row[1] in CAUSED for row in kept):
-            causes = KeyCauses.of(key, log.events, rules.settings.brokers)
+            settings = rules.settings
+            causes = KeyCauses.of(key, log.events, settings.brokers, settings.event_tolerance_ns)
             kept = explain_rows(kept, causes)
         columns = list(zip(*kept, strict=True)) or [()] * 7
         return pa.table(
