@@ -40,18 +40,25 @@ from checkers.key_log import ReplicationEvent
 NS_PER_S = 1_000_000_000
 NO_CAUSE = "no truncation, log recovery or unclean election of the key explains it"
 CUTS = ("truncation", "log-recovery")
+_END = int(np.iinfo(np.int64).max)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class KeyCauses:
-    """A key's events that can explain a loss: its truncations and log recoveries (`cuts`)
-    and its leader elections, in history order; `nodes` names each broker's node."""
+    """A key's events that can explain a loss: its truncations and log recoveries (`cuts`,
+    with their history indices, times and ranges as columns: a recovery's range starts at
+    its log end and has no end) and its leader elections, in history order; `nodes` names
+    each broker's node."""
 
     key: str
     cuts: tuple[ReplicationEvent, ...]
     elections: tuple[ReplicationEvent, ...]
     nodes: Mapping[int, str]
-    tolerance_ns: int = 0
+    tolerance_ns: int
+    cut_index: np.ndarray
+    cut_time: np.ndarray
+    cut_to: np.ndarray
+    cut_from: np.ndarray
 
     @classmethod
     def of(
@@ -71,7 +78,21 @@ class KeyCauses:
         by_index = sorted(events, key=lambda e: e.index)
         cuts = tuple(e for e in by_index if e.f in CUTS and e.to_offset is not None)
         elections = tuple(e for e in by_index if e.f == "leader-election" and e.leader is not None)
-        return cls(key, cuts, elections, nodes, tolerance_ns)
+
+        def column(items: list[int]) -> np.ndarray:
+            return np.array(items, dtype=np.int64)
+
+        return cls(
+            key,
+            cuts,
+            elections,
+            nodes,
+            tolerance_ns,
+            column([e.index for e in cuts]),
+            column([e.time for e in cuts]),
+            column([e.to_offset for e in cuts if e.to_offset is not None]),
+            column([_END if e.from_offset is None else e.from_offset for e in cuts]),
+        )
 
     def node(self, broker: int | None) -> str:
         if broker is None:
@@ -93,7 +114,7 @@ class KeyCauses:
         if offset is None:
             return {"no_cause": "its offset is unknown, so no event of the log can be tied to it"}
         low = -1 if after is None else after
-        high = np.iinfo(np.int64).max if before is None else before
+        high = _END if before is None else before
         since = None if acked_ns is None else acked_ns - self.tolerance_ns
         cuts = self._covering(offset, low, high, since)
         for cut in cuts:
@@ -119,19 +140,12 @@ class KeyCauses:
     def _covering(
         self, offset: int, low: int, high: int, since: int | None
     ) -> list[ReplicationEvent]:
-        if not self.cuts:
-            return []
-        index = np.array([e.index for e in self.cuts], dtype=np.int64)
-        time = np.array([e.time for e in self.cuts], dtype=np.int64)
-        to = np.array([e.to_offset for e in self.cuts], dtype=np.int64)
-        top = np.iinfo(np.int64).max
-        start = np.array(
-            [top if e.from_offset is None else e.from_offset for e in self.cuts], dtype=np.int64
-        )
-        later = index > low
+        """The cuts after `low` (or at `since` or later) and before `high` whose range
+        covers `offset`, in history order."""
+        later = self.cut_index > low
         if since is not None:
-            later |= time >= since
-        hit = later & (index < high) & (to <= offset) & (offset < start)
+            later |= self.cut_time >= since
+        hit = later & (self.cut_index < high) & (self.cut_to <= offset) & (offset < self.cut_from)
         return [self.cuts[i] for i in np.flatnonzero(hit)]
 
     def _led_after(self, cut: ReplicationEvent) -> ReplicationEvent | None:
