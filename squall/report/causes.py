@@ -9,6 +9,7 @@ from typing import Any
 
 from squall.report.timeline import Mark
 
+UNEXPLAINED = "not explained"
 LOST_LANE = "lost writes"
 """The timeline's lane for where lost writes were acknowledged."""
 
@@ -22,19 +23,34 @@ def cause_text(case: Any) -> str | None:
     if isinstance(cause, Mapping) and isinstance(cause.get("text"), str):
         return str(cause["text"])
     reason = case.get("no_cause")
-    return f"not explained: {reason}" if isinstance(reason, str) else None
+    return f"{UNEXPLAINED}: {reason}" if isinstance(reason, str) else None
+
+
+def cause_lead(cases: Sequence[Any]) -> str | None:
+    """The cause an anomaly type's line leads with: its first explained case's, else that
+    no event explains it (None: no case carries a cause)."""
+    texts = [t for t in (cause_text(c) for c in cases) if t is not None]
+    explained = [t for t in texts if not t.startswith(UNEXPLAINED)]
+    return explained[0] if explained else (texts[0] if texts else None)
+
+
+def cause_lines(cause: Mapping[str, Any]) -> str | None:
+    """A cause's events by kind and history line, short (`truncation line 901, ...`)."""
+    events = [e for e in cause.get("events") or [] if isinstance(e, Mapping)]
+    shown = [f"{e.get('kind')} line {e.get('line')}" for e in events]
+    return ", ".join(shown) or None
 
 
 def cause_summary(cases: Sequence[Any]) -> str | None:
     """One line for an anomaly type: the cause of its first explained case, and how many of
     the cases shown have another cause or none (None: no case carries a cause)."""
     texts = [t for t in (cause_text(c) for c in cases) if t is not None]
-    if not texts:
+    first = cause_lead(cases)
+    if first is None:
         return None
-    explained = [t for t in texts if not t.startswith("not explained")]
-    first = explained[0] if explained else texts[0]
+    explained = [t for t in texts if not t.startswith(UNEXPLAINED)]
     others = Counter(t for t in texts if t != first)
-    unexplained = sum(n for t, n in others.items() if t.startswith("not explained"))
+    unexplained = sum(n for t, n in others.items() if t.startswith(UNEXPLAINED))
     rest = sum(others.values()) - unexplained
     notes = []
     if rest:

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from checkers.catalogue import ANOMALIES, describe_case
-from squall.report.causes import cause_summary, cause_text
+from squall.report.causes import cause_lead, cause_lines, cause_summary, cause_text
 from squall.report.failures import FailureGroup
 from squall.report.scenarios import way
 from squall.report.throughput import AchievedRate, achieved_rate, describe_live_rate
@@ -224,17 +224,19 @@ NS_FIELDS = frozenset({"time", "window"})
 """Sample fields in nanoseconds, shown in seconds."""
 
 
-def _with_cause(text: str, case: Any) -> str:
-    """A case's sentence and, beside it, its cause (HTML)."""
+def _with_cause(text: str, case: Any, lead: str | None) -> str:
+    """A case's sentence and, beside it, its cause (HTML): `the cause above` when it is the
+    type's `lead` one."""
     cause = cause_text(case)
     if cause is None:
         return html.escape(text)
-    return f"{html.escape(text)}<br><span class='cause'>cause: {html.escape(cause)}</span>"
+    said = "the cause above" if cause == lead else html.escape(cause)
+    return f"{html.escape(text)}<br><span class='cause'>cause: {said}</span>"
 
 
 def _sample_cell(field: str, value: Any) -> str:
     if field == "cause" and isinstance(value, Mapping):
-        return html.escape(cause_text({"cause": value}) or compact(value))
+        return html.escape(cause_lines(value) or compact(value))
     if field in NS_FIELDS:
         if _number(value):
             return f"{_seconds(value)} s"
@@ -506,8 +508,9 @@ def _checkers(results: Mapping[str, Any], samples: int) -> list[str]:
                     out.append(
                         f"<p class='cause'><strong>Cause:</strong> {html.escape(summary)}</p>"
                     )
+                lead = cause_lead(listed)
                 explained = [
-                    _with_cause(describe_case(str(anomaly), s)["text"], s) for s in shown[:5]
+                    _with_cause(describe_case(str(anomaly), s)["text"], s, lead) for s in shown[:5]
                 ]
                 out.append("<ul>" + "".join(f"<li>{t}</li>" for t in explained) + "</ul>")
                 records = [s for s in shown if isinstance(s, Mapping)]
