@@ -117,7 +117,23 @@ def simultaneous(b: HistoryBuilder) -> None:
     rewritten(b, z, values_z, 1)
 
 
-SCENARIOS = (truncated_then_led, unclean_election, unexplained, simultaneous)
+def recovered_then_led(b: HistoryBuilder) -> None:
+    """n2's log recovery, after a crash, loads the key only up to offset 2; then n2 leads."""
+    k = "q-rec"
+    values = write(b, k, 4)
+    b.writer.event(
+        "log-recovery",
+        {"key": k, "log_end_offset": 2, "clean_shutdown": False, "truncated_bytes": 140,
+         "problem": "bad CRC at offset 2", "broker": 2},
+        process="sut",
+        node="n2",
+        time=b.tick(),
+    )  # fmt: skip
+    b.election(k, unclean=False, leader=2, epoch=3)
+    rewritten(b, k, values, 2)
+
+
+SCENARIOS = (truncated_then_led, unclean_election, unexplained, simultaneous, recovered_then_led)
 
 
 @pytest.fixture(scope="module")
@@ -204,6 +220,21 @@ def test_simultaneous_elections_of_two_keys_are_told_apart(results: dict[str, An
     assert (z_cut["node"], z_led["node"], z_led["leader_epoch"]) == ("n2", "n2", 9)
     assert a_led["time_s"] == z_led["time_s"]
     assert a_led["line"] + 1 == z_led["line"]
+
+
+def test_a_log_recovery_that_loaded_less_then_the_recovered_replicas_election(
+    results: dict[str, Any],
+) -> None:
+    lost = cases(results, "delivery", "lost-acked-write", "q-rec")
+    assert sorted(case["offset"] for case in lost) == [2, 3]
+    recovery, led = lost[0]["cause"]["events"]
+    assert recovery["kind"] == "log-recovery"
+    assert (recovery["node"], recovery["log_end_offset"]) == ("n2", 2)
+    assert recovery["problem"] == "bad CRC at offset 2"
+    assert (led["node"], led["leader_epoch"]) == ("n2", 3)
+    assert lost[0]["cause"]["text"].startswith(
+        "n2 recovered q-rec to log end 2 (bad CRC at offset 2) at "
+    )
 
 
 def event(index: int, f: str, **fields: Any) -> ReplicationEvent:
