@@ -135,7 +135,21 @@ class KeyCauses:
         ]
         if unclean:
             return self._cause("unclean-election", [unclean[0]])
-        return {"no_cause": f"{NO_CAUSE} (offset {offset})"}
+        reason = f"{NO_CAUSE} (offset {offset})"
+        if before is not None:
+            between = [e for e in self.elections if low < e.index < high]
+            if between:
+                moves = "; ".join(self._move(e) for e in between[:3])
+                more = f" and {len(between) - 3} more" if len(between) > 3 else ""
+                reason += f"; between the two operations its leadership changed: {moves}{more}"
+        return {"no_cause": reason}
+
+    def _move(self, election: ReplicationEvent) -> str:
+        """An election in words, with its line, for a step back's `no_cause`."""
+        at = f"at {_seconds(election.time)} (line {election.index + 1})"
+        if election.leader == -1:
+            return f"offline {at}"
+        return f"{self.node(election.leader)} elected ({self._epoch(election)}) {at}"
 
     def _covering(
         self, offset: int, low: int, high: int, since: int | None
@@ -339,9 +353,10 @@ def with_faults(
 
 def _fault_text(fault: Mapping[str, Any]) -> str:
     targets = " ".join(fault["targets"])
-    end = "never healed" if fault["end_s"] is None else f"{fault['end_s']:.1f} s"
     on = f" {targets}" if targets else ""
-    return f"{fault['fault']}{on} ({fault['start_s']:.1f} s to {end})"
+    if fault["end_s"] is None:
+        return f"{fault['fault']}{on} (from {fault['start_s']:.1f} s, never healed)"
+    return f"{fault['fault']}{on} ({fault['start_s']:.1f} s to {fault['end_s']:.1f} s)"
 
 
 def _targets(value: Any) -> set[str]:

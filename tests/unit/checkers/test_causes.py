@@ -266,6 +266,24 @@ def test_a_deposed_leaders_truncation_follows_the_election_that_deposed_it() -> 
     assert causes.explain(3, after=3)["cause"]["kind"] == "unclean-election"
 
 
+def test_a_step_back_no_cut_explains_names_the_leadership_changes_between() -> None:
+    causes = KeyCauses.of(
+        "k",
+        [
+            event(10, "leader-election", leader=-1, leader_epoch=2),
+            event(12, "leader-election", leader=1, leader_epoch=3),
+            event(30, "leader-election", leader=2, leader_epoch=4),
+        ],
+        None,
+    )
+    step = causes.explain(1020, after=5, before=20)
+    assert step == {
+        "no_cause": "no truncation, log recovery or unclean election of the key explains it "
+        "(offset 1020); between the two operations its leadership changed: offline at 10.0 s "
+        "(line 11); n1 elected (epoch 3, clean) at 12.0 s (line 13)"
+    }
+
+
 def test_a_log_recovery_below_the_offset_then_the_recovered_replicas_election() -> None:
     causes = KeyCauses.of(
         "k",
