@@ -311,14 +311,20 @@ def explain_samples(
             with_faults(case, intervals)
 
 
+RECENT_NS = 10 * NS_PER_S
+"""A fault on a cause's node healed at most this long before the cause's first event is
+named too: a broker restarted after a kill truncates its log as it starts following."""
+
+
 def with_faults(
     case: dict[str, Any], intervals: Sequence[Any], *, limit: int = 3
 ) -> dict[str, Any]:
     """`case` with its cause's `faults`: the nemesis fault intervals
     (`checkers.stats.FaultInterval`) overlapping the span from the case's acknowledgement
-    (its `time`, else its cause's first event) to its cause's last event, those on the
-    cause's nodes first, at most `limit`; the cause's text names them. A case that no
-    event explains gets `cause: null` beside its `no_cause`."""
+    (its `time`, else its cause's first event) to its cause's last event, and those on the
+    cause's nodes healed up to `RECENT_NS` before its first event; those on the cause's
+    nodes first, at most `limit`; the cause's text names them. A case that no event
+    explains gets `cause: null` beside its `no_cause`."""
     if "no_cause" in case and "cause" not in case:
         case["cause"] = None
         return case
@@ -326,29 +332,55 @@ def with_faults(
     if not isinstance(cause, dict) or not cause.get("events"):
         return case
     events = cause["events"]
+    first = int(events[0]["time_s"] * NS_PER_S)
     last = int(events[-1]["time_s"] * NS_PER_S)
     acked = _int(case.get("time"))
-    start = acked if acked is not None else int(events[0]["time_s"] * NS_PER_S)
+    start = min(first, acked if acked is not None else first)
     nodes = {e.get("node") for e in events}
-    overlapping = [
-        i for i in intervals if i.start <= last and (i.end is None or i.end >= min(start, last))
-    ]
-    overlapping.sort(key=lambda i: (not (_targets(i.value) & nodes), i.start, i.start_index))
+
+    def near(interval: Any, end: int | None) -> bool:
+        if interval.start > last:
+            return False
+        on_cause = bool(_targets(interval.value) & nodes)
+        return end is None or end >= start or (on_cause and end >= first - RECENT_NS)
+
+    ended = _pauses_ended(intervals)
+    chosen = [(i, end) for i, end in zip(intervals, ended, strict=True) if near(i, end)]
+    chosen.sort(key=lambda p: (not (_targets(p[0].value) & nodes), p[0].start, p[0].start_index))
     faults = [
         {
             "fault": i.fault,
             "line": i.start_index + 1,
             "targets": sorted(_targets(i.value)),
             "start_s": round(i.start / NS_PER_S, 3),
-            "end_s": None if i.end is None else round(i.end / NS_PER_S, 3),
+            "end_s": None if end is None else round(end / NS_PER_S, 3),
         }
-        for i in overlapping[:limit]
+        for i, end in chosen[:limit]
     ]
     if faults:
         cause["faults"] = faults
         named = "; ".join(_fault_text(f) for f in faults)
-        cause["text"] = f"{cause['text']}; fault in force: {named}"
+        cause["text"] = f"{cause['text']}; faults: {named}"
     return case
+
+
+def _pauses_ended(intervals: Sequence[Any]) -> list[int | None]:
+    """Each interval's end, a pause never resumed ended by the first later kill of one of
+    its nodes (a killed process is no longer paused)."""
+    ends = []
+    for interval in intervals:
+        end = interval.end
+        if end is None and interval.fault == "pause":
+            kills = [
+                k.start
+                for k in intervals
+                if k.fault == "kill"
+                and k.start >= interval.start
+                and _targets(k.value) & _targets(interval.value)
+            ]
+            end = min(kills, default=None)
+        ends.append(end)
+    return ends
 
 
 def _fault_text(fault: Mapping[str, Any]) -> str:

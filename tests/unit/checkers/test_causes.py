@@ -178,7 +178,7 @@ def test_a_truncation_then_the_truncated_replicas_election(results: dict[str, An
         assert (led["node"], led["leader_epoch"], led["unclean"]) == ("n3", 7, False)
         assert cause["text"].startswith(
             f"n3 truncated hw 6→3 (high-watermark rule) at {cut['time_s']:.1f} s, "
-            f"then led it (epoch 7, clean) at {led['time_s']:.1f} s; fault in force: kill n3"
+            f"then led it (epoch 7, clean) at {led['time_s']:.1f} s; faults: kill n3"
         )
         assert [f["fault"] for f in cause["faults"]] == ["kill"]
     # The same cause on every name the loss shows under.
@@ -326,5 +326,30 @@ def test_a_replica_divergence_is_explained_on_the_driver_with_the_faults_in_forc
     assert [f["fault"] for f in cause["faults"]] == ["kill", "pause"]
     assert cause["text"] == (
         "n2 truncated k 3823→3288 (high-watermark rule) at 3.0 s, then led it (epoch 6, clean) "
-        "at 5.0 s; fault in force: kill n2 (2.0 s to 4.0 s); pause n3 (2.0 s to 9.0 s)"
+        "at 5.0 s; faults: kill n2 (2.0 s to 4.0 s); pause n3 (2.0 s to 9.0 s)"
+    )
+
+
+def test_a_restart_just_before_the_cut_is_named_and_a_kill_ends_a_pause() -> None:
+    case: dict[str, Any] = {"key": "k", "broker": 1, "offsets": [3288, 3822]}
+    replication = {
+        "k": [
+            event(3, "truncation", from_offset=3823, to_offset=3288, broker=2,
+                  reason="high-watermark", node="n2"),
+            event(5, "leader-election", leader=2, leader_epoch=6),
+        ]
+    }  # fmt: skip
+    restarted = FaultInterval("kill", S // 2, 2 * S, 1, 2, {"targets": ["n2"]})
+    elsewhere = FaultInterval("kill", S // 2, 2 * S, 1, 2, {"targets": ["n1"]})
+    paused = FaultInterval("pause", S, None, 2, None, {"targets": ["n3"]})
+    killed = FaultInterval("kill", 4 * S, None, 4, None, {"targets": ["n3"]})
+    explain_samples(
+        {("replicas", "replica-divergence", False): Collected(1, [case])},
+        replication,
+        None,
+        [restarted, elsewhere, paused, killed],
+    )
+    assert case["cause"]["text"].endswith(
+        "; faults: kill n2 (0.5 s to 2.0 s); pause n3 (1.0 s to 4.0 s); kill n3 (from 4.0 s, "
+        "never healed)"
     )
