@@ -247,21 +247,27 @@ def _size(mark: Mark, size: float) -> float:
 
 
 def _label_cuts(ax: Any, timeline: Timeline, row: Mapping[str, int], end_s: float) -> None:
-    """The records removed beside each truncation of at least `LABELLED_CUT`; labels of one
-    lane close in time are stacked rather than drawn over each other."""
+    """The records removed beside each truncation of at least `LABELLED_CUT`; the cuts of
+    one lane close in time share one label (`-312, -183`) rather than overlap."""
     cuts = sorted(
         (m for m in timeline.marks if m.kind == "truncation" and (m.size or 0) >= LABELLED_CUT),
         key=lambda m: (m.node, m.time_s),
     )
-    near = end_s / 40
-    lane, anchor, stacked = "", float("-inf"), 0
+    groups: list[list[Mark]] = []
     for mark in cuts:
-        close = lane == mark.node and mark.time_s - anchor < near
-        stacked = stacked + 1 if close else 0
-        if not close:
-            lane, anchor = mark.node, mark.time_s
-        ax.annotate(f"-{mark.size:,}", (mark.time_s, row[mark.node] + 0.3), fontsize=7,
-                    xytext=(5, 4 - 8 * stacked), textcoords="offset points",
+        last = groups[-1][-1] if groups else None
+        if last is not None and last.node == mark.node and mark.time_s - last.time_s < end_s / 60:
+            groups[-1].append(mark)
+        else:
+            groups.append([mark])
+    lower = False
+    for previous, group in zip([[], *groups], groups, strict=False):
+        # A label close after the one before on its lane goes on the other line.
+        close = bool(previous) and previous[0].node == group[0].node
+        lower = close and group[0].time_s - previous[-1].time_s < end_s / 8 and not lower
+        text = ", ".join(f"-{m.size:,}" for m in group)
+        ax.annotate(text, (group[-1].time_s, row[group[0].node] + 0.3), fontsize=7,
+                    xytext=(5, -7 if lower else 3), textcoords="offset points",
                     color=_MARK_COLORS["truncation"])  # fmt: skip
 
 
