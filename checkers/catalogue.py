@@ -78,8 +78,9 @@ class AnomalyInfo:
 
     @property
     def checked_fields(self) -> tuple[str, ...]:
-        """The fields its checker fills (`expected_because` comes with the allowance)."""
-        return tuple(name for name in self.fields if name != "expected_because")
+        """The fields its checker fills (`expected_because` comes with the allowance, `cause`
+        and `no_cause` from the SUT's events, `checkers.causes`)."""
+        return tuple(name for name in self.fields if name not in _ADDED_FIELDS)
 
     def as_dict(self) -> dict[str, Any]:
         """As JSON-ready data (tuples become lists)."""
@@ -89,6 +90,22 @@ class AnomalyInfo:
         return data
 
 
+CAUSED = frozenset(
+    {
+        "lost-write",
+        "unseen",
+        "lost-acked-write",
+        "at-least-once-violation",
+        "inconsistent-offsets",
+        "unclean-loss-window",
+        "nonmonotonic-poll",
+        "nonmonotonic-send",
+        "replica-divergence",
+    }
+)
+"""The anomaly types whose cases carry a `cause` (or `no_cause`) from the SUT's events
+(`checkers.causes`): losses, divergences and steps back of one key's log."""
+_ADDED_FIELDS = ("expected_because", "cause", "no_cause")
 _WRITE_FIELDS = ("key", "value", "offset", "writer", "status", "acks", "time")
 _BETWEEN_FIELDS = ("key", "process", "ops", "values", "offsets", "delta")
 _LOSSY = "acks=0 or acks=1; unclean leader election, for writes lost in its window"
@@ -116,7 +133,7 @@ def _info(
         allowed_by=allowed_by,
         allowance=allowance,
         doc=f"docs/anomalies/{name}.md",
-        fields=(*fields, "expected_because"),
+        fields=(*fields, "expected_because", *(("cause", "no_cause") if name in CAUSED else ())),
         operation_fields=tuple(item for item in fields if item in OPERATION_FIELDS),
     )
 
@@ -551,7 +568,9 @@ def _describe(name: str, case: Mapping[str, Any]) -> dict[str, Any]:
     reason = case.get("expected_because")
     if isinstance(reason, str) and reason:
         text = f"{text}; expected: {reason}"
-    return {"key": key, "offsets": offsets, "lines": lines, "text": text}
+    described = {"key": key, "offsets": offsets, "lines": lines, "text": text}
+    described.update({name: case[name] for name in ("cause", "no_cause") if name in case})
+    return described
 
 
 def _safe(compute: Callable[[], _T], default: _T) -> _T:

@@ -22,6 +22,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from checkers.causes import explain_samples
 from checkers.checker import CheckContext, Checker
 from checkers.config import CheckConfig, TestSettings, find_test_settings
 from checkers.events import collect_events
@@ -39,7 +40,7 @@ from checkers.session import (
     session_running,
     spark_settings,
 )
-from checkers.stats import DATA_FS, history_stats
+from checkers.stats import DATA_FS, fault_intervals, history_stats
 from checkers.unclean import unclean_lost_frame
 
 
@@ -169,6 +170,13 @@ def check_loaded(
         reports = compose(chosen, context)
         collected = collect_findings(
             [item for report in reports for item in report.findings], config.sample
+        )
+        explain_samples(
+            collected,
+            events.replication,
+            settings.brokers,
+            fault_intervals(events.nemesis)[0],
+            settings.event_tolerance_ns,
         )
     finally:
         evidence.release()

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from checkers.key_log import ReplicationEvent
 
-REPLICATION_EVENTS = ("leader-election", "isr-change", "truncation")
+REPLICATION_EVENTS = ("leader-election", "isr-change", "truncation", "log-recovery")
 """The SUT events the per-key pass tells each key of."""
 REPLICA_READ = "replica-read"
 """A replica's final read; the pass tells each key where each such line's records start and
@@ -28,7 +28,7 @@ NemesisEvent = tuple[int, int, str, str | None]
 @dataclass(frozen=True)
 class HistoryEvents:
     """`nemesis`: the nemesis events in history order; `replication`: the SUT's leader
-    elections, ISR changes and truncations by key, in history order, with the spans of the
+    elections, ISR changes, truncations and log recoveries by key, in history order, with the spans of the
     replicas' final reads (`replica-read`); `elections`: the SUT's leader
     elections counted (`leader_elections`, `unclean_elections`)."""
 
@@ -52,8 +52,10 @@ def collect_events(events: DataFrame) -> HistoryEvents:
             "time",
             "f",
             F.when(
-                nemesis | F.col("f").isin("truncation", "isr-change"), F.col("value_json")
+                nemesis | F.col("f").isin("truncation", "isr-change", "log-recovery"),
+                F.col("value_json"),
             ).alias("value_json"),
+            "node",
             "key",
             "leader",
             "leader_epoch",
@@ -99,6 +101,7 @@ def collect_events(events: DataFrame) -> HistoryEvents:
                 )
             continue
         value = _value(row["value_json"])
+        recovery = row["f"] == "log-recovery"
         out.replication.setdefault(str(row["key"]), []).append(
             ReplicationEvent(
                 int(row["index"]),
@@ -110,10 +113,13 @@ def collect_events(events: DataFrame) -> HistoryEvents:
                 _maybe_int(row["previous_leader"]),
                 unclean,
                 from_offset=_int_of(value, "from_offset"),
-                to_offset=_int_of(value, "to_offset"),
+                to_offset=_int_of(value, "log_end_offset" if recovery else "to_offset"),
                 previous_isr=_brokers(value.get("previous_isr")),
                 high_watermark=_int_of(value, "high_watermark"),
                 log_end_offsets=_ends(value.get("log_end_offsets")),
+                broker=_int_of(value, "broker"),
+                reason=_text_of(value, "problem" if recovery else "reason"),
+                node=row["node"],
             )
         )
     return out
@@ -131,6 +137,11 @@ def _value(value_json: str | None) -> dict[str, Any]:
 def _int_of(value: dict[str, Any], name: str) -> int | None:
     item = value.get(name)
     return item if type(item) is int else None
+
+
+def _text_of(value: dict[str, Any], name: str) -> str | None:
+    item = value.get(name)
+    return item if isinstance(item, str) else None
 
 
 def _brokers(items: Any) -> tuple[int, ...] | None:

@@ -52,10 +52,13 @@ INPUT_COLUMNS = (
 
 @dataclass(frozen=True)
 class ReplicationEvent:
-    """A SUT `leader-election`, `isr-change` or `truncation` of one key (a truncation has
-    `from_offset` and `to_offset`: the replica's log end before and after it; a leader's
-    ISR change what the leader knew when it decided: `previous_isr`, `high_watermark` and
-    `log_end_offsets` by broker)."""
+    """A SUT `leader-election`, `isr-change`, `truncation` or `log-recovery` of one key (a
+    truncation has `from_offset` and `to_offset`: the replica's log end before and after
+    it, and the rule that chose the point, `reason`; a log recovery `to_offset`, the log end
+    after loading, and its `reason`, the problem it found; a leader's ISR change what the
+    leader knew when it decided: `previous_isr`, `high_watermark` and `log_end_offsets` by
+    broker). `broker` is the event's writer (the replica that truncated or recovered, the
+    controller that elected), `node` the node whose event log held it."""
 
     index: int
     time: int
@@ -70,6 +73,9 @@ class ReplicationEvent:
     previous_isr: tuple[int, ...] | None = None
     high_watermark: int | None = None
     log_end_offsets: Mapping[int, int] | None = None
+    broker: int | None = None
+    reason: str | None = None
+    node: str | None = None
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,8 @@ from pyspark import cloudpickle
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from checkers.catalogue import CAUSED
+from checkers.causes import KeyCauses, explain_rows
 from checkers.key_findings import FindingRow, KeyFacts, KeyFindings, sampled_rows
 from checkers.key_log import (
     INPUT_COLUMNS,
@@ -358,7 +360,12 @@ def _key_function(
             rows.append(lost)
         # Rows are read by their method, not their class: a checker of one's own imports
         # checkers' classes, while the pass's own code is a by-value copy of them.
-        columns = list(zip(*sampled_rows(rows, sample), strict=True)) or [()] * 7
+        kept = sampled_rows(rows, sample)
+        if any(row[1] in CAUSED for row in kept):
+            settings = rules.settings
+            causes = KeyCauses.of(key, log.events, settings.brokers, settings.event_tolerance_ns)
+            kept = explain_rows(kept, causes)
+        columns = list(zip(*kept, strict=True)) or [()] * 7
         return pa.table(
             dict(zip(PASS_SCHEMA.names, map(list, columns), strict=True)), schema=PASS_SCHEMA
         )

@@ -14,10 +14,10 @@ from rich.table import Table
 from rich.text import Text
 
 from checkers.catalogue import ANOMALIES, describe_case
+from squall.report.causes import cause_summary, cause_text
 from squall.report.scenarios import describe_scenarios, unreached_runs
 from squall.report.throughput import achieved_rate, describe_live_rate
 from squall.report.verdict import (
-    cause_of,
     describe_faults,
     describe_lost,
     explain,
@@ -90,7 +90,7 @@ def allowed_losses(name: str, checker: Mapping[str, Any], samples: int) -> Group
         listed = cases if isinstance(cases, list) else [cases]
         table.add_row(anomaly, f"{count:,}", _seconds(listed), _because(listed))
         for case in listed[:1]:
-            cause = cause_of(case)
+            cause = cause_text(case)
             bare = (  # the table above says why it is allowed
                 {k: v for k, v in case.items() if k != "expected_because"}
                 if isinstance(case, Mapping)
@@ -146,11 +146,8 @@ def print_results(
                 continue
             count = checker.get("counts", {}).get(anomaly, len(found))
             table = Table(show_header=False, box=None, padding=(0, 1))
-            for sample in found[:samples]:
+            for sample in found[:samples]:  # their causes: one line per type, below
                 table.add_row("•", describe_case(anomaly, sample)["text"])
-                cause = cause_of(sample)
-                if cause is not None:
-                    table.add_row("", Text(f"cause: {cause}", style="italic"))
             about = ANOMALIES.get(anomaly)
             body: list[Any] = []
             if about is not None:
@@ -160,6 +157,9 @@ def print_results(
             if at != "-":
                 done = "acknowledged at" if anomaly in WRITE_CASES else "at"
                 body.append(Text(f"its first cases: {done} {at} since the start"))
+            cause = cause_summary(found)
+            if cause is not None:
+                body.append(Text(f"cause: {cause}", style="bold"))
             parts.append(
                 Panel(
                     Group(*body, table),

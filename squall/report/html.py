@@ -17,13 +17,13 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from checkers.catalogue import ANOMALIES, SINGLE_OPERATION_FIELDS, describe_case, history_line
+from squall.report.causes import cause_lead, cause_lines, cause_summary, cause_text
 from squall.report.configuration import nemesis_as_run
 from squall.report.failures import FailureGroup
 from squall.report.scenarios import way
 from squall.report.throughput import AchievedRate, achieved_rate, describe_live_rate
 from squall.report.timeline import event_rows, natural_key
 from squall.report.verdict import (
-    cause_of,
     describe_faults,
     describe_lost,
     explain,
@@ -36,7 +36,7 @@ h1{margin-bottom:0}.valid{color:#2e7d32}.invalid{color:#c62828}.unknown{color:#f
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;
 font-size:14px;vertical-align:top}th{background:#f5f5f5}code{font-size:12px}img{max-width:100%}
 table.kv{margin:0}table.kv th{font-weight:normal;white-space:nowrap}td table.kv td,td table.kv th{font-size:13px}
-.caption{color:#555;font-size:14px;margin-top:0}nav a{margin-right:1em}summary{cursor:pointer}
+.caption{color:#555;font-size:14px;margin-top:0}.cause{color:#8e2424}nav a{margin-right:1em}summary{cursor:pointer}
 pre{background:#f5f5f5;padding:6px 10px;display:inline-block}
 """
 
@@ -236,7 +236,19 @@ NS_FIELDS = frozenset({"time", "window"})
 """Sample fields in nanoseconds, shown in seconds."""
 
 
+def _with_cause(text: str, case: Any, lead: str | None) -> str:
+    """A case's sentence and, beside it, its cause (HTML): `the cause above` when it is the
+    type's `lead` one."""
+    cause = cause_text(case)
+    if cause is None:
+        return html.escape(text)
+    said = "the cause above" if cause == lead else html.escape(cause)
+    return f"{html.escape(text)}<br><span class='cause'>cause: {said}</span>"
+
+
 def _sample_cell(field: str, value: Any) -> str:
+    if field == "cause" and isinstance(value, Mapping):
+        return html.escape(cause_lines(value) or compact(value))
     if field in SINGLE_OPERATION_FIELDS and history_line(value) is not None:
         return f"line {history_line(value)}"  # as the sentences above number operations
     if field in NS_FIELDS:
@@ -531,14 +543,16 @@ def _checkers(results: Mapping[str, Any], samples: int) -> list[str]:
                     )
                 if len(listed) > len(shown) or (_number(count) and count > len(shown)):
                     out.append(f"<p class='caption'>the first {len(shown)} cases</p>")
-                items = []
-                for case in shown[:5]:
-                    said = html.escape(describe_case(str(anomaly), case)["text"])
-                    cause = cause_of(case)
-                    if cause is not None:
-                        said += f"<br><span class='cause'>cause: {html.escape(cause)}</span>"
-                    items.append(f"<li>{said}</li>")
-                out.append("<ul>" + "".join(items) + "</ul>")
+                summary = cause_summary(listed)
+                if summary is not None:
+                    out.append(
+                        f"<p class='cause'><strong>Cause:</strong> {html.escape(summary)}</p>"
+                    )
+                lead = cause_lead(listed)
+                explained = [
+                    _with_cause(describe_case(str(anomaly), s)["text"], s, lead) for s in shown[:5]
+                ]
+                out.append("<ul>" + "".join(f"<li>{t}</li>" for t in explained) + "</ul>")
                 records = [s for s in shown if isinstance(s, Mapping)]
                 if records:
                     out += _records(records, _sample_cell)

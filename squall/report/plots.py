@@ -26,9 +26,11 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from histories.parquet_schema import EVENTS_SCHEMA, OPS_SCHEMA
+from squall.report.causes import anomaly_marks
 from squall.report.consumption import Consumption, Series, consumption, read_mops
 from squall.report.timeline import (
     FAULT_NAMES,
+    Mark,
     Timeline,
     build_timeline,
     natural_key,
@@ -133,7 +135,9 @@ def write_plots(
     intervals = fault_intervals(results, end_s)
     if events is None:
         events = read_events(parquet_dir)
-    timeline = build_timeline(events, nodes=nodes_of_test(test), end_s=end_s)
+    timeline = build_timeline(
+        events, nodes=nodes_of_test(test), end_s=end_s, anomalies=anomaly_marks(results)
+    )
     end_s = max(end_s, timeline.end_s)
     mops = read_mops(parquet_dir)
     read_records = pc.unique(
@@ -244,10 +248,60 @@ _MARKS = {
     "unclean-election": ("UNCLEAN leader election", "*", 160, -0.1, True),
     "offline": ("partition offline (no leader)", "X", 50, -0.1, True),
     "isr-change": ("ISR change (colour: key)", "|", 50, 0.12, True),
-    "truncation": ("log truncated here", "v", 34, 0.3, False),
+    "truncation": ("log truncated here (size: records removed)", "v", 34, 0.3, False),
     "instant-fault": ("bounce / other fault", "P", 50, 0.0, False),
+    "acknowledged": ("lost write acknowledged (colour: key)", "^", 44, 0.0, True),
+    "lost": ("lost write's cause (colour: key)", "s", 60, 0.3, True),
 }
+_BY_KEY_SPREAD = frozenset({"election", "unclean-election", "offline", "lost"})
+"""Marks drawn a little apart per key, so that one moment's elections of several keys (a
+controller moving every partition at once) stay apart."""
 _MARK_COLORS = {"controller": "#37474f", "truncation": "#6d4c41", "instant-fault": "#fb8c00"}
+
+
+LABELLED_CUT = 10
+"""Truncations of at least this many records carry their count on the timeline."""
+
+
+def _size(mark: Mark, size: float) -> float:
+    """A mark's area: a truncation's grows with the records it removed (a one-record cut
+    stays small, a 700-record one stands out)."""
+    if mark.kind != "truncation" or mark.size is None:
+        return size
+    return min(size + 14 * float(np.sqrt(mark.size)), 600.0)
+
+
+def _label_cuts(ax: Any, timeline: Timeline, row: Mapping[str, int], end_s: float) -> None:
+    """The records removed beside each truncation of at least `LABELLED_CUT`; the cuts of
+    one lane close in time share one label (`-312, -183`) rather than overlap."""
+    cuts = sorted(
+        (m for m in timeline.marks if m.kind == "truncation" and (m.size or 0) >= LABELLED_CUT),
+        key=lambda m: (m.node, m.time_s),
+    )
+    groups: list[list[Mark]] = []
+    for mark in cuts:
+        last = groups[-1][-1] if groups else None
+        if last is not None and last.node == mark.node and mark.time_s - last.time_s < end_s / 60:
+            groups[-1].append(mark)
+        else:
+            groups.append([mark])
+    lower = False
+    for previous, group in zip([[], *groups], groups, strict=False):
+        # A label close after the one before on its lane goes on the other line.
+        close = bool(previous) and previous[0].node == group[0].node
+        lower = close and group[0].time_s - previous[-1].time_s < end_s / 8 and not lower
+        text = ", ".join(f"-{m.size:,}" for m in group)
+        ax.annotate(text, (group[-1].time_s, row[group[0].node] + 0.3), fontsize=7,
+                    xytext=(5, -7 if lower else 3), textcoords="offset points",
+                    color=_MARK_COLORS["truncation"])  # fmt: skip
+
+
+def _spread(kind: str, key: str | None, keys: Sequence[str]) -> float:
+    """The vertical shift of a mark of `key` among `keys` (0 for kinds drawn as they are)."""
+    if kind not in _BY_KEY_SPREAD or key is None or key not in keys or len(keys) < 2:
+        return 0.0
+    slot = keys.index(key) % 4
+    return (slot - (min(len(keys), 4) - 1) / 2) * 0.09
 
 
 def _label_places(timeline: Timeline, end_s: float) -> list[tuple[float, float]]:
@@ -292,15 +346,16 @@ def _timeline_plot(timeline: Timeline) -> Any:
             continue
         ax.scatter(
             [m.time_s for m in marks],
-            [row[m.node] + offset for m in marks],
+            [row[m.node] + offset + _spread(kind, m.key, timeline.keys) for m in marks],
             marker=marker,
-            s=size,
+            s=[_size(m, size) for m in marks],
             c=[colors.get(m.key or "", "#616161") if by_key else _MARK_COLORS[kind] for m in marks],
-            edgecolors="#b71c1c" if kind == "unclean-election" else None,
+            edgecolors="#b71c1c" if kind in ("unclean-election", "lost") else None,
             linewidths=1.2 if kind in ("unclean-election", "isr-change") else 0.5,
             zorder=3,
             clip_on=False,
         )
+    _label_cuts(ax, timeline, row, end_s)
     if not (timeline.bars or timeline.marks or timeline.scenarios):
         ax.text(0.5, 0.5, "no faults or SUT events in the history", transform=ax.transAxes,
                 ha="center", va="center", color="#616161")  # fmt: skip

@@ -51,6 +51,8 @@ MARK_KINDS = (
     "controller",
     "truncation",
     "instant-fault",
+    "acknowledged",
+    "lost",
 )
 
 
@@ -68,12 +70,15 @@ class FaultBar:
 
 @dataclass(frozen=True, slots=True)
 class Mark:
-    """One event on one node's lane: `kind` is one of `MARK_KINDS`."""
+    """One event on one node's lane: `kind` is one of `MARK_KINDS`; `size` of a truncation:
+    the records it removed. `acknowledged` and `lost` mark where a lost write was
+    acknowledged and where its cause lost it (`squall.report.causes`)."""
 
     kind: str
     node: str
     time_s: float
     key: str | None = None
+    size: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +179,11 @@ def _crashed(f: str, value: Mapping[str, Any], hit: Sequence[str]) -> list[str]:
 
 
 def build_timeline(
-    events: Iterable[Mapping[str, Any]], *, nodes: Sequence[str] = (), end_s: float = 0.0
+    events: Iterable[Mapping[str, Any]],
+    *,
+    nodes: Sequence[str] = (),
+    end_s: float = 0.0,
+    anomalies: Sequence[Mark] = (),
 ) -> Timeline:
     """The timeline of a history's nemesis operations and SUT events (in history order).
 
@@ -182,7 +191,7 @@ def build_timeline(
     fault closes on the nodes it names, or on every node when it names none; a fault
     opened again on a node closes the earlier interval there (a partition: every node's,
     since a new grudge replaces the old), and a kill or bounce ends a pause (`ENDS`).
-    `end_s` extends the axis.
+    `end_s` extends the axis; `anomalies` are marks of lost writes to draw too.
     """
     bars: list[FaultBar] = []
     marks: list[Mark] = []
@@ -237,6 +246,8 @@ def build_timeline(
             if mark is not None:
                 seen_nodes.add(mark.node)
                 marks.append(mark)
+    marks += anomalies
+    seen_nodes.update(m.node for m in anomalies)
     bars += [FaultBar(node, f, start, None, sc) for (f, node), (start, sc) in open_.items()]
     bars.sort(key=lambda b: (b.start_s, natural_key(b.node)))
     return Timeline(tuple(lane_order(seen_nodes)), tuple(bars), tuple(marks), tuple(spans), last)
@@ -260,8 +271,16 @@ def _sut_mark(f: str, value: Mapping[str, Any], time_s: float) -> Mark | None:
         node = broker_node(value.get("controller")) or writer
         return None if node is None else Mark("controller", node, time_s)
     if f == "truncation":
-        return None if writer is None else Mark("truncation", writer, time_s, key)
+        start, end = value.get("from_offset"), value.get("to_offset")
+        removed = None
+        if isinstance(start, int) and isinstance(end, int) and _is_int(start) and _is_int(end):
+            removed = start - end if start > end else None
+        return None if writer is None else Mark("truncation", writer, time_s, key, removed)
     return None
+
+
+def _is_int(item: Any) -> bool:
+    return isinstance(item, int) and not isinstance(item, bool)
 
 
 @dataclass(frozen=True, slots=True)

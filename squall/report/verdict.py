@@ -74,16 +74,6 @@ def describe_lost(results: Mapping[str, Any]) -> str | None:
     return text
 
 
-def cause_of(case: Any) -> str | None:
-    """The sentence of a case's `cause` (the SUT events that explain it), where results.json
-    gives one: a string, or a mapping with a `text`; None otherwise."""
-    cause = case.get("cause") if isinstance(case, Mapping) else None
-    if isinstance(cause, str) and cause:
-        return cause
-    text = cause.get("text") if isinstance(cause, Mapping) else None
-    return text if isinstance(text, str) and text else None
-
-
 def _shown_as(counts: Mapping[str, int], names: Sequence[str]) -> str:
     """`names` with their counts: "lost-write 761, unseen 761"."""
     return ", ".join(f"{name} {counts[name]:,}" if name in counts else name for name in names)

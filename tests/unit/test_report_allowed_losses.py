@@ -133,4 +133,6 @@ def test_a_case_s_cause_is_shown_beside_it_where_results_give_one() -> None:
     console = Console(record=True, width=200)
     print_results(caused, console=console)
     assert f"cause: {because}" in console.export_text()
-    assert f"<span class='cause'>cause: {because}</span>" in render_html(caused)
+    page = render_html(caused)
+    assert f"<p class='cause'><strong>Cause:</strong> {because}</p>" in page
+    assert "<span class='cause'>cause: the cause above</span>" in page

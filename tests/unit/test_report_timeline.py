@@ -92,7 +92,7 @@ def test_sut_events_are_marked_on_the_nodes_they_concern() -> None:
         Mark("election", "n2", 0.0, "q-0"),  # on the new leader
         Mark("offline", "n1", 2.0, "q-10"),  # on the leader it lost
         Mark("controller", "n3", 2.5),
-        Mark("truncation", "n1", 3.5, "q-10"),  # on the replica that truncated
+        Mark("truncation", "n1", 3.5, "q-10", 2),  # on the replica that truncated, 2 removed
         Mark("isr-change", "n3", 4.5, "q-0"),  # on the leader
         Mark("unclean-election", "n1", 6.5, "q-10"),
         Mark("instant-fault", "n2", 9.5),
