@@ -7,6 +7,13 @@ ISR member in assignment order; unclean, only where the topic allows it: the fir
 replica), writes every partition state fenced by the controller epoch, and tells the brokers
 with LeaderAndIsr and UpdateMetadata requests through a ``ControllerChannel``.
 
+A replica that restarted since it was last judged in sync may have lost what it held (a
+power loss, a cut or rolled-back log): one whose registration is newer than its partition's
+state (a bounce the controller saw, or one no controller saw, found at failover by
+registration czxid > state mzxid) is shrunk out of the ISR and not elected while an ISR
+member that did not restart is live, as Kafka shrinks a failed broker out and KIP-966 keeps
+unclean-shutdown replicas from election; it rejoins when its leader finds it caught up.
+
 Events are processed one at a time on the controller's own thread, as Kafka's
 ControllerEventManager does, so no two decisions interleave. A controller that loses its
 ZooKeeper session stops acting at once.
