@@ -274,6 +274,7 @@ def test_a_leader_restarted_while_no_controller_acted_is_not_elected_over_a_whol
     assert state(standby.admin).leader == 2 and state(standby.admin).isr == (2, 3)
     last = [e for e in read_events(standby.events) if e["type"] == "leader-election"][-1]
     assert last["previous_leader"] == 1 and last["unclean"] is False
+    assert last["previous_isr"] == [1, 2, 3]  # what it elected from, as ZooKeeper held it
     assert "broker 1 restarted since it was last in sync" in str(last["reason"])
 
 
