@@ -7,6 +7,13 @@ ISR member in assignment order; unclean, only where the topic allows it: the fir
 replica), writes every partition state fenced by the controller epoch, and tells the brokers
 with LeaderAndIsr and UpdateMetadata requests through a ``ControllerChannel``.
 
+A replica that restarted since it was last judged in sync may have lost what it held (a
+power loss, a cut or rolled-back log): one whose registration is newer than its partition's
+state (a bounce the controller saw, or one no controller saw, found at failover by
+registration czxid > state mzxid) is shrunk out of the ISR and not elected while an ISR
+member that did not restart is live, as Kafka shrinks a failed broker out and KIP-966 keeps
+unclean-shutdown replicas from election; it rejoins when its leader finds it caught up.
+
 Events are processed one at a time on the controller's own thread, as Kafka's
 ControllerEventManager does, so no two decisions interleave. A controller that loses its
 ZooKeeper session stops acting at once.
@@ -17,7 +24,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -78,6 +85,8 @@ class ControllerContext:
     broker_epochs: dict[int, int] = field(default_factory=dict)
     assignments: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
     states: dict[TopicPartition, tuple[LeaderAndIsr, int]] = field(default_factory=dict)
+    # The zxid of each state's last write as loaded from ZooKeeper (its mzxid).
+    state_zxids: dict[TopicPartition, int] = field(default_factory=dict)
     unclean_allowed: dict[str, bool] = field(default_factory=dict)
 
     def leader_states(self, keys: Iterable[TopicPartition]) -> list[PartitionLeaderState]:
@@ -236,7 +245,11 @@ class Controller:
             self._load_topic(topic)
         self.store.take_isr_change_notifications(watch=self._watch("isr-change"))
         self._initialize_new_partitions(list(ctx.assignments))
-        self._elect_offline(list(ctx.assignments), reason="controller failover")
+        self._elect_offline(
+            list(ctx.assignments),
+            reason="controller failover",
+            restarted=self._restarted_since_written(),
+        )
         self._send_leader_and_isr(list(ctx.assignments), set(ctx.live_brokers))
         self._on_preferred_znode()
 
@@ -251,9 +264,25 @@ class Controller:
         for partition, replicas in assignment.items():
             key = (topic, partition)
             ctx.assignments[key] = tuple(replicas)
-            found = self.store.partition_state(topic, partition)
+            found = self.store.partition_state_written(topic, partition)
             if found is not None:
-                ctx.states[key] = found
+                ctx.states[key] = (found[0], found[1])
+                ctx.state_zxids[key] = found[2]
+
+    def _restarted_since_written(self) -> dict[TopicPartition, frozenset[int]]:
+        """Per loaded partition, the live replicas it names that registered after its state
+        was last written: they restarted since they were last judged in sync (or leading),
+        and their logs may have lost what the state says they hold. A controller that was
+        active then saw the bounce; this one, new, did not."""
+        ctx = self.context
+        out: dict[TopicPartition, frozenset[int]] = {}
+        for key, zxid in ctx.state_zxids.items():
+            state = ctx.states[key][0]
+            named = {*state.isr, state.leader}
+            restarted = frozenset(b for b in named if ctx.broker_epochs.get(b, -1) > zxid)
+            if restarted:
+                out[key] = restarted
+        return out
 
     # partition state changes
 
@@ -285,24 +314,42 @@ class Controller:
             )
 
     def _elect_offline(
-        self, keys: list[TopicPartition], *, reason: str, exclude: frozenset[int] = frozenset()
+        self,
+        keys: list[TopicPartition],
+        *,
+        reason: str,
+        restarted: Mapping[TopicPartition, frozenset[int]] | None = None,
     ) -> set[TopicPartition]:
         """Elect leaders where the leader is not live; shrink dead brokers out of the ISR.
 
-        ``exclude`` are live brokers treated as dead here: ones that bounced.
+        ``restarted`` names, per partition, live brokers that restarted since the partition's
+        state was written (a bounce): their logs may have lost what they held, so they are
+        treated as out of the ISR (shrunk out, not elected) while a replica of the ISR that
+        did not restart is live. Where none is, they are the partition's only candidates and
+        stay eligible, as in Kafka: what the last ISR kept is all there is.
         """
         ctx = self.context
-        live = set(ctx.live_brokers) - exclude
+        restarted = restarted or {}
         writes: dict[TopicPartition, tuple[LeaderAndIsr, int | None]] = {}
         elections: dict[TopicPartition, Election | None] = {}
+        notes: dict[TopicPartition, str] = {}
         for key in keys:
             if key not in ctx.states:
                 continue
             state, version = ctx.states[key]
             replicas = ctx.assignments[key]
-            if state.leader in live:
-                dead_in_isr = [r for r in state.isr if r not in live]
-                if dead_in_isr:
+            live = set(ctx.live_brokers)
+            fenced = restarted.get(key, frozenset()) & live
+            names = ", ".join(str(b) for b in sorted(fenced))
+            if fenced and any(r in live - fenced for r in state.isr):
+                live -= fenced
+                notes[key] = f"broker {names} restarted since it was last in sync"
+            elif fenced:
+                notes[key] = f"broker {names} restarted and no other in-sync replica is live"
+            # A restarted leader is elected anew (a new leader epoch) even where it stays.
+            if state.leader in live and state.leader not in fenced:
+                out_of_isr = [r for r in state.isr if r not in live]
+                if out_of_isr:
                     isr = tuple(r for r in state.isr if r in live)
                     writes[key] = (
                         LeaderAndIsr(state.leader, state.leader_epoch + 1, isr, ctx.epoch),
@@ -333,7 +380,9 @@ class Controller:
         for key, (new_state, _v) in writes.items():
             previous = ctx.states[key][0]
             ctx.states[key] = (new_state, versions[key])
+            ctx.state_zxids.pop(key, None)
             name = f"{key[0]}-{key[1]}"
+            why = f"{reason}: {notes[key]}" if key in notes else reason
             if key in elections:
                 election = elections[key]
                 self.events.leader_election(
@@ -342,9 +391,10 @@ class Controller:
                     leader_epoch=new_state.leader_epoch,
                     isr=new_state.isr,
                     previous_leader=previous.leader,
+                    previous_isr=previous.isr,
                     unclean=bool(election and election.unclean),
                     controller_epoch=ctx.epoch,
-                    reason=reason if election else f"{reason}: no live in-sync replica, offline",
+                    reason=why if election else f"{why}: no live in-sync replica, offline",
                 )
             else:
                 self.events.isr_change(
@@ -352,7 +402,7 @@ class Controller:
                     isr=new_state.isr,
                     leader=new_state.leader,
                     leader_epoch=new_state.leader_epoch,
-                    reason=f"{reason}: dead replica removed",
+                    reason=why if key in notes else f"{reason}: dead replica removed",
                 )
         return set(writes)
 
@@ -397,7 +447,9 @@ class Controller:
         offline = [k for k, (s, _v) in ctx.states.items() if s.leader == NO_LEADER]
         self._initialize_new_partitions([k for k in ctx.assignments if k not in ctx.states])
         changed = self._elect_offline(
-            affected + offline, reason="broker change", exclude=frozenset(bounced)
+            affected + offline,
+            reason="broker change",
+            restarted={k: frozenset(bounced) for k in affected} if bounced else None,
         )
         targets = {r for k in changed for r in ctx.assignments[k]} | born
         keys = changed | {k for k, r in ctx.assignments.items() if set(r) & born}
@@ -471,6 +523,7 @@ class Controller:
                 leader_epoch=new_state.leader_epoch,
                 isr=new_state.isr,
                 previous_leader=previous.leader,
+                previous_isr=previous.isr,
                 unclean=False,
                 controller_epoch=ctx.epoch,
                 reason="preferred leader election",

@@ -54,8 +54,10 @@ class EventLog:
         unclean: bool,
         controller_epoch: int,
         reason: str,
+        previous_isr: Sequence[int] = (),
     ) -> dict[str, Any]:
-        """A controller's election (leader -1 records a partition going offline)."""
+        """A controller's election (leader -1 records a partition going offline), with the
+        ISR it elected from as ZooKeeper held it (`previous_isr`)."""
         return self.write(
             "leader-election",
             key=key,
@@ -63,6 +65,7 @@ class EventLog:
             leader_epoch=leader_epoch,
             isr=list(isr),
             previous_leader=previous_leader,
+            previous_isr=list(previous_isr),
             unclean=unclean,
             controller_epoch=controller_epoch,
             reason=reason,

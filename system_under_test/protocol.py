@@ -414,6 +414,8 @@ class FetchPartition:
     partition: Int32
     fetch_offset: Int64
     partition_max_bytes: Int32
+    current_leader_epoch: Int32 = -1
+    """The leader epoch the fetcher believes current (KIP-320); -1: not checked."""
 
 
 @wire

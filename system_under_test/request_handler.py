@@ -244,6 +244,7 @@ class RequestHandler:
                             "max_bytes and partition_max_bytes must not be negative",
                         )
                     partition = self._partition(topic.name, wanted.partition)
+                    check_leader_epoch(partition, wanted.current_leader_epoch)
                     if request.replica_id >= 0 and self.replica_manager is not None:
                         if first_pass:
                             self.replica_manager.on_follower_fetch(
@@ -387,3 +388,22 @@ class RequestHandler:
             return self._replicas().offsets_for_leader_epoch(request)
         except BrokerError as err:
             return protocol.ErrorResponse(err.code, err.message)
+
+
+def check_leader_epoch(partition: Partition, requested: int) -> None:
+    """Fence a fetch whose fetcher knows another leader epoch than this replica (KIP-320):
+    an older one (FENCED_LEADER_EPOCH) or a newer one (UNKNOWN_LEADER_EPOCH: this replica
+    has not heard of it yet, as a deposed leader that was paused). -1 checks nothing."""
+    if requested < 0 or requested == partition.leader_epoch:
+        return
+    if requested < partition.leader_epoch:
+        raise BrokerError(
+            ErrorCode.FENCED_LEADER_EPOCH,
+            f"leader epoch {requested} of {partition.name} is older than this broker's "
+            f"{partition.leader_epoch}; refresh metadata",
+        )
+    raise BrokerError(
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        f"leader epoch {requested} of {partition.name} is newer than this broker's "
+        f"{partition.leader_epoch}; refresh metadata",
+    )

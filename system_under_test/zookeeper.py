@@ -378,12 +378,20 @@ class ClusterMetadataStore:
 
     def partition_state(self, topic: str, partition: int) -> tuple[LeaderAndIsr, int] | None:
         """The state and its znode version, or None if not yet created."""
+        found = self.partition_state_written(topic, partition)
+        return None if found is None else (found[0], found[1])
+
+    def partition_state_written(
+        self, topic: str, partition: int
+    ) -> tuple[LeaderAndIsr, int, int] | None:
+        """The state, its znode version and the zxid of its last write (mzxid), comparable
+        with a broker registration's czxid: which brokers registered after it was written."""
         path = partition_state_path(topic, partition)
         try:
             data, stat = self.client.get(path)
         except NoNodeError:
             return None
-        return LeaderAndIsr.from_json(data, path), int(stat.version)
+        return LeaderAndIsr.from_json(data, path), int(stat.version), int(stat.mzxid)
 
     def write_partition_states(
         self,

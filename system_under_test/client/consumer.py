@@ -7,6 +7,13 @@ be reached. Positions are kept in memory. With ``group.id`` and ``zookeeper.conn
 belongs to a group whose committed offsets live in ZooKeeper (Kafka 0.8's layout): assign()
 starts at them and commit() records them. Every record served is CRC-checked. Not
 thread-safe: use one Consumer per thread, as in Kafka.
+
+Fetches carry the leader epoch of the consumer's metadata, which never goes back (KIP-320),
+so a deposed leader that has not heard of its successor refuses them instead of reading. A
+position is reset (auto.offset.reset) only when the partition's current leader says it is
+out of range: on OFFSET_OUT_OF_RANGE the consumer first asks another broker for metadata,
+and if the leader or its epoch changed since the fetch was sent, it keeps its position and
+reads it from the new leader.
 """
 
 from __future__ import annotations
@@ -46,6 +53,13 @@ _RETRY_WITH_NEW_METADATA = frozenset(
         ErrorCode.REPLICA_NOT_AVAILABLE,
     }
 )
+
+_RETRY_LIST_OFFSETS = _RETRY_WITH_NEW_METADATA - {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION} | {
+    ErrorCode.REQUEST_TIMED_OUT,
+    ErrorCode.NETWORK_EXCEPTION,
+}
+"""ListOffsets failures worth another try at the leader fresh metadata names; an unknown
+partition is reported at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,7 +355,9 @@ class Consumer:
                         self._positions[key] = result.records[-1].offset + 1
                         out.extend(result.records)
                 elif result.error is ErrorCode.OFFSET_OUT_OF_RANGE:
-                    self._reset_position(t.name, p.partition, result)
+                    sent_epoch = outcome.leader_epochs.get(key, -1)
+                    if not self._leader_moved(key, outcome.leader, sent_epoch):
+                        self._reset_position(t.name, p.partition, result)
                 elif result.error in _RETRY_WITH_NEW_METADATA:
                     self._refresh_quietly()
                 else:
@@ -367,6 +383,30 @@ class Consumer:
             if r.offset >= offset
         ]
         return FetchResult(records, part.high_watermark, part.log_start_offset, error)
+
+    def _leader_moved(self, key: TopicPartition, leader: int, leader_epoch: int) -> bool:
+        """Whether `key` has another leader or leader epoch than the fetch that `leader`
+        answered out of range, asking another broker first; True when no broker answers
+        (the position is kept until one can confirm)."""
+        try:
+            self._metadata.refresh(avoid=leader)
+        except ClientError as err:
+            log.warning("consumer metadata refresh failed: %s", err)
+            return True
+        now = (self._metadata.leader(*key), self._metadata.leader_epoch(*key))
+        if now == (leader, leader_epoch):
+            return False
+        log.info(
+            "%s-%d: broker %d (epoch %d) answered offset %s out of range, but the leader is "
+            "now %s (epoch %d): position kept",
+            *key,
+            leader,
+            leader_epoch,
+            self._positions.get(key),
+            now[0],
+            now[1],
+        )
+        return True
 
     def _reset_position(self, topic: str, partition: int, result: FetchResult | None) -> int:
         reset = self.config.auto_offset_reset
@@ -400,7 +440,9 @@ class Consumer:
         return position
 
     def _list_offset(self, topic: str, partition: int, timestamp: int) -> int:
-        conn = self._metadata.leader_connection(topic, partition)
+        """ListOffsets at the partition's leader, retrying a leader that moved or could not
+        be reached with fresh metadata (reconnect.backoff.ms apart) within
+        request.timeout.ms."""
         request = protocol.ListOffsetsRequest(
             protocol.CONSUMER_REPLICA_ID,
             [
@@ -409,8 +451,24 @@ class Consumer:
                 )
             ],
         )
-        response = conn.request(request, protocol.ListOffsetsResponse, timeout_s=self._timeout_s(0))
-        return offset_from_response(response, topic, partition)
+        deadline = time.monotonic() + self.config.request_timeout_ms / 1000
+        while True:
+            try:
+                conn = self._metadata.leader_connection(topic, partition)
+                response = conn.request(
+                    request, protocol.ListOffsetsResponse, timeout_s=self._timeout_s(0)
+                )
+                return offset_from_response(response, topic, partition)
+            except BrokerError as err:
+                if err.code not in _RETRY_LIST_OFFSETS or time.monotonic() >= deadline:
+                    raise
+                log.info("listing offsets of %s-%d: %s; retrying", topic, partition, err)
+            except UNREACHABLE as err:
+                if time.monotonic() >= deadline:
+                    raise
+                log.info("listing offsets of %s-%d: %s; retrying", topic, partition, err)
+            time.sleep(self.config.reconnect_backoff_ms / 1000)
+            self._refresh_quietly()
 
     def _require_assigned(self, topic: str, partition: int) -> None:
         if (topic, partition) not in self._assignment:

@@ -5,7 +5,8 @@ partitions that has none in flight, and takes whatever answers arrive within its
 fetch that is still waiting (a paused or cut-off leader) stays in flight and is collected by
 a later poll, while the other leaders are read meanwhile; a leader that could not be reached
 (refused, timed out, connection lost) is left alone for reconnect.backoff.ms, doubling with
-each failure in a row up to reconnect.backoff.max.ms.
+each failure in a row up to reconnect.backoff.max.ms. Each partition is fetched with the
+leader epoch of the consumer's metadata (KIP-320), so a replica in another epoch fences it.
 """
 
 from __future__ import annotations
@@ -32,17 +33,20 @@ _MAX_THREADS = 16
 
 @dataclass(frozen=True, slots=True)
 class FetchOutcome:
-    """One fetch that ended: to which leader, at which offsets, and its response or error."""
+    """One fetch that ended: to which leader, at which offsets and leader epochs, and its
+    response or error."""
 
     leader: int
     offsets: dict[TopicPartition, int]
     response: protocol.FetchResponse | None
     error: BaseException | None
+    leader_epochs: dict[TopicPartition, int]
 
 
 @dataclass(frozen=True, slots=True)
 class _InFlight:
     offsets: dict[TopicPartition, int]
+    leader_epochs: dict[TopicPartition, int]
     future: Future[protocol.FetchResponse]
 
 
@@ -72,9 +76,15 @@ class Fetcher:
         """Fetch `offsets` (partition: position) from `leader` in the background."""
         config = self._config
         topics: dict[str, list[protocol.FetchPartition]] = {}
+        epochs = {tp: self._metadata.leader_epoch(*tp) for tp in offsets}
         for (topic, partition), offset in offsets.items():
             topics.setdefault(topic, []).append(
-                protocol.FetchPartition(partition, offset, config.max_partition_fetch_bytes)
+                protocol.FetchPartition(
+                    partition,
+                    offset,
+                    config.max_partition_fetch_bytes,
+                    epochs[(topic, partition)],
+                )
             )
         request = protocol.FetchRequest(
             protocol.CONSUMER_REPLICA_ID,
@@ -85,7 +95,7 @@ class Fetcher:
         )
         timeout_s = (config.request_timeout_ms + max_wait_ms) / 1000
         future = self._pool.submit(self._request, leader, request, timeout_s)
-        self._in_flight[leader] = _InFlight(dict(offsets), future)
+        self._in_flight[leader] = _InFlight(dict(offsets), epochs, future)
 
     def collect(self, timeout_s: float) -> list[FetchOutcome]:
         """The fetches that end within `timeout_s` (at least one, unless none does)."""
@@ -101,11 +111,14 @@ class Fetcher:
             error = pending.future.exception()
             if error is None:
                 self._unreachable.pop(leader, None)
-                out.append(FetchOutcome(leader, pending.offsets, pending.future.result(), None))
+                response = pending.future.result()
+                out.append(
+                    FetchOutcome(leader, pending.offsets, response, None, pending.leader_epochs)
+                )
                 continue
             if isinstance(error, UNREACHABLE):
                 self._back_off(leader)
-            out.append(FetchOutcome(leader, pending.offsets, None, error))
+            out.append(FetchOutcome(leader, pending.offsets, None, error, pending.leader_epochs))
         return out
 
     def close(self) -> None:

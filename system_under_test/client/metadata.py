@@ -90,14 +90,19 @@ class ClusterMetadata:
             raise BrokerUnavailableError(f"broker {broker_id} is not in the cluster metadata")
         return self.connection_to(address)
 
-    def any_request(self, request: protocol.Request, response_type: type[_R]) -> _R:
-        """Send request to the first broker that answers (known brokers, then bootstrap)."""
+    def any_request(
+        self, request: protocol.Request, response_type: type[_R], *, last: int | None = None
+    ) -> _R:
+        """Send request to the first broker that answers (known brokers, then bootstrap);
+        broker `last` is asked only if no other answers."""
         failures: list[str] = []
         candidates = list(dict.fromkeys([*self.brokers.values(), *self.bootstrap]))
         # Idle connected brokers first, then the others; a connection with a request waiting
         # on it (perhaps a broker that stopped answering) last.
         with self._lock:
             rank = {a: 2 if c.busy else 0 for a, c in self._connections.items() if not c.closed}
+        if last is not None and last in self.brokers:
+            rank[self.brokers[last]] = 3
         candidates.sort(key=lambda address: rank.get(address, 1))
         for address in candidates:
             try:
@@ -120,11 +125,20 @@ class ClusterMetadata:
 
     # --- metadata ------------------------------------------------------------------------
 
-    def refresh(self, topics: Sequence[str] | None = None) -> protocol.MetadataResponse:
-        """Ask a broker for metadata of topics (all when None) and cache it."""
+    def refresh(
+        self, topics: Sequence[str] | None = None, *, avoid: int | None = None
+    ) -> protocol.MetadataResponse:
+        """Ask a broker (`avoid` only if no other answers) for metadata of topics (all when
+        None) and cache it.
+
+        A partition described with an older leader epoch than the cache holds keeps the
+        cached description (KIP-320): a broker whose view is stale (a deposed leader, one
+        that missed an update) cannot move this client back to a leader it has seen replaced.
+        """
         response = self.any_request(
             protocol.MetadataRequest(None if topics is None else list(topics)),
             protocol.MetadataResponse,
+            last=avoid,
         )
         with self._lock:
             self.brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
@@ -136,21 +150,22 @@ class ClusterMetadata:
                 if error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     new_topics.pop(topic.name, None)
                     continue
-                new_topics[topic.name] = TopicInfo(
-                    topic.name,
-                    error,
-                    {
-                        p.partition: PartitionInfo(
-                            p.partition,
-                            p.leader,
-                            p.leader_epoch,
-                            tuple(p.replicas),
-                            tuple(p.isr),
-                            ErrorCode.from_wire(p.error_code),
-                        )
-                        for p in topic.partitions
-                    },
-                )
+                known = self.topics.get(topic.name)
+                partitions: dict[int, PartitionInfo] = {}
+                for p in topic.partitions:
+                    cached = known.partitions.get(p.partition) if known is not None else None
+                    if cached is not None and cached.leader_epoch > p.leader_epoch:
+                        partitions[p.partition] = cached
+                        continue
+                    partitions[p.partition] = PartitionInfo(
+                        p.partition,
+                        p.leader,
+                        p.leader_epoch,
+                        tuple(p.replicas),
+                        tuple(p.isr),
+                        ErrorCode.from_wire(p.error_code),
+                    )
+                new_topics[topic.name] = TopicInfo(topic.name, error, partitions)
             self.topics = new_topics
         return response
 
@@ -176,6 +191,12 @@ class ClusterMetadata:
         if part is None or part.leader == NO_LEADER or part.leader not in self.brokers:
             return None
         return part.leader
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The partition's leader epoch as last seen, or -1 if unknown."""
+        info = self.topics.get(topic)
+        part = info.partitions.get(partition) if info is not None else None
+        return -1 if part is None else part.leader_epoch
 
     def leader_connection(self, topic: str, partition: int) -> BrokerConnection:
         """A connection to the partition's leader, refreshing metadata once if needed."""

@@ -202,3 +202,115 @@ def test_an_empty_zookeeper_reads_as_no_brokers_and_no_topics(zookeeper: str) ->
         wait_for(fired.is_set, what="the watch on /brokers/ids firing when it is created")
     finally:
         store.close()
+
+
+class Standby:
+    """Brokers that start while a stand-in controller (broker 99, the test) holds
+    ``/controller``: none of theirs acts until the test resigns it, as while a cluster has
+    no live controller."""
+
+    def __init__(self, connect: str, events: Path) -> None:
+        self.connect = connect
+        self.events = events
+        self.channel = RecordingChannel()
+        self.admin = ClusterMetadataStore(connect)
+        self.admin.start()
+        won = self.admin.try_become_controller(99)
+        assert won is not None
+        self.epoch_version = won[1]
+        self.brokers: dict[int, FakeBroker] = {}
+
+    def start(self, *broker_ids: int) -> None:
+        for broker_id in broker_ids:
+            self.brokers[broker_id] = FakeBroker(broker_id, self.connect, self.channel, self.events)
+
+    def restart(self, broker_id: int) -> None:
+        """The broker dies and comes back: a new registration (a new czxid)."""
+        self.brokers[broker_id].crash()
+        self.start(broker_id)
+
+    def write_state(self, written: LeaderAndIsr) -> None:
+        """Topic t, one partition on brokers 1, 2, 3, in `written` state."""
+        self.admin.create_topic("t", {0: [1, 2, 3]}, {})
+        self.admin.write_partition_states(
+            {("t", 0): (written, None)}, controller_epoch_version=self.epoch_version
+        )
+
+    def hand_over(self) -> None:
+        """Resign ``/controller`` and wait until a broker's controller has taken over and
+        told the brokers (the end of its failover)."""
+        self.admin.resign_controller(99)
+        wait_for(
+            lambda: any(epoch == 2 for _b, epoch in self.channel.update_metadata),
+            what="a broker's controller to finish its failover",
+        )
+
+    def close(self) -> None:
+        for broker in self.brokers.values():
+            if broker.alive:
+                broker.controller.shutdown()
+                broker.store.close()
+        self.admin.close()
+
+
+@pytest.fixture
+def standby(zookeeper: str, tmp_path: Path) -> Iterator[Standby]:
+    cluster = Standby(zookeeper, tmp_path / "events.jsonl")
+    yield cluster
+    cluster.close()
+
+
+def test_a_leader_restarted_while_no_controller_acted_is_not_elected_over_a_whole_replica(
+    standby: Standby,
+) -> None:
+    # Found by follower-rollback: the leader restarted with a cut log while no controller
+    # was active; the next controller kept it in the ISR and elected it, losing what only
+    # the followers still held.
+    standby.start(1, 2, 3)
+    standby.write_state(LeaderAndIsr(1, 4, (1, 2, 3), 1))
+    standby.restart(1)
+    standby.hand_over()
+    wait_for(lambda: state(standby.admin).leader_epoch > 4, what="the new controller's election")
+    assert state(standby.admin).leader == 2 and state(standby.admin).isr == (2, 3)
+    last = [e for e in read_events(standby.events) if e["type"] == "leader-election"][-1]
+    assert last["previous_leader"] == 1 and last["unclean"] is False
+    assert last["previous_isr"] == [1, 2, 3]  # what it elected from, as ZooKeeper held it
+    assert "broker 1 restarted since it was last in sync" in str(last["reason"])
+
+
+def test_a_follower_restarted_while_no_controller_acted_is_shrunk_out_of_the_isr(
+    standby: Standby,
+) -> None:
+    standby.start(1, 2, 3)
+    standby.write_state(LeaderAndIsr(1, 4, (1, 2, 3), 1))
+    standby.restart(3)
+    standby.hand_over()
+    wait_for(lambda: state(standby.admin).leader_epoch > 4, what="the new controller's ISR shrink")
+    assert state(standby.admin).leader == 1 and state(standby.admin).isr == (1, 2)
+    change = [e for e in read_events(standby.events) if e["type"] == "isr-change"][-1]
+    assert change["isr"] == [1, 2] and "broker 3 restarted" in str(change["reason"])
+
+
+def test_restarted_replicas_stay_eligible_when_no_whole_isr_member_is_live(
+    standby: Standby,
+) -> None:
+    # As Kafka: what the restarted ISR kept is all there is; the partition comes back with it
+    # (a new leader epoch) rather than staying offline.
+    standby.start(1, 2, 3)
+    standby.write_state(LeaderAndIsr(2, 4, (2, 3), 1))
+    standby.restart(2)
+    standby.restart(3)
+    standby.hand_over()
+    wait_for(lambda: state(standby.admin).leader_epoch > 4, what="the new controller's election")
+    assert state(standby.admin).leader == 2 and state(standby.admin).isr == (2, 3)
+    last = [e for e in read_events(standby.events) if e["type"] == "leader-election"][-1]
+    assert "no other in-sync replica is live" in str(last["reason"])
+
+
+def test_replicas_registered_before_the_state_was_written_are_left_in_sync(
+    standby: Standby,
+) -> None:
+    standby.start(1, 2, 3)
+    standby.write_state(LeaderAndIsr(1, 4, (1, 2, 3), 1))
+    standby.hand_over()
+    assert state(standby.admin) == LeaderAndIsr(1, 4, (1, 2, 3), 1)
