@@ -10,12 +10,15 @@
   complete final read of its key, while test.json promised no loss. A key's final read is
   complete when one process's `ok` polls marked `final: true` read it from at or before
   the key's lowest known offset to at or beyond its highest acknowledged offset (acks of
-  sends without an offset are not judged here: `unseen` covers them).
+  sends without an offset are not judged here: `unseen` covers them). Expected only when
+  lost with the power of every replica that held it under a flush policy that does not
+  fsync before acknowledging (`checkers.power_losses`).
 Each lost-write and lost-acked-write case is placed in its key's log as the log was held
 at the end, by the final read and the replicas' final reads (`placement`: `prefix`,
 `middle` (a hole), `tail`, or `whole-log`).
 lost-write and unseen are expected losses for acks=0/1 writes and, when allowed, for
-writes lost in an unclean-loss window (`checkers.losses`). All are found per key, in the
+writes lost in an unclean-loss window or with the power of all their holders
+(`checkers.losses`). All are found per key, in the
 per-key pass (`checkers.key_pass`).
 """
 
@@ -99,16 +102,19 @@ def final_read_coverage(log: KeyLog) -> dict[str, Any] | None:
 
 
 def lost_acked_writes(log: KeyLog, losses: KeyLosses, final_read_to: Any) -> pd.DataFrame:
-    """acks=-1 `ok` writes with an offset, missing from the key's complete final read."""
+    """acks=-1 `ok` writes with an offset, missing from the key's complete final read; those
+    lost with the power of every replica that held them are expected where the flush
+    policy allows it (`KeyLosses.classify`)."""
     writes = losses.with_acks(log.writes)
     reads = log.reads
     final_values = reads.loc[(reads["type"] == "ok") & reads["final"], "value"]
-    missing = writes[
+    missing = log.writes[
         (writes["status"] == "ok")
         & writes["offset"].notna()
         & (writes["effective_acks"] == -1).fillna(False)
         & ~writes["value"].isin(final_values)
-    ].copy()
+    ]
+    missing = losses.classify(missing)
     missing["final_read_to"] = final_read_to
     return missing
 
@@ -205,6 +211,7 @@ def check_delivery_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyF
                         ("final_read_to", "final_read_to"),
                         ("placement", "placement"),
                     ],
+                    expected="expected",
                 )
     return found
 

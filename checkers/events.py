@@ -114,6 +114,7 @@ def collect_events(events: DataFrame) -> HistoryEvents:
                 previous_isr=_brokers(value.get("previous_isr")),
                 high_watermark=_int_of(value, "high_watermark"),
                 log_end_offsets=_ends(value.get("log_end_offsets")),
+                broker=_int_of(value, "broker") if row["f"] == "truncation" else None,
             )
         )
     return out

@@ -70,6 +70,8 @@ class ReplicationEvent:
     previous_isr: tuple[int, ...] | None = None
     high_watermark: int | None = None
     log_end_offsets: Mapping[int, int] | None = None
+    broker: int | None = None
+    """The broker that wrote a truncation (the replica that truncated); None otherwise."""
 
 
 @dataclass(frozen=True)
