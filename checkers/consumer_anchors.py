@@ -24,10 +24,11 @@ Both are expected (explained) when something the history shows moved the log's e
 the higher offset: a SUT `truncation` of the key to below it in between that removed
 committed records (it cut below the high watermark then: below an offset an `ok` read had
 returned, an acks=-1 write had been acknowledged at, a commit had named, or an ISR change
-gave as its high watermark, by the truncation's time widened by the clock tolerance; and
-the replica that truncated was in the ISR about then, so those were the committed records,
-not a deposed leader's divergent ones: a replica dropping records never committed explains
-nothing), an unclean election of the
+gave as its high watermark, by the truncation's time widened by the clock tolerance; by
+the time of the key's last election when the replica that truncated is the leader that
+election deposed, whose records above that may be a divergent tail; and otherwise the
+replica that truncated was in the ISR about then, its records there the committed ones:
+a replica dropping records never committed explains nothing), an unclean election of the
 key at any time before, while unclean election is allowed (offsets read from the deposed
 leader may be committed after the election), or, where the flush policy allows it, a write
 of the key below the higher offset lost with power in between (`checkers.power_losses`). Final reads (`final`) start from the
@@ -267,15 +268,22 @@ def _removed_committed(
     log: KeyLog, truncation: ReplicationEvent, committed: _CommittedMarks, tolerance: int
 ) -> bool:
     """Whether `truncation` removed committed records: it cut below the high watermark
-    known by then, and the replica that truncated (where the event says which) was in the
-    ISR about then, so that its records below the high watermark were the committed ones
-    (an out-of-sync replica's records there may be a deposed leader's, never committed)."""
+    known by then. Where the event says which replica truncated: a leader deposed by the
+    key's last election before it may hold records above the high watermark of that
+    election that were never committed (a divergent tail), so it is that high watermark the
+    cut must go below; any other replica must have been in the ISR about then, its records
+    below the high watermark the committed ones (an out-of-sync replica's may be an older
+    leader's, never committed)."""
     assert truncation.to_offset is not None
-    if truncation.to_offset >= committed.at(truncation.time + tolerance):
-        return False
+    late = truncation.time + tolerance
     if truncation.broker is None:
-        return True
-    early, late = truncation.time - tolerance, truncation.time + tolerance
+        return truncation.to_offset < committed.at(late)
+    elections = [e for e in log.events if e.f == "leader-election" and e.time <= late]
+    if elections and elections[-1].previous_leader == truncation.broker:
+        return truncation.to_offset < committed.at(elections[-1].time + tolerance)
+    if truncation.to_offset >= committed.at(late):
+        return False
+    early = truncation.time - tolerance
     memberships = [e for e in log.events if e.isr is not None and e.f != "truncation"]
     before = [e for e in memberships if e.time <= early]
     near = [e for e in memberships if early < e.time <= late]
