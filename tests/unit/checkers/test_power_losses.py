@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from checkers import CheckConfig, check_history
-from checkers.config import NEVER, TestSettings
+from checkers.config import NEVER, TestSettings, read_test_settings
+from checkers.errors import TestConfigError
 from checkers.key_log import ReplicationEvent
 from checkers.power_losses import HolderTimeline, PowerLoss, power_losses
 from tests.unit.checkers.history_builder import HistoryBuilder
@@ -256,3 +257,21 @@ def test_min_insync_one_says_the_isr_of_one_acknowledged_it(spark: Any, tmp_path
         "of n2 at "
     )
     assert results["valid"] is True
+
+
+def test_the_flush_policy_read_from_test_json(tmp_path: Path) -> None:
+    path = tmp_path / "test.json"
+    path.write_text(json.dumps(doc_for(2, NEVER, "log.flush.interval.messages")))
+    settings = read_test_settings(path)
+    assert settings.fsyncs_before_ack is False
+    assert settings.flush_policy == f"log.flush.interval.messages={NEVER} (never)"
+    path.write_text(json.dumps(doc_for(2, 1, "flush.messages")))
+    assert read_test_settings(path).fsyncs_before_ack is True
+    assert TestSettings().fsyncs_before_ack is None  # not known: nothing allowed
+    for bad, message in ((0, "expected an integer >= 1"), ("1", "expected an integer")):
+        path.write_text(json.dumps(doc_for(2, bad, "flush.messages")))  # type: ignore[arg-type]
+        with pytest.raises(TestConfigError, match=message):
+            read_test_settings(path)
+    path.write_text(json.dumps(doc_for(2, 1, "log.flush")))
+    with pytest.raises(TestConfigError, match=r"topic\.flush_setting"):
+        read_test_settings(path)
