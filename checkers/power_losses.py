@@ -13,13 +13,16 @@ Which replicas held an `ok` write, from the history:
   (`TestSettings.event_tolerance_ns`), less the brokers that had lost power before the
   invocation and not rejoined an ISR since (they cannot have appended it); where no event
   says the key's ISR, every broker of test.json's `brokers`;
-- later, every broker an ISR names while some holder is left (a replica joins the ISR only
+- later, every broker an ISR names while some holder is in it (a replica joins the ISR only
   once it has caught up with the leader), except one that lost power within the tolerance
-  before (its election may still list it).
+  before (its election may still list it); a holder an ISR leaves out stops counting (out
+  of sync, its copy cannot be elected leader while unclean election is off, and it
+  truncates to the leader when it catches up).
 A holder stops holding the write when its node loses power after the write was invoked.
 The write is lost with power at the first power loss that leaves no holder, provided no `ok`
 read saw it after that (then some copy survived, and the history explains its loss
-otherwise). Nemesis events and operations share one clock, so power losses are compared
+otherwise). An ISR that leaves out every holder (an election of a replica that lacked the
+write, say) makes it no loss with power: that is for the other checkers to judge. Nemesis events and operations share one clock, so power losses are compared
 with operations as they are.
 
 Whether the configuration allows such a loss is `checkers.losses`' decision: when the flush
@@ -205,9 +208,12 @@ class HolderTimeline:
                 if not holders:
                     return step, at_ack, took
             else:
-                holders |= {
+                members = set(step.isr or ())
+                if not holders & members:
+                    return None  # the ISR left every holder out: no power loss's doing
+                holders = (holders & members) | {
                     b
-                    for b in step.isr or ()
+                    for b in members
                     if b not in last_lost or step.time > last_lost[b] + self.tolerance
                 }
         return None

@@ -87,6 +87,16 @@ def test_the_isr_changing_around_the_acknowledgement_counts_every_member() -> No
     assert lost([isr(0, [1, 2, 3]), isr(1.05, [2])], [power(5, "n2")]) is None
 
 
+def test_a_holder_the_isr_left_out_stops_counting() -> None:
+    # n3 fell out of the ISR after the write: the ISR's members are the copies that count.
+    found = lost([isr(0, [1, 2, 3]), isr(3, [1, 2])], [power(5, "n1", "n2", index=4)])
+    assert found == (4, [1, 2, 3], [(5.0, ["n1", "n2"])])
+    # An ISR that leaves out every holder (n1, elected after losing the write) is no loss
+    # with power, whatever power losses follow.
+    events = [isr(0, [1, 2, 3]), isr(5.5, [1])]
+    assert lost(events, [power(5, "n1"), power(6, "n2", "n3")]) is None
+
+
 def test_an_isr_of_one_well_before_the_write_is_its_only_holder() -> None:
     found = lost([isr(0, [1, 2, 3]), isr(0.5, [2])], [power(5, "n2", index=4)])
     assert found == (4, [2], [(5.0, ["n2"])])
