@@ -31,7 +31,9 @@ replica that truncated was in the ISR about then, its records there the committe
 a replica dropping records never committed explains nothing), an unclean election of the
 key at any time before, while unclean election is allowed (offsets read from the deposed
 leader may be committed after the election), or, where the flush policy allows it, a write
-of the key below the higher offset lost with power in between (`checkers.power_losses`). Final reads (`final`) start from the
+of the key below the higher offset lost with power after an `ok` read last returned the
+record just below the higher offset before its commit, and before the finding
+(`checkers.power_losses`): the offsets may be committed after the power loss that cut them. Final reads (`final`) start from the
 log's beginning by design and are not judged. `info` commits lower an anchor (they may
 have landed) but are not compared as the process's own. Found per key, in the per-key pass (`checkers.key_pass`); sessions and
 commits are few beside the reads, and each is placed with numpy searches.
@@ -255,13 +257,29 @@ def _explained(
         explained |= hit
     powered = losses.powered_off(
         pd.Series(above, index=found.index),
-        pd.Series(np.asarray(since, dtype=np.int64), index=found.index),
+        pd.Series(_last_read_before(log, above, since), index=found.index),
         pd.Series(times, index=found.index),
     ).to_numpy()
     for at in np.flatnonzero(~explained & pd.notna(powered)):
         reasons[at] = str(powered[at])
         explained[at] = True
     return explained, reasons
+
+
+def _last_read_before(log: KeyLog, above: np.ndarray, since: np.ndarray) -> np.ndarray:
+    """Per finding, when an `ok` read last returned offset `above - 1` by `since` (the commit
+    that set `above`): the log held it then, so a power loss after that which took a record
+    below `above` cut the log below it, even when the commit came after the power loss (the
+    offsets were read before it). `since` where no read did."""
+    reads = log.reads[log.reads["type"] == "ok"]
+    offsets = reads["offset"].to_numpy(dtype=np.int64)
+    times = reads["time"].to_numpy(dtype=np.int64)
+    out = np.asarray(since, dtype=np.int64).copy()
+    for at, (offset, until) in enumerate(zip(above, out, strict=True)):
+        seen = times[(offsets == int(offset) - 1) & (times <= until)]
+        if len(seen):
+            out[at] = int(seen.max())
+    return out
 
 
 def _removed_committed(
