@@ -174,6 +174,7 @@ def deposed_leader_truncated(b: HistoryBuilder) -> None:
     b.poll(p, {k: records(v, 0, 2)})
     b.commit(p, {k: 2})
     b.election(k, unclean=False, leader=2, epoch=2)
+    b.tick(1_000_000_000)  # past the clock tolerance (200 ms without test.json)
     b.poll(p, {k: records(v, 2, 6)})
     b.commit(p, {k: 6})
     truncation(b, k, 6, 3, broker=1)
