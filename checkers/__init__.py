@@ -8,7 +8,8 @@ SparkSession), `load` (path -> Parquet tables), `evidence` and `dense` (reads, w
 commitment, the dense offset index), `checker` (the Checker protocol and the context every
 checker is given), `registry` (the checkers a check composes), the checkers `offsets`,
 `delivery`, `order`, `consumer_groups`, `consumer_anchors`, `unclean`, `conformance`, `replicas`
-(with `events`, the SUT events each key is told), plus `losses` (expected losses),
+(with `events`, the SUT events each key is told), plus `losses` (expected losses) and
+`power_losses` (writes lost with the power of every replica that held them),
 `stats`, `results` and `check`. A new checker is a module with a `Checker`, registered:
 
     checkers.REGISTRY.register(MyChecker())

@@ -108,9 +108,15 @@ CAUSED = frozenset(
 _ADDED_FIELDS = ("expected_because", "cause", "no_cause")
 _WRITE_FIELDS = ("key", "value", "offset", "writer", "status", "acks", "time")
 _BETWEEN_FIELDS = ("key", "process", "ops", "values", "offsets", "delta")
-_LOSSY = "acks=0 or acks=1; unclean leader election, for writes lost in its window"
+_POWER = (
+    "a flush policy that does not fsync before acknowledging (the default), for writes lost "
+    "with the power of every replica that held them (with min.insync.replicas=1, of the "
+    "ISR of one that acknowledged them)"
+)
+_LOSSY = f"acks=0 or acks=1; unclean leader election, for writes lost in its window; {_POWER}"
 _TRUNCATED = (
-    "a loss the configuration allows (acks=0 or acks=1, or unclean leader election) that "
+    "a loss the configuration allows (acks=0 or acks=1, unclean leader election, or a "
+    "power loss under a flush policy that does not fsync before acknowledging) that "
     "truncated the log between the two operations"
 )
 _BUG = "no configuration: always a bug"
@@ -217,9 +223,9 @@ _CATALOGUE = (
         "`writer` is the send's `ok` completion, `offset` where it was acknowledged; "
         "`final_read_to` is the highest offset the final read reached (an offset, not an "
         f"index); {_PLACED}.",
-        "no configuration: judged only when the configuration promised no loss "
-        "(min.insync.replicas >= 2, unclean leader election off), so always a bug",
-        "never",
+        "judged only when the configuration promised no loss (min.insync.replicas >= 2, "
+        f"unclean leader election off); then allowed only by {_POWER}",
+        "configuration",
         (*_WRITE_FIELDS, "final_read_to", "placement"),
     ),
     _between(
@@ -324,8 +330,9 @@ _CATALOGUE = (
         "`writer` is the send's `ok` completion, `commit` the first `ok` commit past "
         "`offset` (made after the send was invoked), `committed` the offset it committed; "
         "`read_by_anyone` says whether any `ok` poll at all read the value.",
-        "acks=0 or acks=1, or unclean leader election, and only when no consumer at all "
-        "read the record",
+        "acks=0 or acks=1, unclean leader election, or a power loss under a flush policy "
+        "that does not fsync before acknowledging, and only when no consumer at all read "
+        "the record",
         "configuration",
         ("key", "value", "offset", "writer", "commit", "committed", "acks", "read_by_anyone"),
     ),
@@ -461,8 +468,10 @@ _CONFORMANCE = (
         "the group may have held then (set by the commit `anchor_commit`), or the `position` "
         "the assign said the consumer starts at where that is greater (`anchor_from`); "
         "`reader` the first `ok` read, which started at `offset` (`value`).",
-        "a SUT truncation of the key to below the anchor between the anchor's commit and "
-        "the read, or an allowed unclean election before the read",
+        "a SUT truncation of the key to below the anchor, between the anchor's commit and "
+        "the read, that removed committed records (below the high watermark then), an "
+        "allowed unclean election before the read, or an allowed loss with power of a record "
+        "below the anchor in between",
         "configuration",
         (
             "key",
@@ -484,8 +493,10 @@ _CONFORMANCE = (
         "own earlier commit of that key.",
         "`commit` is the `ok` commit of `committed`; `above` the offset it fell below: the "
         "process's anchor (`since: anchor`) or its own earlier commit (`since: own-commit`).",
-        "a SUT truncation of the key to below `above` after the process's anchor was "
-        "committed, or an allowed unclean election before the commit",
+        "a SUT truncation of the key to below `above`, after the process's anchor was "
+        "committed, that removed committed records (below the high watermark then), an "
+        "allowed unclean election before the commit, or an allowed loss with power of a "
+        "record below `above` in between",
         "configuration",
         ("key", "process", "commit", "committed", "above", "since"),
     ),

@@ -30,6 +30,7 @@ from checkers.evidence import Evidence
 from checkers.key_pass import KeyCheck, key_pass, pass_partitions, shared_facts
 from checkers.load import HistoryLocation, LoadedHistory, load_history, locate_history
 from checkers.losses import LossRules
+from checkers.power_losses import power_losses
 from checkers.registry import REGISTRY, compose
 from checkers.results import assemble_results, collect_findings
 from checkers.session import (
@@ -125,6 +126,7 @@ def check_loaded(
     try:
         shared_done = pool.submit(shared_facts, loaded.ops, loaded.mops, loaded.assign)
         events = collect_events(loaded.events)
+        rules = replace(rules, power_losses=power_losses(events.nemesis, settings.brokers))
 
         def statistics() -> dict[str, Any]:
             return history_stats(

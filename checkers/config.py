@@ -2,6 +2,8 @@
 
 From a run's `test.json` the checkers read only
 `topic.replication_factor`, `topic.min_insync_replicas`, `topic.unclean_leader_election`,
+`topic.flush_messages`, `topic.flush_ms` and `topic.flush_setting` (the flush policy in
+force: fsync every so many messages, or data older than so many ms; 2**63-1: never),
 `workload.acks` (-1, 0, 1 or "all"), `workload.producer_retries` (an integer >= 0: how
 often the producer, without idempotence, may send a record again),
 `broker_in_force["replica.lag.time.max.ms"]`, `brokers` (each broker node's name and its
@@ -12,8 +14,11 @@ measured clock offset; `checkers.conformance`). They decide:
 - whether the configuration promised that no acknowledged acks=-1 write is lost
   (min.insync.replicas >= 2, unclean leader election off): only then is
   `lost-acked-write` judged;
-- which losses it allows: those of acks=0/1 writes, and with unclean leader election on,
-  those in an unclean-loss window. They are reported as expected losses, not anomalies;
+- which losses it allows: those of acks=0/1 writes, with unclean leader election on those
+  in an unclean-loss window, and, under a flush policy that does not fsync each message
+  before it is acknowledged (`flush_messages` > 1), those lost with the power of every
+  replica that held them (`checkers.power_losses`). They are reported as expected losses,
+  not anomalies;
 - whether a retried send may have landed twice (producer_retries > 0): a `duplicate` that
   such a retry explains is then reported as expected, not as an anomaly.
 Without `test.json` nothing was promised and nothing is allowed beyond what each
@@ -35,6 +40,10 @@ from checkers.errors import TestConfigError
 ExpectedLoss = Literal["acks0", "acks1", "unclean", "retries"]
 EXPECTED_LOSSES: tuple[ExpectedLoss, ...] = ("acks0", "acks1", "unclean", "retries")
 Loader = Literal["auto", "exact"]
+NEVER = 2**63 - 1
+"""A flush interval that never comes (Kafka's Long.MAX_VALUE, the default)."""
+FLUSH_SETTINGS = ("log.flush.interval.messages", "flush.messages")
+"""The settings that may give a topic's `flush_messages`: the broker's, the topic's."""
 DEFAULT_CLOCK_TOLERANCE_NS = 200_000_000
 """The tolerance on SUT event times where test.json does not give one (a history of a run
 that did not measure its nodes' clocks): 200 ms, for nodes that share the control
@@ -57,6 +66,26 @@ class TestSettings:
     replica_lag_time_max_ms: int | None = None
     clock_tolerance_ns: int | None = None
     brokers: Mapping[str, int] | None = None
+    flush_messages: int | None = None
+    flush_ms: int | None = None
+    flush_setting: str | None = None
+
+    @property
+    def fsyncs_before_ack(self) -> bool | None:
+        """Whether every replica fsyncs each message before it counts (so before an acks=-1
+        write is acknowledged): `flush_messages` 1; None: the flush policy is not known."""
+        if self.flush_messages is None:
+            return None
+        return self.flush_messages == 1
+
+    @property
+    def flush_policy(self) -> str | None:
+        """The flush policy in words, as reasons quote it (None: not known)."""
+        if self.flush_messages is None:
+            return None
+        setting = self.flush_setting or "log.flush.interval.messages"
+        never = " (never)" if self.flush_messages >= NEVER else ""
+        return f"{setting}={self.flush_messages}{never}"
 
     @property
     def event_tolerance_ns(self) -> int:
@@ -92,6 +121,10 @@ class TestSettings:
             "replica_lag_time_max_ms": self.replica_lag_time_max_ms,
             "clock_tolerance_ns": self.event_tolerance_ns,
             "brokers": None if self.brokers is None else dict(self.brokers),
+            "flush_messages": self.flush_messages,
+            "flush_ms": self.flush_ms,
+            "flush_setting": self.flush_setting,
+            "fsyncs_before_ack": self.fsyncs_before_ack,
             "promises_no_loss": self.promises_no_loss,
             "retries_may_duplicate": self.retries_may_duplicate,
         }
@@ -146,6 +179,8 @@ def _field(doc: dict[str, Any], path: str, section: str, name: str, kind: type) 
         raise TestConfigError(f"{path}: {section}.{name} is {value!r}, expected an integer")
     if kind is bool and type(value) is not bool:
         raise TestConfigError(f"{path}: {section}.{name} is {value!r}, expected true or false")
+    if kind is str and type(value) is not str:
+        raise TestConfigError(f"{path}: {section}.{name} is {value!r}, expected a string")
     return value
 
 
@@ -172,7 +207,28 @@ def read_test_settings(path: Path) -> TestSettings:
         replica_lag_time_max_ms=_lag_time(where, doc),
         clock_tolerance_ns=_field(doc, where, "clock", "tolerance_ns", int),
         brokers=_brokers(where, doc),
+        flush_messages=_positive(where, doc, "flush_messages"),
+        flush_ms=_field(doc, where, "topic", "flush_ms", int),
+        flush_setting=_flush_setting(where, doc),
     )
+
+
+def _positive(path: str, doc: dict[str, Any], name: str) -> int | None:
+    """`topic.<name>`: an integer >= 1 (None: absent)."""
+    value = _field(doc, path, "topic", name, int)
+    if value is not None and value < 1:
+        raise TestConfigError(f"{path}: topic.{name} is {value}, expected an integer >= 1")
+    return value  # type: ignore[no-any-return]
+
+
+def _flush_setting(path: str, doc: dict[str, Any]) -> str | None:
+    """`topic.flush_setting`: which setting gave `flush_messages` (None: absent)."""
+    value = _field(doc, path, "topic", "flush_setting", str)
+    if value is not None and value not in FLUSH_SETTINGS:
+        raise TestConfigError(
+            f"{path}: topic.flush_setting is {value!r}, expected one of {list(FLUSH_SETTINGS)}"
+        )
+    return value  # type: ignore[no-any-return]
 
 
 def _brokers(path: str, doc: dict[str, Any]) -> dict[str, int] | None:

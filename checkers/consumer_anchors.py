@@ -21,9 +21,19 @@ either there is no anchor.
   earlier `ok` commit of the key since the assign.
 
 Both are expected (explained) when something the history shows moved the log's end below
-the higher offset: a SUT `truncation` of the key to below it in between, or an unclean
-election of the key at any time before, while unclean election is allowed (offsets read from
-the deposed leader may be committed after the election). Final reads (`final`) start from the
+the higher offset: a SUT `truncation` of the key to below it in between that removed
+committed records (it cut below the high watermark then: below an offset an `ok` read had
+returned, an acks=-1 write had been acknowledged at, a commit had named, or an ISR change
+gave as its high watermark, by the truncation's time widened by the clock tolerance; by
+the time of the key's last election when the replica that truncated is the leader that
+election deposed, whose records above that may be a divergent tail; and otherwise the
+replica that truncated was in the ISR about then, its records there the committed ones:
+a replica dropping records never committed explains nothing), an unclean election of the
+key at any time before, while unclean election is allowed (offsets read from the deposed
+leader may be committed after the election), or, where the flush policy allows it, a write
+of the key below the higher offset lost with power after an `ok` read last returned the
+record just below the higher offset before its commit, and before the finding
+(`checkers.power_losses`): the offsets may be committed after the power loss that cut them. Final reads (`final`) start from the
 log's beginning by design and are not judged. `info` commits lower an anchor (they may
 have landed) but are not compared as the process's own. Found per key, in the per-key pass (`checkers.key_pass`); sessions and
 commits are few beside the reads, and each is placed with numpy searches.
@@ -39,7 +49,7 @@ import pandas as pd
 from checkers.catalogue import ANOMALIES as CATALOGUE
 from checkers.checker import CheckContext
 from checkers.key_findings import FindingRow, key_finding, rows_of, same_named
-from checkers.key_log import KeyLog
+from checkers.key_log import KeyLog, ReplicationEvent
 from checkers.losses import KeyLosses
 from checkers.results import CheckerReport
 
@@ -218,8 +228,9 @@ def commits_backwards(log: KeyLog, held: pd.DataFrame) -> pd.DataFrame:
 def _explained(
     log: KeyLog, losses: KeyLosses, found: pd.DataFrame, since: np.ndarray, above: np.ndarray
 ) -> tuple[np.ndarray, list[str | None]]:
-    """Whether a truncation of the key to below `above` came between `since` and each
-    finding's `time`, or an allowed unclean election before it; and the reason.
+    """Whether a truncation of the key to below `above` that removed committed records
+    came between `since` and each finding's `time`, an allowed unclean election before it,
+    or an allowed loss with power of a record below `above` between them; and the reason.
 
     An unclean election explains from any earlier time: offsets read from the deposed
     leader before it may still be committed after it, and they name records it discarded."""
@@ -227,8 +238,11 @@ def _explained(
     times = found["time"].to_numpy(dtype=np.int64)
     explained = np.zeros(len(found), dtype=bool)
     reasons: list[str | None] = [None] * len(found)
+    committed = _committed_marks(log, losses)
     for event in log.events:
         if event.f == "truncation" and event.to_offset is not None:
+            if not _removed_committed(log, event, committed, tolerance):
+                continue  # a replica's uncommitted (or divergent) records: nothing read
             cuts = event.to_offset < above
             cuts &= event.time >= since - tolerance
             why = f"truncation to offset {event.to_offset} at index {event.index}"
@@ -241,7 +255,107 @@ def _explained(
         for at in np.flatnonzero(hit):
             reasons[at] = why
         explained |= hit
+    powered = losses.powered_off(
+        pd.Series(above, index=found.index),
+        pd.Series(_last_read_before(log, above, since), index=found.index),
+        pd.Series(times, index=found.index),
+    ).to_numpy()
+    for at in np.flatnonzero(~explained & pd.notna(powered)):
+        reasons[at] = str(powered[at])
+        explained[at] = True
     return explained, reasons
+
+
+def _last_read_before(log: KeyLog, above: np.ndarray, since: np.ndarray) -> np.ndarray:
+    """Per finding, when an `ok` read last returned offset `above - 1` by `since` (the commit
+    that set `above`): the log held it then, so a power loss after that which took a record
+    below `above` cut the log below it, even when the commit came after the power loss (the
+    offsets were read before it). `since` where no read did."""
+    reads = log.reads[log.reads["type"] == "ok"]
+    offsets = reads["offset"].to_numpy(dtype=np.int64)
+    times = reads["time"].to_numpy(dtype=np.int64)
+    out = np.asarray(since, dtype=np.int64).copy()
+    for at, (offset, until) in enumerate(zip(above, out, strict=True)):
+        seen = times[(offsets == int(offset) - 1) & (times <= until)]
+        if len(seen):
+            out[at] = int(seen.max())
+    return out
+
+
+def _removed_committed(
+    log: KeyLog, truncation: ReplicationEvent, committed: _CommittedMarks, tolerance: int
+) -> bool:
+    """Whether `truncation` removed committed records: it cut below the high watermark
+    known by then. Where the event says which replica truncated: a leader deposed by the
+    key's last election before it may hold records above the high watermark of that
+    election that were never committed (a divergent tail), so it is that high watermark the
+    cut must go below; any other replica must have been in the ISR about then, its records
+    below the high watermark the committed ones (an out-of-sync replica's may be an older
+    leader's, never committed)."""
+    assert truncation.to_offset is not None
+    late = truncation.time + tolerance
+    if truncation.broker is None:
+        return truncation.to_offset < committed.at(late)
+    elections = [e for e in log.events if e.f == "leader-election" and e.time <= late]
+    if elections and elections[-1].previous_leader == truncation.broker:
+        return truncation.to_offset < committed.at(elections[-1].time + tolerance)
+    if truncation.to_offset >= committed.at(late):
+        return False
+    early = truncation.time - tolerance
+    memberships = [e for e in log.events if e.isr is not None and e.f != "truncation"]
+    before = [e for e in memberships if e.time <= early]
+    near = [e for e in memberships if early < e.time <= late]
+    if not before and not near:
+        return True  # the ISR is not known: the cut below the high watermark decides
+    states = ([before[-1]] if before else []) + near
+    return any(truncation.broker in (e.isr or ()) for e in states)
+
+
+class _CommittedMarks:
+    """How far the key's log had been committed by each time: the high watermark at least
+    (`at`), from the history's evidence of it."""
+
+    def __init__(self, times: np.ndarray, marks: np.ndarray) -> None:
+        order = np.argsort(times, kind="stable")
+        self.times = times[order]
+        self.highest = np.maximum.accumulate(marks[order]) if len(marks) else marks
+
+    def at(self, time: int) -> int:
+        """The high watermark known by `time` (0: nothing committed known)."""
+        upto = int(np.searchsorted(self.times, time, side="right"))
+        return int(self.highest[upto - 1]) if upto else 0
+
+
+def _committed_marks(log: KeyLog, losses: KeyLosses) -> _CommittedMarks:
+    """The key's committed marks: offset + 1 of each `ok` read's record and each acks=-1
+    write acknowledged `ok` (at their completions), each `ok` commit's offset, and each ISR
+    change's high watermark."""
+    reads = log.reads[log.reads["type"] == "ok"]
+    writes = losses.with_acks(log.writes)
+    acked = writes[
+        (writes["status"] == "ok")
+        & writes["offset"].notna()
+        & writes["complete_time"].notna()
+        & (writes["effective_acks"] == -1).fillna(False)
+    ]
+    events = [e for e in log.events if e.f == "isr-change" and e.high_watermark is not None]
+    times = np.concatenate(
+        [
+            reads["time"].to_numpy(dtype=np.int64),
+            acked["complete_time"].to_numpy(dtype=np.int64),
+            log.commits["time"].to_numpy(dtype=np.int64),
+            np.array([e.time for e in events], dtype=np.int64),
+        ]
+    )
+    marks = np.concatenate(
+        [
+            reads["offset"].to_numpy(dtype=np.int64) + 1,
+            acked["offset"].to_numpy(dtype=np.int64) + 1,
+            log.commits["committed"].to_numpy(dtype=np.int64),
+            np.array([e.high_watermark or 0 for e in events], dtype=np.int64),
+        ]
+    )
+    return _CommittedMarks(times, marks)
 
 
 def _time_of(log: KeyLog, index: pd.Series) -> np.ndarray:

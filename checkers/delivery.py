@@ -10,7 +10,9 @@
   complete final read of its key, while test.json promised no loss. A key's final read is
   complete when one process's `ok` polls marked `final: true` read it from at or before
   the key's lowest known offset to at or beyond its highest acknowledged offset (acks of
-  sends without an offset are not judged here: `unseen` covers them).
+  sends without an offset are not judged here: `unseen` covers them). Expected only when
+  lost with the power of every replica that held it under a flush policy that does not
+  fsync before acknowledging (`checkers.power_losses`).
 Each key also counts its acknowledged writes lost, each once however many of these types
 it shows under (`acknowledged_lost`: `ok` writes unseen or missing from a complete final
 read; `allowed_lost`: those of them the configuration allows), for results.json's
@@ -19,7 +21,8 @@ Each lost-write and lost-acked-write case is placed in its key's log as the log 
 at the end, by the final read and the replicas' final reads (`placement`: `prefix`,
 `middle` (a hole), `tail`, or `whole-log`).
 lost-write and unseen are expected losses for acks=0/1 writes and, when allowed, for
-writes lost in an unclean-loss window (`checkers.losses`). All are found per key, in the
+writes lost in an unclean-loss window or with the power of all their holders
+(`checkers.losses`). All are found per key, in the
 per-key pass (`checkers.key_pass`).
 """
 
@@ -104,16 +107,19 @@ def final_read_coverage(log: KeyLog) -> dict[str, Any] | None:
 
 
 def lost_acked_writes(log: KeyLog, losses: KeyLosses, final_read_to: Any) -> pd.DataFrame:
-    """acks=-1 `ok` writes with an offset, missing from the key's complete final read."""
+    """acks=-1 `ok` writes with an offset, missing from the key's complete final read; those
+    lost with the power of every replica that held them are expected where the flush
+    policy allows it (`KeyLosses.classify`)."""
     writes = losses.with_acks(log.writes)
     reads = log.reads
     final_values = reads.loc[(reads["type"] == "ok") & reads["final"], "value"]
-    missing = writes[
+    missing = log.writes[
         (writes["status"] == "ok")
         & writes["offset"].notna()
         & (writes["effective_acks"] == -1).fillna(False)
         & ~writes["value"].isin(final_values)
-    ].copy()
+    ]
+    missing = losses.classify(missing)
     missing["final_read_to"] = final_read_to
     return missing
 
@@ -155,14 +161,19 @@ def judges_lost_acked_writes(rules: LossRules) -> bool:
 
 def acknowledged_lost(unseen: pd.DataFrame, missing: pd.DataFrame) -> dict[str, int]:
     """The key's acknowledged writes lost, each value once: `ok` writes no read saw
-    (`unseen`, classified) or a complete final read missed (`missing`, never allowed);
+    (`unseen`) or a complete final read missed (`missing`), both classified;
     `allowed_lost`: those of them every case of which the configuration allows. (An `ok`
     `lost-write` is also `unseen`.)"""
 
     def values(rows: pd.DataFrame) -> set[Any]:
         return {_hashable(value) for value in rows["value"].tolist()}
 
-    allowed = values(unseen[unseen["expected"].astype(bool)]) - values(missing)
+    def refused(rows: pd.DataFrame) -> set[Any]:
+        if "expected" not in rows.columns:
+            return values(rows)
+        return values(rows[~rows["expected"].fillna(False).astype(bool)])
+
+    allowed = (values(unseen) | values(missing)) - refused(unseen) - refused(missing)
     everything = values(unseen) | values(missing)
     return {"acknowledged_lost": len(everything), "allowed_lost": len(allowed)}
 
@@ -235,6 +246,7 @@ def check_delivery_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyF
                         ("final_read_to", "final_read_to"),
                         ("placement", "placement"),
                     ],
+                    expected="expected",
                 )
     counted = acknowledged_lost(unseen, missing)
     if counted["acknowledged_lost"]:

@@ -74,6 +74,7 @@ class ReplicationEvent:
     high_watermark: int | None = None
     log_end_offsets: Mapping[int, int] | None = None
     broker: int | None = None
+    """The broker that logged the event (for a truncation, the replica that truncated)."""
     reason: str | None = None
     node: str | None = None
 

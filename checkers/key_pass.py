@@ -48,6 +48,7 @@ from checkers.key_log import (
     told_frame,
 )
 from checkers.losses import KeyLosses, LossRules
+from checkers.power_losses import key_power_lost
 from checkers.unclean import key_unclean_lost, lost_facts
 
 PASS_SCHEMA = pa.schema(
@@ -353,7 +354,11 @@ def _key_function(
     def run(table: pa.Table) -> pa.Table:
         key = table.column("key")[0].as_py()
         log = KeyLog(key, table, shared, events.get(key, []))
-        losses = KeyLosses(rules, key_unclean_lost(log))
+        losses = KeyLosses(
+            rules,
+            key_unclean_lost(log),
+            key_power_lost(log, rules.power_losses, rules.settings),
+        )
         rows = [row for check in checks for row in check.check_key(log, losses)]
         lost = lost_facts(log, losses.unclean_lost)
         if lost is not None:

@@ -4,7 +4,14 @@ expected, not invalid.
 A lost write is expected when it was sent with acks=0 or acks=1 (the operation's `acks`
 field, else `workload.acks` of `test.json`, else the one declared with `--expect-loss
 acks0|acks1`), or when it was lost in an unclean-loss window while unclean leader election
-was allowed (`topic.unclean_leader_election` true, or `--expect-loss unclean`).
+was allowed (`topic.unclean_leader_election` true, or `--expect-loss unclean`), or when it
+was an `ok` write lost with the power of every replica that held it (`checkers.power_losses`)
+while test.json's flush policy did not fsync each message before it counted
+(`topic.flush_messages` > 1, the default): then its reason names the nodes, when they lost
+power and the flush setting, and a write that an ISR of one acknowledged under
+`min.insync.replicas=1` says so. With `flush_messages` 1 (or no flush policy in test.json)
+such a loss stays an anomaly: nothing here excuses a loss while a replica that held the
+write kept its power (a minority's power loss, a corrupted file, a rollback).
 
 Such a loss truncates the log: offsets are handed out again, so a producer's next send or a
 consumer's next read may land at or before where it was (`checkers.order` explains such a
@@ -22,20 +29,44 @@ by hand, as the count of retries is then not known). Nothing else is excused by 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from checkers.config import ExpectedLoss, TestSettings
+from checkers.power_losses import POWER_LOST_COLUMNS, PowerLoss
 
 
 @dataclass(frozen=True)
 class LossRules:
-    """The allowances of one check: the tested configuration and the losses declared."""
+    """The allowances of one check: the tested configuration, the losses declared, and the
+    history's power losses (which may have taken writes the flush policy allows to lose)."""
 
     settings: TestSettings
     expect_loss: frozenset[ExpectedLoss]
+    power_losses: tuple[PowerLoss, ...] = ()
+
+    @property
+    def power_loss_allowed(self) -> bool:
+        """The flush policy does not fsync a message before it counts: an acknowledged write
+        lost with the power of all its holders is allowed."""
+        return self.settings.fsyncs_before_ack is False
+
+    def power_reason(self, lost_with: str, isr: list[int], alone: bool) -> str:
+        """Why a write lost with power (`checkers.power_losses`) is expected."""
+        flush = f"{self.settings.flush_policy} does not fsync before acknowledging"
+        if alone and self.settings.min_insync_replicas == 1:
+            node = self._node(isr[0])
+            return (
+                f"acknowledged by {node} alone (ISR of one, min.insync.replicas=1); lost with "
+                f"the power of {lost_with} ({flush})"
+            )
+        return f"lost with the power of {lost_with}; {flush}"
+
+    def _node(self, broker: int) -> str:
+        names = {b: n for n, b in (self.settings.brokers or {}).items()}
+        return names.get(broker, f"broker {broker}")
 
     @property
     def unclean_allowed(self) -> bool:
@@ -89,6 +120,17 @@ class LossRules:
                 else "--expect-loss unclean"
             )
             notes.append(f"{source}: losses in unclean-loss windows are expected")
+        flush = self.settings.flush_policy
+        if self.power_loss_allowed:
+            notes.append(
+                f"test.json's flush policy ({flush}) does not fsync before acknowledging: "
+                "writes lost with the power of every replica that held them are expected"
+            )
+        elif flush is not None:
+            notes.append(
+                f"test.json's flush policy ({flush}) fsyncs every message before it counts: "
+                "a write lost with power is an anomaly"
+            )
         if self.retries_may_duplicate:
             bound = self.landings_per_send
             at_most = "" if bound is None else f" (at most {bound} per send of it)"
@@ -107,6 +149,60 @@ class KeyLosses:
     rules: LossRules
     unclean_lost: pd.DataFrame
     """The key's committed writes lost in unclean-loss windows (`key_unclean_lost`)."""
+    power_lost: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=list(POWER_LOST_COLUMNS))
+    )
+    """The key's `ok` writes lost with the power of all their holders (`key_power_lost`)."""
+
+    @property
+    def power_reasons(self) -> dict[Any, str]:
+        """Value -> why its loss with power is expected, where the flush policy allows it."""
+        if not self.rules.power_loss_allowed or self.power_lost.empty:
+            return {}
+        return {
+            value: self.rules.power_reason(lost_with, isr, bool(alone))
+            for value, lost_with, isr, alone in zip(
+                self.power_lost["value"],
+                self.power_lost["lost_with"],
+                self.power_lost["isr"],
+                self.power_lost["alone"],
+                strict=True,
+            )
+        }
+
+    @property
+    def power_indexes(self) -> dict[Any, int]:
+        """Value -> the power loss (history index) that took it, where that is allowed."""
+        if not self.rules.power_loss_allowed or self.power_lost.empty:
+            return {}
+        return dict(
+            zip(
+                self.power_lost["value"].tolist(),
+                self.power_lost["power_index"].astype("int64").tolist(),
+                strict=True,
+            )
+        )
+
+    def powered_off(self, offsets: pd.Series, since: pd.Series, until: pd.Series) -> pd.Series:
+        """Per finding: an allowed loss with power, of a write at an offset below
+        `offsets`, between `since` and `until` (times), in words (None: none)."""
+        found = pd.Series([None] * len(offsets), index=offsets.index, dtype=object)
+        if not self.rules.power_loss_allowed or self.power_lost.empty:
+            return found
+        lost = self.power_lost
+        for at, (above, start, end) in enumerate(zip(offsets, since, until, strict=True)):
+            hit = lost[
+                (lost["offset"].astype("float64") < float(above))
+                & (lost["power_time"].astype("float64") >= float(start))
+                & (lost["power_time"].astype("float64") <= float(end))
+            ]
+            if not hit.empty:
+                first = hit.iloc[0]
+                found.iloc[at] = (
+                    f"offset {int(first['offset'])} lost with the power of "
+                    f"{first['lost_with']} (allowed)"
+                )
+        return found
 
     @property
     def windows(self) -> dict[Any, int]:
@@ -143,13 +239,17 @@ class KeyLosses:
         lossy = acks.isin([0, 1]).fillna(False).astype(bool)
         election = rows["value"].map(self.windows)
         in_window = election.notna()
+        power = rows["value"].map(self.power_reasons)
+        with_power = power.notna()
         acks_reason = "sent with acks=" + acks.astype("string")
         window_reason = (
             "lost in the unclean-loss window of the leader election at index "
             + election.astype("Int64").astype("string")
         )
-        rows["expected"] = lossy | in_window
-        rows["expected_reason"] = acks_reason.where(lossy, window_reason.where(in_window))
+        rows["expected"] = lossy | in_window | with_power
+        rows["expected_reason"] = acks_reason.where(
+            lossy, window_reason.where(in_window, power.astype("string"))
+        )
         return rows
 
     def classify_duplicates(self, duplicates: pd.DataFrame) -> pd.DataFrame:

@@ -16,9 +16,10 @@ Positions that are unknown (a value never seen in the log) are not compared.
 
 A nonmonotonic-poll or nonmonotonic-send between operations is an expected consequence,
 not an anomaly, when the previous position was a write whose loss the configuration allows
-(`LossRules.truncated_positions`), or when an allowed unclean election that lost
-acknowledged writes of the key came between the two operations: the log was truncated and
-its offsets reused (a consumer past the new end resets, a producer lands lower).
+(`LossRules.truncated_positions`), or when an allowed unclean election, or a power loss
+the flush policy allows to lose writes, that lost acknowledged writes of the key came
+between the two operations: the log was truncated and its offsets reused (a consumer past
+the new end resets, a producer lands lower).
 
 All are found per key, in the per-key pass (`checkers.key_pass`).
 """
@@ -207,7 +208,14 @@ def _truncated_positions(log: KeyLog, losses: KeyLosses) -> pd.Series:
         },
         dtype=object,
     )
-    reasons = pd.concat([by_acks, by_window])
+    by_power = pd.Series(
+        {
+            value: f"the log lost the previous position: {reason}"
+            for value, reason in losses.power_reasons.items()
+        },
+        dtype=object,
+    )
+    reasons = pd.concat([by_acks, by_window, by_power])
     return reasons[~reasons.index.duplicated()]
 
 
@@ -230,6 +238,18 @@ def _expected_reasons(steps: pd.DataFrame, log: KeyLog, losses: KeyLosses) -> pd
         reasons.iloc[at] = (
             f"the unclean leader election at index {election} truncated the log between the "
             "two operations"
+        )
+    cuts = np.array(sorted(set(losses.power_indexes.values())), dtype=np.int64)
+    crossing = (
+        back[:, None]
+        & (steps["before_index"].to_numpy(dtype=np.int64)[:, None] < cuts)
+        & (steps["index"].to_numpy(dtype=np.int64)[:, None] > cuts)
+    )
+    for at in np.flatnonzero(reasons.isna().to_numpy() & crossing.any(axis=1)):
+        cut = cuts[crossing[at].argmax()]
+        reasons.iloc[at] = (
+            f"the power loss at index {cut} took acknowledged writes the flush policy allows "
+            "to lose, truncating the log between the two operations"
         )
     return reasons
 

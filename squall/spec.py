@@ -240,6 +240,24 @@ class TestSpec(ConfigModel):
         )
         return int(raw)
 
+    def flush_policy(self) -> tuple[int, int, str]:
+        """The topic's flush policy in force: fsync every this many messages, fsync data
+        older than this many ms (2**63-1: never), and the setting that gave the messages'
+        interval (the topic's ``flush.messages``, else the broker's
+        ``log.flush.interval.messages``, whose default is never, as Kafka's)."""
+        settings = self.broker_settings()
+        found: dict[str, tuple[int, str]] = {}
+        for broker_key, topic_key in (
+            ("log.flush.interval.messages", "flush.messages"),
+            ("log.flush.interval.ms", "flush.ms"),
+        ):
+            key, raw = broker_key, settings.get(broker_key, BROKER_KEYS[broker_key].default)
+            if topic_key in self.workload.topic_config:
+                key, raw = topic_key, self.workload.topic_config[topic_key]
+            found[broker_key] = (int(BROKER_KEYS[broker_key].convert(str(raw), "broker")), key)
+        messages, setting = found["log.flush.interval.messages"]
+        return messages, found["log.flush.interval.ms"][0], setting
+
     @property
     def unclean(self) -> bool:
         raw = self.workload.topic_config.get(
@@ -250,6 +268,7 @@ class TestSpec(ConfigModel):
 
     def to_json(self) -> dict[str, Any]:
         """test.json's spec part; ``topic`` summarises what the checkers need."""
+        flush_messages, flush_ms, flush_setting = self.flush_policy()
         return {
             "name": self.name,
             "description": self.description,
@@ -272,6 +291,9 @@ class TestSpec(ConfigModel):
                 "min_insync_replicas": self.min_insync_replicas,
                 "unclean_leader_election": self.unclean,
                 "truncation": self.broker.get("replica.truncation", "leader-epoch"),
+                "flush_messages": flush_messages,
+                "flush_ms": flush_ms,
+                "flush_setting": flush_setting,
             },
         }
 
@@ -300,6 +322,14 @@ class TopicSummary(ConfigModel):
     unclean_leader_election: bool
     truncation: str
     """How a follower truncates: leader-epoch or high-watermark."""
+    flush_messages: int | None = None
+    """The broker fsyncs the topic's log every this many messages (2**63-1: never, the
+    default); 1: every message before it counts, so before it is acknowledged."""
+    flush_ms: int | None = None
+    """The broker fsyncs data older than this many ms (2**63-1: never, the default)."""
+    flush_setting: str | None = None
+    """The setting that gave `flush_messages`: the topic's `flush.messages`, else the
+    broker's `log.flush.interval.messages`."""
 
 
 class TestDocument(TestSpec):

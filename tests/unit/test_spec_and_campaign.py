@@ -28,7 +28,33 @@ def test_spec_from_toml_and_what_it_promises(tmp_path: Path) -> None:
         "min_insync_replicas": 2,
         "unclean_leader_election": False,
         "truncation": "high-watermark",
+        "flush_messages": 2**63 - 1,
+        "flush_ms": 2**63 - 1,
+        "flush_setting": "log.flush.interval.messages",
     }
+
+
+def test_test_json_gives_the_flush_policy_in_force() -> None:
+    """The checkers read from test.json whether a message is fsynced before it counts: the
+    topic's flush.messages wins over the broker's log.flush.interval.messages."""
+    broker = TestSpec.from_mapping(
+        {
+            "name": "t",
+            "broker": {"log.flush.interval.messages": "1", "log.flush.interval.ms": "50"},
+        },
+        source="t",
+    )
+    assert broker.flush_policy() == (1, 50, "log.flush.interval.messages")
+    topic = TestSpec.from_mapping(
+        {
+            "name": "t",
+            "broker": {"log.flush.interval.messages": "1"},
+            "workload": {"topic_config": {"flush.messages": "100"}},
+        },
+        source="t",
+    )
+    doc = topic.resolved(runtime="local").to_json()["topic"]
+    assert (doc["flush_messages"], doc["flush_setting"]) == (100, "flush.messages")
 
 
 @pytest.mark.parametrize(

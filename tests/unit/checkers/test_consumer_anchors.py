@@ -2,7 +2,9 @@
 histories: a fresh consumer reading below the committed offset its group held, a commit
 going backwards; and what does not count (a consumer starting at its anchor, commits of
 several processes interleaving, a commit that may have landed concurrently, final reads,
-a truncation that explains the step back)."""
+a truncation that explains the step back); and truncations that explain nothing: a
+deposed leader cutting its divergent tail above the high watermark of its deposition, and
+a replica out of the ISR cutting its records)."""
 
 from __future__ import annotations
 
@@ -151,6 +153,52 @@ def truncated(b: HistoryBuilder) -> None:
     b.poll(q, {k: records(v, 0, 1)})
 
 
+def truncation(b: HistoryBuilder, key: str, from_offset: int, to_offset: int, broker: int) -> None:
+    b.writer.event(
+        "truncation",
+        {"key": key, "from_offset": from_offset, "to_offset": to_offset, "leader_epoch": 2,
+         "broker": broker},
+        process="sut",
+        time=b.tick(),
+    )  # fmt: skip
+
+
+def deposed_leader_truncated(b: HistoryBuilder) -> None:
+    """Broker 1 led with the high watermark at 2 when broker 2 was elected; the group read
+    on to 6 from the new leader; broker 1 then cut its own divergent tail back to 3: nothing
+    committed was removed, so a fresh consumer reading from 0 is not explained."""
+    k = "deposed"
+    v = log_of(b, k, 6)
+    p = b.process()
+    b.assign(p, [k])
+    b.poll(p, {k: records(v, 0, 2)})
+    b.commit(p, {k: 2})
+    b.election(k, unclean=False, leader=2, epoch=2)
+    b.tick(1_000_000_000)  # past the clock tolerance (200 ms without test.json)
+    b.poll(p, {k: records(v, 2, 6)})
+    b.commit(p, {k: 6})
+    truncation(b, k, 6, 3, broker=1)
+    q = b.process()
+    b.assign(q, [k])
+    b.poll(q, {k: records(v, 0, 6)})
+
+
+def out_of_sync_truncated(b: HistoryBuilder, *, in_sync: bool) -> None:
+    """The group committed 4; a replica then truncated to 1: explained when it was in the
+    ISR (its records there were the committed ones), not when it was out of sync."""
+    k = "insync" if in_sync else "outofsync"
+    v = log_of(b, k, 6)
+    b.isr_change(k, [2, 3])
+    p = b.process()
+    b.assign(p, [k])
+    b.poll(p, {k: records(v, 0, 4)})
+    b.commit(p, {k: 4})
+    truncation(b, k, 6, 1, broker=3 if in_sync else 1)
+    q = b.process()
+    b.assign(q, [k])
+    b.poll(q, {k: records(v, 0, 1)})
+
+
 def final_read(b: HistoryBuilder) -> None:
     """The final read reads every key from its start."""
     k = "final"
@@ -200,6 +248,9 @@ SCENARIOS = (
     commits_backwards,
     commit_below_start,
     truncated,
+    deposed_leader_truncated,
+    lambda b: out_of_sync_truncated(b, in_sync=True),
+    lambda b: out_of_sync_truncated(b, in_sync=False),
     final_read,
     read_below_position,
     reads_at_position,
@@ -223,6 +274,8 @@ def section(results: dict[str, Any]) -> dict[str, Any]:
 def test_poll_below_anchor(results: dict[str, Any]) -> None:
     found = section(results)["anomalies"]["poll-below-anchor"]
     assert sorted((c["key"], c["offset"], c["anchor"], c["anchor_from"]) for c in found) == [
+        ("deposed", 0, 6, "commit"),
+        ("outofsync", 0, 4, "commit"),
         ("position", 1, 3, "position"),
         ("reset", 0, 4, "commit"),
     ]
@@ -238,12 +291,15 @@ def test_commit_backwards(results: dict[str, Any]) -> None:
 
 def test_a_truncation_explains(results: dict[str, Any]) -> None:
     expected = section(results)["expected"]["poll-below-anchor"]
-    assert [(c["key"], c["offset"]) for c in expected] == [("truncated", 0)]
-    assert "truncation to offset 1" in expected[0]["expected_because"]
+    assert sorted((c["key"], c["offset"]) for c in expected) == [
+        ("insync", 0),
+        ("truncated", 0),
+    ]
+    assert all("truncation to offset 1" in c["expected_because"] for c in expected)
 
 
 def test_counts(results: dict[str, Any]) -> None:
-    assert section(results)["counts"] == {"poll-below-anchor": 2, "commit-backwards": 2}
+    assert section(results)["counts"] == {"poll-below-anchor": 4, "commit-backwards": 2}
 
 
 def test_an_allowed_unclean_election_before_the_anchor_commit_explains(

@@ -1,0 +1,225 @@
+"""Acknowledged writes lost with the power of every replica that held them.
+
+A `power-loss` fault (docs/history.md) kills a broker and drops what its filesystem had not
+fsynced. Under a flush policy that does not fsync a message before it is acknowledged
+(Kafka's default: `log.flush.interval.messages` never), an acknowledged write survives only
+on the page cache of the replicas that hold it until they fsync; when every one of them
+loses power first, it is gone, as the design allows. With `flush_messages` 1 every replica
+fsyncs each message before it counts, and no power loss may take an acknowledged write.
+
+Which replicas held an `ok` write, from the history:
+- at its acknowledgement, the ISR: every broker in the ISR in force from its invocation to
+  its completion, widened by the clock tolerance of the SUT's events
+  (`TestSettings.event_tolerance_ns`), less the brokers that had lost power before the
+  invocation and not rejoined an ISR since (they cannot have appended it); where no event
+  says the key's ISR, every broker of test.json's `brokers`;
+- later, every broker an ISR names while some holder is in it (a replica joins the ISR only
+  once it has caught up with the leader), except one that lost power within the tolerance
+  before (its election may still list it); a holder an ISR leaves out stops counting (out
+  of sync, its copy cannot be elected leader while unclean election is off, and it
+  truncates to the leader when it catches up).
+A holder stops holding the write when its node loses power after the write was invoked.
+The write is lost with power at the first power loss that leaves no holder, provided no `ok`
+read saw it after that (then some copy survived, and the history explains its loss
+otherwise). An ISR that leaves out every holder (an election of a replica that lacked the
+write, say) makes it no loss with power: that is for the other checkers to judge. Nemesis events and operations share one clock, so power losses are compared
+with operations as they are.
+
+Whether the configuration allows such a loss is `checkers.losses`' decision: when the flush
+policy does not fsync before acknowledging; under `min.insync.replicas=1` a write
+acknowledged by an ISR of one is said so. A loss of a replica minority, a corruption or a
+rollback never makes a write lost with power: only the power of all its holders does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from checkers.config import TestSettings
+from checkers.events import NemesisEvent
+from checkers.key_log import KeyLog, ReplicationEvent
+
+POWER_LOST_COLUMNS = ("value", "offset", "power_index", "power_time", "isr", "lost_with", "alone")
+"""`key_power_lost`'s columns: the write, the power loss that left it no holder (history
+index and time), the brokers that held it at its acknowledgement, the nodes whose power took
+it (in words: "n1, n2 at 41.2 s"), and whether one broker alone acknowledged it."""
+
+
+@dataclass(frozen=True)
+class PowerLoss:
+    """A `power-loss` fault as applied: its history index and time, and the nodes that lost
+    power with their broker ids (`brokers`: node -> id, those test.json names)."""
+
+    index: int
+    time: int
+    nodes: tuple[str, ...]
+    brokers: Mapping[str, int]
+
+
+def power_losses(
+    nemesis: Sequence[NemesisEvent], brokers: Mapping[str, int] | None
+) -> tuple[PowerLoss, ...]:
+    """The history's power losses, in history order: the nodes its `outcome` says lost
+    power (else its `targets`). None without `brokers`: the nodes cannot be told apart from
+    the SUT's broker ids."""
+    if not brokers:
+        return ()
+    found = []
+    for index, time, f, value_json in nemesis:
+        if f != "power-loss" or value_json is None:
+            continue
+        nodes = _nodes_that_lost_power(value_json)
+        known = {node: brokers[node] for node in nodes if node in brokers}
+        if known:
+            found.append(PowerLoss(index, time, tuple(sorted(known)), known))
+    return tuple(found)
+
+
+def _nodes_that_lost_power(value_json: str) -> list[str]:
+    try:
+        value = json.loads(value_json)
+    except ValueError:
+        return []
+    if not isinstance(value, dict):
+        return []
+    outcome = value.get("outcome")
+    if isinstance(outcome, dict):
+        return [node for node, word in outcome.items() if word == "lost-power"]
+    targets = value.get("targets")
+    return [node for node in targets if isinstance(node, str)] if isinstance(targets, list) else []
+
+
+def key_power_lost(
+    log: KeyLog, losses: Sequence[PowerLoss], settings: TestSettings
+) -> pd.DataFrame:
+    """The key's `ok` writes lost with the power of every replica that held them (the
+    module's rules), with `POWER_LOST_COLUMNS`; empty without power losses."""
+    if not losses or not settings.brokers:
+        return pd.DataFrame(columns=list(POWER_LOST_COLUMNS))
+    writes = log.writes
+    reads = log.reads
+    final_values = reads.loc[(reads["type"] == "ok") & reads["final"], "value"]
+    # Only a write that some `ok` read missed can be lost: the others are not looked at.
+    missed = ~writes["was_read"] | ~writes["value"].isin(final_values)
+    acked = writes[(writes["status"] == "ok") & writes["complete_time"].notna() & missed]
+    if acked.empty:
+        return pd.DataFrame(columns=list(POWER_LOST_COLUMNS))
+    memberships = [e for e in log.events if e.isr is not None]
+    timeline = HolderTimeline(memberships, losses, settings)
+    rows = []
+    invoked = acked["invoke_time"].astype("float64").to_numpy(na_value=np.nan)
+    completed = acked["complete_time"].astype("float64").to_numpy()
+    last_read = acked["last_read_time"].astype("float64").to_numpy(na_value=np.nan)
+    for at, (value, offset) in enumerate(zip(acked["value"], acked["offset"], strict=True)):
+        start = completed[at] if np.isnan(invoked[at]) else invoked[at]
+        found = timeline.lost_with_power(int(start), int(completed[at]))
+        if found is None:
+            continue
+        loss, isr, took = found
+        if not np.isnan(last_read[at]) and last_read[at] > loss.time:
+            continue
+        rows.append(
+            {
+                "value": value,
+                "offset": offset,
+                "power_index": loss.index,
+                "power_time": loss.time,
+                "isr": sorted(isr),
+                "lost_with": _in_words(took),
+                "alone": len(isr) == 1,
+            }
+        )
+    return pd.DataFrame(rows, columns=list(POWER_LOST_COLUMNS))
+
+
+class HolderTimeline:
+    """One key's ISR memberships and the history's power losses, to follow a write's
+    holders through them."""
+
+    def __init__(
+        self,
+        memberships: Sequence[ReplicationEvent],
+        losses: Sequence[PowerLoss],
+        settings: TestSettings,
+    ) -> None:
+        self.memberships = sorted(memberships, key=lambda e: (e.time, e.index))
+        self.losses = sorted(losses, key=lambda p: (p.time, p.index))
+        self.tolerance = settings.event_tolerance_ns
+        self.every_broker = frozenset((settings.brokers or {}).values())
+        self.node_of = {b: n for n, b in (settings.brokers or {}).items()}
+
+    def isr_at_ack(self, invoked: int, completed: int) -> set[int]:
+        """The brokers in the ISR in force at some moment from `invoked` to `completed`,
+        widened by the tolerance; every broker when no event says the ISR by then."""
+        early, late = invoked - self.tolerance, completed + self.tolerance
+        before = [e for e in self.memberships if e.time <= early]
+        during = [e for e in self.memberships if early < e.time <= late]
+        if not before and not during:
+            return set(self.every_broker)
+        isr: set[int] = set(before[-1].isr or ()) if before else set()
+        for event in during:
+            isr |= set(event.isr or ())
+        return isr
+
+    def lost_with_power(
+        self, invoked: int, completed: int
+    ) -> tuple[PowerLoss, set[int], list[tuple[PowerLoss, list[str]]]] | None:
+        """The power loss that left a write invoked and acknowledged then without a holder,
+        the brokers that held it at its acknowledgement and the nodes whose power took it
+        (per power loss); None when some holder was always left."""
+        holders = self.isr_at_ack(invoked, completed)
+        last_lost: dict[int, int] = {}
+        for loss in self.losses:
+            if loss.time > invoked:
+                break
+            for broker in loss.brokers.values():
+                last_lost[broker] = loss.time
+        for broker, lost_at in last_lost.items():
+            rejoined = any(
+                lost_at + self.tolerance < e.time <= completed + self.tolerance
+                and broker in (e.isr or ())
+                for e in self.memberships
+            )
+            if not rejoined:
+                holders.discard(broker)
+        if not holders:
+            return None  # none of its ISR can have appended it: not a power loss's doing
+        at_ack = set(holders)
+        took: list[tuple[PowerLoss, list[str]]] = []
+        later = [e for e in self.memberships if e.time > completed + self.tolerance]
+        steps = sorted(
+            [(p.time, 0, p.index, p) for p in self.losses if p.time > invoked]
+            + [(e.time, 1, e.index, e) for e in later],
+            key=lambda step: step[:3],
+        )
+        for _time, _kind, _index, step in steps:
+            if isinstance(step, PowerLoss):
+                hit = sorted(b for b in step.brokers.values() if b in holders)
+                for broker in step.brokers.values():
+                    last_lost[broker] = step.time
+                if hit:
+                    holders -= set(hit)
+                    took.append((step, [self.node_of.get(b, str(b)) for b in hit]))
+                if not holders:
+                    return step, at_ack, took
+            else:
+                members = set(step.isr or ())
+                if not holders & members:
+                    return None  # the ISR left every holder out: no power loss's doing
+                holders = (holders & members) | {
+                    b
+                    for b in members
+                    if b not in last_lost or step.time > last_lost[b] + self.tolerance
+                }
+        return None
+
+
+def _in_words(took: Sequence[tuple[PowerLoss, list[str]]]) -> str:
+    """The nodes whose power took a write, and when (seconds of the history's clock), as
+    `n1 at 12.0 s; n2, n3 at 41.2 s`."""
+    return "; ".join(f"{', '.join(nodes)} at {loss.time / 1e9:.1f} s" for loss, nodes in took)

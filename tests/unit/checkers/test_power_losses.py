@@ -1,0 +1,287 @@
+"""Writes lost with the power of every replica that held them (checkers.power_losses), on
+hand-written events: which brokers held a write (the ISR around its acknowledgement, those
+that caught up later, not those already powered off), and when the last of them lost power;
+a loss of only some of them is no such loss. End to end, in results.json: expected with its
+reason under the default flush policy, an anomaly with flush.messages=1, and said so for an
+ISR of one under min.insync.replicas=1; a minority's power loss stays INVALID."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checkers import CheckConfig, check_history
+from checkers.config import NEVER, TestSettings, read_test_settings
+from checkers.errors import TestConfigError
+from checkers.key_log import ReplicationEvent
+from checkers.power_losses import HolderTimeline, PowerLoss, power_losses
+from tests.unit.checkers.history_builder import HistoryBuilder
+
+S = 1_000_000_000
+MS = 1_000_000
+BROKERS = {"n1": 1, "n2": 2, "n3": 3}
+SETTINGS = TestSettings(clock_tolerance_ns=100 * MS, brokers=BROKERS)
+
+
+def isr(at: float, members: Sequence[int], index: int = 0) -> ReplicationEvent:
+    return ReplicationEvent(index, int(at * S), "isr-change", 1, 1, tuple(members), None, False)
+
+
+def power(at: float, *nodes: str, index: int = 0) -> PowerLoss:
+    return PowerLoss(index, int(at * S), tuple(nodes), {n: BROKERS[n] for n in nodes})
+
+
+def lost(
+    events: Sequence[ReplicationEvent],
+    losses: Sequence[PowerLoss],
+    invoked: float = 1.0,
+    completed: float = 1.01,
+) -> tuple[int, list[int], list[tuple[float, list[str]]]] | None:
+    """(the index of the power loss that took it, its ISR at the ack, the nodes per loss)."""
+    found = HolderTimeline(events, losses, SETTINGS).lost_with_power(
+        int(invoked * S), int(completed * S)
+    )
+    if found is None:
+        return None
+    loss, at_ack, took = found
+    return loss.index, sorted(at_ack), [(p.time / S, nodes) for p, nodes in took]
+
+
+def test_every_replica_losing_power_at_once_loses_the_write() -> None:
+    found = lost([isr(0, [1, 2, 3])], [power(5, "n1", "n2", "n3", index=7)])
+    assert found == (7, [1, 2, 3], [(5.0, ["n1", "n2", "n3"])])
+
+
+def test_some_of_the_isr_losing_power_loses_nothing() -> None:
+    assert lost([isr(0, [1, 2, 3])], [power(5, "n1")]) is None
+    assert lost([isr(0, [1, 2, 3])], [power(5, "n1", "n2")]) is None
+
+
+def test_a_power_loss_before_the_write_takes_nothing_of_it() -> None:
+    assert lost([isr(0, [1, 2, 3])], [power(0.5, "n1", "n2", "n3")]) is None
+
+
+def test_power_losses_one_after_the_other_take_it_unless_a_replica_caught_up() -> None:
+    losses = [power(5, "n1", index=1), power(8, "n2", "n3", index=2)]
+    assert lost([isr(0, [1, 2, 3])], losses) == (
+        2,
+        [1, 2, 3],
+        [(5.0, ["n1"]), (8.0, ["n2", "n3"])],
+    )
+    # n1 rejoined the ISR at 7 s: it caught up with the write before the others lost power
+    assert lost([isr(0, [1, 2, 3]), isr(5.05, [2, 3]), isr(7, [1, 2, 3])], losses) is None
+    # an ISR naming n1 within the tolerance of its power loss is not its catching up
+    assert lost([isr(0, [1, 2, 3]), isr(5.05, [1, 2, 3])], losses) is not None
+
+
+def test_the_isr_changing_around_the_acknowledgement_counts_every_member() -> None:
+    # The ISR shrank to [2] while the write was in flight: 1 and 3 may hold it too.
+    events = [isr(0, [1, 2, 3]), isr(1.005, [2])]
+    assert lost(events, [power(5, "n2")]) is None
+    assert lost(events, [power(5, "n1", "n2", "n3")]) is not None
+    # Within the tolerance after the completion, still counted.
+    assert lost([isr(0, [1, 2, 3]), isr(1.05, [2])], [power(5, "n2")]) is None
+
+
+def test_a_holder_the_isr_left_out_stops_counting() -> None:
+    # n3 fell out of the ISR after the write: the ISR's members are the copies that count.
+    found = lost([isr(0, [1, 2, 3]), isr(3, [1, 2])], [power(5, "n1", "n2", index=4)])
+    assert found == (4, [1, 2, 3], [(5.0, ["n1", "n2"])])
+    # An ISR that leaves out every holder (n1, elected after losing the write) is no loss
+    # with power, whatever power losses follow.
+    events = [isr(0, [1, 2, 3]), isr(5.5, [1])]
+    assert lost(events, [power(5, "n1"), power(6, "n2", "n3")]) is None
+
+
+def test_an_isr_of_one_well_before_the_write_is_its_only_holder() -> None:
+    found = lost([isr(0, [1, 2, 3]), isr(0.5, [2])], [power(5, "n2", index=4)])
+    assert found == (4, [2], [(5.0, ["n2"])])
+
+
+def test_a_broker_powered_off_before_the_write_held_nothing() -> None:
+    # n1 lost power at 0.5 s and had not rejoined: the ISR still naming it does not make it
+    # a holder, so the later loss of n2 and n3 takes the write.
+    found = lost([isr(0, [1, 2, 3])], [power(0.5, "n1", index=1), power(5, "n2", "n3", index=2)])
+    assert found is not None and found[1] == [2, 3]
+
+
+def test_without_isr_events_every_broker_held_it() -> None:
+    assert lost([], [power(5, "n1", "n2")]) is None
+    assert lost([], [power(5, "n1", "n2", "n3")]) is not None
+
+
+def test_power_losses_from_nemesis_events() -> None:
+    value = {"targets": ["n1", "n2", "n3"], "outcome": {"n1": "lost-power", "n2": "error"}}
+    events = [
+        (3, 5 * S, "power-loss", json.dumps(value)),
+        (4, 6 * S, "power-loss", json.dumps({"targets": ["n3", "n9"]})),
+        (5, 7 * S, "kill", json.dumps({"targets": ["n1"]})),
+    ]
+    found = power_losses(events, BROKERS)
+    assert [(p.index, p.nodes, dict(p.brokers)) for p in found] == [
+        (3, ("n1",), {"n1": 1}),
+        (4, ("n3",), {"n3": 3}),
+    ]
+    assert power_losses(events, None) == ()
+
+
+# --- end to end ------------------------------------------------------------------------------
+
+
+def doc_for(min_insync: int, flush_messages: int, setting: str) -> dict[str, Any]:
+    return {
+        "topic": {
+            "replication_factor": 3,
+            "min_insync_replicas": min_insync,
+            "unclean_leader_election": False,
+            "flush_messages": flush_messages,
+            "flush_ms": NEVER,
+            "flush_setting": setting,
+        },
+        "workload": {"acks": -1, "producer_retries": 0},
+        "brokers": BROKERS,
+        "clock": {"tolerance_ns": MS // 2},
+    }
+
+
+def lose_power(b: HistoryBuilder, *nodes: str) -> None:
+    b.nemesis("power-loss", {"targets": list(nodes), "outcome": dict.fromkeys(nodes, "lost-power")})
+
+
+def rack(b: HistoryBuilder) -> None:
+    """Key `rack`: four writes acknowledged by [1, 2, 3], two read; every replica loses
+    power; the producer's next writes reuse offsets 2 and 3, and the final read sees them."""
+    k = "rack"
+    b.isr_change(k, [1, 2, 3])
+    p, c = b.process(), b.process()
+    for i in range(4):
+        b.send1(p, k, f"{k}-{i}", i)
+    b.poll(c, {k: [(0, f"{k}-0"), (1, f"{k}-1")]})
+    lose_power(b, "n1", "n2", "n3")
+    b.tick(MS)
+    b.isr_change(k, [1, 2, 3])
+    for i in range(2, 5):
+        b.send1(p, k, f"{k}-again-{i}", i)
+    f = b.process()
+    b.poll(f, {k: [(0, f"{k}-0"), (1, f"{k}-1")] + [(i, f"{k}-again-{i}") for i in range(2, 5)]},
+           final=True)  # fmt: skip
+
+
+def minority(b: HistoryBuilder) -> None:
+    """Key `minority` (after `rack`): n1 alone loses power, and a write is gone all the same."""
+    k = "minority"
+    b.tick(MS)
+    b.isr_change(k, [1, 2, 3])
+    p = b.process()
+    for i in range(3):
+        b.send1(p, k, f"{k}-{i}", i)
+    lose_power(b, "n1")
+    f = b.process()
+    b.poll(f, {k: [(0, f"{k}-0"), (2, f"{k}-2")]}, final=True)
+
+
+def history(root: Path, test: dict[str, Any], *scenarios: Any) -> Path:
+    b = HistoryBuilder(root, test_json=test)
+    for scenario in scenarios:
+        scenario(b)
+    return b.close()
+
+
+def cases(results: dict[str, Any], group: str, name: str, key: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for section in results["checkers"].values():
+        found += [c for c in section.get(group, {}).get(name, []) if c.get("key") == key]
+    return found
+
+
+@pytest.fixture(scope="module")
+def default_flush(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    test = doc_for(2, NEVER, "log.flush.interval.messages")
+    run = history(tmp_path_factory.mktemp("flush-default"), test, rack, minority)
+    return check_history(run, config=CheckConfig(sample=100))
+
+
+def test_default_flush_expects_the_writes_lost_with_every_replica(
+    default_flush: dict[str, Any],
+) -> None:
+    lost_acked = cases(default_flush, "expected", "lost-acked-write", "rack")
+    assert sorted(c["value"] for c in lost_acked) == ["rack-2", "rack-3"]
+    reason = lost_acked[0]["expected_because"]
+    assert reason.startswith("lost with the power of n1, n2, n3 at ")
+    assert reason.endswith(
+        f"; log.flush.interval.messages={NEVER} (never) does not fsync before acknowledging"
+    )
+    for name in ("unseen", "lost-write", "inconsistent-offsets", "nonmonotonic-send"):
+        assert cases(default_flush, "expected", name, "rack"), name
+        assert not cases(default_flush, "anomalies", name, "rack"), name
+
+
+def test_a_minority_power_loss_excuses_nothing(default_flush: dict[str, Any]) -> None:
+    assert [
+        c["value"] for c in cases(default_flush, "anomalies", "lost-acked-write", "minority")
+    ] == ["minority-1"]
+    assert not cases(default_flush, "expected", "lost-acked-write", "minority")
+    assert default_flush["valid"] is False
+    assert any(
+        "does not fsync before acknowledging" in n for n in default_flush["config"]["allowances"]
+    )
+
+
+def test_flush_every_message_makes_them_anomalies(spark: Any, tmp_path: Path) -> None:
+    run = history(tmp_path / "h", doc_for(2, 1, "flush.messages"), rack)
+    results = check_history(run, config=CheckConfig(sample=100))
+    assert results["valid"] is False
+    assert sorted(c["value"] for c in cases(results, "anomalies", "lost-acked-write", "rack")) == [
+        "rack-2",
+        "rack-3",
+    ]
+    assert not cases(results, "expected", "lost-acked-write", "rack")
+    assert any("fsyncs every message" in n for n in results["config"]["allowances"])
+    assert results["config"]["test"]["fsyncs_before_ack"] is True
+
+
+def alone(b: HistoryBuilder) -> None:
+    """Key `alone`: n2 leads an ISR of one, acknowledges a write and loses power."""
+    k = "alone"
+    b.isr_change(k, [2])
+    b.tick(10 * MS)
+    p = b.process()
+    b.send1(p, k, f"{k}-0", 0)
+    b.send1(p, k, f"{k}-1", 1)
+    lose_power(b, "n2")
+    f = b.process()
+    b.poll(f, {k: [(0, f"{k}-0")]}, final=True)
+
+
+def test_min_insync_one_says_the_isr_of_one_acknowledged_it(spark: Any, tmp_path: Path) -> None:
+    run = history(tmp_path / "h", doc_for(1, NEVER, "log.flush.interval.messages"), alone)
+    results = check_history(run, config=CheckConfig(sample=100))
+    unseen = cases(results, "expected", "unseen", "alone")
+    assert [c["value"] for c in unseen] == ["alone-1"]
+    assert unseen[0]["expected_because"].startswith(
+        "acknowledged by n2 alone (ISR of one, min.insync.replicas=1); lost with the power "
+        "of n2 at "
+    )
+    assert results["valid"] is True
+
+
+def test_the_flush_policy_read_from_test_json(tmp_path: Path) -> None:
+    path = tmp_path / "test.json"
+    path.write_text(json.dumps(doc_for(2, NEVER, "log.flush.interval.messages")))
+    settings = read_test_settings(path)
+    assert settings.fsyncs_before_ack is False
+    assert settings.flush_policy == f"log.flush.interval.messages={NEVER} (never)"
+    path.write_text(json.dumps(doc_for(2, 1, "flush.messages")))
+    assert read_test_settings(path).fsyncs_before_ack is True
+    assert TestSettings().fsyncs_before_ack is None  # not known: nothing allowed
+    for bad, message in ((0, "expected an integer >= 1"), ("1", "expected an integer")):
+        path.write_text(json.dumps(doc_for(2, bad, "flush.messages")))  # type: ignore[arg-type]
+        with pytest.raises(TestConfigError, match=message):
+            read_test_settings(path)
+    path.write_text(json.dumps(doc_for(2, 1, "log.flush")))
+    with pytest.raises(TestConfigError, match=r"topic\.flush_setting"):
+        read_test_settings(path)
