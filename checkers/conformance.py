@@ -26,7 +26,9 @@ next. Where some event lacks its epoch (hand-written histories), by time alone.
 - `election-outside-isr`: an election of a leader outside the ISR of the state before it,
   when the election says it was clean, or when unclean leader election is off
   (`topic.unclean_leader_election` false). An election with no state before it (the
-  partition's first) is not judged.
+  partition's first) is not judged, nor one made from the state written right after the
+  last one logged (by ZooKeeper version: `zk_version` + 1) whose ISR (`previous_isr`) names
+  the leader: a write whose writer died before logging it.
 
 - `stale-isr-member`: a follower whose broker the nemesis stopped (killed, paused, frozen),
   still in its leader's ISR when the lag time and a grace had passed (`checkers.stale_isr`).
@@ -116,6 +118,8 @@ def elections_outside_isr(log: KeyLog, settings: TestSettings) -> pd.DataFrame:
             continue
         if before.isr is None or event.leader in before.isr:
             continue
+        if from_unlogged_write(before, event):
+            continue
         if event.unclean and settings.unclean_leader_election is not False:
             continue
         rows.append(
@@ -132,6 +136,21 @@ def elections_outside_isr(log: KeyLog, settings: TestSettings) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def from_unlogged_write(before: ReplicationEvent, election: ReplicationEvent) -> bool:
+    """Whether `election` was made from the partition state one write after the one `before`
+    logged, naming its leader in that state's ISR (`previous_isr`): an ISR change that
+    reached ZooKeeper but not its writer's event log (the writer died between the two).
+    Versions number every write of a partition's state, so a state elected from that is
+    older or further on is not excused."""
+    return (
+        election.previous_isr is not None
+        and election.leader in election.previous_isr
+        and before.zk_version is not None
+        and election.previous_zk_version is not None
+        and election.previous_zk_version == before.zk_version + 1
+    )
 
 
 def joins_behind_hw(log: KeyLog) -> pd.DataFrame:

@@ -52,7 +52,7 @@ def collect_events(events: DataFrame) -> HistoryEvents:
             "time",
             "f",
             F.when(
-                nemesis | F.col("f").isin("truncation", "isr-change", "log-recovery"),
+                nemesis | F.col("f").isin(*REPLICATION_EVENTS),
                 F.col("value_json"),
             ).alias("value_json"),
             "node",
@@ -120,6 +120,8 @@ def collect_events(events: DataFrame) -> HistoryEvents:
                 broker=_int_of(value, "broker"),
                 reason=_text_of(value, "problem" if recovery else "reason"),
                 node=row["node"],
+                zk_version=_int_of(value, "zk_version"),
+                previous_zk_version=_int_of(value, "previous_zk_version"),
             )
         )
     return out

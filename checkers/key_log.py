@@ -77,6 +77,10 @@ class ReplicationEvent:
     """The broker that logged the event (for a truncation, the replica that truncated)."""
     reason: str | None = None
     node: str | None = None
+    zk_version: int | None = None
+    """The version of the partition state an election or ISR change wrote (ZooKeeper's)."""
+    previous_zk_version: int | None = None
+    """The version of the partition state an election was made from."""
 
 
 @dataclass(frozen=True)

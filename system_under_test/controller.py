@@ -310,6 +310,7 @@ class Controller:
                 previous_leader=NO_LEADER,
                 unclean=False,
                 controller_epoch=ctx.epoch,
+                zk_version=versions[key],
                 reason="new partition",
             )
 
@@ -377,7 +378,7 @@ class Controller:
         versions = self.store.write_partition_states(
             writes, controller_epoch_version=ctx.epoch_zk_version
         )
-        for key, (new_state, _v) in writes.items():
+        for key, (new_state, previous_version) in writes.items():
             previous = ctx.states[key][0]
             ctx.states[key] = (new_state, versions[key])
             ctx.state_zxids.pop(key, None)
@@ -395,6 +396,8 @@ class Controller:
                     unclean=bool(election and election.unclean),
                     controller_epoch=ctx.epoch,
                     reason=why if election else f"{why}: no live in-sync replica, offline",
+                    zk_version=versions[key],
+                    previous_zk_version=previous_version,
                 )
             else:
                 self.events.isr_change(
@@ -403,6 +406,7 @@ class Controller:
                     leader=new_state.leader,
                     leader_epoch=new_state.leader_epoch,
                     reason=why if key in notes else f"{reason}: dead replica removed",
+                    zk_version=versions[key],
                 )
         return set(writes)
 
@@ -514,7 +518,7 @@ class Controller:
         versions = self.store.write_partition_states(
             writes, controller_epoch_version=ctx.epoch_zk_version
         )
-        for key, (new_state, _v) in writes.items():
+        for key, (new_state, previous_version) in writes.items():
             previous = ctx.states[key][0]
             ctx.states[key] = (new_state, versions[key])
             self.events.leader_election(
@@ -527,6 +531,8 @@ class Controller:
                 unclean=False,
                 controller_epoch=ctx.epoch,
                 reason="preferred leader election",
+                zk_version=versions[key],
+                previous_zk_version=previous_version,
             )
         if writes:
             self._send_leader_and_isr(writes, {r for k in writes for r in ctx.assignments[k]})

@@ -55,9 +55,20 @@ class EventLog:
         controller_epoch: int,
         reason: str,
         previous_isr: Sequence[int] = (),
+        zk_version: int | None = None,
+        previous_zk_version: int | None = None,
     ) -> dict[str, Any]:
         """A controller's election (leader -1 records a partition going offline), with the
-        ISR it elected from as ZooKeeper held it (`previous_isr`)."""
+        ISR it elected from as ZooKeeper held it (`previous_isr`), the version of that
+        partition state (`previous_zk_version`) and of the one it wrote (`zk_version`)."""
+        versions = {
+            name: value
+            for name, value in (
+                ("zk_version", zk_version),
+                ("previous_zk_version", previous_zk_version),
+            )
+            if value is not None
+        }
         return self.write(
             "leader-election",
             key=key,
@@ -69,6 +80,7 @@ class EventLog:
             unclean=unclean,
             controller_epoch=controller_epoch,
             reason=reason,
+            **versions,
         )
 
     def isr_change(
@@ -82,11 +94,14 @@ class EventLog:
         previous_isr: Sequence[int] | None = None,
         high_watermark: int | None = None,
         log_end_offsets: Mapping[int, int] | None = None,
+        zk_version: int | None = None,
     ) -> dict[str, Any]:
-        """An ISR shrink or expand, by a leader or by the controller. A leader adds what it
-        knew when it decided: its ISR then, its high watermark and each replica's log end
-        offset as it knew it."""
+        """An ISR shrink or expand, by a leader or by the controller, with the version of the
+        partition state it wrote (`zk_version`). A leader adds what it knew when it decided:
+        its ISR then, its high watermark and each replica's log end offset as it knew it."""
         known: dict[str, Any] = {}
+        if zk_version is not None:
+            known["zk_version"] = zk_version
         if previous_isr is not None:
             known["previous_isr"] = list(previous_isr)
         if high_watermark is not None:

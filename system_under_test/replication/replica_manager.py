@@ -359,6 +359,7 @@ class ReplicaManager:
             previous_isr=change.previous_isr,
             high_watermark=change.high_watermark,
             log_end_offsets=change.log_end_offsets,
+            zk_version=version,
         )
         if partition.role is not Role.LEADER or partition.leader_epoch != epoch:
             return

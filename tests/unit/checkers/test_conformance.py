@@ -33,6 +33,7 @@ def election(
     unclean: bool = False,
     previous: int = -1,
     at: int | None = None,
+    versions: dict[str, Any] | None = None,
 ) -> None:
     b.writer.event(
         "leader-election",
@@ -43,6 +44,7 @@ def election(
             "isr": list(isr),
             "previous_leader": previous,
             "unclean": unclean,
+            **(versions or {}),
         },
         process="sut",
         time=b.tick() if at is None else at,
@@ -57,10 +59,12 @@ def isr_change(
     epoch: int,
     *,
     at: int | None = None,
+    zk_version: int | None = None,
 ) -> None:
+    known = {} if zk_version is None else {"zk_version": zk_version}
     b.writer.event(
         "isr-change",
-        {"key": key, "leader": leader, "leader_epoch": epoch, "isr": list(isr)},
+        {"key": key, "leader": leader, "leader_epoch": epoch, "isr": list(isr), **known},
         process="sut",
         time=b.tick() if at is None else at,
     )
@@ -167,6 +171,40 @@ def elected_after_expand(b: HistoryBuilder) -> None:
     election(b, offline, 1, [1], 2, previous=-1)
 
 
+def elected_from_unlogged_write(b: HistoryBuilder) -> None:
+    """The leader wrote ISR {1, 3} (version 2) and died before logging it; the controller
+    elected 3 from that state: excused. Elsewhere a controller elects 2 from a state two
+    writes old (a stale view: version 1 when 3 is the last one logged): not excused."""
+    k = "unlogged"
+    written(b, k)
+    election(b, k, 1, [1, 2], 0, versions={"zk_version": 0})
+    isr_change(b, k, 1, [1], 0, zk_version=1)
+    election(
+        b,
+        k,
+        3,
+        [3],
+        1,
+        previous=1,
+        versions={"previous_isr": [1, 3], "previous_zk_version": 2, "zk_version": 3},
+    )
+    stale = "staleview"
+    written(b, stale)
+    election(b, stale, 1, [1, 2], 0, versions={"zk_version": 0})
+    isr_change(b, stale, 1, [1], 0, zk_version=1)
+    isr_change(b, stale, 1, [1, 3], 0, zk_version=2)
+    isr_change(b, stale, 1, [1], 0, zk_version=3)
+    election(
+        b,
+        stale,
+        2,
+        [2],
+        1,
+        previous=1,
+        versions={"previous_isr": [1, 2], "previous_zk_version": 0, "zk_version": 4},
+    )
+
+
 def leader_isr_change(
     b: HistoryBuilder, key: str, isr: Sequence[int], previous: Sequence[int], hw: int,
     ends: dict[int, int],
@@ -226,6 +264,7 @@ def build(b: HistoryBuilder) -> None:
         elected_outside,
         unclean_while_off,
         elected_after_expand,
+        elected_from_unlogged_write,
         joins,
         high_watermarks,
     ):
@@ -257,6 +296,7 @@ def test_election_outside_isr(results: dict[str, Any]) -> None:
     found = cases(results, "election-outside-isr")
     assert sorted((c["key"], c["unclean"]) for c in found) == [
         ("outside", False),
+        ("staleview", False),
         ("uncleanoff", True),
     ]
     for case in found:
