@@ -25,13 +25,13 @@ RUN_FLAGS = [
     "--nodes",
     "3",
     "--time-limit",
-    "20",
+    "12",
     "--faults",
     "kill=1,partition=1",
     "--interval",
-    "4,6",
+    "3,4",
     "--duration",
-    "2,4",
+    "1,3",
     "--acks",
     "-1",
     "--replication-factor",
@@ -47,13 +47,21 @@ def squall(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedP
     return run_squall(*args, cwd=cwd, home=cwd / ".squall", timeout=timeout)
 
 
+def short_recovery(cwd: Path) -> str:
+    """A spec file the flags complete: 3 s of recovery after healing instead of 10 (the
+    final read waits for the cluster anyway), which the replay takes from test.json."""
+    spec = cwd / "e2e.toml"
+    spec.write_text('name = "e2e"\nrecovery_wait_s = 3\n')
+    return str(spec)
+
+
 def history(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
 
 
 @pytest.mark.timeout(1200)
 def test_a_short_run_writes_a_valid_store_and_replays_its_schedule(tmp_path: Path) -> None:
-    done = squall(tmp_path, "run", "--name", "e2e", *RUN_FLAGS)
+    done = squall(tmp_path, "run", "--spec", short_recovery(tmp_path), *RUN_FLAGS)
     assert done.returncode in (0, 1), done.stderr[-3000:]
     run_dir = Path(json.loads(done.stdout.strip().splitlines()[-1])["run_dir"])
     run_dir = tmp_path / run_dir if not run_dir.is_absolute() else run_dir
@@ -69,6 +77,7 @@ def test_a_short_run_writes_a_valid_store_and_replays_its_schedule(tmp_path: Pat
         assert any((run_dir / "nodes" / node).iterdir())
     results = json.loads((run_dir / "results.json").read_text())
     assert results["valid"] in (True, False, "unknown") and "checkers" in results
+    assert json.loads((run_dir / "test.json").read_text())["recovery_wait_s"] == 3
     applied = json.loads((run_dir / "schedule.json").read_text())["faults"]
 
     replayed = squall(tmp_path, "replay", str(run_dir))

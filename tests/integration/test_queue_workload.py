@@ -22,6 +22,7 @@ from histories import HistoryWriter, Operation, pair_operations, read_history
 from squall.cluster.cluster import Cluster
 from squall.cluster.local import LocalRuntime
 from system_under_test.client import AdminClient
+from tests.support import wait_for
 from workloads import FinalReadResult, OpMix, QueueWorkload, WorkloadRunSummary, WorkloadSpec
 
 pytestmark = pytest.mark.integration
@@ -157,14 +158,21 @@ def test_a_broker_kill_gives_indeterminate_and_failed_ops_and_loses_nothing(
         runner = threading.Thread(target=run)
         runner.start()
         try:
-            time.sleep(3.0)
-            assert workload.counters.snapshot().ok > 0  # live counters, read mid-run
+            # live counters, read mid-run
+            wait_for(lambda: workload.counters.snapshot().ok > 0, 20, "the first acks")
+            keys = workload.spec.keys
             writer.event("kill", {"n1": "killed"})
+            # past the sends in flight, which may complete before the kill's line
+            acked = {k: len(workload.acknowledged.offsets(k)) + 20 for k in keys}
             cluster.broker("n1").kill()
-            time.sleep(4.0)
+            time.sleep(4.0)  # the fault: dead for two session timeouts
             cluster.broker("n1").start()
             writer.event("start", {"n1": "started"})
-            time.sleep(3.0)
+            wait_for(
+                lambda: all(len(workload.acknowledged.offsets(k)) > acked[k] for k in keys),
+                20,
+                "every key acknowledged again after the kill",
+            )
         finally:
             stop.set()
             runner.join(60)

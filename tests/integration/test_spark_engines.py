@@ -1,5 +1,5 @@
 """The checkers on other Spark engines find what they find on local[*], byte for byte: in
-the Spark Connect server `squall spark` runs, and on a standalone master with two workers
+the Spark Connect server `squall spark` runs, and on a standalone master with a worker
 started from pyspark's own launcher. A master or server nothing answers at fails the check
 at once (exit 3) and says what to do.
 
@@ -25,6 +25,7 @@ import pyspark
 import pytest
 
 from checkers.connect_server import is_server
+from checkers.session import user_cache_dir
 from tests.support import run_squall, wait_for
 from tests.unit.checkers.history_builder import HistoryBuilder
 from tests.unit.checkers.scenarios import DEFAULT_SCENARIOS, UNCLEAN_SCENARIOS, build
@@ -40,11 +41,29 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def share_class_archives(cache: Path) -> None:
+    """Link the user's recorded class-data archives (checkers.jvm_archive) into `cache`, so
+    that local JVMs start from them instead of recording their own on a slow exit (the
+    recording is tests/unit/checkers/test_jvm_archive.py's)."""
+    recorded = user_cache_dir() / "spark" / "cds"
+    archives = sorted(recorded.glob("*.jsa")) if recorded.is_dir() else []
+    if not archives:
+        return
+    target = cache
+    for part in ("squall", "spark", "cds"):
+        target = target / part
+        target.mkdir(mode=0o700)
+    for archive in archives:
+        (target / archive.name).symlink_to(archive)
+
+
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """squall's environment: a private cache (its own `squall spark` state), loopback only."""
+    """squall's environment: a private cache (its own `squall spark` state, the user's class
+    archives), loopback only."""
     cache = tmp_path_factory.mktemp("cache")
     cache.chmod(0o700)
+    share_class_archives(cache)
     environment = {
         name: value
         for name, value in os.environ.items()
@@ -172,8 +191,9 @@ def _master_state(ui_port: int) -> dict[str, Any]:
 def standalone_master(
     env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, int]]:
-    """A standalone master and two workers of one core and 1 GB each, on loopback: the
-    master's URL and the port of its web UI."""
+    """A standalone master and one worker of two cores and 1 GB, on loopback: the master's
+    URL and the port of its web UI. One worker (one executor JVM) is enough to show the
+    check ran on the cluster's executors; a second only adds a JVM on CI's two cores."""
     logs = tmp_path_factory.mktemp("standalone")
     port, ui_port = free_port(), free_port()
     cluster_env = {**env, "SPARK_DAEMON_MEMORY": "512m"}
@@ -201,18 +221,17 @@ def standalone_master(
             "org.apache.spark.deploy.master.Master",
             *("--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui_port)),
         )
-        for n in (1, 2):
-            launch(
-                f"worker{n}",
-                "org.apache.spark.deploy.worker.Worker",
-                *("--host", "127.0.0.1", "--cores", "1", "--memory", "1g"),
-                *("--webui-port", str(free_port()), "--work-dir", str(logs / f"work{n}")),
-                master,
-            )
+        launch(
+            "worker",
+            "org.apache.spark.deploy.worker.Worker",
+            *("--host", "127.0.0.1", "--cores", "2", "--memory", "1g"),
+            *("--webui-port", str(free_port()), "--work-dir", str(logs / "work")),
+            master,
+        )
         wait_for(
-            lambda: _master_state(ui_port).get("aliveworkers") == 2,
+            lambda: _master_state(ui_port).get("aliveworkers") == 1,
             timeout=120,
-            what="a standalone master with two workers",
+            what="a standalone master with its worker",
             interval=0.5,
         )
         yield master, ui_port

@@ -1,7 +1,10 @@
 """Known verdicts from real runs on the local runtime (ZooKeeper and three broker processes).
 
 - acks=-1, RF 3, min.insync.replicas 2, unclean election off, the leader killed twice: no
-  acknowledged write may be lost, so the run must be valid.
+  acknowledged write may be lost, so the run must be valid. The same run (two partitions)
+  shows that a run reads every replica of every key off its disk after the final read: one
+  or more `replica-read` lines per replica and key, whose records agree with what the final
+  read saw below the high watermark, and that the `replicas` checker judges them.
 - acks=1, the followers paused (still in the ISR) while the leader acknowledges alone, then
   the leader killed: a clean election loses what only the leader had. acks=1 allows that
   loss, so it must be reported as expected loss, with the run still valid.
@@ -11,8 +14,10 @@ The unclean-election verdict needs partitions (tests/docker/test_unclean_verdict
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +30,42 @@ BROKER = {
     "zookeeper.session.timeout.ms": "4000",
     "replica.lag.time.max.ms": "10000",
 }
+
+
+def assert_every_replica_was_read(
+    history: list[dict[str, Any]], results: dict[str, Any], partitions: int, replicas: int
+) -> None:
+    """One or more `replica-read` lines per replica and key, in chunks, agreeing with the
+    final read below the high watermark where the replica is in the ISR; judged."""
+    reads = [op for op in history if op["f"] == "replica-read"]
+    by_replica: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for op in reads:
+        assert op["process"] == "sut" and op["type"] == "info" and op["final"] is True
+        by_replica[(op["value"]["key"], op["value"]["broker"])].append(op["value"])
+    keys = {f"{op['value']['key']}" for op in reads}
+    assert len(keys) == partitions
+    brokers = range(1, replicas + 1)
+    assert sorted(by_replica) == sorted((k, b) for k in keys for b in brokers)
+    final_reads: dict[str, dict[int, Any]] = defaultdict(dict)
+    for op in history:
+        if op["f"] == "poll" and op["type"] == "ok" and op.get("final"):
+            for key, records in op["value"][0][1].items():
+                final_reads[key].update({offset: value for offset, value in records})
+    for (key, broker), values in by_replica.items():
+        assert "error" not in values[0], values[0]
+        assert [v["chunk"] for v in values] == list(range(values[0]["chunks"]))
+        held = {o: v for value in values for o, v in value["records"]}
+        assert len(held) == values[0]["record_count"]
+        hw = values[0]["high_watermark"]
+        assert hw is not None and hw > 0, (key, broker)
+        if broker in values[0]["isr"]:
+            limit = min(hw, max(final_reads[key], default=-1) + 1)
+            below = {o: v for o, v in held.items() if o < limit}
+            assert below == {o: v for o, v in final_reads[key].items() if o < limit}, key
+        assert values[0]["invalid_offsets"] == [] and values[0]["recovery_stop"] is None
+    section = results["checkers"]["replicas"]
+    assert section["details"]["replicas"] == partitions * replicas
+    assert section["counts"] == {"replica-divergence": 0}, section
 
 
 @pytest.fixture
@@ -40,6 +81,7 @@ def test_acks_all_with_leader_kills_is_valid(squall_root: Path) -> None:
         runtime="local",
         workload={
             **WORKLOAD,
+            "partitions": 2,
             "acks": -1,
             "topic_config": topic_config(2, unclean=False),
         },
@@ -65,6 +107,7 @@ def test_acks_all_with_leader_kills_is_valid(squall_root: Path) -> None:
     assert verdict.results["anomaly_types"] == [], why
     assert verdict.results.get("expected_anomaly_types", []) == [], why
     assert verdict.results["checkers"]["delivery"]["counts"]["lost-acked-write"] == 0, why
+    assert_every_replica_was_read(verdict.history, verdict.results, partitions=2, replicas=3)
 
 
 def test_acks_one_losses_after_a_leader_kill_are_expected_not_invalid(squall_root: Path) -> None:

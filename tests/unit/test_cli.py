@@ -140,10 +140,13 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.strip() == f"squall {importlib.metadata.version('squall')}"
 
 
-def test_shell_completion_is_offered() -> None:
+def test_shell_completion_is_offered(monkeypatch: pytest.MonkeyPatch) -> None:
     text = help_at_80_columns()
     assert "--install-completion" in text
     assert "--show-completion" in text
+    # Otherwise typer detects the shell from the process tree (none under some CI runners)
+    # and takes "bash" for an extra argument.
+    monkeypatch.setenv("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION", "1")
     result = runner.invoke(app, ["--show-completion", "bash"])
     assert result.exit_code == 0, result.output
     assert "_SQUALL_COMPLETE" in result.output
