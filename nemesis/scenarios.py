@@ -176,6 +176,22 @@ def follower_restart_leader_loss(layout: Layout, start: float) -> float:
     return back
 
 
+def follower_restart_leader_loss_rejoined(layout: Layout, start: float) -> float:
+    """KIP-101's first sequence where the controller sees every restart: the followers crash
+    and come back (truncating as their protocol says), are shrunk out of the ISR as restarted
+    replicas, and rejoin it once their leader finds them caught up to its high watermark;
+    the leader dies soon after, and one of them leads with what its truncation and catch-up
+    left. The controller is among the followers (the aim keeps it off the leader), so a new
+    one makes them followers only once the old one's session has ended."""
+    restarted = layout.add(start, Fault("kill", {"targets": ["followers"]}))
+    layout.add(start + layout.draw(Span(0.05, 0.1, "session")), Fault("start"), heals=restarted)
+    killed_at = start + layout.draw(Span(1.4, 1.7, "session"))
+    killed = layout.add(killed_at, Fault("kill", {"targets": ["leader"]}))
+    back = killed_at + layout.draw(Span(1.3, 1.6, "session"))
+    layout.add(back, Fault("start"), heals=killed)
+    return back
+
+
 def _second_failover(layout: Layout, first: int, returns: float) -> float:
     """The old leader back, and the new leader killed while the old one truncates."""
     layout.add(returns, Fault("start"), heals=first)
@@ -374,7 +390,10 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "follower-restart-leader-loss",
             "truncation on restart, then a failover before catching up (KIP-101)",
-            (Variant("restart", follower_restart_leader_loss),),
+            (
+                Variant("restart", follower_restart_leader_loss),
+                Variant("rejoined", follower_restart_leader_loss_rejoined),
+            ),
             reach.restarted_follower_elected,
             aim="apart-from-controller",
         ),

@@ -322,7 +322,7 @@ def test_the_verdict(results: dict[str, Any]) -> None:
     assert results["valid"] is False
     assert results["checkers"]["conformance"]["counts"] == {
         "ack-below-min-isr": 1,
-        "election-outside-isr": 2,
+        "election-outside-isr": 3,
         "isr-join-behind-hw": 1,
         "hw-regression": 1,
         "stale-isr-member": 0,
