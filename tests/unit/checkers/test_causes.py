@@ -303,7 +303,9 @@ def test_a_log_recovery_below_the_offset_then_the_recovered_replicas_election() 
     )
 
 
-def test_a_replica_divergence_is_explained_on_the_driver_with_the_faults_in_force() -> None:
+def diverged_after_a_cut() -> tuple[dict[str, Any], dict[str, list[ReplicationEvent]]]:
+    """A diverged replica's case on key k, and k's events: n2 cut its log 3823→3288 by the
+    high-watermark rule at 3 s, then led it (epoch 6) at 5 s."""
     case: dict[str, Any] = {"key": "k", "broker": 1, "offsets": [3288, 3822]}
     replication = {
         "k": [
@@ -312,6 +314,11 @@ def test_a_replica_divergence_is_explained_on_the_driver_with_the_faults_in_forc
             event(5, "leader-election", leader=2, leader_epoch=6),
         ]
     }  # fmt: skip
+    return case, replication
+
+
+def test_a_replica_divergence_is_explained_on_the_driver_with_the_faults_in_force() -> None:
+    case, replication = diverged_after_a_cut()
     paused = FaultInterval("pause", 2 * S, 9 * S, 1, 8, {"targets": ["n3"]})
     killed = FaultInterval("kill", 2 * S, 4 * S, 1, 4, {"targets": ["n2"]})
     explain_samples(
@@ -331,14 +338,7 @@ def test_a_replica_divergence_is_explained_on_the_driver_with_the_faults_in_forc
 
 
 def test_a_restart_just_before_the_cut_is_named_and_a_kill_ends_a_pause() -> None:
-    case: dict[str, Any] = {"key": "k", "broker": 1, "offsets": [3288, 3822]}
-    replication = {
-        "k": [
-            event(3, "truncation", from_offset=3823, to_offset=3288, broker=2,
-                  reason="high-watermark", node="n2"),
-            event(5, "leader-election", leader=2, leader_epoch=6),
-        ]
-    }  # fmt: skip
+    case, replication = diverged_after_a_cut()
     restarted = FaultInterval("kill", S // 2, 2 * S, 1, 2, {"targets": ["n2"]})
     elsewhere = FaultInterval("kill", S // 2, 2 * S, 1, 2, {"targets": ["n1"]})
     paused = FaultInterval("pause", S, None, 2, None, {"targets": ["n3"]})
