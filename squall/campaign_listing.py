@@ -66,10 +66,6 @@ class CampaignSummary:
     cases: list[CaseSummary] = field(default_factory=list)
 
     @property
-    def store(self) -> Path:
-        return self.path.parent.parent.parent
-
-    @property
     def stamp(self) -> str:
         return self.path.name
 
@@ -94,9 +90,8 @@ class CampaignSummary:
         ran = len(self.cases)
         total = f"{ran} of {self.case_count}" if self.case_count not in (None, ran) else f"{ran}"
         listed = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items()))
-        return f"{total} case{'' if self.case_count == 1 or ran == 1 else 's'}" + (
-            f": {listed}" if listed else ""
-        )
+        planned = self.case_count if self.case_count is not None else ran
+        return f"{total} case{'' if planned == 1 else 's'}" + (f": {listed}" if listed else "")
 
     def lost(self) -> str:
         """The acknowledged writes the cases lost, summed, and how many allowed; "" when none."""

@@ -180,3 +180,31 @@ def test_the_reason_is_read_from_run_log(tmp_path: Path) -> None:
     run = _crashed_run(RunStore(tmp_path), "c")
     assert why_no_verdict(run.path) == "infrastructure failure: <zk1> did not start in 30 s"
     assert why_no_verdict(tmp_path) is None
+
+
+def test_an_interrupted_campaign_reports_what_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C between cases (the runner itself turns one during a case into an interrupted
+    run): the cases that ran are reported and the campaign is marked interrupted."""
+    import squall.campaign
+
+    root = tmp_path / "store"
+    finished = [_case("demo-safe", _checked_run(RunStore(root), "demo-safe", VALID), VALID)]
+
+    def run_case(case: Any, *_args: Any, **_kwargs: Any) -> tuple[CaseResult, bool]:
+        if finished:
+            return finished.pop(), False
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(squall.campaign, "_run_case", run_case)
+    demo = Path(__file__).resolve().parents[2] / "campaigns" / "demo.toml"
+    with pytest.raises(KeyboardInterrupt):
+        squall.campaign.run_campaign(demo, store=root, overrides={"runtime": "local"})
+    (campaign,) = (root / "campaigns" / "demo").glob("2*")
+    summary = json.loads((campaign / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["ended"] and summary["case_count"] == 2
+    page = (campaign / "report.html").read_text()
+    assert '<h1>campaign demo: <span class="unknown">INTERRUPTED</span></h1>' in page
+    assert "1 of 2 cases: 1 VALID" in page and "The campaign was interrupted" in page
+    assert [row.split("</td>")[0] for row in _rows(page)] == ["<tr><td>demo-safe"]
