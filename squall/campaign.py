@@ -304,6 +304,22 @@ def _run_case(
             spark_remote=spark_remote,
             console=console,
         ).run()
+        found = outcome.results or {}
+        return CaseResult(
+            case.spec.name,
+            case.parameters,
+            outcome.exit_code,
+            found.get("valid"),
+            list(found.get("anomaly_types", [])),
+            str(outcome.run_dir.path),
+            time.monotonic() - started,
+            expected_anomaly_types=list(found.get("expected_anomaly_types", [])),
+            explanation=explain(found, elections=leader_elections(outcome.run_dir.history))
+            if found
+            else "",
+            acknowledged_lost=(found.get("summary") or {}).get("acknowledged_lost"),
+            allowed_lost=(found.get("summary") or {}).get("allowed_lost"),
+        ), outcome.interrupted
     except Exception as err:  # one case's failure must not stop the campaign
         return CaseResult(
             case.spec.name,
@@ -315,22 +331,6 @@ def _run_case(
             time.monotonic() - started,
             error=f"{type(err).__name__}: {err}",
         ), False
-    found = outcome.results or {}
-    return CaseResult(
-        case.spec.name,
-        case.parameters,
-        outcome.exit_code,
-        found.get("valid"),
-        list(found.get("anomaly_types", [])),
-        str(outcome.run_dir.path),
-        time.monotonic() - started,
-        expected_anomaly_types=list(found.get("expected_anomaly_types", [])),
-        explanation=explain(found, elections=leader_elections(outcome.run_dir.history))
-        if found
-        else "",
-        acknowledged_lost=(found.get("summary") or {}).get("acknowledged_lost"),
-        allowed_lost=(found.get("summary") or {}).get("allowed_lost"),
-    ), outcome.interrupted
 
 
 def write_campaign_outputs(
