@@ -177,6 +177,37 @@ def truncation_during_failover(run: ScenarioRun) -> Reach:
     return Reach(True, _evidence(elected, truncations[0], second[0]))
 
 
+def second_failover_to_the_stalled_follower(run: ScenarioRun) -> Reach:
+    """Two leader changes in a row: away from the leader struck to one follower, then away
+    from that one to a replica that led neither time (the follower that could not fetch
+    from the first new leader), with any truncation it made in between."""
+    first = leader_deposed(run)
+    if not first.reached:
+        return first
+    elected = first.evidence[0]
+    struck, middle = elected.get("previous_leader"), elected.get("leader")
+    since = int(elected.get("wall_time_ns", 0))
+    second = [
+        e
+        for e in _elections_away(run, middle)
+        if int(e.get("wall_time_ns", 0)) >= since and e.get("leader") not in (struck, middle, -1)
+    ]
+    if not second:
+        return Reach(
+            False,
+            first.evidence,
+            f"the new leader {middle} of {run.aim.key} was not replaced by the other follower",
+        )
+    last = second[0]
+    until = int(last.get("wall_time_ns", 0))
+    truncated = [
+        e
+        for e in _on(run, "truncation")
+        if e.get("broker") == last.get("leader") and since <= int(e.get("wall_time_ns", 0)) <= until
+    ]
+    return Reach(True, _evidence(elected, *truncated, last))
+
+
 def _new_controllers(run: ScenarioRun) -> list[Event]:
     controller = struck_broker(run, "controller")
     controller = run.aim.controller if controller is None else controller

@@ -111,6 +111,21 @@ def _partition(layout: Layout, at: float, *, shape: str, among: str, targets: li
     )
 
 
+def _one_way(layout: Layout, at: float, *, sources: list[str], destinations: list[str]) -> int:
+    return layout.add(
+        at,
+        Fault(
+            "start-partition",
+            {
+                "shape": "one-way",
+                "among": "brokers",
+                "targets": sources,
+                "destinations": destinations,
+            },
+        ),
+    )
+
+
 def zombie_leader_cut_off(layout: Layout, start: float) -> float:
     """The leader cut off from ZooKeeper and its followers while clients still reach it, past
     the session timeout (the controller elects another leader), then healed: the deposed
@@ -226,6 +241,35 @@ def failover_during_truncation_paused(layout: Layout, start: float) -> float:
     first = layout.add(first_at, Fault("kill", {"targets": ["leader"]}))
     layout.add(first_at + 0.2, Fault("resume"), heals=stalled)
     return _second_failover(layout, first, returns)
+
+
+def failover_chain(layout: Layout, start: float) -> float:
+    """KIP-101's first sequence with no restart: a follower whose high watermark is behind
+    what was acknowledged is made follower of a new leader (and truncates as its protocol
+    says), cannot fetch from it, and leads next when that one dies too.
+
+    The follower a clean election picks last (``last-follower``) stops hearing the leader (a
+    one-way cut: its fetches still arrive, so the leader acknowledges what it last fetched,
+    the other follower being ahead, while it never learns that high watermark), and the
+    leader dies. Before its session ends the cut changes: the other followers stop hearing
+    the last one too (and no one hears the dead leader), so the other follower, elected,
+    answers none of its fetches, while whoever is controller still reaches both. The new
+    leader dies 1.3-1.6 sessions after the first (after the election, before the lag time
+    drops the last follower from its ISR), the last follower leads with what its truncation
+    left, and everything heals 1.3-1.6 sessions later."""
+    stale = _one_way(layout, start, sources=["leader"], destinations=["last-follower"])
+    first_at = start + layout.draw(Span(0.2, 0.4, "s"))
+    first = layout.add(first_at, Fault("kill", {"targets": ["leader"]}))
+    swap_at = first_at + layout.draw(Span(0.5, 0.6, "session"))
+    layout.add(swap_at, Fault("stop-partition"), heals=stale)
+    cut = _one_way(layout, swap_at, sources=["leader", "last-follower"], destinations=["followers"])
+    second_at = first_at + layout.draw(Span(1.3, 1.6, "session"))
+    second = layout.add(second_at, Fault("kill", {"targets": ["leader"]}))
+    end = second_at + layout.draw(Span(1.3, 1.6, "session"))
+    layout.add(end, Fault("stop-partition"), heals=cut)
+    layout.add(end, Fault("start"), heals=first)
+    layout.add(end, Fault("start"), heals=second)
+    return end
 
 
 def controller_failover_during_election(layout: Layout, start: float) -> float:
@@ -407,6 +451,12 @@ SCENARIOS: dict[str, Scenario] = {
             reach.truncation_during_failover,
         ),
         Scenario(
+            "failover-chain",
+            "a second leader change before the remaining follower fetched from the first",
+            (Variant("one-way-cut", failover_chain, "partitions"),),
+            reach.second_failover_to_the_stalled_follower,
+        ),
+        Scenario(
             "controller-failover-during-election",
             "an election by a new controller with writes in flight",
             (Variant("kill", controller_failover_during_election),),
@@ -483,7 +533,7 @@ DEFAULT_FAMILIES: dict[str, tuple[str, ...]] = {
     ),
     "ISR shrink": ("isr-shrink-leader-loss",),
     "truncation after failover": ("follower-restart-leader-loss", "failover-during-truncation"),
-    "slow replication through a leader change": ("slow-follower-failover",),
+    "replication stalled through a leader change": ("slow-follower-failover", "failover-chain"),
 }
 """The default generator's round: one scenario of each family of states where replication
 bugs show, each family taking its scenarios in turn, so that a 120-second run reaches each

@@ -10,6 +10,9 @@ Syntax (one string per target):
 - ``isr:TOPIC-PARTITION``: every ISR member, the leader included.
 - ``idle-follower:TOPIC-PARTITION``: a random ISR member that is not the leader and leads
   no partition of the workload.
+- ``last-follower:TOPIC-PARTITION``: the ISR member that is not the leader and comes last in
+  the partition's assignment: the follower a clean election picks last (Kafka elects the
+  first live ISR member in assignment order).
 - ``controller``: the broker that is controller now.
 - ``idle-broker``: a random live broker that leads no partition of the workload (it may
   follow some).
@@ -39,7 +42,7 @@ from nemesis.errors import FaultError, TargetError
 from nemesis.grudge import sorted_nodes
 
 NODE_ROLES = ("zk", "controller", "random", "minority", "brokers", "all", "idle-broker")
-PARTITION_ROLES = ("leader", "follower", "followers", "isr", "idle-follower")
+PARTITION_ROLES = ("leader", "follower", "followers", "last-follower", "isr", "idle-follower")
 IDLE_ROLES = ("idle-broker", "idle-follower")
 """Roles that look across every partition of the workload."""
 
@@ -279,6 +282,9 @@ def resolve_targets(
                     )
                 if spec.role == "follower":
                     followers = [rng.choice(followers)]
+                elif spec.role == "last-follower":
+                    order = {b: i for i, b in enumerate(state.replicas)}
+                    followers = [max(followers, key=lambda b: order.get(b, len(order)))]
                 names = [broker_node(b, brokers, f"a follower of {key}") for b in followers]
         roles[str(spec)] = names
         chosen += names

@@ -18,8 +18,9 @@
     "broker/replica.truncation" = "high-watermark"
 
 Paths name a spec key through its tables with ``/`` (Kafka's keys contain dots). Each case
-runs in its own store directory; a failed case does not stop the campaign. At the end: a
-summary table, ``summary.json`` and a campaign ``junit.xml`` (one test case per run).
+runs in its own store directory; a failed case does not stop the campaign. After each case
+and at the end: ``summary.json``, a campaign ``junit.xml`` (one test case per run) and the
+campaign's ``report.html`` (squall.report.campaign); at the end a summary table.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 from rich.console import Console
@@ -43,6 +44,9 @@ from squall.exit_codes import ExitCode
 from squall.report.junit import JUnitCase, JUnitOutcome, render_suite
 from squall.report.verdict import explain, leader_elections
 from squall.spec import TestSpec
+
+if TYPE_CHECKING:
+    from squall.store import RunStore
 
 
 class CampaignError(ConfigurationError):
@@ -232,76 +236,127 @@ def run_campaign(
     console: Console | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> tuple[Path, list[CaseResult]]:
-    """Run every case; write summary.json and junit.xml under store/<campaign>/<stamp>/.
-    Before each case, `console` shows which of how many, the time so far and the verdicts."""
-    from squall.runner import TestRunner
+    """Run every case; write summary.json, junit.xml and report.html under
+    store/campaigns/<campaign>/<stamp>/ after each case and when the campaign ends (also
+    when it is interrupted or fails: whatever ran is reported). Before each case, `console`
+    shows which of how many, the time so far and the verdicts."""
     from squall.store import RunStore
 
     name, cases = load_campaign(path, overrides)
     run_store = RunStore(store)
     out_dir = RunStore(store / "campaigns").new_run(name).path
     results: list[CaseResult] = []
+    started = datetime.now(UTC).isoformat(timespec="seconds")
     campaign_started = time.monotonic()
-    for number, case in enumerate(cases, start=1):
-        if console is not None:
-            console.print(
-                progress_line(
-                    name,
-                    number,
-                    len(cases),
-                    case.spec.name,
-                    time.monotonic() - campaign_started,
-                    results,
-                ),
-                highlight=False,
-            )
-        started = time.monotonic()
-        interrupted = False
-        try:
-            outcome = TestRunner(
-                case.spec,
-                store=run_store,
+    interrupted = False
+    try:
+        for number, case in enumerate(cases, start=1):
+            if console is not None:
+                console.print(
+                    progress_line(
+                        name,
+                        number,
+                        len(cases),
+                        case.spec.name,
+                        time.monotonic() - campaign_started,
+                        results,
+                    ),
+                    highlight=False,
+                )
+            result, interrupted = _run_case(
+                case,
+                run_store,
                 spark_master=spark_master,
                 spark_remote=spark_remote,
                 console=console,
-            ).run()
-            interrupted = outcome.interrupted
-            found = outcome.results or {}
-            result = CaseResult(
-                case.spec.name,
-                case.parameters,
-                outcome.exit_code,
-                found.get("valid"),
-                list(found.get("anomaly_types", [])),
-                str(outcome.run_dir.path),
-                time.monotonic() - started,
-                expected_anomaly_types=list(found.get("expected_anomaly_types", [])),
-                explanation=explain(found, elections=leader_elections(outcome.run_dir.history))
-                if found
-                else "",
-                acknowledged_lost=(found.get("summary") or {}).get("acknowledged_lost"),
-                allowed_lost=(found.get("summary") or {}).get("allowed_lost"),
             )
-        except Exception as err:  # one case's failure must not stop the campaign
-            result = CaseResult(
-                case.spec.name,
-                case.parameters,
-                3,
-                "unknown",
-                [],
-                None,
-                time.monotonic() - started,
-                error=f"{type(err).__name__}: {err}",
-            )
-        results.append(result)
-        (out_dir / "summary.json").write_text(
-            json.dumps(
-                {"campaign": name, "file": str(path), "cases": [r.__dict__ for r in results]},
-                indent=2,
-                default=str,
-            )
+            results.append(result)
+            write_campaign_outputs(out_dir, name, path, started, len(cases), results, ended=False)
+            if interrupted:
+                break
+    except BaseException:  # Ctrl-C between cases, or squall's own failure: report what ran
+        interrupted = True
+        raise
+    finally:
+        write_campaign_outputs(
+            out_dir, name, path, started, len(cases), results, ended=True, interrupted=interrupted
         )
-        (out_dir / "junit.xml").write_text(junit_xml(name, results))
-        if interrupted:
-            break
     return out_dir, results
+
+
+def _run_case(
+    case: CampaignCase,
+    run_store: RunStore,
+    *,
+    spark_master: str | None,
+    spark_remote: str | None,
+    console: Console | None,
+) -> tuple[CaseResult, bool]:
+    """Run one case: how it ended, and whether it was interrupted."""
+    from squall.runner import TestRunner
+
+    started = time.monotonic()
+    try:
+        outcome = TestRunner(
+            case.spec,
+            store=run_store,
+            spark_master=spark_master,
+            spark_remote=spark_remote,
+            console=console,
+        ).run()
+        found = outcome.results or {}
+        return CaseResult(
+            case.spec.name,
+            case.parameters,
+            outcome.exit_code,
+            found.get("valid"),
+            list(found.get("anomaly_types", [])),
+            str(outcome.run_dir.path),
+            time.monotonic() - started,
+            expected_anomaly_types=list(found.get("expected_anomaly_types", [])),
+            explanation=explain(found, elections=leader_elections(outcome.run_dir.history))
+            if found
+            else "",
+            acknowledged_lost=(found.get("summary") or {}).get("acknowledged_lost"),
+            allowed_lost=(found.get("summary") or {}).get("allowed_lost"),
+        ), outcome.interrupted
+    except Exception as err:  # one case's failure must not stop the campaign
+        return CaseResult(
+            case.spec.name,
+            case.parameters,
+            3,
+            "unknown",
+            [],
+            None,
+            time.monotonic() - started,
+            error=f"{type(err).__name__}: {err}",
+        ), False
+
+
+def write_campaign_outputs(
+    out_dir: Path,
+    name: str,
+    path: Path,
+    started: str,
+    case_count: int,
+    results: Sequence[CaseResult],
+    *,
+    ended: bool,
+    interrupted: bool = False,
+) -> None:
+    """summary.json, junit.xml and report.html of what has run so far; `ended`: the
+    campaign is over (finished or interrupted)."""
+    from squall.report.campaign import write_campaign_report
+
+    summary = {
+        "campaign": name,
+        "file": str(path),
+        "started": started,
+        "ended": datetime.now(UTC).isoformat(timespec="seconds") if ended else None,
+        "interrupted": interrupted,
+        "case_count": case_count,
+        "cases": [r.__dict__ for r in results],
+    }
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    (out_dir / "junit.xml").write_text(junit_xml(name, list(results)))
+    write_campaign_report(out_dir)

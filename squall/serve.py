@@ -1,6 +1,6 @@
-"""``squall serve``: the run store over HTTP, as Jepsen's ``serve``: an index of the runs at
-``/`` (newest first, verdicts coloured, links to each report) and every file of the store
-beneath it. Read-only; nothing outside the store is served, even through a symbolic link."""
+"""``squall serve``: the run store over HTTP, as Jepsen's ``serve``: an index at ``/`` of the
+campaigns and then the runs (newest first, verdicts coloured, links to each report) and
+every file of the store beneath it. Read-only; nothing outside the store is served, even through a symbolic link."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import quote
 
+from squall.campaign_listing import CampaignSummary, list_campaigns
 from squall.store_listing import RunSummary, describe_findings, list_runs
 
 _COLOURS = {
@@ -32,6 +33,7 @@ th {{ background: #f6f8fa; }}
 td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
 </style></head><body>
 <h1>squall runs</h1>
+{campaigns}<h2>Runs</h2>
 <p>{count} run(s) in <code>{store}</code>, newest first.</p>
 <table>
 <tr><th>test</th><th>started (UTC)</th><th>verdict</th><th>found</th>
@@ -56,13 +58,46 @@ def _row(run: RunSummary) -> str:
     )
 
 
+_CAMPAIGNS = """<h2>Campaigns</h2>
+<p>{count} campaign(s), newest first; each case is also a run below.</p>
+<table>
+<tr><th>campaign</th><th>started (UTC)</th><th>verdict</th><th>cases</th><th>found</th>
+<th>files</th></tr>
+{rows}
+</table>
+"""
+
+
+def _campaign_row(campaign: CampaignSummary) -> str:
+    base = f"campaigns/{quote(campaign.path.parent.name)}/{quote(campaign.stamp)}/"
+    colour = _COLOURS.get(campaign.verdict, "#57606a")
+    report = (
+        f'<a href="{base}report.html">report</a> · '
+        if (campaign.path / "report.html").is_file()
+        else ""
+    )
+    started = (campaign.started or campaign.stamp).replace("+00:00", "").replace("T", " ")
+    return (
+        f"<tr><td>{html.escape(campaign.name)}</td><td>{html.escape(started)}</td>"
+        f'<td style="color:{colour};font-weight:bold">{html.escape(campaign.verdict)}</td>'
+        f"<td>{html.escape(campaign.tally())}</td><td>{html.escape(campaign.lost())}</td>"
+        f'<td>{report}<a href="{base}">files</a></td></tr>'
+    )
+
+
 def index_page(store: Path) -> str:
-    """The HTML index of the store's runs."""
+    """The HTML index of the store's campaigns (when it has any) and runs."""
     runs = list_runs(store)
+    campaigns = list_campaigns(store)
     return _PAGE.format(
         store=html.escape(str(store)),
         count=len(runs),
         rows="\n".join(_row(run) for run in runs),
+        campaigns=_CAMPAIGNS.format(
+            count=len(campaigns), rows="\n".join(_campaign_row(c) for c in campaigns)
+        )
+        if campaigns
+        else "",
     )
 
 

@@ -510,12 +510,13 @@ def campaign(
     as_json: bool = typer.Option(
         False,
         "--json",
-        help="Print the summary (summary.json, with the paths of it and junit.xml) as one "
-        "JSON object instead of the table.",
+        help="Print the summary (summary.json, with the paths of it, junit.xml and "
+        "report.html) as one JSON object instead of the table.",
     ),
     quiet: bool = QuietOption,
 ) -> None:
-    """Run a matrix of tests one after another; a summary, summary.json and junit.xml at the end.
+    """Run a matrix of tests one after another; a summary, summary.json, junit.xml and the
+    campaign's report.html at the end.
 
     The tests are the file's [base] spec crossed with its [matrix] (paths such as
     "workload/acks" = [-1, 1]) plus its [[case]] entries. A case that fails does not stop
@@ -562,7 +563,11 @@ def campaign(
         )
     finally:
         stop_spark()
-    paths = {"summary": str(out_dir / "summary.json"), "junit": str(out_dir / "junit.xml")}
+    paths = {
+        "summary": str(out_dir / "summary.json"),
+        "junit": str(out_dir / "junit.xml"),
+        "report": str(out_dir / "report.html"),
+    }
     worst = max((r.exit_code for r in results), default=0)
     if as_json:
         written = out_dir / "summary.json"
@@ -587,7 +592,8 @@ def campaign(
             console.print(f"  {shown}", highlight=False, soft_wrap=True)
     console.print(
         f"summary: {paths['summary']}\njunit: {paths['junit']}\n"
-        f"browse every run's report: squall serve --store {store}",
+        f"campaign report: {paths['report']}\n"
+        f"browse the campaign's and every run's report: squall serve --store {store}",
         highlight=False,
         soft_wrap=True,
     )

@@ -166,10 +166,10 @@ def _cell_html(value: Any) -> str:
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     """A table of plain values (escaped here)."""
-    return _html_table(header, [[_cell_html(v) for v in row] for row in rows])
+    return html_table(header, [[_cell_html(v) for v in row] for row in rows])
 
 
-def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """A table of cells already in HTML; at most `MAX_ROWS` rows."""
     cells = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     out = [f"<table><tr>{cells}</tr>"]
@@ -217,7 +217,7 @@ def _records(
     for record in records:
         fields.update((str(k), None) for k in record)
     show = cell or (lambda _field, value: html.escape(_cell(value)))
-    return _html_table(
+    return html_table(
         list(fields),
         [[show(f, _lookup(record, f)) for f in fields] for record in records],
     )
@@ -306,7 +306,7 @@ def render_html(
         out.append(
             f"<p>seed {_text(test.get('seed'))} · runtime {_text(test.get('runtime'))} · "
             f"{_text(test.get('nodes'))} brokers · topic "
-            f"{html.escape(_tolerant(lambda: _topic(test.get('topic')), '?'))}</p>"
+            f"{html.escape(_tolerant(lambda: describe_topic(test.get('topic')), '?'))}</p>"
         )
     timeline_image = next((i for i in images if Path(i).stem == "timeline"), None)
     plots = [i for i in images if i != timeline_image]
@@ -387,7 +387,9 @@ def _scenarios(section: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _topic(topic: Any) -> str:
+def describe_topic(topic: Any) -> str:
+    """test.json's `topic` in one line: its name, partitions, RF, min.insync, unclean
+    election and truncation rule."""
     if not isinstance(topic, Mapping):
         return compact(topic)
     unclean = topic.get("unclean_leader_election")
@@ -490,7 +492,7 @@ def _lost_writes(results: Mapping[str, Any]) -> list[str]:
     return [
         f"<p class='lost'>{html.escape(said)}, each counted once; the anomaly types below "
         "count the same writes under each name they show under.</p>",
-        *_html_table(["key", "acknowledged writes lost", "allowed"], rows),
+        *html_table(["key", "acknowledged writes lost", "allowed"], rows),
     ]
 
 
@@ -591,7 +593,7 @@ def _timeline_section(image: str | None, events: Sequence[Mapping[str, Any]]) ->
     out.append(
         f"<details><summary>the {len(rows)} events: {html.escape(', '.join(summary))}</summary>"
     )
-    out += _html_table(
+    out += html_table(
         ["time (s)", "source", "event", "node", "key", "details"],
         [
             [

@@ -300,6 +300,7 @@ def test_campaign_json_prints_the_summary(
     assert summary["cases"][0]["anomaly_types"] == ["lost-write"]
     assert summary["summary"] == str(tmp_path / "summary.json")
     assert summary["junit"] == str(tmp_path / "junit.xml")
+    assert summary["report"] == str(tmp_path / "report.html")
 
 
 def test_the_top_help_lists_every_exit_code() -> None:
@@ -339,5 +340,8 @@ def test_campaign_ends_by_naming_each_report_uncut_at_80_columns(
     lines = out.splitlines()
     assert f"  {run_dir / 'report.html'}" in lines  # on a line of its own, whole
     assert "761 acked writes lost (all allowed)" in " ".join(out.split())
-    assert lines[-1] == f"browse every run's report: squall serve --store {store}"
+    assert lines[-2] == f"campaign report: {tmp_path / 'report.html'}"
+    assert lines[-1] == (
+        f"browse the campaign's and every run's report: squall serve --store {store}"
+    )
     assert not lines[-1].startswith("{")  # the last line is not raw JSON

@@ -22,6 +22,7 @@ from nemesis.reach import (
     isr_of_one_then_lost,
     leader_deposed,
     restarted_follower_elected,
+    second_failover_to_the_stalled_follower,
     truncation_during_failover,
 )
 from nemesis.scenario_watch import ScenarioWatch, unsettled
@@ -172,6 +173,56 @@ def test_kip101_second_case_needs_a_truncation_between_two_leader_changes() -> N
     assert not without.reached and "truncated" in without.missing
     early = event("truncation", 0, broker=2, from_offset=9, to_offset=7)
     assert not truncation_during_failover(run_of("fdt", early, first, second)).reached
+
+
+def test_a_failover_chain_ends_with_the_follower_that_led_neither_time() -> None:
+    first, second = election(1, 2, 1, [1, 3]), election(4, 1, 3, [3, 1])
+    truncated = event("truncation", 2, broker=3, from_offset=9, to_offset=7)
+    reach = second_failover_to_the_stalled_follower(run_of("chain", first, truncated, second))
+    assert reach.reached
+    assert [e["type"] for e in reach.evidence] == [
+        "leader-election",
+        "truncation",
+        "leader-election",
+    ]
+    # the safe protocol need not truncate: two elections are the state
+    assert second_failover_to_the_stalled_follower(run_of("chain", first, second)).reached
+    back = second_failover_to_the_stalled_follower(run_of("chain", first, election(4, 1, 2, [2])))
+    assert not back.reached and "not replaced by the other follower" in back.missing
+    offline = election(4, 1, -1, [1])
+    assert not second_failover_to_the_stalled_follower(run_of("chain", first, offline)).reached
+    early = election(0, 1, 3, [3])
+    assert not second_failover_to_the_stalled_follower(run_of("chain", early, first)).reached
+    elsewhere = truncated | {"broker": 2}
+    reach = second_failover_to_the_stalled_follower(run_of("chain", first, elsewhere, second))
+    assert [e["type"] for e in reach.evidence] == ["leader-election", "leader-election"]
+
+
+def test_a_failover_chain_cuts_the_last_follower_off_one_way_then_from_the_other() -> None:
+    layout = Layout(random.Random(3), Detectors(6.0, 10.0, 0.5), BROKERS, 120.0)
+    end = SCENARIOS["failover-chain"].lay(layout, 0.0)
+    steps = layout.steps
+    assert [s.fault.f for s in steps] == [
+        "start-partition",
+        "kill",
+        "stop-partition",
+        "start-partition",
+        "kill",
+        "stop-partition",
+        "start",
+        "start",
+    ]
+    stale, cut = steps[0].fault.value, steps[3].fault.value
+    assert stale["shape"] == cut["shape"] == "one-way"
+    assert (stale["targets"], stale["destinations"]) == (["leader"], ["last-follower"])
+    assert (cut["targets"], cut["destinations"]) == (["leader", "last-follower"], ["followers"])
+    first, swap, second = steps[1].at_s, steps[3].at_s, steps[4].at_s
+    # the cut changes before the first leader's session can end (2/3 of it: ZooKeeper's
+    # last ping may be that old), and the second leader
+    # dies after the first election, before the lag time could drop the stalled follower
+    assert steps[2].at_s == swap and swap - first < 0.67 * 6.0
+    assert 1.3 * 6.0 <= second - first <= 1.6 * 6.0 < 6.0 + 10.0
+    assert [s.heals for s in steps[5:]] == [3, 1, 4] and end - second >= 1.3 * 6.0
 
 
 def test_an_election_by_a_new_controller() -> None:

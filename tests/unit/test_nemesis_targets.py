@@ -137,6 +137,19 @@ def test_an_idle_follower_follows_the_partition_and_leads_nothing() -> None:
     assert parse_target("idle-follower") == TargetSpec("idle-follower")
 
 
+def test_the_last_follower_is_the_one_a_clean_election_picks_last() -> None:
+    assert resolve("last-follower:t-0") == ["n4"]  # replicas (2, 3, 4), led by 2
+    shuffled = replace(VIEW, partitions={"t-0": PartitionView(3, 1, (4, 3, 2, 5), (2, 3, 4, 5))})
+    picked = resolve_targets([parse_target("last-follower:t-0")], shuffled, random.Random(0))
+    assert list(picked.nodes) == ["n5"]
+    out_of_isr = replace(VIEW, partitions={"t-0": PartitionView(2, 1, (2, 3, 4), (2, 3))})
+    assert list(
+        resolve_targets([parse_target("last-follower:t-0")], out_of_isr, random.Random(0)).nodes
+    ) == ["n3"]
+    with pytest.raises(TargetError, match="no follower in its ISR"):
+        resolve("last-follower:lonely-0")
+
+
 def test_without_an_idle_broker_the_roles_refuse() -> None:
     everyone_leads = ClusterView(
         ("n1", "n2"),

@@ -4,8 +4,10 @@ results.json, and served read-only over HTTP, nothing outside the store."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -167,3 +169,39 @@ def test_serve_never_serves_outside_the_store(store: Path, served: str, tmp_path
     assert _get(served + "/queue/escape")[0] == 404
     assert _get(served + "/../secret.txt")[0] == 404
     assert _get(served + "/%2e%2e/secret.txt")[0] == 404
+
+
+def test_serve_lists_the_campaigns_and_serves_their_reports(store: Path, served: str) -> None:
+    from squall.campaign import CaseResult, write_campaign_outputs
+
+    status, page = _get(served + "/")
+    assert status == 200 and "Campaigns" not in page  # a directory without summary.json
+    cases = [
+        CaseResult("acks1", {"workload/acks": 1}, 1, False, ["lost-write", "unseen"],
+                   "elsewhere/acks1/20261124T110000", 120.4),
+        CaseResult("demo-acks1", {"workload/acks": 1}, 0, True, [],
+                   str(store / "demo-acks1" / "20261124T103000"), 60.0,
+                   acknowledged_lost=761, allowed_lost=761),
+    ]  # fmt: skip
+    campaign = store / "campaigns" / "zoo" / "20261124T090000"
+    write_campaign_outputs(
+        campaign, "zoo", Path("zoo.toml"), "2026-11-24T09:00:00+00:00", 2, cases, ended=True
+    )
+    status, page = _get(served + "/")
+    assert status == 200
+    campaigns, runs = page.split("<h2>Runs</h2>")
+    assert "<td>zoo</td><td>2026-11-24 09:00:00</td>" in campaigns
+    assert ">INVALID</td><td>2 cases: 1 INVALID, 1 VALID</td>" in campaigns
+    assert "761 acknowledged writes lost (761 allowed)" in campaigns
+    assert 'href="campaigns/zoo/20261124T090000/report.html"' in campaigns
+    assert 'href="acks1/20261124T110000/report.html"' in runs  # the cases are runs too
+    status, report = _get(served + "/campaigns/zoo/20261124T090000/report.html")
+    assert status == 200 and "<h1>campaign zoo:" in report
+    # The campaign report's links to its cases' reports are served (a case's run found in
+    # this store however its path was recorded).
+    links = re.findall(r"href='(\.\./[^']*report\.html)'", report)
+    assert len(links) == 1  # demo-acks1 has no report.html
+    base = served + "/campaigns/zoo/20261124T090000/"
+    assert _get(urllib.parse.urljoin(base, links[0])) == (200, "<html>the report</html>")
+    files = re.findall(r"href='(\.\./[^']*/)'", report)
+    assert len(files) == 2 and all(_get(urllib.parse.urljoin(base, f))[0] == 200 for f in files)
