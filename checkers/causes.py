@@ -320,7 +320,7 @@ def with_faults(
     case: dict[str, Any], intervals: Sequence[Any], *, limit: int = 3
 ) -> dict[str, Any]:
     """`case` with its cause's `faults`: the nemesis fault intervals
-    (`checkers.stats.FaultInterval`) overlapping the span from the case's acknowledgement
+    (`checkers.fault_intervals.FaultInterval`) overlapping the span from the case's acknowledgement
     (its `time`, else its cause's first event) to its cause's last event, and those on the
     cause's nodes healed up to `RECENT_NS` before its first event; those on the cause's
     nodes first, at most `limit`; the cause's text names them. A case that no event

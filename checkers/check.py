@@ -27,6 +27,7 @@ from checkers.checker import CheckContext, Checker
 from checkers.config import CheckConfig, TestSettings, find_test_settings
 from checkers.events import collect_events
 from checkers.evidence import Evidence
+from checkers.fault_intervals import fault_intervals
 from checkers.key_pass import KeyCheck, key_pass, pass_partitions, shared_facts
 from checkers.load import HistoryLocation, LoadedHistory, load_history, locate_history
 from checkers.losses import LossRules
@@ -41,7 +42,7 @@ from checkers.session import (
     session_running,
     spark_settings,
 )
-from checkers.stats import DATA_FS, fault_intervals, history_stats
+from checkers.stats import DATA_FS, history_stats
 from checkers.unclean import unclean_lost_frame
 
 

@@ -2,15 +2,15 @@
 from pyspark's launcher, so that checks (`--spark-remote`) skip the JVM's start.
 
     state, started = start_server(port=15002, memory="4g")  # waits until it answers
-    state, running = server_status()                         # state None: none recorded
+    state, running = server_status()  # checkers.connect_state; None: none recorded
     state, was_running = stop_server()
 
 The server runs `local[*]` with squall's Spark settings (`SparkSettings.conf`), binds
 127.0.0.1, and takes only clients that present its token: a random secret kept, with its
 pid, port and start time, in the user's private cache directory
-(`~/.cache/squall/spark/connect-server.json`, written atomically). squall hands the token
-to a server it started (`connect_address`), so other users of the machine cannot run
-anything in it. It hands every check the same session too (its id is in the state file,
+(`~/.cache/squall/spark/connect-server.json`, `checkers.connect_state`). squall hands the
+token to a server it started (`connect_state.connect_address`), so other users of the
+machine cannot run anything in it. It hands every check the same session too (its id is in the state file,
 renewed when the server has closed it for being idle): the server keeps one set of
 Python workers per session, so checks in one session skip their start. Its log (the JVM's warnings and errors, and whatever it prints) is
 `connect-server.log` beside the state file; its working directory is that directory too,
@@ -20,8 +20,6 @@ so a relative path a client sends never resolves against somewhere unexpected.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import json
 import os
 import secrets
 import signal
@@ -31,167 +29,36 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
+from checkers.connect_state import (
+    SERVER_CLASS,
+    STATE,
+    ServerState,
+    locked_state,
+    server_status,
+    write_state,
+)
 from checkers.errors import SparkUnavailableError
 from checkers.processes import process_runs
 from checkers.session import (
-    DEFAULT_CONNECT_PORT,
     DEFAULT_DRIVER_MEMORY,
     DEFAULT_MASTER,
     SparkSettings,
-    private_cache_dir,
-    spark_endpoints,
+    get_spark,
+    stop_spark,
 )
-from histories.atomic import atomic_file
+from checkers.spark_urls import DEFAULT_CONNECT_PORT
+from checkers.warmup import write_warmup_history
 
-SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-STATE = "connect-server.json"
 LOG = "connect-server.log"
 START_TIMEOUT_S = 120.0
 WARMUP_CHECKS = 5
 """How many times `start_server` checks the warm-up history: a fresh server's checks take
 about 7, 3.3, 3.1, 3.1, then 2.6 s (a demo-sized history, this project's 2-core machine)."""
 STOP_TIMEOUT_S = 30.0
-_LOOPBACK = ("127.0.0.1", "localhost")
-
-
-@dataclass(frozen=True)
-class ServerState:
-    """What the state file records of a server squall started."""
-
-    pid: int
-    port: int
-    token: str
-    started: float
-    """Seconds since the epoch."""
-    log: str
-    memory: str
-    spark_version: str
-    session: str = ""
-    """The Spark Connect session every check shares (empty: none recorded)."""
-
-    @property
-    def url(self) -> str:
-        return f"sc://127.0.0.1:{self.port}"
-
-    def describe(self, *, running: bool) -> dict[str, Any]:
-        """The state as `squall spark status --json` prints it (never the token)."""
-        return {
-            "running": running,
-            "url": self.url,
-            "pid": self.pid,
-            "port": self.port,
-            "uptime_s": round(time.time() - self.started, 1) if running else None,
-            "started": self.started,
-            "memory": self.memory,
-            "log": self.log,
-            "spark_version": self.spark_version,
-        }
-
-
-def state_dir() -> Path:
-    """The private directory of the state file and the log; `SparkUnavailableError` when it
-    cannot be made private."""
-    try:
-        return private_cache_dir("spark")
-    except OSError as err:
-        raise SparkUnavailableError(
-            f"squall's cache directory cannot hold the Spark Connect server's state: {err}"
-        ) from err
-
-
-def read_state() -> ServerState | None:
-    """The recorded server, running or not; None when there is none (or the record is
-    unreadable)."""
-    try:
-        doc = json.loads((state_dir() / STATE).read_text())
-        return ServerState(
-            pid=int(doc["pid"]),
-            port=int(doc["port"]),
-            token=str(doc["token"]),
-            started=float(doc["started"]),
-            log=str(doc["log"]),
-            memory=str(doc["memory"]),
-            spark_version=str(doc["spark_version"]),
-            session=str(doc.get("session", "")),
-        )
-    except (OSError, ValueError, TypeError, KeyError, SparkUnavailableError):
-        return None
-
-
-def is_server(pid: int) -> bool:
-    """Whether `pid` is a Spark Connect server of this user (not a process that took the
-    pid of one that ended)."""
-    try:
-        os.kill(pid, 0)
-    except OSError:  # gone, or another user's
-        return False
-    try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except OSError:  # no /proc (macOS)
-        listed = subprocess.run(
-            ["ps", "-ww", "-p", str(pid), "-o", "command="],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        command = listed.stdout
-    return SERVER_CLASS in command
-
-
-def server_status() -> tuple[ServerState | None, bool]:
-    """The recorded server and whether it runs."""
-    state = read_state()
-    return state, state is not None and is_server(state.pid)
-
-
-def connect_address(url: str) -> str:
-    """The address a Connect client dials for `url`: with the token of squall's own server
-    when `url` names it (pyspark sends a token without TLS only to `localhost`), else
-    `url` as it is."""
-    try:
-        [(host, port)] = spark_endpoints(url)
-    except ValueError:
-        return url
-    params = urlsplit(url).path
-    if host not in _LOOPBACK or ";token=" in params:
-        return url
-    state, running = server_status()
-    if state is None or not running or state.port != port:
-        return url
-    shared = f";session_id={state.session}" if state.session and "session_id=" not in url else ""
-    return f"sc://localhost:{port}/;token={state.token}{shared}" + params.lstrip("/")
-
-
-def renew_session(address: str) -> str | None:
-    """The address with a new shared session, recorded for later checks, when `address`
-    names the recorded server's shared session (the server closed it); else None."""
-    with _locked() as directory:
-        state, running = server_status()
-        if state is None or not running or f";session_id={state.session}" not in address:
-            return None
-        renewed = replace(state, session=str(uuid.uuid4()))
-        _write_state(directory, renewed)
-    return address.replace(f"session_id={state.session}", f"session_id={renewed.session}")
-
-
-@contextlib.contextmanager
-def _locked() -> Iterator[Path]:
-    """The state directory, held against another `squall spark` of the same user."""
-    directory = state_dir()
-    with open(directory / f"{STATE}.lock", "a") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        yield directory
-
-
-def _write_state(directory: Path, state: ServerState) -> None:
-    with atomic_file(directory / STATE) as out:
-        out.write((json.dumps({**asdict(state), "url": state.url}, indent=2) + "\n").encode())
 
 
 def _spark_home() -> Path:
@@ -276,7 +143,7 @@ def start_server(
     (the server stopped again) when it does not answer within `timeout` seconds, exits, or
     cannot check.
     """
-    with _locked() as directory:
+    with locked_state() as directory:
         state, running = server_status()
         if state is not None and running:
             return state, False
@@ -301,7 +168,7 @@ def start_server(
             process.pid, port, token, time.time(), str(log), memory, __version__,
             session=str(uuid.uuid4()),
         )  # fmt: skip
-        _write_state(directory, state)
+        write_state(directory, state)
         try:
             _await_ready(process, state, timeout, warmup, on_answer)
         except BaseException:
@@ -318,8 +185,6 @@ def _await_ready(
     warmup: int,
     on_answer: Callable[[ServerState], None] | None,
 ) -> None:
-    from checkers.session import stop_spark
-
     deadline = time.monotonic() + timeout
     log = Path(state.log)
     while time.monotonic() < deadline:
@@ -350,9 +215,7 @@ def _warm_up(url: str, checks: int) -> None:
     """Check the warm-up history `checks` times in the shared session (at least one query
     with a Python function), so that the first checks find Spark's planner compiled, each
     of the checks' queries generated and compiled, and the Python workers started."""
-    from checkers.check import check_history
-    from checkers.session import get_spark
-    from checkers.warmup import write_warmup_history
+    from checkers.check import check_history  # pyspark and pandas: not for `squall spark stop`
 
     if checks <= 0:
         _start_python_workers(get_spark(SparkSettings(remote=url)))
@@ -386,7 +249,7 @@ def _start_python_workers(spark: Any) -> None:
 def stop_server(timeout: float = STOP_TIMEOUT_S) -> tuple[ServerState | None, bool]:
     """Stop the recorded server; return it (None: none recorded) and whether it was
     running (False: the record was stale, and is removed)."""
-    with _locked() as directory:
+    with locked_state() as directory:
         state, running = server_status()
         if state is not None and running:
             _terminate(state.pid, timeout)

@@ -9,7 +9,7 @@ the moment; none yet: taken as alive); it is not alive while it is -1 (offline) 
 broker's node (broker N on node nN) is killed (`kill` .. `start`) or paused (`pause` ..
 `resume`): such a broker's partitions are alive again once another leader is elected or the
 node is back. Fault intervals are the statistics'
-(`checkers.stats.fault_intervals`), merged; the span is the workload's, from the first to
+(`checkers.fault_intervals`), merged; the span is the workload's, from the first to
 the last client operation outside the final read. Operations count at their completion.
 """
 
@@ -18,15 +18,13 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from checkers.fault_intervals import FaultInterval
 from checkers.key_log import ReplicationEvent
-
-if TYPE_CHECKING:
-    from checkers.stats import FaultInterval
 
 NS_PER_S = 1_000_000_000
 

@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from checkers.cache_dir import private_cache_dir
 from checkers.config import Loader
 from checkers.errors import HistoryNotFoundError
-from checkers.session import SPARK_LOG, private_cache_dir, spark_log
+from checkers.session import SPARK_LOG, spark_log
 from histories import TruncatedHistoryWarning, iter_jepsen_history, write_parquet
 from histories.bulk_parquet import write_parquet_bulk
 from histories.edn import not_utf8

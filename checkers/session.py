@@ -23,7 +23,6 @@ import hashlib
 import os
 import re
 import socket
-import stat
 import subprocess
 import sys
 import tempfile
@@ -35,15 +34,15 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import urlsplit
 
+from checkers.cache_dir import private_cache_dir
+from checkers.connect_state import connect_address, renew_session
 from checkers.errors import SparkSessionConflictError, SparkUnavailableError
 from checkers.jvm_archive import archive_options, record_jvm
+from checkers.spark_urls import spark_endpoints
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "4g"
-DEFAULT_CONNECT_PORT = 15002
-"""Spark Connect's port when a `sc://` URL names none."""
 PROBE_TIMEOUT_S = 5.0
 """How long a master or Connect server has to accept a TCP connection."""
 ANSWER_TIMEOUT_S = 20.0
@@ -99,52 +98,6 @@ def log4j2_config(log_file: Path | None) -> str:
     if log_file is None or _UNSAFE_IN_PROPERTIES.search(str(log_file)):
         return _LOG4J2
     return _LOG4J2_FILE.format(path=log_file)
-
-
-def user_cache_dir() -> Path:
-    """squall's cache directory: $XDG_CACHE_HOME/squall, else ~/.cache/squall."""
-    base = os.environ.get("XDG_CACHE_HOME")
-    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
-    return root / "squall"
-
-
-def check_private(directory: Path) -> None:
-    """Raise `PermissionError` unless `directory` is a directory (not a symbolic link) owned
-    by the current user and writable by nobody else."""
-    info = os.lstat(directory)
-    if not stat.S_ISDIR(info.st_mode):
-        raise PermissionError(f"{directory} is not a directory (a symbolic link or a file)")
-    if info.st_uid != os.getuid():
-        raise PermissionError(
-            f"{directory} belongs to user id {info.st_uid}, not to the current user "
-            f"({os.getuid()}): another user may have put files there"
-        )
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise PermissionError(
-            f"{directory} is writable by other users (mode {stat.S_IMODE(info.st_mode):o}); "
-            "make it private (chmod 700) or remove it"
-        )
-
-
-def private_cache_dir(*parts: str) -> Path:
-    """`user_cache_dir()/parts...`, every level from squall's own made with mode 0700 and
-    checked with `check_private` (also when it already existed); `PermissionError` if one
-    fails. The cache's base may be shared only if it is sticky, like /tmp."""
-    directory = user_cache_dir()
-    base = directory.parent
-    base.mkdir(parents=True, exist_ok=True, mode=0o700)
-    mode = os.stat(base).st_mode
-    if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
-        raise PermissionError(
-            f"{base} is writable by every user and not sticky: another user could replace "
-            "squall's cache directory in it"
-        )
-    for part in ("", *parts):
-        directory = directory / part if part else directory
-        with suppress(FileExistsError):
-            directory.mkdir(mode=0o700)
-        check_private(directory)
-    return directory
 
 
 _lock = threading.Lock()
@@ -267,28 +220,6 @@ def spark_settings(master: str | None = None, remote: str | None = None) -> Spar
         spark_endpoints(master)
         return SparkSettings(master=master)
     return None
-
-
-def spark_endpoints(url: str) -> list[tuple[str, int]]:
-    """The (host, port) a standalone master (`spark://h1:7077[,h2:7077]`) or a Spark Connect
-    server (`sc://host[:port][/;params]`) listens at; [] for other masters (local, yarn,
-    k8s, ...), which Spark reaches by its own means. ValueError for a malformed URL."""
-    scheme, separator, rest = url.partition("://")
-    if not separator or scheme not in ("spark", "sc"):
-        return []
-    default = 7077 if scheme == "spark" else DEFAULT_CONNECT_PORT
-    hosts = rest.split("/", 1)[0].split(",") if scheme == "spark" else [rest.split("/", 1)[0]]
-    endpoints = []
-    for host in hosts:
-        try:
-            parts = urlsplit(f"//{host}")
-            name, port = parts.hostname, parts.port
-        except ValueError as err:
-            raise ValueError(f"{url}: {err}; expected {scheme}://HOST:PORT") from None
-        if not name:
-            raise ValueError(f"{url} names no host; expected {scheme}://HOST:PORT")
-        endpoints.append((name, port or default))
-    return endpoints
 
 
 def probe_spark(settings: SparkSettings, timeout: float = PROBE_TIMEOUT_S) -> None:
@@ -567,8 +498,6 @@ def _connect(settings: SparkSettings) -> Any:
             "dependencies (pyspark[connect]: grpcio, grpcio-status, googleapis-common-protos, "
             "zstandard)"
         ) from err
-    from checkers.connect_server import connect_address, renew_session
-
     switched = _CONNECT_MODE not in os.environ
     os.environ[_CONNECT_MODE] = "1"
     address = connect_address(url)

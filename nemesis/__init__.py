@@ -8,9 +8,7 @@ for the history; ``heal_all`` heals any cluster; ``generate_schedule`` and
 
 from nemesis.errors import (
     ClusterError,
-    FaultApplicationError,
     FaultError,
-    HealError,
     NemesisError,
     TargetError,
     UnsupportedFaultError,
@@ -19,6 +17,7 @@ from nemesis.fault import FAULT_NAMES, Fault
 from nemesis.grudge import SHAPES, PartitionGrudge, shape_grudge
 from nemesis.nemesis import ActiveFaults, Nemesis, heal_all
 from nemesis.netem import NetemSpec
+from nemesis.partial_failures import FaultApplicationError, HealError
 from nemesis.protocols import Capabilities, Daemons, FaultableCluster, Freezer, RoleObserver
 from nemesis.schedule import (
     Schedule,

@@ -26,15 +26,16 @@ until the fault strikes; a step may take the nodes an earlier step hit (``same_a
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from nemesis.errors import FaultError
 from nemesis.fault import Fault
 from nemesis.grudge import SHAPES
-from nemesis.timing import Detectors, Span
+from nemesis.layout import Layout
+from nemesis.scenarios import DEFAULT_FAMILIES, DISK_SCENARIOS, SCENARIOS
+from nemesis.timing import Span
 
 SINGLE_KINDS: dict[str, tuple[str, str | None]] = {
     "kill": ("kill", "start"),
@@ -61,8 +62,6 @@ KIND_NEEDS = {
     "power-loss": "lazy-disk",
 }
 """Kinds that need a capability of the runtime (``nemesis.protocols.Capabilities``)."""
-CAPABILITIES = frozenset({"partitions", "netem", "freeze", "disks", "lazy-disk"})
-"""What a runtime may offer beyond process faults."""
 DEFAULT_KIND_TARGETS = {
     "kill": ["leader"],
     "bounce": ["leader"],
@@ -79,74 +78,6 @@ DEFAULT_KIND_TARGETS = {
 DEFAULT_DURATION = Span(1.3, 2.0, "session")
 DEFAULT_GAP = Span(0.3, 0.6, "session")
 NO_GAP = Span(0, 0)
-
-
-@dataclass(frozen=True)
-class Step:
-    """One fault of a timeline: when, what, which earlier step it heals or takes nodes from."""
-
-    at_s: float
-    fault: Fault
-    heals: int | None = None
-    same_as: int | None = None
-    scenario: str | None = None
-    instance: int | None = None
-    """Which run of a scenario the step belongs to (steps of one run share it)."""
-    variant: str | None = None
-    """The way that run gets to its state (``nemesis.scenarios.Variant``)."""
-
-
-@dataclass
-class Layout:
-    """A timeline being laid out, and what every choice depends on."""
-
-    rng: random.Random
-    detectors: Detectors
-    brokers: tuple[str, ...]
-    time_limit_s: float
-    capabilities: frozenset[str] = CAPABILITIES
-    """What the runtime can do beyond process faults (``CAPABILITIES``)."""
-    steps: list[Step] = field(default_factory=list)
-    scenario: str | None = None
-    instance: int | None = None
-    instances: int = 0
-    """How many runs of scenarios have been laid out."""
-    variant: str | None = None
-    longer: bool = False
-    """Draw every duration from the longer half of its range (a run tried again)."""
-
-    def add(
-        self, at_s: float, fault: Fault, *, heals: int | None = None, same_as: int | None = None
-    ) -> int:
-        """Add a step; its index (what later steps name in ``heals`` and ``same_as``)."""
-        self.steps.append(
-            Step(
-                round(at_s, 3),
-                fault,
-                heals,
-                same_as,
-                self.scenario,
-                self.instance,
-                self.variant,
-            )
-        )
-        return len(self.steps) - 1
-
-    def draw(self, span: Span) -> float:
-        return (span.longer_half() if self.longer else span).draw(self.detectors, self.rng)
-
-    @contextmanager
-    def run_of(self, scenario: str, instance: int, variant: str) -> Iterator[None]:
-        """Steps added inside belong to that run of that scenario, laid out that way."""
-        outer = self.scenario, self.instance, self.variant
-        self.scenario, self.instance, self.variant = scenario, instance, variant
-        try:
-            yield
-        finally:
-            self.scenario, self.instance, self.variant = outer
-
-    def can(self, capability: str) -> bool:
-        return capability in self.capabilities
 
 
 class Generator(Protocol):
@@ -220,8 +151,6 @@ class NamedScenario:
     variant: str | None = None
 
     def __post_init__(self) -> None:
-        from nemesis.scenarios import SCENARIOS
-
         if self.name not in SCENARIOS:
             raise FaultError(
                 f"unknown scenario {self.name!r}; scenarios: {', '.join(sorted(SCENARIOS))}"
@@ -230,8 +159,6 @@ class NamedScenario:
             SCENARIOS[self.name].variant(self.variant)
 
     def lay(self, layout: Layout, start_s: float) -> float:
-        from nemesis.scenarios import SCENARIOS
-
         scenario = SCENARIOS[self.name]
         if not self.available(layout):
             raise FaultError(
@@ -246,8 +173,6 @@ class NamedScenario:
             return variant.lay(layout, start_s)
 
     def _needs(self) -> str | None:
-        from nemesis.scenarios import SCENARIOS
-
         scenario = SCENARIOS[self.name]
         return scenario.needs if self.variant is None else scenario.variant(self.variant).needs
 
@@ -446,8 +371,6 @@ def default_generator(*, disks: bool = False) -> Generator:
     shrink, truncation after failover, slow replication; with ``disks``, the storage family
     too), each use of a family taking its next scenario, one after another, a third to half
     a session timeout apart, until the time limit."""
-    from nemesis.scenarios import DEFAULT_FAMILIES, DISK_SCENARIOS
-
     rounds = [*DEFAULT_FAMILIES.values(), *([DISK_SCENARIOS] if disks else [])]
     families = (Cycle(tuple(NamedScenario(n) for n in names)) for names in rounds)
     return Stagger(Cycle(tuple(families)))

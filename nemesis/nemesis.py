@@ -22,18 +22,12 @@ from typing import Any
 
 from nemesis import process_faults, storage
 from nemesis.duty_cycle import DutyCycle, DutyCycleSpec
-from nemesis.errors import (
-    ClusterError,
-    FaultApplicationError,
-    FaultError,
-    HealError,
-    NemesisError,
-    UnsupportedFaultError,
-)
+from nemesis.errors import ClusterError, FaultError, NemesisError, UnsupportedFaultError
 from nemesis.fanout import on_each_node
 from nemesis.fault import Fault
 from nemesis.grudge import PartitionGrudge, shape_grudge, sorted_nodes
 from nemesis.netem import NetemSpec, NetworkShaper
+from nemesis.partial_failures import FaultApplicationError, HealError
 from nemesis.partitioner import Partitioner
 from nemesis.protocols import Disks, FaultableCluster
 from nemesis.targets import (

@@ -26,6 +26,7 @@ from nemesis.errors import ClusterError, TargetError
 from nemesis.fault import Fault
 from nemesis.protocols import EventSource, RoleObserver
 from nemesis.reach import Reach, ScenarioRun
+from nemesis.scenarios import SCENARIOS
 from nemesis.targets import ClusterView
 from nemesis.timing import Detectors, Span
 
@@ -142,7 +143,5 @@ class ScenarioWatch:
 
     def judge(self, name: str, aim: Aim, faults: Sequence[Fault], mark: int) -> Reach:
         """Whether the run of scenario ``name`` that began at ``mark`` reached its state."""
-        from nemesis.scenarios import SCENARIOS
-
         run = ScenarioRun(name, aim, tuple(faults), self.events_since(mark))
         return SCENARIOS[name].reached(run)

@@ -2,7 +2,7 @@
 bugs show (a leader change with writes in flight, an ISR that shrank to its leader, a
 replica truncating after a failover).
 
-Each scenario lays a few faults out on a timeline (``nemesis.generator.Layout``), targeted
+Each scenario lays a few faults out on a timeline (``nemesis.layout.Layout``), targeted
 by role (``leader``, ``followers``, ``controller``) and timed around the cluster's
 detectors, so that every fault outlasts what it must outlast. Each run aims at one
 partition of the workload, picked by the scenario's ``aim`` rule when its first fault
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from nemesis import reach
 from nemesis.errors import FaultError
 from nemesis.fault import Fault
-from nemesis.generator import Layout
+from nemesis.layout import Layout
 from nemesis.reach import Judge
 from nemesis.timing import Span
 

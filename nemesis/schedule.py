@@ -20,13 +20,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from nemesis.aim import Aim, aimed
-from nemesis.errors import ClusterError, FaultApplicationError, FaultError, TargetError
+from nemesis.errors import ClusterError, FaultError, TargetError
 from nemesis.fault import PARTITION_AMONG, TARGETS_DEFAULT_TO_ACTIVE, Fault
-from nemesis.generator import CAPABILITIES, KIND_NEEDS, SINGLE_KINDS, Layout, parse_generator
+from nemesis.generator import KIND_NEEDS, SINGLE_KINDS, parse_generator
 from nemesis.grudge import SHAPES, TARGETED_SHAPES
+from nemesis.layout import CAPABILITIES, Layout
 from nemesis.netem import NetemSpec
+from nemesis.partial_failures import FaultApplicationError
 from nemesis.reach import Reach
 from nemesis.scenario_watch import ScenarioWatch
+from nemesis.scenarios import SCENARIOS
 from nemesis.targets import parse_target
 from nemesis.timing import Detectors
 
@@ -527,8 +530,6 @@ class ScheduleRunner:
 
     def _run_scenario(self, entries: list[ScheduledFault]) -> None:
         """One run of a scenario, judged, and tried again where it fell short."""
-        from nemesis.scenarios import SCENARIOS
-
         watch = self.watch
         assert watch is not None
         name = entries[0].scenario or ""
@@ -612,8 +613,6 @@ class ScheduleRunner:
         """The run of ``first``'s scenario laid out from ``now`` as its next variant, every
         duration from the longer half of its range; None when the schedule does not say how
         it was drawn (no spec) or the scenario is unknown."""
-        from nemesis.scenarios import SCENARIOS
-
         scenario = SCENARIOS.get(first.scenario or "")
         spec, watch = self._spec, self.watch
         if scenario is None or spec is None or watch is None or first.instance is None:

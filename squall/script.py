@@ -8,8 +8,8 @@ more in the collections after, and 0.2 s at exit, where the interpreter collects
 before it ends.
 
 So the script loads a command's heavy modules with the collector paused and then freezes
-what exists (`gc.freeze`: the collector no longer visits it), and freezes everything again
-before the interpreter ends. Atexit handlers, flushing and thread joins run as always.
+what exists (`squall.collector.loading`; `gc.freeze`: the collector no longer visits it),
+and freezes everything again before the interpreter ends. Atexit handlers, flushing and thread joins run as always.
 Only the script does this: `squall.cli.main` called in a process of its own (the tests, a
 program embedding squall) leaves the collector alone, as freezing keeps cyclic garbage of
 the caller's for good.
@@ -18,37 +18,15 @@ the caller's for good.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 
-_script = False
-"""Whether this process is the ``squall`` script (`run`)."""
+from squall import collector
+from squall.cli import main
 
 
 def run() -> int:
     """The ``squall`` script: `squall.cli.main`'s exit code, the collector frozen at exit."""
-    global _script
-    _script = True
-    from squall.cli import main
-
+    collector.in_script()
     try:
         return main()
     finally:
         gc.freeze()
-
-
-@contextmanager
-def loading() -> Iterator[None]:
-    """Import a command's heavy modules inside: in the script, without collecting while
-    they import, and with what they made frozen after."""
-    if not _script:
-        yield
-        return
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if was_enabled:
-            gc.enable()

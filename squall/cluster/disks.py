@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from nemesis.errors import ClusterError
 from nemesis.protocols import LAZY_DISK_MISSING, StoredFile
 from squall.cluster.lazy_disk import LazyDisk
-from squall.cluster.node import CommandResult
+from squall.cluster.node import CommandResult, Node
 from squall.cluster.services import BrokerService
 from system_under_test.log.checkpoint import (
     LEADER_EPOCH_CHECKPOINT_FILE,
@@ -30,9 +30,6 @@ from system_under_test.log.checkpoint import (
 )
 from system_under_test.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 from system_under_test.server import EVENT_LOG_NAME
-
-if TYPE_CHECKING:
-    from squall.cluster.cluster import Cluster
 
 SEGMENT_SUFFIXES = {"log": LOG_SUFFIX, "index": INDEX_SUFFIX, "timeindex": TIME_INDEX_SUFFIX}
 """The segment files of a partition, by the nemesis's kind of file."""
@@ -137,10 +134,35 @@ class DiskError(ClusterError):
     """A broker's data directory could not be read or changed as asked."""
 
 
+class LazyDiskSetting(Protocol):
+    @property
+    def lazy_disk(self) -> bool:
+        """Whether the brokers' data is on lazy disks."""
+        ...
+
+
+class BrokerCluster(Protocol):
+    """What the disks need of a cluster (``squall.cluster.cluster.Cluster``)."""
+
+    @property
+    def brokers(self) -> Mapping[str, Node]: ...
+
+    @property
+    def state(self) -> LazyDiskSetting: ...
+
+    def node(self, name: str) -> Node:
+        """The node ``name``; KeyError naming the known nodes."""
+        ...
+
+    def broker(self, name: str) -> BrokerService: ...
+
+    def lazy_disk(self, name: str) -> LazyDisk: ...
+
+
 class NodeDisks:
     """The data directories of a cluster's brokers, by node name."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: BrokerCluster) -> None:
         self._cluster = cluster
 
     def _broker(self, node: str) -> BrokerService:

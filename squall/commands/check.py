@@ -8,11 +8,11 @@ from pathlib import Path
 
 import typer
 
+from squall.collector import loading
 from squall.commands._common import fail
 from squall.commands.choices import ExpectedLossName, LoaderName
 from squall.commands.spark import SparkMasterOption, SparkRemoteOption, require_spark, spark_target
 from squall.exit_codes import ExitCode
-from squall.script import loading
 
 _RUNS = ("run", "edn")  # a directory holding the history (not a bare history.parquet/)
 

@@ -1,5 +1,5 @@
 """``squall spark start|stop|status``: a Spark Connect server in the background, so that
-repeated checks (``--spark-remote``) skip the JVM's start (checkers.connect_server); and the
+repeated checks (``--spark-remote``) skip the JVM's start (checkers.connect_server, checkers.connect_state); and the
 ``--spark-master`` / ``--spark-remote`` options every command that checks takes."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from squall.commands._common import fail, stderr
 from squall.exit_codes import ExitCode
 
 if TYPE_CHECKING:
-    from checkers.connect_server import ServerState
+    from checkers.connect_state import ServerState
 
 REMOTE_ENV = "SQUALL_SPARK_REMOTE"
 
@@ -175,7 +175,7 @@ def status(
     ),
 ) -> None:
     """Whether the server runs, its URL, pid and uptime. Exit 0 either way."""
-    from checkers.connect_server import server_status
+    from checkers.connect_state import server_status
 
     state, running = server_status()
     if as_json:

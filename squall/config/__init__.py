@@ -4,7 +4,7 @@ The models themselves live beside what they configure (``squall.spec.TestSpec``,
 ``workloads.WorkloadSpec``, ``squall.cluster.inventory.InventoryFile``,
 ``squall.campaign.CampaignFile``); the ``[nemesis]`` table and schedule.json are modelled
 here, because the nemesis package imports only the standard library. ``python -m
-squall.config.schemas`` writes their JSON Schemas to ``docs/schemas/``.
+squall.schemas`` writes their JSON Schemas to ``docs/schemas/``.
 """
 
 from squall.config.errors import ConfigurationError, field_path, validate

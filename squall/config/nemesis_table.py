@@ -15,7 +15,8 @@ from pydantic_core import CoreSchema, core_schema
 
 from nemesis import SHAPES, NetemSpec, ScheduleSpec, parse_target
 from nemesis.fault import PARTITION_AMONG
-from nemesis.generator import CAPABILITIES, parse_generator
+from nemesis.generator import parse_generator
+from nemesis.layout import CAPABILITIES
 from nemesis.netem import DISTRIBUTIONS
 from nemesis.schedule import DEFAULT_SHAPES, KINDS
 from nemesis.timing import Detectors

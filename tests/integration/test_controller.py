@@ -6,6 +6,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,8 +70,8 @@ class FakeBroker:
 
 def wait_for(
     condition: Callable[[], object], timeout: float = 15.0, what: str = "condition"
-) -> None:
-    _wait_for(condition, timeout, what, interval=0.05, tolerate=())
+) -> Any:
+    return _wait_for(condition, timeout, what, interval=0.05, tolerate=())
 
 
 @pytest.fixture
@@ -99,8 +100,22 @@ def state(admin: ClusterMetadataStore, partition: int = 0) -> LeaderAndIsr | Non
     return found[0] if found else None
 
 
-def read_events(path: Path) -> list[dict[str, object]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """The events logged in full (a line still being written is left out)."""
+    return [json.loads(line) for line in path.read_text().split("\n")[:-1]]
+
+
+def logged(path: Path, kind: str, state: LeaderAndIsr) -> dict[str, Any]:
+    """The `kind` event of partition t-0 that wrote `state`, once logged: a controller writes
+    the state to ZooKeeper first and logs it after, so a test that saw the state waits."""
+    return wait_for(
+        lambda: [
+            e
+            for e in read_events(path)
+            if e["type"] == kind and e["key"] == "t-0" and e["leader_epoch"] == state.leader_epoch
+        ][-1:],
+        what=f"the {kind} event of leader epoch {state.leader_epoch}",
+    )[0]
 
 
 def test_one_controller_and_topic_initialisation(cluster) -> None:
@@ -125,7 +140,7 @@ def test_leader_loss_elects_from_the_isr_and_bumps_the_epoch(cluster) -> None:
     wait_for(lambda: state(admin).leader == 2, what="broker 2 to lead")
     assert state(admin).leader_epoch == 1
     assert state(admin).isr == (2, 3)
-    last = [e for e in read_events(events) if e["type"] == "leader-election"][-1]
+    last = logged(events, "leader-election", state(admin))
     assert last["previous_leader"] == 1 and last["leader"] == 2 and last["unclean"] is False
 
 
@@ -165,7 +180,7 @@ def test_unclean_election_picks_an_out_of_sync_replica(cluster) -> None:
     brokers[3].crash()
     wait_for(lambda: state(admin).leader == 1, what="unclean election of broker 1")
     assert state(admin).isr == (1,)
-    last = [e for e in read_events(events) if e["type"] == "leader-election"][-1]
+    last = logged(events, "leader-election", state(admin))
     assert last["unclean"] is True and last["previous_leader"] == 3
 
 
@@ -272,7 +287,7 @@ def test_a_leader_restarted_while_no_controller_acted_is_not_elected_over_a_whol
     standby.hand_over()
     wait_for(lambda: state(standby.admin).leader_epoch > 4, what="the new controller's election")
     assert state(standby.admin).leader == 2 and state(standby.admin).isr == (2, 3)
-    last = [e for e in read_events(standby.events) if e["type"] == "leader-election"][-1]
+    last = logged(standby.events, "leader-election", state(standby.admin))
     assert last["previous_leader"] == 1 and last["unclean"] is False
     assert last["previous_isr"] == [1, 2, 3]  # what it elected from, as ZooKeeper held it
     assert "broker 1 restarted since it was last in sync" in str(last["reason"])
@@ -287,7 +302,7 @@ def test_a_follower_restarted_while_no_controller_acted_is_shrunk_out_of_the_isr
     standby.hand_over()
     wait_for(lambda: state(standby.admin).leader_epoch > 4, what="the new controller's ISR shrink")
     assert state(standby.admin).leader == 1 and state(standby.admin).isr == (1, 2)
-    change = [e for e in read_events(standby.events) if e["type"] == "isr-change"][-1]
+    change = logged(standby.events, "isr-change", state(standby.admin))
     assert change["isr"] == [1, 2] and "broker 3 restarted" in str(change["reason"])
 
 
@@ -303,7 +318,7 @@ def test_restarted_replicas_stay_eligible_when_no_whole_isr_member_is_live(
     standby.hand_over()
     wait_for(lambda: state(standby.admin).leader_epoch > 4, what="the new controller's election")
     assert state(standby.admin).leader == 2 and state(standby.admin).isr == (2, 3)
-    last = [e for e in read_events(standby.events) if e["type"] == "leader-election"][-1]
+    last = logged(standby.events, "leader-election", state(standby.admin))
     assert "no other in-sync replica is live" in str(last["reason"])
 
 

@@ -24,8 +24,8 @@ from typing import Any
 import pyspark
 import pytest
 
-from checkers.connect_server import is_server
-from checkers.session import user_cache_dir
+from checkers.cache_dir import user_cache_dir
+from checkers.connect_state import is_server
 from tests.support import run_squall, wait_for
 from tests.unit.checkers.history_builder import HistoryBuilder
 from tests.unit.checkers.scenarios import DEFAULT_SCENARIOS, UNCLEAN_SCENARIOS, build

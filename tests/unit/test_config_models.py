@@ -15,7 +15,7 @@ from squall.cluster.inventory import InventoryError, parse_inventory
 from squall.commands.run import build_spec
 from squall.config import ConfigurationError, read_toml, set_path
 from squall.config.schedule_file import ScheduleDocument, schedule_from_json
-from squall.config.schemas import SCHEMA_DIR, stale_schemas
+from squall.schemas import SCHEMA_DIR, stale_schemas
 from squall.spec import SpecError, TestDocument, TestSpec
 
 
@@ -177,4 +177,4 @@ def test_test_json_and_schedule_json_match_their_models() -> None:
 
 
 def test_the_published_schemas_are_what_the_models_generate() -> None:
-    assert stale_schemas(SCHEMA_DIR) == [], "run: python -m squall.config.schemas"
+    assert stale_schemas(SCHEMA_DIR) == [], "run: python -m squall.schemas"

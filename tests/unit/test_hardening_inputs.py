@@ -11,14 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from checkers.cache_dir import check_private, private_cache_dir
 from checkers.load import convert_history, load_history, locate_history
-from checkers.session import (
-    SPARK_LOG,
-    SparkSettings,
-    check_private,
-    log4j2_config,
-    private_cache_dir,
-)
+from checkers.session import SPARK_LOG, SparkSettings, log4j2_config
 from histories import EdnError, HistoryFormatError, read_history, write_parquet
 from histories.edn import loads_edn
 from squall.report.html import render_html

@@ -11,7 +11,8 @@ import pytest
 
 from nemesis import Fault, ScheduleRunner
 from nemesis.errors import FaultError
-from nemesis.generator import Layout, parse_generator
+from nemesis.generator import parse_generator
+from nemesis.layout import Layout
 from nemesis.scenarios import DEFAULT_FAMILIES, DEFAULT_MIX, SCENARIOS
 from nemesis.schedule import Schedule, ScheduleSpec, generate_schedule
 from nemesis.timing import Detectors, Span

@@ -14,7 +14,8 @@ import pytest
 from nemesis.aim import RULES, Aim, aimed, choose_partition
 from nemesis.errors import FaultError, TargetError
 from nemesis.fault import Fault
-from nemesis.generator import Layout, parse_generator
+from nemesis.generator import parse_generator
+from nemesis.layout import Layout
 from nemesis.reach import (
     ScenarioRun,
     election_by_new_controller,

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from nemesis import Fault, Nemesis, Schedule, ScheduledFault, ScheduleSpec, generate_schedule
-from nemesis.errors import FaultApplicationError, FaultError, UnsupportedFaultError
+from nemesis.errors import FaultError, UnsupportedFaultError
+from nemesis.partial_failures import FaultApplicationError
 from nemesis.schedule import _with_healed_targets, not_applicable
 from squall.cluster.cluster import Cluster, ClusterState, NodeState
 from squall.cluster.local import LocalRuntime

@@ -9,7 +9,7 @@ from typing import Any
 
 from nemesis.aim import Aim
 from nemesis.fault import Fault
-from nemesis.generator import CAPABILITIES, Layout
+from nemesis.layout import CAPABILITIES, Layout
 from nemesis.reach import ScenarioRun, damaged_then_leader_lost, reelected_after_outage
 from nemesis.scenarios import DEFAULT_MIX, DISK_SCENARIOS, SCENARIOS
 from nemesis.schedule import ScheduleSpec, generate_schedule, not_applicable

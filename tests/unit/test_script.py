@@ -8,8 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+from squall.collector import loading
 from squall.exit_codes import ExitCode
-from squall.script import loading
 
 
 def test_loading_in_process_leaves_the_collector_alone() -> None:
@@ -21,7 +21,7 @@ def test_loading_in_process_leaves_the_collector_alone() -> None:
 
 
 def _in_script(code: str) -> subprocess.CompletedProcess[str]:
-    """`code` run in a new interpreter that is the squall script (`run`'s flag set)."""
+    """`code` run in a new interpreter (marked as the squall script, where it says so)."""
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
@@ -35,10 +35,10 @@ def test_loading_in_the_script_pauses_then_freezes() -> None:
     done = _in_script(
         """
         import gc
-        import squall.script as script
-        script._script = True
+        from squall import collector
+        collector.in_script()
         before = gc.get_freeze_count()
-        with script.loading():
+        with collector.loading():
             assert not gc.isenabled()
             import json  # noqa: F401
         assert gc.isenabled()
@@ -54,10 +54,10 @@ def test_loading_in_the_script_restores_a_paused_collector() -> None:
     done = _in_script(
         """
         import gc
-        import squall.script as script
-        script._script = True
+        from squall import collector
+        collector.in_script()
         gc.disable()
-        with script.loading():
+        with collector.loading():
             pass
         assert not gc.isenabled()
         print("ok")

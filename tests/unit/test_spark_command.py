@@ -16,9 +16,11 @@ from typer.testing import CliRunner
 
 import checkers
 import checkers.connect_server as connect_server
-from checkers.connect_server import STATE, ServerState, connect_address, state_dir
+import checkers.connect_state as connect_state
+from checkers.connect_state import STATE, ServerState, connect_address, state_dir
 from checkers.errors import SparkUnavailableError
-from checkers.session import SparkSettings, probe_spark, spark_endpoints, spark_settings
+from checkers.session import SparkSettings, probe_spark, spark_settings
+from checkers.spark_urls import spark_endpoints
 from squall.cli import app
 from squall.exit_codes import ExitCode
 
@@ -145,13 +147,13 @@ def test_the_token_goes_only_to_squalls_own_running_server(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _record(os.getpid(), port=15010)
-    monkeypatch.setattr(connect_server, "is_server", lambda pid: pid == os.getpid())
+    monkeypatch.setattr(connect_state, "is_server", lambda pid: pid == os.getpid())
     for url in ("sc://127.0.0.1:15010", "sc://localhost:15010"):
         assert connect_address(url) == "sc://localhost:15010/;token=s3cret"
     assert connect_address("sc://127.0.0.1:15010/;user_id=u").endswith(";token=s3cret;user_id=u")
     for other in ("sc://127.0.0.1:15011", "sc://10.0.0.1:15010", "sc://localhost:15010/;token=t"):
         assert connect_address(other) == other
-    monkeypatch.setattr(connect_server, "is_server", lambda pid: False)
+    monkeypatch.setattr(connect_state, "is_server", lambda pid: False)
     assert connect_address("sc://127.0.0.1:15010") == "sc://127.0.0.1:15010"
 
 
@@ -185,16 +187,16 @@ def test_every_check_shares_the_servers_session_until_the_server_closes_it(
         os.getpid(), 15010, "s3cret", 1_700_000_000.0, "/x/log", "4g", "4", session="s-1"
     )
     (state_dir() / STATE).write_text(json.dumps(asdict(state)))
-    monkeypatch.setattr(connect_server, "is_server", lambda pid: pid == os.getpid())
+    monkeypatch.setattr(connect_state, "is_server", lambda pid: pid == os.getpid())
     address = connect_address("sc://127.0.0.1:15010")
     assert address == "sc://localhost:15010/;token=s3cret;session_id=s-1"
     mine = "sc://127.0.0.1:15010/;session_id=mine"
     assert connect_address(mine) == "sc://localhost:15010/;token=s3cret;session_id=mine"
 
-    renewed = connect_server.renew_session(address)
+    renewed = connect_state.renew_session(address)
     assert renewed is not None and ";session_id=s-1" not in renewed
-    recorded = connect_server.read_state()
+    recorded = connect_state.read_state()
     assert recorded is not None and recorded.session not in ("", "s-1")
     assert renewed.endswith(f";session_id={recorded.session}")
     assert connect_address("sc://127.0.0.1:15010") == renewed
-    assert connect_server.renew_session(connect_address(mine)) is None  # not squall's session
+    assert connect_state.renew_session(connect_address(mine)) is None  # not squall's session

@@ -12,9 +12,9 @@ import pytest
 
 from checkers import CheckConfig, check_history
 from checkers.causes import KeyCauses, explain_samples
+from checkers.fault_intervals import FaultInterval
 from checkers.key_log import ReplicationEvent
 from checkers.results import Collected
-from checkers.stats import FaultInterval
 from tests.unit.checkers.history_builder import HistoryBuilder
 
 S = 1_000_000_000

@@ -11,6 +11,7 @@ from unittest.mock import MagicMock
 import pytest
 
 from checkers.config import TestSettings
+from checkers.fault_intervals import fault_intervals
 from checkers.findings import Finding
 from checkers.losses import LossRules
 from checkers.results import (
@@ -24,7 +25,6 @@ from checkers.results import (
     write_results,
 )
 from checkers.session import SparkSettings
-from checkers.stats import fault_intervals
 
 
 def _finding(checker: str, *names: str, allowed: tuple[str, ...] = ()) -> Finding:

@@ -1,6 +1,6 @@
 """The JSON Schemas of squall's files, generated from the models that read them.
 
-``python -m squall.config.schemas`` writes them to ``docs/schemas/``; ``--check`` only says
+``python -m squall.schemas`` writes them to ``docs/schemas/``; ``--check`` only says
 which published files differ from what the models generate (exit 1), as the unit tests do.
 """
 
@@ -18,7 +18,7 @@ from squall.cluster.inventory import InventoryFile
 from squall.config.schedule_file import ScheduleDocument
 from squall.spec import TestDocument, TestSpec
 
-SCHEMA_DIR = Path(__file__).resolve().parents[2] / "docs" / "schemas"
+SCHEMA_DIR = Path(__file__).resolve().parents[1] / "docs" / "schemas"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMAS: dict[str, tuple[type[BaseModel], str]] = {
     "spec.schema.json": (TestSpec, "squall test spec (TOML, `squall run --spec`)"),
@@ -58,7 +58,7 @@ def stale_schemas(directory: Path = SCHEMA_DIR) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m squall.config.schemas", description=__doc__.splitlines()[0]
+        prog="python -m squall.schemas", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--dir", type=Path, default=SCHEMA_DIR, help="where the schemas go")
     parser.add_argument("--check", action="store_true", help="only report stale files")
@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check:
         stale = stale_schemas(args.dir)
         for name in stale:
-            print(f"{args.dir / name} is stale: run python -m squall.config.schemas")
+            print(f"{args.dir / name} is stale: run python -m squall.schemas")
         return 1 if stale else 0
     for path in write_schemas(args.dir):
         print(path)

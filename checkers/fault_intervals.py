@@ -1,0 +1,105 @@
+"""Fault intervals: the nemesis events of a history paired into the spans a fault was in
+force, from the event that started it to the one that healed it (`kill` .. `start`,
+`pause` .. `resume`, `start-X` .. `stop-X`), and the events that are instantaneous."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+NS_PER_S = 1_000_000_000
+_PAIRED_STOPS = {"kill": "start", "pause": "resume"}
+
+
+@dataclass(frozen=True)
+class FaultInterval:
+    """A fault from the event that started it to the one that healed it (None: never)."""
+
+    fault: str
+    start: int
+    end: int | None
+    start_index: int
+    end_index: int | None
+    value: Any
+
+
+def _stop_of(f: str) -> str | None:
+    if f in _PAIRED_STOPS:
+        return _PAIRED_STOPS[f]
+    if f.startswith("start-"):
+        return "stop-" + f[len("start-") :]
+    return None
+
+
+def _targets(value: Any) -> frozenset[str] | None:
+    targets = value.get("targets") if isinstance(value, dict) else None
+    return frozenset(map(str, targets)) if isinstance(targets, list) and targets else None
+
+
+def _heals(heal: frozenset[str] | None, fault: frozenset[str] | None) -> bool:
+    """Whether a heal on `heal` targets ends a fault on `fault` targets (None: all)."""
+    return heal is None or fault is None or bool(heal & fault)
+
+
+def fault_intervals(
+    events: list[tuple[int, int, str, str | None]],
+) -> tuple[list[FaultInterval], list[dict[str, Any]]]:
+    """Pair nemesis events (index, time, f, value JSON) in time order into intervals.
+
+    A start while the same kind is open on the same targets extends it; a stop closes the
+    open intervals of its kind on the targets it names (all of them when it names none);
+    another stop right after moves the end (Jepsen logs both the invocation and the
+    completion of a fault). Events that are neither, or stops without a start, are
+    instantaneous.
+    """
+    starts_of = {stop: f for _, _, f, _ in events if (stop := _stop_of(f)) is not None}
+    opened: list[FaultInterval] = []
+    closed: list[FaultInterval] = []
+    just_closed: dict[str, list[int]] = {}
+    instants: list[dict[str, Any]] = []
+    for index, time, f, value in sorted(events, key=lambda event: (event[1], event[0])):
+        decoded = _decode(value)
+        targets = _targets(decoded)
+        if _stop_of(f) is not None:
+            if not any(o.fault == f and _targets(o.value) == targets for o in opened):
+                opened.append(FaultInterval(f, time, None, index, None, decoded))
+            just_closed.pop(f, None)
+            continue
+        started = starts_of.get(f)
+        if started is None:
+            instants.append({"fault": f, "time_s": round(time / NS_PER_S, 3), "index": index,
+                             "value": decoded})  # fmt: skip
+            continue
+        healed = [o for o in opened if o.fault == started and _heals(targets, _targets(o.value))]
+        if healed:
+            just_closed[started] = []
+            for interval in healed:
+                opened.remove(interval)
+                closed.append(
+                    FaultInterval(started, interval.start, time, interval.start_index, index,
+                                  interval.value)
+                )  # fmt: skip
+                just_closed[started].append(len(closed) - 1)
+        elif started in just_closed:
+            for at in just_closed[started]:
+                previous = closed[at]
+                closed[at] = FaultInterval(
+                    previous.fault, previous.start, time, previous.start_index, index,
+                    previous.value,
+                )  # fmt: skip
+        else:
+            instants.append({"fault": f, "time_s": round(time / NS_PER_S, 3), "index": index,
+                             "value": decoded})  # fmt: skip
+    closed.extend(opened)
+    closed.sort(key=lambda interval: (interval.start, interval.start_index))
+    return closed, instants
+
+
+def _decode(value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
