@@ -487,6 +487,7 @@ need lazy disks); the generator ``default-without-disks`` leaves it out. The che
 the losses the flush policy and ``min.insync.replicas`` allow from those they forbid."""
 
 DEFAULT_FAMILIES: dict[str, tuple[str, ...]] = {
+    DISKS_FAMILY: DISK_SCENARIOS,
     "leader change with writes in flight": (
         "zombie-leader",
         "controller-failover-during-election",
@@ -496,7 +497,6 @@ DEFAULT_FAMILIES: dict[str, tuple[str, ...]] = {
     "ISR shrink": ("isr-shrink-leader-loss",),
     "truncation after failover": ("follower-restart-leader-loss", "failover-during-truncation"),
     "slow replication through a leader change": ("slow-follower-failover",),
-    DISKS_FAMILY: DISK_SCENARIOS,
 }
 """The default generator's round: one scenario of each family of states where replication
 bugs show, each family taking its scenarios in turn, so that a 120-second run reaches every
