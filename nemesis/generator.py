@@ -5,8 +5,9 @@ A generator is plain data (JSON, or a TOML table in a test spec):
 
 - ``"zombie-leader"`` or ``{"scenario": "zombie-leader"}``: a named scenario
   (``nemesis.scenarios``), its variant drawn (``{"scenario": ..., "variant": "paused"}``:
-  that one); ``"default"`` is the default mix, ``"default-with-disks"`` the default mix with
-  the storage family (``nemesis.scenarios.DISK_SCENARIOS``);
+  that one); ``"default"`` is the default mix, the storage family
+  (``nemesis.scenarios.DISK_SCENARIOS``) included (``"default-with-disks"``, its older name,
+  is the same), ``"default-without-disks"`` the default mix without the storage family;
 - ``{"fault": "kill", "targets": ["leader"], "duration": "1.5-2.5 session"}``: one fault and
   the fault that heals it ``duration`` later (other keys go into the fault's value);
 - ``{"sequence": [G, ...], "gap": SPAN}``: one after another;
@@ -34,7 +35,7 @@ from nemesis.errors import FaultError
 from nemesis.fault import Fault
 from nemesis.grudge import SHAPES
 from nemesis.layout import Layout
-from nemesis.scenarios import DEFAULT_FAMILIES, DISK_SCENARIOS, SCENARIOS
+from nemesis.scenarios import DEFAULT_FAMILIES, DISKS_FAMILY, SCENARIOS
 from nemesis.timing import Span
 
 SINGLE_KINDS: dict[str, tuple[str, str | None]] = {
@@ -362,16 +363,21 @@ def _union(layout: Layout, items: Iterable[Generator]) -> dict[str, str]:
     return found
 
 
-DEFAULT_GENERATORS = ("default", "default-with-disks")
-"""The named rounds: the default mix, and the default mix with the storage family."""
+WITHOUT_DISKS = "default-without-disks"
+DEFAULT_GENERATORS = ("default", "default-with-disks", WITHOUT_DISKS)
+"""The named rounds: the default mix (``default-with-disks`` is an older name of it), and the
+default mix without the storage family."""
 
 
-def default_generator(*, disks: bool = False) -> Generator:
+def default_generator(*, disks: bool = True) -> Generator:
     """squall's default: a shuffled round of the scenario families (leader change, ISR
-    shrink, truncation after failover, slow replication; with ``disks``, the storage family
-    too), each use of a family taking its next scenario, one after another, a third to half
-    a session timeout apart, until the time limit."""
-    rounds = [*DEFAULT_FAMILIES.values(), *([DISK_SCENARIOS] if disks else [])]
+    shrink, truncation after failover, slow replication and, with ``disks``, the storage
+    family), each use of a family taking its next scenario, one after another, a third to
+    half a session timeout apart, until the time limit. A family the runtime cannot apply at
+    all sits out."""
+    rounds = [
+        names for family, names in DEFAULT_FAMILIES.items() if disks or family != DISKS_FAMILY
+    ]
     families = (Cycle(tuple(NamedScenario(n) for n in names)) for names in rounds)
     return Stagger(Cycle(tuple(families)))
 
@@ -392,7 +398,7 @@ def parse_generator(doc: Any, *, where: str = "generator") -> Generator:
     """A generator from its plain-data form; FaultError naming the place that is wrong."""
     if isinstance(doc, str):
         if doc in DEFAULT_GENERATORS:
-            return default_generator(disks=doc == "default-with-disks")
+            return default_generator(disks=doc != WITHOUT_DISKS)
         return NamedScenario(doc)
     if not isinstance(doc, Mapping):
         raise FaultError(f"{where}: expected a scenario name or a table, got {doc!r}")

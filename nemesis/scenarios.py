@@ -524,7 +524,20 @@ SCENARIOS: dict[str, Scenario] = {
     )
 }
 
+DISKS_FAMILY = "disks that lie"
+DISK_SCENARIOS: tuple[str, ...] = (
+    "minority-corruption",
+    "follower-rollback",
+    "leader-power-loss",
+    "paused-followers-leader-power-loss",
+    "rack-power-loss",
+)
+"""The storage family of the default round, where the runtime can apply it (the power losses
+need lazy disks); the generator ``default-without-disks`` leaves it out. The checkers tell
+the losses the flush policy and ``min.insync.replicas`` allow from those they forbid."""
+
 DEFAULT_FAMILIES: dict[str, tuple[str, ...]] = {
+    DISKS_FAMILY: DISK_SCENARIOS,
     "leader change with writes in flight": (
         "zombie-leader",
         "controller-failover-during-election",
@@ -536,21 +549,9 @@ DEFAULT_FAMILIES: dict[str, tuple[str, ...]] = {
     "replication stalled through a leader change": ("slow-follower-failover", "failover-chain"),
 }
 """The default generator's round: one scenario of each family of states where replication
-bugs show, each family taking its scenarios in turn, so that a 120-second run reaches each
-family twice or more, not once."""
-
-DISKS_FAMILY = "disks that lie"
-DISK_SCENARIOS: tuple[str, ...] = (
-    "minority-corruption",
-    "follower-rollback",
-    "leader-power-loss",
-    "paused-followers-leader-power-loss",
-    "rack-power-loss",
-)
-"""The storage family, which the generator ``default-with-disks`` adds to the default round.
-It stays out of ``default`` until the checkers tell the losses the flush policy and
-``min.insync.replicas`` allow from those they forbid: a power loss under the default flush
-policy loses acknowledged writes that Kafka's own configuration allows to be lost."""
+bugs show, each family taking its scenarios in turn, so that a 120-second run reaches every
+family, not only the ones with many scenarios."""
 
 DEFAULT_MIX = tuple(name for family in DEFAULT_FAMILIES.values() for name in family)
-"""Every scenario the default generator runs (all but ``controller-session-loss``)."""
+"""Every scenario the default generator runs (all but ``controller-session-loss``), those the
+runtime can apply."""

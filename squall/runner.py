@@ -35,6 +35,7 @@ from nemesis import (
     heal_all,
     not_applicable,
 )
+from nemesis.generator import DEFAULT_GENERATORS
 from nemesis.protocols import LAZY_DISK_MISSING
 from nemesis.scenario_watch import ScenarioWatch
 from squall.cluster.clock import ClockOffset, clock_section, measure_offsets
@@ -560,7 +561,7 @@ def check_runnable(spec: TestSpec) -> None:
     if spec.runtime == "ssh" and not spec.inventory:
         raise SpecError("the ssh runtime needs an inventory of hosts: --inventory FILE")
     nemesis = spec.nemesis
-    if nemesis is None or nemesis.generator == "default":
+    if nemesis is None or nemesis.generator in DEFAULT_GENERATORS:
         return
     offered = RUNTIME_CAPABILITIES.get(spec.runtime or "local", frozenset())
     missing = not_applicable(replace(nemesis, capabilities=offered | {"lazy-disk"}))

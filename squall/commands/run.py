@@ -195,8 +195,9 @@ FaultsOption = typer.Option(
     help=(
         "Scenarios (docs/scenarios.md) and fault kinds (kill, pause, partition, bounce, "
         "freeze, netem, slow, corrupt, truncate, rollback, power-loss) with weights; "
-        "'default' (the default mix), 'default-with-disks' (with the storage scenarios) or "
-        "'none'." + _or_spec("default")
+        "'default' (the default mix, storage scenarios included where the runtime can apply "
+        "them; 'default-with-disks' is another name of it), 'default-without-disks' (without "
+        "the storage scenarios) or 'none'." + _or_spec("default")
     ),
 )
 IntervalOption = typer.Option(

@@ -13,7 +13,7 @@ from nemesis import Fault, ScheduleRunner
 from nemesis.errors import FaultError
 from nemesis.generator import parse_generator
 from nemesis.layout import Layout
-from nemesis.scenarios import DEFAULT_FAMILIES, DEFAULT_MIX, SCENARIOS
+from nemesis.scenarios import DEFAULT_FAMILIES, DEFAULT_MIX, DISKS_FAMILY, SCENARIOS
 from nemesis.schedule import Schedule, ScheduleSpec, generate_schedule
 from nemesis.timing import Detectors, Span
 
@@ -58,6 +58,8 @@ def test_the_default_mix_covers_every_family_in_each_round() -> None:
         families = [family_of[name] for name in runs]
         assert len(set(families[:3])) == 3, (seed, families)  # the first round: one of each
     assert seen_over_seeds == set(DEFAULT_MIX)
+    without = {s.scenario for s in generate_schedule(spec("default-without-disks")).faults}
+    assert {family_of[s] for s in without} == set(DEFAULT_FAMILIES) - {DISKS_FAMILY}
 
 
 def test_the_same_spec_gives_the_same_schedule_and_survives_json() -> None:

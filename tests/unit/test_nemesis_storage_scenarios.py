@@ -11,7 +11,7 @@ from nemesis.aim import Aim
 from nemesis.fault import Fault
 from nemesis.layout import CAPABILITIES, Layout
 from nemesis.reach import ScenarioRun, damaged_then_leader_lost, reelected_after_outage
-from nemesis.scenarios import DEFAULT_MIX, DISK_SCENARIOS, SCENARIOS
+from nemesis.scenarios import DEFAULT_FAMILIES, DEFAULT_MIX, DISK_SCENARIOS, DISKS_FAMILY, SCENARIOS
 from nemesis.schedule import ScheduleSpec, generate_schedule, not_applicable
 from nemesis.timing import Detectors
 
@@ -66,21 +66,31 @@ def test_storage_scenarios_run_only_where_the_runtime_can_apply_them() -> None:
         "paused-followers-leader-power-loss": "lazy-disk",
         "rack-power-loss": "lazy-disk",
     }
-    with_disks = ScheduleSpec(
-        generator="default-with-disks", time_limit_s=600.0, capabilities=without_lazy
-    )
-    scenarios = {s.scenario for s in generate_schedule(with_disks).faults}
-    assert {"minority-corruption", "follower-rollback"} <= scenarios
-    assert not scenarios & {"leader-power-loss", "rack-power-loss"}
-    assert scenarios & set(DEFAULT_MIX)
-    bare = ScheduleSpec(
-        generator="default-with-disks", time_limit_s=600.0, capabilities=frozenset()
-    )
-    assert not {s.scenario for s in generate_schedule(bare).faults} & set(STORAGE)
     assert set(DISK_SCENARIOS) == set(STORAGE)
+    assert set(DEFAULT_FAMILIES[DISKS_FAMILY]) == set(STORAGE) < set(DEFAULT_MIX)
+
+    def scenarios(generator: str, capabilities: frozenset[str]) -> set[str | None]:
+        spec = ScheduleSpec(generator=generator, time_limit_s=600.0, capabilities=capabilities)
+        return {s.scenario for s in generate_schedule(spec).faults}
+
+    plain_disks = scenarios("default", without_lazy)
+    assert {"minority-corruption", "follower-rollback"} <= plain_disks
+    assert not plain_disks & {"leader-power-loss", "rack-power-loss"}
+    assert plain_disks - set(STORAGE)
+    assert not scenarios("default", frozenset()) & set(STORAGE)
     everything = frozenset({"partitions", "disks", "lazy-disk"})
-    default = ScheduleSpec(generator="default", time_limit_s=600.0, capabilities=everything)
-    assert not {s.scenario for s in generate_schedule(default).faults} & set(STORAGE)
+    assert set(STORAGE) <= scenarios("default", everything)
+    assert not scenarios("default-without-disks", everything) & set(STORAGE)
+    assert scenarios("default-without-disks", everything) - {None} <= set(DEFAULT_MIX)
+
+
+def test_default_with_disks_is_another_name_of_the_default_mix() -> None:
+    for seed in range(5):
+        mixes = [
+            generate_schedule(ScheduleSpec(generator=name, time_limit_s=300.0, seed=seed)).faults
+            for name in ("default", "default-with-disks")
+        ]
+        assert mixes[0] == mixes[1], seed
 
 
 def event(kind: str, t: int, **fields: Any) -> dict[str, Any]:

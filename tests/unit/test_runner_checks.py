@@ -44,6 +44,9 @@ def test_the_default_mix_and_process_faults_run_anywhere() -> None:
     check_runnable(spec(runtime="local", nemesis={"faults": {"kill": 1, "pause": 1}}))
     check_runnable(spec(runtime="docker", nemesis={"generator": "leader-session-loss"}))
     check_runnable(spec(runtime="local", nemesis=None))
+    for name in ("default", "default-with-disks", "default-without-disks"):  # they adapt
+        check_runnable(spec(runtime="local", nemesis={"generator": name}))
+        check_runnable(spec(runtime="docker", lazy_disk=False, nemesis={"generator": name}))
 
 
 def test_what_was_left_out_is_said_beside_the_verdict() -> None:

@@ -1,0 +1,43 @@
+"""bench/detection.py's summary of the safe configuration: only an invalid run is a false
+alarm; a run with losses the configuration allows (the storage family's power losses under
+Kafka's default flush policy) is counted apart."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+
+def test_the_safe_summary_counts_invalid_runs_as_false_alarms_and_allowed_losses_apart() -> None:
+    try:
+        detection = importlib.import_module("bench.detection")
+    except ImportError as err:
+        pytest.fail(f"bench.detection does not import: {err}")
+
+    def record(seed: int, verdict: str, expected: list[str]) -> object:
+        return detection.RunRecord(
+            config=detection.SAFE,
+            seed=seed,
+            run_dir=None,
+            verdict=verdict,
+            detected=verdict in ("invalid", "allowed-losses"),
+            anomaly_types=["lost-write"] if verdict == "invalid" else [],
+            expected_anomaly_types=expected,
+            first_detection_s=None,
+            leader_elections=None,
+            failovers=None,
+            availability=None,
+            seconds=1.0,
+        )
+
+    records = [
+        record(1, "valid", []),
+        record(2, "allowed-losses", ["lost-write"]),
+        record(3, "invalid", []),
+        record(4, "failed", []),
+    ]
+    summary = detection.summarise(detection.SAFE, records)
+    assert (summary["false_alarms"], summary["allowed_loss_runs"]) == (1, 1)
+    assert summary["detected"] == 2
+    assert "false_alarms" not in detection.summarise("acks1", records)
