@@ -3,7 +3,8 @@
 A scenario is a TestSpec plus a schedule of role-targeted faults (``leader:squall-queue-0``,
 ``followers:...``, ``isr:...``) resolved live when they strike, run by the TestRunner exactly
 as `squall run` runs it: cluster, workload, nemesis, heal, final read, SUT events, checkers;
-the runs of one test session are checked in one SparkSession, as a campaign's cases are.
+the runs of one test session are checked in one SparkSession, as a campaign's cases are: the
+checker tests' (tests/spark_session.py), started by the first run that needs it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from nemesis import Fault, Schedule, ScheduledFault
 from squall.runner import RunOutcome, TestRunner
 from squall.spec import TestSpec
 from squall.store import RunStore
+from tests.spark_session import shared_spark
 from workloads import WorkloadSpec
 
 TOPIC = "squall-queue"
@@ -127,9 +129,7 @@ def run_scenario(
     runner = TestRunner(
         spec, store=RunStore(root / "store"), console=console, replay_schedule=schedule
     )
-    # The SparkSession the first run's checkers start serves every later run of the test
-    # session, as `squall campaign` checks all its cases in one (the checker tests' fixture
-    # stops it before starting their own).
+    shared_spark()  # the runner checks in the running session
     outcome = runner.run()
     history = [
         json.loads(line) for line in outcome.run_dir.history.read_text().splitlines() if line

@@ -1,10 +1,11 @@
-"""The checkers on other Spark engines find what they find on local[*], byte for byte: in
-the Spark Connect server `squall spark` runs, and on a standalone master with a worker
+"""The checkers on other Spark engines find what they find in a local session, byte for
+byte: in the Spark Connect server `squall spark` runs, and on a standalone master with a worker
 started from pyspark's own launcher. A master or server nothing answers at fails the check
 at once (exit 3) and says what to do.
 
 One hand-made history with anomalies of every checker (the checker tests' scenarios) is
-checked by each engine; each engine's JVMs are stopped at teardown, also when a test fails.
+checked locally, in this process's shared session (tests/spark_session.py), and by each
+engine; each engine's JVMs are stopped at teardown, also when a test fails.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from typing import Any
 import pyspark
 import pytest
 
+from checkers import check_history
 from checkers.cache_dir import user_cache_dir
 from checkers.connect_state import is_server
+from tests.spark_session import shared_spark
 from tests.support import run_squall, wait_for
 from tests.unit.checkers.history_builder import HistoryBuilder
 from tests.unit.checkers.scenarios import DEFAULT_SCENARIOS, UNCLEAN_SCENARIOS, build
@@ -96,16 +99,17 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def local_checkers(history: Path, env: dict[str, str]) -> str:
-    checked = squall(
-        "check", "--json", "--no-write", "--spark-master", "local[2]", str(history), env=env
-    )
-    assert checked.returncode == 1, checked.stderr
-    results = json.loads(checked.stdout)
+def local_checkers(history: Path) -> str:
+    """The checkers' section of the history's check on local[2], in this process's shared
+    session (the one the checker tests and the verdict runs use: its JVM starts once), as
+    `squall check --json` prints it."""
+    shared_spark()
+    results = check_history(history)
+    assert results["valid"] is False, results["anomaly_types"]
     assert {"lost-write", "duplicate", "poll-skip", "unclean-loss-window"} <= set(
         results["anomaly_types"]
     )
-    return checkers_section(checked.stdout)
+    return checkers_section(json.dumps(results, default=str))
 
 
 def _stop_group(process: subprocess.Popen[bytes]) -> None:

@@ -193,9 +193,10 @@ def test_hand_written_jepsen_history_checks_with_leniency_noted(spark: Any, tmp_
 
 
 def test_the_jvm_writes_into_the_run_directory_not_the_terminal(tmp_path: Path) -> None:
-    """A new process (a JVM of its own): what the JVM prints before log4j2 starts (Spark 4's
+    """New processes (a JVM each): what the JVM prints before log4j2 starts (Spark 4's
     ``WARNING: Using incubator modules``) goes to the run's spark.log, not stderr; with no
-    run directory, it is left out."""
+    run directory, it is left out. The two checks run side by side, each in a directory of
+    its own."""
     import subprocess
     import sys
 
@@ -203,26 +204,33 @@ def test_the_jvm_writes_into_the_run_directory_not_the_terminal(tmp_path: Path) 
         {"index": i, "time": (i + 1) * 1_000_000, "process": p, "type": t, "f": f, "value": v}
         for i, (p, t, f, v) in enumerate(HAND_WRITTEN)
     ]
-    (tmp_path / "history.jsonl").write_text("".join(json.dumps(op) + "\n" for op in lines))
-    done = subprocess.run(
-        [sys.executable, "-m", "squall", "check", str(tmp_path), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 1, done.stderr
-    assert "WARNING" not in done.stderr and "incubator" not in done.stderr, done.stderr
-    assert (tmp_path / "spark.log").is_file()
+    history = "".join(json.dumps(op) + "\n" for op in lines)
+    run_dir, alone = tmp_path / "run", tmp_path / "alone"
+    for directory in (run_dir, alone):
+        directory.mkdir()
+        (directory / "history.jsonl").write_text(history)
+
+    def check(path: Path) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "squall", "check", str(path), "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
     # A history file given alone has no run directory to log into: the JVM's standard
     # error comes to the terminal, without its start-up notice.
-    (tmp_path / "spark.log").unlink()
-    done = subprocess.run(
-        [sys.executable, "-m", "squall", "check", str(tmp_path / "history.jsonl"), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 1, done.stderr
-    assert json.loads(done.stdout)["valid"] is False
-    assert "incubator" not in done.stderr, done.stderr
-    assert not (tmp_path / "spark.log").exists()
+    checks = [check(run_dir), check(alone / "history.jsonl")]
+    try:
+        (_, in_run_err), (alone_out, alone_err) = (c.communicate(timeout=300) for c in checks)
+    finally:
+        for c in checks:
+            if c.poll() is None:
+                c.kill()
+    assert checks[0].returncode == 1, in_run_err
+    assert "WARNING" not in in_run_err and "incubator" not in in_run_err, in_run_err
+    assert (run_dir / "spark.log").is_file()
+    assert checks[1].returncode == 1, alone_err
+    assert json.loads(alone_out)["valid"] is False
+    assert "incubator" not in alone_err, alone_err
+    assert not (alone / "spark.log").exists()

@@ -89,21 +89,32 @@ def _pass_rows(spark: Any, run: Any, *, partitions: int | None = None) -> list[t
     return sorted((tuple(row) for row in frame.collect()), key=repr)
 
 
-def test_pass_partitions_change_nothing(spark: Any, default_run: Any) -> None:
+@pytest.fixture(scope="module")
+def default_pass(spark: Any, default_run: Any) -> list[tuple[Any, ...]]:
+    """The per-key pass over the default history as the checkers partition it."""
+    return _pass_rows(spark, default_run)
+
+
+def test_pass_partitions_change_nothing(
+    spark: Any, default_run: Any, default_pass: list[tuple[Any, ...]]
+) -> None:
     """A key's findings are the same whichever keys share its partition: all in one, or
     (nearly) one a partition, as in the pass over a large history."""
-    found = _pass_rows(spark, default_run)
+    found = default_pass
     assert any(row[1] is not None for row in found)  # anomalies, not only facts
     assert _pass_rows(spark, default_run, partitions=1) == found
     assert _pass_rows(spark, default_run, partitions=37) == found
 
 
 def test_told_on_the_rows_changes_nothing(
-    spark: Any, default_run: Any, monkeypatch: pytest.MonkeyPatch
+    spark: Any,
+    default_run: Any,
+    default_pass: list[tuple[Any, ...]],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """What the rows of unsettled operations are told is the same sent with the function
     or, when there are too many such operations, joined onto the rows."""
-    found = _pass_rows(spark, default_run)
+    found = default_pass  # told with the function
     results, _ = default_run
     loaded = load_history(spark, results["history"]["parquet"])
     told = shared_facts(loaded.ops, loaded.mops, loaded.assign).told
