@@ -321,8 +321,10 @@ class TestRunner:
                 runs, reached = view.scenarios
                 view.scenarios = (runs + 1, reached + bool(outcome["reached"]))
 
+        # The schedule stops when the workload does (its own event: the run's stop must not
+        # be set at the time limit, or the recovery wait below would be skipped).
         runner = ScheduleRunner(
-            nemesis, on_applied=record, stop=self.stop, watch=watch, on_judged=judged
+            nemesis, on_applied=record, stop=threading.Event(), watch=watch, on_judged=judged
         )
         applied_schedule: list[Schedule] = []
         schedule_thread = None

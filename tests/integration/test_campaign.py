@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,17 @@ def test_a_campaign_writes_its_report_with_a_row_and_a_working_link_per_case(
         linked = (campaign / report_link).resolve()
         assert linked == (Path(case["run_dir"]) / "report.html").resolve(), row
         assert "<h1>" + case["name"] + ":" in linked.read_text()
+        assert waited_to_recover(Path(case["run_dir"]) / "run.log") >= 1.0, row
+
+
+def waited_to_recover(run_log: Path) -> float:
+    """Seconds between the run's recovery phase and its final read, from its run.log: the
+    spec's ``recovery_wait_s`` once the workload stopped at its time limit (a regression:
+    the schedule's stop at the time limit used to end the wait at once)."""
+    stamps: dict[str, datetime] = {}
+    for line in run_log.read_text().splitlines():
+        for phase in ("phase recover: waiting", "phase final read"):
+            if phase in line and phase not in stamps:
+                stamps[phase] = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+    assert len(stamps) == 2, f"{run_log} lacks a recovery or final-read phase: {stamps}"
+    return (stamps["phase final read"] - stamps["phase recover: waiting"]).total_seconds()
