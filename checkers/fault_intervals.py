@@ -1,6 +1,8 @@
 """Fault intervals: the nemesis events of a history paired into the spans a fault was in
 force, from the event that started it to the one that healed it (`kill` .. `start`,
-`pause` .. `resume`, `start-X` .. `stop-X`), and the events that are instantaneous."""
+`pause` .. `resume`, `start-X` .. `stop-X`), and the events that are instantaneous. A paused
+process that is killed (or loses power) is paused no more: the kill ends its pause (a pause
+of several nodes, once every one of them is killed)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 
 NS_PER_S = 1_000_000_000
 _PAIRED_STOPS = {"kill": "start", "pause": "resume"}
+_ENDS_PAUSES = frozenset({"kill", "power-loss"})
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,15 @@ def fault_intervals(
     for index, time, f, value in sorted(events, key=lambda event: (event[1], event[0])):
         decoded = _decode(value)
         targets = _targets(decoded)
+        if f in _ENDS_PAUSES and targets is not None:
+            for interval in [o for o in opened if o.fault == "pause"]:
+                paused = _targets(interval.value)
+                if paused is not None and paused <= targets:
+                    opened.remove(interval)
+                    closed.append(
+                        FaultInterval("pause", interval.start, time, interval.start_index, index,
+                                      interval.value)
+                    )  # fmt: skip
         if _stop_of(f) is not None:
             if not any(o.fault == f and _targets(o.value) == targets for o in opened):
                 opened.append(FaultInterval(f, time, None, index, None, decoded))

@@ -133,6 +133,25 @@ def test_fault_intervals_pair_heals_with_their_targets() -> None:
     assert instants == []
 
 
+def test_a_kill_ends_the_pause_of_the_process_it_kills() -> None:
+    """A paused broker killed is paused no more: its pause ends at the kill, not at a later
+    resume of the same node (as when a scenario kills a paused leader)."""
+    s = 1_000_000_000
+    events = [
+        (0, 8 * s, "pause", '{"targets": ["n2"]}'),
+        (1, 9 * s, "pause", '{"targets": ["n3"]}'),
+        (2, 18 * s, "kill", '{"targets": ["n2"]}'),
+        (3, 27 * s, "start", '{"targets": ["n2"]}'),
+        (4, 30 * s, "power-loss", '{"targets": ["n3"]}'),
+        (5, 115 * s, "pause", '{"targets": ["n2"]}'),
+        (6, 125 * s, "resume", '{"targets": ["n2"]}'),
+    ]
+    intervals, instants = fault_intervals(events)
+    spans = [(i.fault, i.start // s, None if i.end is None else i.end // s) for i in intervals]
+    assert spans == [("pause", 8, 18), ("pause", 9, 30), ("kill", 18, 27), ("pause", 115, 125)]
+    assert [i["fault"] for i in instants] == ["power-loss"]
+
+
 def test_loss_rules() -> None:
     assert LossRules(TestSettings(acks=1), frozenset()).default_acks == 1
     assert LossRules(TestSettings(), frozenset({"acks0"})).default_acks == 0
