@@ -11,9 +11,11 @@ thread-safe: use one Consumer per thread, as in Kafka.
 Fetches carry the leader epoch of the consumer's metadata, which never goes back (KIP-320),
 so a deposed leader that has not heard of its successor refuses them instead of reading. A
 position is reset (auto.offset.reset) only when the partition's current leader says it is
-out of range: on OFFSET_OUT_OF_RANGE the consumer first asks another broker for metadata,
-and if the leader or its epoch changed since the fetch was sent, it keeps its position and
-reads it from the new leader.
+out of range: on OFFSET_OUT_OF_RANGE the consumer first asks another broker for metadata
+and, in a group, ZooKeeper for the partition's state as the controller wrote it (brokers cut
+off from ZooKeeper may all still name a deposed leader); if the leader or its epoch changed
+since the fetch was sent, or ZooKeeper cannot say, it keeps its position and reads it from
+the new leader once one answers.
 """
 
 from __future__ import annotations
@@ -394,6 +396,22 @@ class Consumer:
             log.warning("consumer metadata refresh failed: %s", err)
             return True
         now = (self._metadata.leader(*key), self._metadata.leader_epoch(*key))
+        if now == (leader, leader_epoch) and self._offset_store is not None:
+            # Brokers cut off from ZooKeeper may all still name a deposed leader: ask the
+            # controller's record itself (the group's ZooKeeper session reads it).
+            try:
+                recorded = self._offset_store.partition_leader(*key)
+            except OffsetStoreError as err:
+                log.warning(
+                    "%s-%d: broker %d answered offset %s out of range, and ZooKeeper cannot "
+                    "confirm that it leads (%s): position kept",
+                    *key,
+                    leader,
+                    self._positions.get(key),
+                    err,
+                )
+                return True
+            now = recorded or now
         if now == (leader, leader_epoch):
             return False
         log.info(

@@ -3,7 +3,9 @@
 One znode per partition, ``/consumers/<group>/offsets/<topic>/<partition>``, holding the next
 offset to read (docs/history.md: a commit's offset is the next offset the group reads). Partitions
 are written one at a time, as Kafka 0.8 did, so a commit of several partitions can land in
-part; OffsetCommitError says what is known to have landed and whether anything may have.
+part; OffsetCommitError says what is known to have landed and whether anything may have. The
+same session reads a partition's leader and epoch as the controller wrote them, which the
+consumer checks before it believes a broker that says its position is out of range.
 """
 
 from __future__ import annotations
@@ -131,6 +133,25 @@ class ZooKeeperOffsetStore:
                 f"from ZooKeeper at {self.connect} failed ({_reason(err)}); "
                 "retry when ZooKeeper is reachable"
             ) from None
+
+    def partition_leader(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """The partition's leader and leader epoch as the controller last wrote them to
+        ZooKeeper (what every broker's metadata follows); None when ZooKeeper holds no state
+        for it (its brokers keep their state elsewhere). OffsetStoreError when ZooKeeper
+        cannot be read."""
+        topic, partition = _checked_partition((topic, partition))
+        if not self.connected:
+            raise OffsetStoreError(
+                f"reading the state of {topic}-{partition} failed: {self._not_connected()}"
+            )
+        try:
+            found = self._store.partition_state(topic, partition)
+        except (KazooException, MetadataError) as err:
+            raise OffsetStoreError(
+                f"reading the state of {topic}-{partition} from ZooKeeper at {self.connect} "
+                f"failed ({_reason(err)})"
+            ) from None
+        return None if found is None else (found[0].leader, found[0].leader_epoch)
 
     def _not_connected(self) -> str:
         if not self._started:

@@ -32,6 +32,8 @@ class LocalCluster:
             "log.flush.interval.messages": 1,
         }
         base.update({k.replace("_", "."): v for k, v in settings.items()})
+        self.zookeeper_connect = str(base["zookeeper.connect"])
+        """The brokers' ZooKeeper, with their chroot."""
         self.brokers = {
             i: BrokerProcess(root / f"broker-{i}", broker_id=i, standalone=False, settings=base)
             for i in range(1, brokers + 1)

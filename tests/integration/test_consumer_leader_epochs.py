@@ -4,18 +4,21 @@ ZooKeeper and three broker processes, one topic of one partition on all three.""
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 
 from squall.cluster.zookeeper_server import ZooKeeperServer
 from system_under_test import protocol
 from system_under_test.client import Consumer, Producer
 from system_under_test.client.connection import BrokerConnection, parse_bootstrap
 from system_under_test.errors import ErrorCode
+from system_under_test.zookeeper import partition_state_path
 from tests.integration.cluster import LocalCluster
 from tests.support import wait_for
 
@@ -115,6 +118,44 @@ def test_a_deposed_leaders_out_of_range_does_not_reset_the_consumer(
     finally:
         stale.signal(signal.SIGCONT)
         consumer.close()
+
+
+def test_a_group_consumer_believes_zookeeper_over_every_stale_broker(
+    cluster: LocalCluster,
+) -> None:
+    """Brokers that all still name a deposed leader (cut off from ZooKeeper, or paused past
+    their sessions) cannot make a group's consumer reset: before it believes an out-of-range
+    answer it reads the partition's state as the controller wrote it. Here ZooKeeper's state
+    is a leader epoch ahead of every broker, as after an election they have not heard of:
+    the position is kept; once the state agrees with the brokers again, it is reset."""
+    current = cluster.create_topic(TOPIC, min_insync_replicas=2)
+    produce(cluster.bootstrap, range(5))
+    connect = cluster.zookeeper_connect
+    zk = KazooClient(hosts=connect)
+    zk.start(timeout=15)
+    path = partition_state_path(TOPIC, 0)
+    written, _stat = zk.get(path)
+    ahead = json.loads(written) | {"leader_epoch": current.leader_epoch + 1}
+    config = {"group.id": "g", "zookeeper.connect": connect, "auto.offset.reset": "earliest"}
+    consumer = Consumer(cluster.bootstrap, config=config)
+    try:
+        zk.set(path, json.dumps(ahead).encode())
+        consumer.assign([(TOPIC, 0)])
+        consumer.seek(TOPIC, 0, 50)
+        for _ in range(3):
+            assert consumer.poll(200) == []
+        assert consumer.position(TOPIC, 0) == 50
+        zk.set(path, written)
+        read: list[int] = []
+        wait_for(
+            lambda: read.extend(r.offset for r in consumer.poll(200)) or len(read) >= 5,
+            what="the reset to the earliest offset",
+        )
+        assert read == [0, 1, 2, 3, 4]
+    finally:
+        consumer.close()
+        zk.stop()
+        zk.close()
 
 
 def test_list_offsets_retries_at_the_new_leader(cluster: LocalCluster) -> None:
