@@ -9,7 +9,6 @@ directory, or moved, still links its runs.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from squall.run_log import RUN_LOG
-from squall.store_listing import RunSummary, summarise_run
+from squall.store_listing import RunSummary, read_json_object, summarise_run
 
 CAMPAIGNS = "campaigns"
 """The store's directory of campaigns."""
@@ -108,14 +107,6 @@ class CampaignSummary:
         return f"../../../{case.run.test}/{case.run.stamp}/{file}"
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
 def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -171,7 +162,7 @@ def _case(store: Path, doc: dict[str, Any]) -> CaseSummary:
         parameters=dict(parameters) if isinstance(parameters, dict) else {},
         verdict=run.verdict if run is not None else _verdict(doc.get("valid")),
         run=run,
-        test=_read_json(run_dir / "test.json") if run_dir is not None else None,
+        test=read_json_object(run_dir / "test.json") if run_dir is not None else None,
         seconds=float(seconds) if isinstance(seconds, int | float) else None,
         acknowledged_lost=_int_or_none(doc.get("acknowledged_lost")),
         allowed_lost=_int_or_none(doc.get("allowed_lost")),
@@ -183,7 +174,7 @@ def _case(store: Path, doc: dict[str, Any]) -> CaseSummary:
 def read_campaign(campaign_dir: Path) -> CampaignSummary | None:
     """The campaign of ``store/campaigns/<campaign>/<stamp>/``; None without a readable
     summary.json."""
-    doc = _read_json(campaign_dir / SUMMARY)
+    doc = read_json_object(campaign_dir / SUMMARY)
     if doc is None:
         return None
     store = campaign_dir.parent.parent.parent

@@ -40,7 +40,8 @@ class RunSummary:
         return asdict(self)
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """A JSON object read from path; None when it is missing, unreadable or not an object."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -77,8 +78,8 @@ def _anomaly_counts(
 
 def summarise_run(run_dir: Path) -> RunSummary:
     """The listing line of one run directory (``store/<test>/<stamp>``)."""
-    results = _read_json(run_dir / "results.json")
-    test = _read_json(run_dir / "test.json")
+    results = read_json_object(run_dir / "results.json")
+    test = read_json_object(run_dir / "test.json")
     match = _STAMP.match(run_dir.name)
     started = (
         datetime.strptime(match.group(1), "%Y%m%dT%H%M%S").replace(tzinfo=UTC).isoformat()
