@@ -546,7 +546,8 @@ DEFAULT_FAMILIES: dict[str, tuple[str, ...]] = {
     ),
     "ISR shrink": ("isr-shrink-leader-loss",),
     "truncation after failover": ("follower-restart-leader-loss", "failover-during-truncation"),
-    "replication stalled through a leader change": ("slow-follower-failover", "failover-chain"),
+    "slow replication through a leader change": ("slow-follower-failover",),
+    "two leader changes in a row": ("failover-chain",),
 }
 """The default generator's round: one scenario of each family of states where replication
 bugs show, each family taking its scenarios in turn, so that a 120-second run reaches every
