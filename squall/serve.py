@@ -45,17 +45,29 @@ td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
 
 def _row(run: RunSummary) -> str:
     base = f"{quote(run.test)}/{quote(run.stamp)}/"
-    colour = _COLOURS.get(run.verdict, "#57606a")
     anomalies = describe_findings(run)
-    report = f'<a href="{base}report.html">report</a> · ' if run.has_report else ""
     duration = f"{run.duration_s:.0f} s" if run.duration_s is not None else ""
-    started = (run.started or run.stamp).replace("+00:00", "").replace("T", " ")
     return (
-        f"<tr><td>{html.escape(run.test)}</td><td>{html.escape(started)}</td>"
-        f'<td style="color:{colour};font-weight:bold">{html.escape(run.verdict)}</td>'
+        f"<tr><td>{html.escape(run.test)}</td>{_started_and_verdict(run.started, run.stamp, run.verdict)}"
         f"<td>{html.escape(anomalies)}</td><td class=num>{duration}</td>"
-        f'<td>{report}<a href="{base}">files</a></td></tr>'
+        f"{_links(base, run.has_report)}</tr>"
     )
+
+
+def _started_and_verdict(started: str | None, stamp: str, verdict: str) -> str:
+    """The start (UTC) and verdict cells of a run's or a campaign's row."""
+    when = (started or stamp).replace("+00:00", "").replace("T", " ")
+    colour = _COLOURS.get(verdict, "#57606a")
+    return (
+        f"<td>{html.escape(when)}</td>"
+        f'<td style="color:{colour};font-weight:bold">{html.escape(verdict)}</td>'
+    )
+
+
+def _links(base: str, has_report: bool) -> str:
+    """The files cell: the report (where there is one) and the directory."""
+    report = f'<a href="{base}report.html">report</a> · ' if has_report else ""
+    return f'<td>{report}<a href="{base}">files</a></td>'
 
 
 _CAMPAIGNS = """<h2>Campaigns</h2>
@@ -70,18 +82,11 @@ _CAMPAIGNS = """<h2>Campaigns</h2>
 
 def _campaign_row(campaign: CampaignSummary) -> str:
     base = f"campaigns/{quote(campaign.path.parent.name)}/{quote(campaign.stamp)}/"
-    colour = _COLOURS.get(campaign.verdict, "#57606a")
-    report = (
-        f'<a href="{base}report.html">report</a> · '
-        if (campaign.path / "report.html").is_file()
-        else ""
-    )
-    started = (campaign.started or campaign.stamp).replace("+00:00", "").replace("T", " ")
+    cells = _started_and_verdict(campaign.started, campaign.stamp, campaign.verdict)
     return (
-        f"<tr><td>{html.escape(campaign.name)}</td><td>{html.escape(started)}</td>"
-        f'<td style="color:{colour};font-weight:bold">{html.escape(campaign.verdict)}</td>'
+        f"<tr><td>{html.escape(campaign.name)}</td>{cells}"
         f"<td>{html.escape(campaign.tally())}</td><td>{html.escape(campaign.lost())}</td>"
-        f'<td>{report}<a href="{base}">files</a></td></tr>'
+        f"{_links(base, (campaign.path / 'report.html').is_file())}</tr>"
     )
 
 
