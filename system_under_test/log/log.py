@@ -491,6 +491,7 @@ class Log:
             offset,
             removed,
         )
+        self._make_cut_durable()
         self._recovery_point = min(self._recovery_point, offset)
         self._unflushed_messages = self.log_end_offset - self._recovery_point
         if not self._unflushed_messages:
@@ -508,7 +509,21 @@ class Log:
         self._recovery_point = offset
         self._unflushed_messages = 0
         self._first_unflushed_ms = None
+        self._make_cut_durable()
         logger.info("%s: truncated fully, starting at offset %d", self.dir, offset)
+
+    def _make_cut_durable(self) -> None:
+        """fsync a truncation: the cut file and the directory that lost segments.
+
+        Whatever the flush policy, a cut must not be undone by a power loss: the leader
+        epoch checkpoint written after it describes the shorter log, so records that came
+        back would sit under a later epoch's name, and the next OffsetForLeaderEpoch could
+        not find them (our log is stricter than Kafka here, whose truncateTo does not fsync).
+        """
+        self._segments[-1].flush()
+        if self._dir_dirty:
+            fsync_directory(self.dir)
+            self._dir_dirty = False
 
     def delete_old_segments(self, now_ms: int) -> int:
         """Apply retention.ms, then retention.bytes, to inactive segments; return how many went."""
