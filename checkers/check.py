@@ -136,6 +136,7 @@ def check_loaded(
                 events.nemesis,
                 window_s=config.stats_window_s,
                 replication=events.replication,
+                mops=loaded.mops,
             )
 
         stats_done = pool.submit(statistics) if small else None

@@ -1,8 +1,10 @@
 """The rate the workload kept during faults on the keys whose leader was alive.
 
 A fault that takes one leader away should not stop the others: this compares the `ok` sends
-per second per live key during fault intervals with the same figure outside them, and
-the `ok` polls per second likewise (a poll reads every key, so polls are not split by key).
+per second per live key during fault intervals with the same figure outside them, the
+records that `ok` polls read per second per live key likewise, and the `ok` polls per second
+(a poll reads every key, so polls themselves are not split by key; an empty one waits out its
+timeout, so the records read say more about the readers).
 
 A key's leader is known from the SUT's `leader-election` events (the last one at or before
 the moment; none yet: taken as alive); it is not alive while it is -1 (offline) or while its
@@ -111,8 +113,10 @@ def live_leader_rate(
     ops: DataFrame,
     intervals: Sequence[FaultInterval],
     replication: Mapping[str, Sequence[ReplicationEvent]],
+    mops: DataFrame | None = None,
 ) -> dict[str, Any] | None:
-    """The `live_rate` section of the statistics; None without sends, keys or faults."""
+    """The `live_rate` section of the statistics (`mops`: the history's micro-operations, for
+    the records polls read); None without sends, keys or faults."""
     client = F.col("process_id").isNotNull() & ~F.coalesce(F.col("final"), F.lit(False))
     row = (
         ops.filter(client)
@@ -139,6 +143,11 @@ def live_leader_rate(
     for _, start, stop, in_fault in segments:
         live_s[in_fault] += (stop - start) / NS_PER_S
     sends = _count_in(spark, ops, "send", [(k, s, e, f) for k, s, e, f in segments])
+    reads = (
+        _count_in(spark, mops.filter(F.col("op_f") == "poll"), "poll", list(segments))
+        if mops is not None
+        else None
+    )
     polls = _count_in(
         spark, ops, "poll", [(None, s, e, True) for s, e in faults] + _gaps(faults, span)
     )
@@ -150,6 +159,16 @@ def live_leader_rate(
             "live_keys": None if seconds <= 0 else round(key_s / seconds, 3),
             "send_ok": sends[in_fault],
             "send_per_s_per_live_key": None if key_s <= 0 else round(sends[in_fault] / key_s, 3),
+            **(
+                {}
+                if reads is None
+                else {
+                    "read_ok": reads[in_fault],
+                    "read_per_s_per_live_key": None
+                    if key_s <= 0
+                    else round(reads[in_fault] / key_s, 3),
+                }
+            ),
             "poll_ok": polls[in_fault],
             "poll_per_s": None if seconds <= 0 else round(polls[in_fault] / seconds, 3),
         }
@@ -161,6 +180,15 @@ def live_leader_rate(
         "fault_free": free,
         "kept": {
             "send": _ratio(during["send_per_s_per_live_key"], free["send_per_s_per_live_key"]),
+            **(
+                {}
+                if reads is None
+                else {
+                    "read": _ratio(
+                        during["read_per_s_per_live_key"], free["read_per_s_per_live_key"]
+                    )
+                }
+            ),
             "poll": _ratio(during["poll_per_s"], free["poll_per_s"]),
         },
     }

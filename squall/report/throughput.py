@@ -85,6 +85,13 @@ def describe_live_rate(stats: Mapping[str, Any]) -> str | None:
         f"{figure(during.get('live_keys'), '')} of {live.get('keys')} keys live on average): "
         f"ok sends {figure(during.get('send_per_s_per_live_key'), '/s')} per live key"
         f"{share(kept.get('send'))}, fault-free {figure(free.get('send_per_s_per_live_key'), '/s')}"
-        f"; ok polls {figure(during.get('poll_per_s'), '/s')}{share(kept.get('poll'))}, "
+        + (
+            ""
+            if "read_per_s_per_live_key" not in during
+            else f"; records read {figure(during.get('read_per_s_per_live_key'), '/s')} per "
+            f"live key{share(kept.get('read'))}, fault-free "
+            f"{figure(free.get('read_per_s_per_live_key'), '/s')}"
+        )
+        + f"; ok polls {figure(during.get('poll_per_s'), '/s')}{share(kept.get('poll'))}, "
         f"fault-free {figure(free.get('poll_per_s'), '/s')}"
     )

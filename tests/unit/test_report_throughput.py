@@ -83,4 +83,21 @@ def test_the_rate_kept_during_faults_is_described_next_to_the_fault_free_rate() 
     assert "2.5 of 3 keys live" in line
     assert "ok sends 90.0/s per live key (90% of fault-free), fault-free 100.0/s" in line
     assert "ok polls 200.0/s (80% of fault-free), fault-free 250.0/s" in line
+    assert "records read" not in line  # results written before reads were counted
     assert describe_live_rate({}) is None
+
+
+def test_the_records_read_on_live_keys_are_described_when_counted() -> None:
+    stats = {
+        "live_rate": {
+            "keys": 3,
+            "during_faults": {"seconds": 40.0, "live_keys": 2.5, "send_per_s_per_live_key": 90.0,
+                              "read_per_s_per_live_key": 60.0, "poll_per_s": 200.0},
+            "fault_free": {"seconds": 50.0, "live_keys": 3.0, "send_per_s_per_live_key": 100.0,
+                           "read_per_s_per_live_key": 100.0, "poll_per_s": 250.0},
+            "kept": {"send": 0.9, "read": 0.6, "poll": 0.8},
+        }
+    }  # fmt: skip
+    line = describe_live_rate(stats)
+    assert line is not None
+    assert "records read 60.0/s per live key (60% of fault-free), fault-free 100.0/s" in line

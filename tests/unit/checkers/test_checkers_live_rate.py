@@ -77,8 +77,12 @@ def _history(path: Path) -> None:
             result = [["send", key, value]] if dead else [["send", key, [tick, value]]]
             writer.complete(invoke, done, result, time=at + MS)
         if tick % 2 == 0:
+            # Each poll reads one record of b, and one of a unless a has no leader.
+            read = {"b": [[tick, 2 * tick]]}
+            if not 2 * S <= at < 3 * S:
+                read["a"] = [[tick, 2 * tick + 1]]
             invoke = writer.write(3, "invoke", "poll", [["poll"]], time=at)
-            writer.complete(invoke, "ok", [["poll", {"b": [[tick, 2 * tick]]}]], time=at + MS)
+            writer.complete(invoke, "ok", [["poll", read]], time=at + MS)
     writer.close()
 
 
@@ -100,3 +104,15 @@ def test_the_rate_on_live_keys_during_faults_and_outside_them(live_rate: dict[st
     assert live_rate["kept"]["send"] == pytest.approx(1.0, rel=0.05)
     assert during["poll_ok"] == 10 and during["poll_per_s"] == 5.0
     assert live_rate["kept"]["poll"] == pytest.approx(1.0, rel=0.05)
+
+
+def test_the_records_read_on_live_keys_during_faults_and_outside_them(
+    live_rate: dict[str, Any],
+) -> None:
+    during, free = live_rate["during_faults"], live_rate["fault_free"]
+    # Polls in [2 s, 4 s): 10 records of b, and 5 of a once its new leader leads (3-4 s).
+    assert during["read_ok"] == 15 and during["read_per_s_per_live_key"] == 5.0
+    # Outside: 19 polls of two records each over 3.8 s of two live keys.
+    assert free["read_ok"] == 38
+    assert free["read_per_s_per_live_key"] == pytest.approx(5.0, rel=0.05)
+    assert live_rate["kept"]["read"] == pytest.approx(1.0, rel=0.05)
