@@ -24,7 +24,7 @@ _COLOURS = {
 }
 
 _PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>squall runs: {store}</title>
+<html lang="en"><head><meta charset="utf-8"><title>squall runs and campaigns: {store}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 2em; color: #1f2328; }}
 table {{ border-collapse: collapse; }}
@@ -32,7 +32,7 @@ th, td {{ padding: 0.3em 0.8em; border-bottom: 1px solid #d0d7de; text-align: le
 th {{ background: #f6f8fa; }}
 td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
 </style></head><body>
-<h1>squall runs</h1>
+<h1>squall runs and campaigns</h1>
 {campaigns}<h2>Runs</h2>
 <p>{count} run(s) in <code>{store}</code>, newest first.</p>
 <table>

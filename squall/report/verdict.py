@@ -160,8 +160,10 @@ def describe_faults(test: Mapping[str, Any] | None, applied: Sequence[Mapping[st
     if nemesis is None:
         return "faults: none (the nemesis was off)"
     generator = nemesis.get("generator")
-    if generator == "default":
+    if generator in ("default", "default-with-disks"):
         asked = "the default mix of scenarios"
+    elif generator == "default-without-disks":
+        asked = "the default mix of scenarios without the storage family"
     elif generator is not None:
         asked = f"generator {json.dumps(generator)}"
     else:

@@ -129,6 +129,12 @@ def test_faults_and_elections_from_the_history(tmp_path: Path) -> None:
         "faults: the default mix of scenarios; 2 nemesis operations in 1 scenarios "
         "(zombie-leader); profile kafka-2.4: session 6 s, lag 10 s"
     )
+    for name, asked in (
+        ("default-with-disks", "the default mix of scenarios"),
+        ("default-without-disks", "the default mix of scenarios without the storage family"),
+    ):
+        named = {"nemesis": {"generator": name}}
+        assert describe_faults(named, []) == f"faults: {asked}; 0 nemesis operations"
     assert describe_faults({"nemesis": None}, []) == "faults: none (the nemesis was off)"
     assert leader_elections(tmp_path / "missing.jsonl") is None
 
