@@ -248,19 +248,28 @@ def failover_chain(layout: Layout, start: float) -> float:
     what was acknowledged is made follower of a new leader (and truncates as its protocol
     says), cannot fetch from it, and leads next when that one dies too.
 
-    The follower a clean election picks last (``last-follower``) stops hearing the leader (a
-    one-way cut: its fetches still arrive, so the leader acknowledges what it last fetched,
-    the other follower being ahead, while it never learns that high watermark), and the
-    leader dies. Before its session ends the cut changes: the other followers stop hearing
-    the last one too (and no one hears the dead leader), so the other follower, elected,
-    answers none of its fetches, while whoever is controller still reaches both. The new
-    leader dies 1.3-1.6 sessions after the first (after the election, before the lag time
-    drops the last follower from its ISR), the last follower leads with what its truncation
-    left, and everything heals 1.3-1.6 sessions later."""
-    stale = _one_way(layout, start, sources=["leader"], destinations=["last-follower"])
-    first_at = start + layout.draw(Span(0.2, 0.4, "s"))
+    The follower a clean election picks last (``last-follower``) is slowed (its process
+    stopped 200 ms of every 300 ms: it stays in the ISR, but each fetch brings a few hundred
+    milliseconds of records, and the high watermark that comes with them is behind them all),
+    then stops hearing the leader (a one-way cut: its fetches still arrive, so the leader
+    acknowledges what it last fetched, the other follower being ahead, while it never learns
+    that high watermark), and the leader dies. Before its session ends the cut changes and
+    the follower runs at full speed again: the other followers stop hearing the last one too
+    (and no one hears the dead leader), so the other follower, elected, answers none of its
+    fetches, while whoever is controller still reaches both. The new leader dies 1.3-1.6
+    sessions after the first (after the election, before the lag time drops the last
+    follower from its ISR), the last follower leads with what its truncation left, and
+    everything heals 1.3-1.6 sessions later."""
+    slowed = layout.add(
+        start,
+        Fault("start-slow", {"targets": ["last-follower"], "stopped_ms": 200, "running_ms": 100}),
+    )
+    cut_at = start + layout.draw(Span(1.0, 1.5, "s"))
+    stale = _one_way(layout, cut_at, sources=["leader"], destinations=["last-follower"])
+    first_at = cut_at + layout.draw(Span(0.2, 0.4, "s"))
     first = layout.add(first_at, Fault("kill", {"targets": ["leader"]}))
     swap_at = first_at + layout.draw(Span(0.5, 0.6, "session"))
+    layout.add(swap_at, Fault("stop-slow"), heals=slowed)
     layout.add(swap_at, Fault("stop-partition"), heals=stale)
     cut = _one_way(layout, swap_at, sources=["leader", "last-follower"], destinations=["followers"])
     second_at = first_at + layout.draw(Span(1.3, 1.6, "session"))

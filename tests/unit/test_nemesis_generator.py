@@ -47,7 +47,7 @@ def test_spans_are_drawn_around_the_detectors() -> None:
 def test_the_default_mix_covers_every_family_in_each_round() -> None:
     family_of = {name: family for family, names in DEFAULT_FAMILIES.items() for name in names}
     seen_over_seeds: set[str] = set()
-    for seed in range(10):
+    for seed in range(20):
         schedule = generate_schedule(spec("default", seed=seed))
         scenarios = {s.scenario for s in schedule.faults}
         seen_over_seeds |= scenarios

@@ -203,8 +203,10 @@ def test_a_failover_chain_cuts_the_last_follower_off_one_way_then_from_the_other
     end = SCENARIOS["failover-chain"].lay(layout, 0.0)
     steps = layout.steps
     assert [s.fault.f for s in steps] == [
+        "start-slow",
         "start-partition",
         "kill",
+        "stop-slow",
         "stop-partition",
         "start-partition",
         "kill",
@@ -212,17 +214,22 @@ def test_a_failover_chain_cuts_the_last_follower_off_one_way_then_from_the_other
         "start",
         "start",
     ]
-    stale, cut = steps[0].fault.value, steps[3].fault.value
+    slowed, stale, cut = steps[0].fault.value, steps[1].fault.value, steps[5].fault.value
+    assert slowed["targets"] == ["last-follower"]
     assert stale["shape"] == cut["shape"] == "one-way"
     assert (stale["targets"], stale["destinations"]) == (["leader"], ["last-follower"])
     assert (cut["targets"], cut["destinations"]) == (["leader", "last-follower"], ["followers"])
-    first, swap, second = steps[1].at_s, steps[3].at_s, steps[4].at_s
-    # the cut changes before the first leader's session can end (2/3 of it: ZooKeeper's
-    # last ping may be that old), and the second leader
-    # dies after the first election, before the lag time could drop the stalled follower
-    assert steps[2].at_s == swap and swap - first < 0.67 * 6.0
+    # a few slowed fetch rounds before the cut
+    assert 1.0 <= steps[1].at_s - steps[0].at_s <= 1.5
+    first, swap, second = steps[2].at_s, steps[5].at_s, steps[6].at_s
+    # the cut changes, and the follower runs at full speed, before the first leader's
+    # session can end (2/3 of it: ZooKeeper's last ping may be that old), and the second
+    # leader dies after the first election, before the lag time could drop the stalled
+    # follower
+    assert steps[3].at_s == steps[4].at_s == swap and swap - first < 0.67 * 6.0
+    assert steps[3].heals == 0 and steps[4].heals == 1
     assert 1.3 * 6.0 <= second - first <= 1.6 * 6.0 < 6.0 + 10.0
-    assert [s.heals for s in steps[5:]] == [3, 1, 4] and end - second >= 1.3 * 6.0
+    assert [s.heals for s in steps[7:]] == [5, 2, 6] and end - second >= 1.3 * 6.0
 
 
 def test_an_election_by_a_new_controller() -> None:
