@@ -214,6 +214,8 @@ def test_a_failover_chain_cuts_the_last_follower_off_one_way_then_from_the_other
         "start",
         "start",
     ]
+    # a controller that outlives the first kill keeps its connection to the last follower
+    assert SCENARIOS["failover-chain"].aim == "apart-from-controller"
     slowed, stale, cut = steps[0].fault.value, steps[1].fault.value, steps[5].fault.value
     assert slowed["targets"] == ["last-follower"]
     assert stale["shape"] == cut["shape"] == "one-way"
