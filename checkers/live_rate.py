@@ -8,9 +8,9 @@ timeout, so the records read say more about the readers).
 
 A key's leader is known from the SUT's `leader-election` events (the last one at or before
 the moment; none yet: taken as alive); it is not alive while it is -1 (offline) or while its
-broker's node (broker N on node nN) is killed (`kill` .. `start`) or paused (`pause` ..
-`resume`): such a broker's partitions are alive again once another leader is elected or the
-node is back. Fault intervals are the statistics'
+broker's node (broker N on node nN) is killed (`kill`, `power-loss`, or a crash to damage its
+files, .. `start`) or paused (`pause` .. `resume`): such a broker's partitions are alive
+again once another leader is elected or the node is back. Fault intervals are the statistics'
 (`checkers.fault_intervals`), merged; the span is the workload's, from the first to
 the last client operation outside the final read. Operations count at their completion.
 """
@@ -30,7 +30,7 @@ from checkers.key_log import ReplicationEvent
 
 NS_PER_S = 1_000_000_000
 
-DOWN_FAULTS = frozenset({"kill", "pause"})
+DOWN_FAULTS = frozenset({"kill", "pause", "power-loss", "corrupt-file", "truncate-file"})
 """Fault intervals during which the targeted nodes' brokers are not alive."""
 OFFLINE = -1
 

@@ -116,3 +116,22 @@ def test_the_records_read_on_live_keys_during_faults_and_outside_them(
     assert free["read_ok"] == 38
     assert free["read_per_s_per_live_key"] == pytest.approx(5.0, rel=0.05)
     assert live_rate["kept"]["read"] == pytest.approx(1.0, rel=0.05)
+
+
+def test_a_node_is_down_from_its_power_loss_or_crash_to_its_start() -> None:
+    from checkers.fault_intervals import fault_intervals
+    from checkers.live_rate import down_nodes
+
+    events = [
+        (0, 1 * S, "power-loss", '{"targets": ["n1", "n2"]}'),
+        (1, 2 * S, "truncate-file", '{"targets": ["n3"]}'),
+        (2, 3 * S, "start", '{"targets": ["n1", "n2"]}'),
+        (3, 4 * S, "start", '{"targets": ["n3"]}'),
+        (4, 5 * S, "corrupt-file", '{"targets": ["n1"], "crash": false}'),
+    ]
+    intervals, _ = fault_intervals(events)
+    assert down_nodes(intervals, 10 * S) == {
+        "n1": [(1 * S, 3 * S)],
+        "n2": [(1 * S, 3 * S)],
+        "n3": [(2 * S, 4 * S)],
+    }

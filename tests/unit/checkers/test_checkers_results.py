@@ -148,8 +148,38 @@ def test_a_kill_ends_the_pause_of_the_process_it_kills() -> None:
     ]
     intervals, instants = fault_intervals(events)
     spans = [(i.fault, i.start // s, None if i.end is None else i.end // s) for i in intervals]
-    assert spans == [("pause", 8, 18), ("pause", 9, 30), ("kill", 18, 27), ("pause", 115, 125)]
-    assert [i["fault"] for i in instants] == ["power-loss"]
+    assert spans == [
+        ("pause", 8, 18),
+        ("pause", 9, 30),
+        ("kill", 18, 27),
+        ("power-loss", 30, None),
+        ("pause", 115, 125),
+    ]
+    assert instants == []
+
+
+def test_a_power_loss_or_a_crash_to_damage_files_lasts_until_the_start() -> None:
+    """The broker is down from a power loss, or a crash to damage its files, to its start;
+    a file damaged under a running broker (`crash: false`) is an instant."""
+    s = 1_000_000_000
+    events = [
+        (0, 1 * s, "power-loss", '{"targets": ["n1"]}'),
+        (1, 2 * s, "corrupt-file", '{"targets": ["n2"], "file": "log"}'),
+        (2, 3 * s, "corrupt-file", '{"targets": ["n3"], "crash": false}'),
+        (3, 4 * s, "start", '{"targets": ["n1"]}'),
+        (4, 5 * s, "kill", '{"targets": ["n3"]}'),
+        (5, 6 * s, "truncate-file", '{"targets": ["n1"]}'),
+        (6, 7 * s, "start", "{}"),
+    ]
+    intervals, instants = fault_intervals(events)
+    spans = [(i.fault, i.start // s, None if i.end is None else i.end // s) for i in intervals]
+    assert spans == [
+        ("power-loss", 1, 4),
+        ("corrupt-file", 2, 7),
+        ("kill", 5, 7),
+        ("truncate-file", 6, 7),
+    ]
+    assert [(i["fault"], i["index"]) for i in instants] == [("corrupt-file", 2)]
 
 
 def test_loss_rules() -> None:
