@@ -76,9 +76,16 @@ class ClusterMembership:
         """Announce this broker and join the controller election (blocking)."""
         self.endpoint = endpoint
         self._loop = loop
-        self.store.register_broker(endpoint)
+        self._registered(self.store.register_broker(endpoint))
         self.controller.startup()
         log.info("broker %d registered in ZooKeeper at %s", self.broker_id, self.store.connect)
+
+    def _registered(self, broker_epoch: int) -> None:
+        """This run's registration is `broker_epoch`: from now on the replica manager takes
+        the controller's orders meant for it, and only those."""
+        loop, manager = self._loop, self.replica_manager
+        if loop is not None and manager is not None:
+            loop.call_soon_threadsafe(manager.registered, broker_epoch)
 
     def shutdown(self) -> None:
         self.controller.shutdown()
@@ -102,7 +109,7 @@ class ClusterMembership:
         if self.endpoint is None:
             return
         try:
-            self.store.register_broker(self.endpoint)
+            self._registered(self.store.register_broker(self.endpoint))
             log.info("broker %d registered again after a new ZooKeeper session", self.broker_id)
         except MetadataError as err:
             log.error("broker %d could not register again: %s", self.broker_id, err)

@@ -63,6 +63,7 @@ class ControllerChannel(Protocol):
         controller_epoch: int,
         partitions: list[PartitionLeaderState],
         live_brokers: list[BrokerEndpoint],
+        broker_epoch: int,
     ) -> None: ...
 
     def send_update_metadata(
@@ -421,7 +422,12 @@ class Controller:
             own = [k for k in keys if broker_id in ctx.assignments.get(k, ())]
             if own:
                 self.channel.send_leader_and_isr(
-                    endpoint, self.broker_id, ctx.epoch, ctx.leader_states(own), live
+                    endpoint,
+                    self.broker_id,
+                    ctx.epoch,
+                    ctx.leader_states(own),
+                    live,
+                    ctx.broker_epochs.get(broker_id, -1),
                 )
         everything = ctx.leader_states(ctx.assignments)
         for endpoint in live:

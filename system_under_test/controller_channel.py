@@ -175,15 +175,19 @@ class BrokerRequestChannel:
         controller_epoch: int,
         partitions: list[PartitionLeaderState],
         live_brokers: list[BrokerEndpoint],
+        broker_epoch: int,
     ) -> None:
-        self._send(
-            protocol.LeaderAndIsrRequest,
-            broker,
+        """`broker_epoch`: the addressee's registration as the controller knows it, so that a
+        broker that restarted since (and may have lost what it held) refuses orders meant for
+        its previous run (KIP-380)."""
+        request = protocol.LeaderAndIsrRequest(
             controller_id,
             controller_epoch,
-            partitions,
-            live_brokers,
+            [_state_data(p) for p in partitions],
+            _live(live_brokers),
+            broker_epoch,
         )
+        self._sender(broker).queue.put(request)
 
     def send_update_metadata(
         self,
@@ -204,7 +208,7 @@ class BrokerRequestChannel:
 
     def _send(
         self,
-        request_type: type[protocol.LeaderAndIsrRequest] | type[protocol.UpdateMetadataRequest],
+        request_type: type[protocol.UpdateMetadataRequest],
         broker: BrokerEndpoint,
         controller_id: int,
         controller_epoch: int,

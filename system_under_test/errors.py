@@ -47,6 +47,7 @@ class ErrorCode(IntEnum):
     KAFKA_STORAGE_ERROR = 56
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
+    STALE_BROKER_EPOCH = 77
 
     @classmethod
     def from_wire(cls, value: int) -> ErrorCode:

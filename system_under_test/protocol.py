@@ -672,6 +672,8 @@ class LeaderAndIsrRequest(Request):
     controller_epoch: Int32
     partition_states: list[PartitionLeaderStateData]
     live_brokers: list[LiveBroker]
+    broker_epoch: Int64
+    """The addressee's registration czxid as the controller knows it (KIP-380), -1 unknown."""
 
 
 @wire

@@ -206,8 +206,9 @@ class ClusterMetadataStore:
 
     # brokers
 
-    def register_broker(self, endpoint: BrokerEndpoint) -> None:
-        """Create the ephemeral /brokers/ids/<id>; a live duplicate id is an error."""
+    def register_broker(self, endpoint: BrokerEndpoint) -> int:
+        """Create the ephemeral /brokers/ids/<id>; its czxid, this run's broker epoch
+        (KIP-380). A live duplicate id is an error."""
         body = json.dumps(
             {
                 "version": 4,
@@ -223,8 +224,8 @@ class ClusterMetadataStore:
         deadline = time.monotonic() + self.session_timeout_ms / 1000.0 * 1.5 + 2.0
         while True:
             try:
-                self.client.create(path, body, ephemeral=True)
-                return
+                _path, created = self.client.create(path, body, ephemeral=True, include_data=True)
+                return int(created.czxid)
             except NodeExistsError:
                 try:
                     _data, stat = self.client.get(path)
@@ -232,7 +233,7 @@ class ClusterMetadataStore:
                     continue
                 if stat.ephemeralOwner == self.client.client_id[0]:
                     self.client.set(path, body)
-                    return
+                    return int(stat.czxid)
                 if time.monotonic() > deadline:
                     raise BrokerIdInUseError(
                         f"broker.id {endpoint.broker_id} is registered by another live broker "

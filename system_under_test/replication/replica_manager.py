@@ -68,6 +68,8 @@ class ReplicaManager:
         self.isr_writer = isr_writer
         self.topic_config = topic_config
         self.controller_epoch = 0
+        self.broker_epoch: int | None = None
+        """This run's registration czxid (KIP-380 broker epoch), None until registered."""
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._checkpointed_hw: dict[TopicPartition, int] = {}
         self._background: asyncio.Task[None] | None = None
@@ -116,9 +118,29 @@ class ReplicaManager:
 
     # --- controller requests ---------------------------------------------------------------
 
+    def registered(self, broker_epoch: int) -> None:
+        """This broker's registration in ZooKeeper is `broker_epoch` (its czxid)."""
+        self.broker_epoch = broker_epoch
+
     async def become_leader_or_follower(
         self, request: protocol.LeaderAndIsrRequest
     ) -> protocol.LeaderAndIsrResponse:
+        stale = request.broker_epoch >= 0 and (
+            self.broker_epoch is None or request.broker_epoch < self.broker_epoch
+        )
+        if stale:
+            # KIP-380: orders for an earlier run of this broker, from a controller that has not
+            # seen it restart (its old session's registration still stood). That run's log
+            # may be gone (a power loss, a restored backup): leading with it would make the
+            # followers truncate what was committed.
+            log.warning(
+                "ignoring LeaderAndIsr from controller %d: meant for broker epoch %d, this "
+                "broker's is %s",
+                request.controller_id,
+                request.broker_epoch,
+                "not registered yet" if self.broker_epoch is None else self.broker_epoch,
+            )
+            return protocol.LeaderAndIsrResponse(ErrorCode.STALE_BROKER_EPOCH, [])
         if request.controller_epoch < self.controller_epoch:
             log.warning(
                 "ignoring LeaderAndIsr from controller %d: epoch %d is older than %d",

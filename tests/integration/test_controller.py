@@ -30,13 +30,15 @@ class RecordingChannel:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.leader_and_isr: list[tuple[int, int, list[PartitionLeaderState]]] = []
+        self.broker_epochs: dict[int, int] = {}
         self.update_metadata: list[tuple[int, int]] = []
 
     def send_leader_and_isr(
-        self, broker, controller_id, controller_epoch, partitions, live_brokers
+        self, broker, controller_id, controller_epoch, partitions, live_brokers, broker_epoch
     ) -> None:
         with self.lock:
             self.leader_and_isr.append((broker.broker_id, controller_epoch, partitions))
+            self.broker_epochs[broker.broker_id] = broker_epoch
 
     def send_update_metadata(
         self, broker, controller_id, controller_epoch, partitions, live_brokers
@@ -127,6 +129,9 @@ def test_one_controller_and_topic_initialisation(cluster) -> None:
     assert state(admin, 0) == LeaderAndIsr(1, 0, (1, 2, 3), 1)
     assert state(admin, 1) == LeaderAndIsr(2, 0, (2, 3, 1), 1)
     wait_for(lambda: {b for b, _e, _p in channel.leader_and_isr} == {1, 2, 3}, what="LeaderAndIsr")
+    # each broker's orders name the registration they are meant for (KIP-380)
+    registrations = {b: epoch for b, (_e, epoch) in admin.broker_registrations().items()}
+    assert channel.broker_epochs == registrations
     elections = [e for e in read_events(events) if e["type"] == "leader-election"]
     assert {(e["key"], e["leader"]) for e in elections} == {("t-0", 1), ("t-1", 2)}
 

@@ -14,9 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kazoo.client import KazooClient
 
 from squall.cluster.zookeeper_server import ZooKeeperServer
+from system_under_test import protocol
 from system_under_test.client import AdminClient, Producer
+from system_under_test.client.connection import BrokerConnection
 from system_under_test.client.exceptions import ProduceError
 from system_under_test.errors import ErrorCode
 from tests.integration.cluster import LocalCluster
@@ -418,3 +421,46 @@ def test_zookeeper_session_loss_fences_then_the_cluster_recovers(
             )
     finally:
         cluster.stop()
+
+
+def test_a_restarted_broker_refuses_orders_meant_for_its_previous_run(make_cluster) -> None:
+    """KIP-380. A broker that restarts within its previous ZooKeeper session listens before
+    it can register (that session's registration stands until it expires), so a controller
+    that has not seen the restart may still send it orders for the previous run: making it
+    leader with a log that a power loss or a restored backup may have cut, from which the
+    followers would truncate what was committed (found by the storage bench, safe
+    configuration with log.flush.interval.messages=1: a follower rolled back to a snapshot
+    led again, and 804 acknowledged writes were truncated away). Orders carry the broker
+    epoch (its registration's czxid) they were meant for; a run that has not registered, or
+    registered since, refuses them."""
+    cluster = make_cluster(**{"zookeeper.session.timeout.ms": 6000}).start()
+    zk = KazooClient(hosts=cluster.zookeeper_connect)
+    zk.start()
+    try:
+        previous = zk.get("/brokers/ids/2")[1].czxid
+        broker = cluster.brokers[2]
+        broker.kill()
+        broker.start()  # listening; the previous session's registration still stands
+        assert zk.get("/brokers/ids/2")[1].czxid == previous
+        host, port = broker.bootstrap.rsplit(":", 1)
+        state = protocol.PartitionLeaderStateData("t", 0, 99, 2, 7, [2], 0, [2, 1, 3])
+        live = [protocol.LiveBroker(2, host, int(port))]
+
+        def order(broker_epoch: int) -> protocol.LeaderAndIsrResponse:
+            request = protocol.LeaderAndIsrRequest(1, 99, [state], live, broker_epoch)
+            conn = BrokerConnection((host, int(port)), client_id="kip-380")
+            try:
+                return conn.request(request, protocol.LeaderAndIsrResponse, timeout_s=10)
+            finally:
+                conn.close()
+
+        assert order(previous).error_code == ErrorCode.STALE_BROKER_EPOCH
+        current = wait_for(
+            lambda: (czxid := zk.get("/brokers/ids/2")[1].czxid) != previous and czxid,
+            what="broker 2 to register again",
+        )
+        assert order(previous).error_code == ErrorCode.STALE_BROKER_EPOCH
+        assert current > previous
+    finally:
+        zk.stop()
+        zk.close()
