@@ -509,11 +509,11 @@ class Controller:
         # A broker that registered anew restarted: it may have lost what made it eligible.
         eligible_born = [k for k, (s, _v) in ctx.states.items() if set(s.elr) & born]
         self._initialize_new_partitions([k for k in ctx.assignments if k not in ctx.states])
-        keys = list(dict.fromkeys(affected + offline + eligible_born))
+        judged = list(dict.fromkeys(affected + offline + eligible_born))
         changed = self._elect_offline(
-            keys,
+            judged,
             reason="broker change",
-            restarted={k: frozenset(born) for k in keys} if born else None,
+            restarted={k: frozenset(born) for k in judged} if born else None,
         )
         targets = {r for k in changed for r in ctx.assignments[k]} | born
         keys = changed | {k for k, r in ctx.assignments.items() if set(r) & born}
