@@ -366,13 +366,13 @@ _CONFORMANCE = (
     _info(
         "election-outside-isr",
         "conformance",
-        "A leader was elected from outside its partition's last ISR although the election "
-        "was called clean or unclean election was off.",
+        "A leader was elected from outside its partition's last ISR and eligible leader "
+        "replicas although the election was called clean or unclean election was off.",
         "`election` is the SUT's `leader-election` event, `leader` the broker it elected; "
-        "`last_isr` the ISR before it, set by the event `last_event`; `unclean` what the "
-        "election said of itself.",
-        "no configuration: a clean election picks a member of the ISR, and with unclean "
-        "election off no other may lead",
+        "`last_isr` and `last_elr` the ISR and eligible leader replicas before it, set by "
+        "the event `last_event`; `unclean` what the election said of itself.",
+        "no configuration: a clean election picks a member of the ISR or of the eligible "
+        "leader replicas, and with unclean election off no other may lead",
         "never",
         (
             "key",
@@ -383,6 +383,7 @@ _CONFORMANCE = (
             "leader_epoch",
             "unclean",
             "last_isr",
+            "last_elr",
             "last_event",
         ),
     ),

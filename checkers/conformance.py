@@ -25,10 +25,13 @@ next. Where some event lacks its epoch (hand-written histories), by time alone.
   clock, so they are ordered by time (then history index) without tolerance.
 - `election-outside-isr`: an election of a leader outside the ISR of the state before it,
   when the election says it was clean, or when unclean leader election is off
-  (`topic.unclean_leader_election` false). An election with no state before it (the
-  partition's first) is not judged, nor one made from the state written right after the
-  last one logged (by ZooKeeper version: `zk_version` + 1) whose ISR (`previous_isr`) names
-  the leader: a write whose writer died before logging it.
+  (`topic.unclean_leader_election` false). A leader from that state's eligible leader
+  replicas (`elr`, KIP-966: replicas that left the ISR as it fell below
+  min.insync.replicas, holding everything committed) is elected cleanly and not judged.
+  An election with no state before it (the partition's first) is not judged, nor one made
+  from the state written right after the last one logged (by ZooKeeper version:
+  `zk_version` + 1) whose ISR or ELR (`previous_isr`, `previous_elr`) names the leader: a
+  write whose writer died before logging it.
 
 - `stale-isr-member`: a follower whose broker the nemesis stopped (killed, paused, frozen),
   still in its leader's ISR when the lag time and a grace had passed (`checkers.stale_isr`).
@@ -109,14 +112,15 @@ def acks_below_min_isr(
 
 
 def elections_outside_isr(log: KeyLog, settings: TestSettings) -> pd.DataFrame:
-    """The key's elections of a leader outside the ISR before them, where the election
-    says it was clean or unclean election is off, with that ISR (`last_isr`, `last_event`)."""
+    """The key's elections of a leader outside the ISR (and the eligible leader replicas)
+    before them, where the election says it was clean or unclean election is off, with
+    that ISR and ELR (`last_isr`, `last_elr`, `last_event`)."""
     timeline = PartitionTimeline.of(log.events)
     rows = []
     for before, event in zip(timeline.events, timeline.events[1:], strict=False):
         if event.f != "leader-election" or event.leader is None or event.leader == NO_LEADER:
             continue
-        if before.isr is None or event.leader in before.isr:
+        if before.isr is None or event.leader in (*before.isr, *(before.elr or ())):
             continue
         if from_unlogged_write(before, event):
             continue
@@ -132,6 +136,7 @@ def elections_outside_isr(log: KeyLog, settings: TestSettings) -> pd.DataFrame:
                 "leader_epoch": event.leader_epoch,
                 "unclean": event.unclean,
                 "last_isr": list(before.isr),
+                "last_elr": list(before.elr or ()),
                 "last_event": before.index,
             }
         )
@@ -140,13 +145,15 @@ def elections_outside_isr(log: KeyLog, settings: TestSettings) -> pd.DataFrame:
 
 def from_unlogged_write(before: ReplicationEvent, election: ReplicationEvent) -> bool:
     """Whether `election` was made from the partition state one write after the one `before`
-    logged, naming its leader in that state's ISR (`previous_isr`): an ISR change that
+    logged, naming its leader in that state's ISR or ELR (`previous_isr`, `previous_elr`):
+    an ISR change that
     reached ZooKeeper but not its writer's event log (the writer died between the two).
     Versions number every write of a partition's state, so a state elected from that is
     older or further on is not excused."""
+    named = (*(election.previous_isr or ()), *(election.previous_elr or ()))
     return (
         election.previous_isr is not None
-        and election.leader in election.previous_isr
+        and election.leader in named
         and before.zk_version is not None
         and election.previous_zk_version is not None
         and election.previous_zk_version == before.zk_version + 1

@@ -122,6 +122,8 @@ def collect_events(events: DataFrame) -> HistoryEvents:
                 node=row["node"],
                 zk_version=_int_of(value, "zk_version"),
                 previous_zk_version=_int_of(value, "previous_zk_version"),
+                elr=_brokers(value.get("elr")),
+                previous_elr=_brokers(value.get("previous_elr")),
             )
         )
     return out

@@ -81,6 +81,11 @@ class ReplicationEvent:
     """The version of the partition state an election or ISR change wrote (ZooKeeper's)."""
     previous_zk_version: int | None = None
     """The version of the partition state an election was made from."""
+    elr: tuple[int, ...] | None = None
+    """The eligible leader replicas (KIP-966) an election or ISR change wrote: replicas out
+    of the ISR that hold everything committed, which a clean election may pick."""
+    previous_elr: tuple[int, ...] | None = None
+    """The eligible leader replicas of the partition state an election was made from."""
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@
 One broker at a time is controller: the one whose ephemeral ``/controller`` znode exists,
 created together with a bump of ``/controller_epoch``. It watches the live brokers, the
 topics and the leaders' ISR-change notifications; it elects leaders (clean: the first live
-ISR member in assignment order; unclean, only where the topic allows it: the first live
-replica), writes every partition state fenced by the controller epoch, and tells the brokers
+ISR member in assignment order; else the first live eligible leader replica; unclean, only
+where the topic allows it: the first live replica), writes every partition state fenced by the controller epoch, and tells the brokers
 with LeaderAndIsr and UpdateMetadata requests through a ``ControllerChannel``.
 
 A replica that restarted since it was last judged in sync may have lost what it held (a
@@ -13,6 +13,12 @@ state (a bounce the controller saw, or one no controller saw, found at failover 
 registration czxid > state mzxid) is shrunk out of the ISR and not elected while an ISR
 member that did not restart is live, as Kafka shrinks a failed broker out and KIP-966 keeps
 unclean-shutdown replicas from election; it rejoins when its leader finds it caught up.
+
+The eligible leader replicas (ELR, KIP-966) are the replicas a leader shrank out of the ISR
+as it fell below min.insync.replicas: the high watermark stands still below that minimum, so
+they hold everything committed. Where no ISR member that did not restart is live, one of
+them that did not restart is elected cleanly (ISR: it alone), before the restarted ISR
+members, which may have lost their unsynced tail. A replica that restarted leaves the ELR.
 
 Events are processed one at a time on the controller's own thread, as Kafka's
 ControllerEventManager does, so no two decisions interleave. A controller that loses its
@@ -103,20 +109,51 @@ class ControllerContext:
 
 @dataclass(frozen=True)
 class Election:
-    """The outcome of electing a leader for one partition."""
+    """The outcome of electing a leader for one partition: its ISR and ELR, and whether
+    the leader came from the eligible leader replicas (`from_elr`)."""
 
     leader: int
     isr: tuple[int, ...]
     unclean: bool
+    elr: tuple[int, ...] = ()
+    from_elr: bool = False
 
 
 def elect_leader(
-    replicas: tuple[int, ...], isr: tuple[int, ...], live: set[int], *, unclean_allowed: bool
+    replicas: tuple[int, ...],
+    isr: tuple[int, ...],
+    live: set[int],
+    *,
+    unclean_allowed: bool,
+    elr: tuple[int, ...] = (),
+    restarted: frozenset[int] = frozenset(),
 ) -> Election | None:
-    """Kafka's offline-partition election; None when the partition must go offline."""
+    """Kafka's offline-partition election with KIP-966's eligible leader replicas; None
+    when the partition must go offline. Candidates in assignment order, first found wins:
+
+    1. a live ISR member that did not restart (the ISR: those live that did not restart);
+    2. a live ELR member that did not restart: clean, it holds everything committed (the
+       ISR: it alone; the rest of the ELR stays);
+    3. a live ISR member that restarted: what the last ISR kept is all there is (the ISR:
+       its live members);
+    4. where unclean election is allowed, any live replica (the ISR: it alone; no ELR).
+
+    Replicas in `restarted` may have lost what they held: they leave the ELR.
+    """
+    fit = live - restarted
+    kept = tuple(r for r in elr if r not in restarted)
+    for replica in replicas:
+        if replica in fit and replica in isr:
+            new_isr = tuple(r for r in isr if r in fit)
+            return Election(replica, new_isr, False, tuple(r for r in kept if r not in new_isr))
+    for replica in replicas:
+        if replica in fit and replica in kept:
+            rest = tuple(r for r in kept if r != replica)
+            return Election(replica, (replica,), False, rest, from_elr=True)
     for replica in replicas:
         if replica in live and replica in isr:
-            return Election(replica, tuple(r for r in isr if r in live), unclean=False)
+            new_isr = tuple(r for r in isr if r in live)
+            return Election(replica, new_isr, False, tuple(r for r in kept if r not in new_isr))
     if unclean_allowed:
         for replica in replicas:
             if replica in live:
@@ -279,7 +316,7 @@ class Controller:
         out: dict[TopicPartition, frozenset[int]] = {}
         for key, zxid in ctx.state_zxids.items():
             state = ctx.states[key][0]
-            named = {*state.isr, state.leader}
+            named = {*state.isr, *state.elr, state.leader}
             restarted = frozenset(b for b in named if ctx.broker_epochs.get(b, -1) > zxid)
             if restarted:
                 out[key] = restarted
@@ -327,8 +364,10 @@ class Controller:
         ``restarted`` names, per partition, live brokers that restarted since the partition's
         state was written (a bounce): their logs may have lost what they held, so they are
         treated as out of the ISR (shrunk out, not elected) while a replica of the ISR that
-        did not restart is live. Where none is, they are the partition's only candidates and
-        stay eligible, as in Kafka: what the last ISR kept is all there is.
+        did not restart is live, and leave the eligible leader replicas. Where no such ISR
+        member is live, an eligible leader replica that did not restart is elected; where
+        none is either, the restarted ISR members are the partition's only candidates and
+        stay eligible, as in Kafka before KIP-966: what the last ISR kept is all there is.
         """
         ctx = self.context
         restarted = restarted or {}
@@ -342,38 +381,49 @@ class Controller:
             replicas = ctx.assignments[key]
             live = set(ctx.live_brokers)
             fenced = restarted.get(key, frozenset()) & live
-            names = ", ".join(str(b) for b in sorted(fenced))
-            if fenced and any(r in live - fenced for r in state.isr):
-                live -= fenced
-                notes[key] = f"broker {names} restarted since it was last in sync"
-            elif fenced:
-                notes[key] = f"broker {names} restarted and no other in-sync replica is live"
+            fit = live - fenced
+            elr = tuple(r for r in state.elr if r not in fenced)
+            notes[key] = "; ".join(_restart_notes(state, fenced, fit))
+            if not notes[key]:
+                del notes[key]
             # A restarted leader is elected anew (a new leader epoch) even where it stays.
-            if state.leader in live and state.leader not in fenced:
-                out_of_isr = [r for r in state.isr if r not in live]
-                if out_of_isr:
-                    isr = tuple(r for r in state.isr if r in live)
+            if state.leader in fit:
+                isr = tuple(r for r in state.isr if r in fit)
+                if isr != state.isr or elr != state.elr:
                     writes[key] = (
-                        LeaderAndIsr(state.leader, state.leader_epoch + 1, isr, ctx.epoch),
+                        LeaderAndIsr(state.leader, state.leader_epoch + 1, isr, ctx.epoch, elr),
                         version,
                     )
                 continue
             election = elect_leader(
-                replicas, state.isr, live, unclean_allowed=ctx.unclean_allowed.get(key[0], False)
+                replicas,
+                state.isr,
+                live,
+                unclean_allowed=ctx.unclean_allowed.get(key[0], False),
+                elr=state.elr,
+                restarted=fenced,
             )
             elections[key] = election
             if election is None:
-                if state.leader == NO_LEADER:
+                if state.leader == NO_LEADER and elr == state.elr:
                     continue
                 # Offline: keep the last ISR member so that it can lead again when it returns.
                 isr = tuple(r for r in state.isr if r in live) or (state.leader,)
+                if state.leader == NO_LEADER:
+                    isr = state.isr
                 writes[key] = (
-                    LeaderAndIsr(NO_LEADER, state.leader_epoch + 1, isr, ctx.epoch),
+                    LeaderAndIsr(NO_LEADER, state.leader_epoch + 1, isr, ctx.epoch, elr),
                     version,
                 )
             else:
                 writes[key] = (
-                    LeaderAndIsr(election.leader, state.leader_epoch + 1, election.isr, ctx.epoch),
+                    LeaderAndIsr(
+                        election.leader,
+                        state.leader_epoch + 1,
+                        election.isr,
+                        ctx.epoch,
+                        election.elr,
+                    ),
                     version,
                 )
         versions = self.store.write_partition_states(
@@ -387,16 +437,22 @@ class Controller:
             why = f"{reason}: {notes[key]}" if key in notes else reason
             if key in elections:
                 election = elections[key]
+                if election is None:
+                    why = f"{why}: no live in-sync or eligible leader replica, offline"
+                elif election.from_elr:
+                    why = f"{why}: elected from the eligible leader replicas"
                 self.events.leader_election(
                     key=name,
                     leader=new_state.leader,
                     leader_epoch=new_state.leader_epoch,
                     isr=new_state.isr,
+                    elr=new_state.elr,
                     previous_leader=previous.leader,
                     previous_isr=previous.isr,
+                    previous_elr=previous.elr,
                     unclean=bool(election and election.unclean),
                     controller_epoch=ctx.epoch,
-                    reason=why if election else f"{why}: no live in-sync replica, offline",
+                    reason=why,
                     zk_version=versions[key],
                     previous_zk_version=previous_version,
                 )
@@ -404,6 +460,7 @@ class Controller:
                 self.events.isr_change(
                     key=name,
                     isr=new_state.isr,
+                    elr=new_state.elr,
                     leader=new_state.leader,
                     leader_epoch=new_state.leader_epoch,
                     reason=why if key in notes else f"{reason}: dead replica removed",
@@ -455,11 +512,14 @@ class Controller:
         )
         affected = [k for k, (s, _v) in ctx.states.items() if s.leader in dead or set(s.isr) & dead]
         offline = [k for k, (s, _v) in ctx.states.items() if s.leader == NO_LEADER]
+        # A broker that registered anew restarted: it may have lost what made it eligible.
+        eligible_born = [k for k, (s, _v) in ctx.states.items() if set(s.elr) & born]
         self._initialize_new_partitions([k for k in ctx.assignments if k not in ctx.states])
+        judged = list(dict.fromkeys(affected + offline + eligible_born))
         changed = self._elect_offline(
-            affected + offline,
+            judged,
             reason="broker change",
-            restarted={k: frozenset(bounced) for k in affected} if bounced else None,
+            restarted={k: frozenset(born) for k in judged} if born else None,
         )
         targets = {r for k in changed for r in ctx.assignments[k]} | born
         keys = changed | {k for k, r in ctx.assignments.items() if set(r) & born}
@@ -518,7 +578,9 @@ class Controller:
             preferred = ctx.assignments[key][0]
             if state.leader != preferred and preferred in live and preferred in state.isr:
                 writes[key] = (
-                    LeaderAndIsr(preferred, state.leader_epoch + 1, state.isr, ctx.epoch),
+                    LeaderAndIsr(
+                        preferred, state.leader_epoch + 1, state.isr, ctx.epoch, state.elr
+                    ),
                     version,
                 )
         versions = self.store.write_partition_states(
@@ -532,8 +594,10 @@ class Controller:
                 leader=new_state.leader,
                 leader_epoch=new_state.leader_epoch,
                 isr=new_state.isr,
+                elr=new_state.elr,
                 previous_leader=previous.leader,
                 previous_isr=previous.isr,
+                previous_elr=previous.elr,
                 unclean=False,
                 controller_epoch=ctx.epoch,
                 reason="preferred leader election",
@@ -542,3 +606,20 @@ class Controller:
             )
         if writes:
             self._send_leader_and_isr(writes, {r for k in writes for r in ctx.assignments[k]})
+
+
+def _restart_notes(state: LeaderAndIsr, fenced: frozenset[int], fit: set[int]) -> list[str]:
+    """What the election or ISR change owes to replicas that restarted (`fenced`)."""
+    notes = []
+    in_sync = fenced & {*state.isr, state.leader}
+    if in_sync:
+        names = ", ".join(str(b) for b in sorted(in_sync))
+        if any(r in fit for r in state.isr):
+            notes.append(f"broker {names} restarted since it was last in sync")
+        else:
+            notes.append(f"broker {names} restarted and no other in-sync replica is live")
+    eligible = fenced & set(state.elr)
+    if eligible:
+        names = ", ".join(str(b) for b in sorted(eligible))
+        notes.append(f"broker {names} restarted: no longer an eligible leader replica")
+    return notes

@@ -35,6 +35,7 @@ def _state_data(p: PartitionLeaderState) -> protocol.PartitionLeaderStateData:
         list(p.state.isr),
         p.zk_version,
         list(p.replicas),
+        list(p.state.elr),
     )
 
 

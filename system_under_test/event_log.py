@@ -54,13 +54,16 @@ class EventLog:
         unclean: bool,
         controller_epoch: int,
         reason: str,
+        elr: Sequence[int] = (),
         previous_isr: Sequence[int] = (),
+        previous_elr: Sequence[int] = (),
         zk_version: int | None = None,
         previous_zk_version: int | None = None,
     ) -> dict[str, Any]:
         """A controller's election (leader -1 records a partition going offline), with the
-        ISR it elected from as ZooKeeper held it (`previous_isr`), the version of that
-        partition state (`previous_zk_version`) and of the one it wrote (`zk_version`)."""
+        ISR and ELR it elected from as ZooKeeper held them (`previous_isr`, `previous_elr`),
+        the version of that partition state (`previous_zk_version`) and of the one it wrote
+        (`zk_version`), with its ISR and eligible leader replicas (`isr`, `elr`)."""
         versions = {
             name: value
             for name, value in (
@@ -75,8 +78,10 @@ class EventLog:
             leader=leader,
             leader_epoch=leader_epoch,
             isr=list(isr),
+            elr=list(elr),
             previous_leader=previous_leader,
             previous_isr=list(previous_isr),
+            previous_elr=list(previous_elr),
             unclean=unclean,
             controller_epoch=controller_epoch,
             reason=reason,
@@ -91,13 +96,15 @@ class EventLog:
         leader: int,
         leader_epoch: int,
         reason: str,
+        elr: Sequence[int] = (),
         previous_isr: Sequence[int] | None = None,
         high_watermark: int | None = None,
         log_end_offsets: Mapping[int, int] | None = None,
         zk_version: int | None = None,
     ) -> dict[str, Any]:
-        """An ISR shrink or expand, by a leader or by the controller, with the version of the
-        partition state it wrote (`zk_version`). A leader adds what it knew when it decided:
+        """An ISR shrink or expand, by a leader or by the controller, with the eligible leader
+        replicas that go with it (`elr`) and the version of the partition state it wrote
+        (`zk_version`). A leader adds what it knew when it decided:
         its ISR then, its high watermark and each replica's log end offset as it knew it."""
         known: dict[str, Any] = {}
         if zk_version is not None:
@@ -112,6 +119,7 @@ class EventLog:
             "isr-change",
             key=key,
             isr=list(isr),
+            elr=list(elr),
             leader=leader,
             leader_epoch=leader_epoch,
             reason=reason,

@@ -654,6 +654,8 @@ class PartitionLeaderStateData:
     isr: list[Int32]
     zk_version: Int32
     replicas: list[Int32]
+    elr: list[Int32]
+    """The eligible leader replicas (KIP-966): out of the ISR, holding everything committed."""
 
 
 @wire

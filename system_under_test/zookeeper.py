@@ -6,7 +6,7 @@
     /controller                                    ephemeral, {"brokerid": id}
     /controller_epoch                              the controller epoch, bumped on election
     /brokers/topics/<topic>                        {"partitions": {"0": [1, 2, 3]}}
-    /brokers/topics/<t>/partitions/<p>/state       leader, leader_epoch, controller_epoch, isr
+    /brokers/topics/<t>/partitions/<p>/state       leader, leader_epoch, controller_epoch, isr, elr
     /config/topics/<topic>                         topic-level configuration overrides
     /admin/preferred_replica_election              a request for preferred-leader election
     /isr_change_notification/isr_change_<seq>      leaders tell the controller of ISR changes
@@ -61,12 +61,14 @@ class BrokerIdInUseError(MetadataError):
 
 @dataclass(frozen=True)
 class LeaderAndIsr:
-    """The state znode of one partition."""
+    """The state znode of one partition; ``elr``: its eligible leader replicas (KIP-966),
+    replicas out of the ISR that hold everything below the high watermark."""
 
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int
+    elr: tuple[int, ...] = ()
 
     def to_json(self) -> bytes:
         return json.dumps(
@@ -76,6 +78,7 @@ class LeaderAndIsr:
                 "leader_epoch": self.leader_epoch,
                 "controller_epoch": self.controller_epoch,
                 "isr": list(self.isr),
+                "elr": list(self.elr),
             }
         ).encode()
 
@@ -88,6 +91,7 @@ class LeaderAndIsr:
                 int(doc["leader_epoch"]),
                 tuple(int(b) for b in doc["isr"]),
                 int(doc["controller_epoch"]),
+                tuple(int(b) for b in doc.get("elr", ())),
             )
         except (KeyError, TypeError, ValueError) as err:
             raise MetadataError(f"{path}: not a partition state ({err})") from None

@@ -1,7 +1,10 @@
 """Leader-side state of one partition: its Log, replicas, ISR and high watermark.
 
 The high watermark (HW) is the minimum log end offset over the ISR; consumers read only
-below it. A standalone broker is the only replica, so its HW follows its LEO. Fetches that
+below it. In a cluster it advances only while the ISR has at least min.insync.replicas
+members (KIP-966), so the replicas that left the ISR as it fell below (the eligible leader
+replicas, ELR) hold everything committed. A standalone broker is the only replica, so its
+HW follows its LEO. Fetches that
 wait for data (long polls) and acks=-1 produces that wait for the HW register asyncio
 futures here and are woken when the partition's offsets move.
 
@@ -26,6 +29,10 @@ from system_under_test.log.log import (
     RecordTooLargeError,
 )
 from system_under_test.log.record import CorruptRecordError, read_timestamp
+from system_under_test.replication.eligible_leader_replicas import (
+    effective_min_isr,
+    elr_after_isr_change,
+)
 from system_under_test.replication.isr import IsrTracker
 from system_under_test.replication.leader_epoch_cache import LeaderEpochCache
 
@@ -46,12 +53,14 @@ class Role(Enum):
 
 @dataclass(frozen=True)
 class IsrChange:
-    """An ISR this leader wants written to ZooKeeper, and why; with what the leader knew
-    when it decided (logged with the change): its ISR then, its high watermark, and each
-    replica's log end offset as it knew it (its own included; -1: not fetched yet)."""
+    """An ISR (and the ELR that goes with it) this leader wants written to ZooKeeper, and
+    why; with what the leader knew when it decided (logged with the change): its ISR then,
+    its high watermark, and each replica's log end offset as it knew it (its own included;
+    -1: not fetched yet)."""
 
     isr: tuple[int, ...]
     reason: str
+    elr: tuple[int, ...] = ()
     previous_isr: tuple[int, ...] = ()
     high_watermark: int | None = None
     log_end_offsets: dict[int, int] = field(default_factory=dict)
@@ -85,6 +94,7 @@ class Partition:
         self.controller_epoch = 0
         self.replicas = list(replicas) if replicas is not None else [local_broker_id]
         self.isr = set(isr) if isr is not None else {local_broker_id}
+        self.elr: tuple[int, ...] = ()
         self.epoch_cache = epoch_cache or LeaderEpochCache(None)
         self.events = events
         self.tracker: IsrTracker | None = None
@@ -102,7 +112,7 @@ class Partition:
         return (
             f"Partition({self.topic}-{self.partition}, {self.role.value}, "
             f"epoch={self.leader_epoch}, hw={self._high_watermark}, "
-            f"leo={self.log.log_end_offset}, isr={sorted(self.isr)})"
+            f"leo={self.log.log_end_offset}, isr={sorted(self.isr)}, elr={list(self.elr)})"
         )
 
     @property
@@ -133,6 +143,11 @@ class Partition:
     def is_leader(self) -> bool:
         return self.role is Role.LEADER
 
+    @property
+    def min_isr(self) -> int:
+        """The ISR size below which acks=-1 is refused and the high watermark stands still."""
+        return effective_min_isr(self.log.config.min_insync_replicas, len(self.replicas))
+
     # --- role changes (LeaderAndIsr) ------------------------------------------------------
 
     def make_leader(
@@ -142,6 +157,7 @@ class Partition:
         isr: list[int],
         replicas: list[int],
         zk_version: int,
+        elr: tuple[int, ...] = (),
         lag_time_max_ms: int,
         lag_max_messages: int,
         now_ms: int,
@@ -151,6 +167,7 @@ class Partition:
         self.leader_id = self.local_broker_id
         self.leader_epoch = leader_epoch
         self.isr = set(isr)
+        self.elr = tuple(elr)
         self.replicas = list(replicas)
         self.zk_version = zk_version
         self.isr_update_pending = False
@@ -174,12 +191,14 @@ class Partition:
         isr: list[int],
         replicas: list[int],
         zk_version: int,
+        elr: tuple[int, ...] = (),
     ) -> None:
         """Follow ``leader`` (-1: no leader yet); waiting acks=-1 produces learn it at once."""
         self.role = Role.FOLLOWER
         self.leader_id = leader
         self.leader_epoch = leader_epoch
         self.isr = set(isr)
+        self.elr = tuple(elr)
         self.replicas = list(replicas)
         self.zk_version = zk_version
         self.tracker = None
@@ -257,11 +276,15 @@ class Partition:
         return info
 
     def check_committed(self, last_offset: int) -> ErrorCode | None:
-        """For an acks=-1 produce: NONE once the HW passed last_offset (NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        if the ISR shrank below min.insync.replicas meanwhile), None while still waiting."""
+        """For an acks=-1 produce: NONE once the HW passed last_offset, None while still
+        waiting; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas
+        meanwhile (then the HW stands still: not waited for)."""
         if self.role is not Role.LEADER:
             return ErrorCode.NOT_LEADER_FOR_PARTITION
         if self._high_watermark <= last_offset:
+            # Below the minimum the high watermark stands still (KIP-966): no use waiting.
+            if self.tracker is not None and len(self.isr) < self.min_isr:
+                return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             return None
         if len(self.isr) < self.log.config.min_insync_replicas:
             return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
@@ -331,12 +354,15 @@ class Partition:
             self._waiters.clear()
 
     def _maybe_advance_high_watermark(self) -> bool:
-        """HW = min LEO over the ISR; it never goes back. True if it moved."""
+        """HW = min LEO over the ISR, while the ISR has min.insync.replicas members; it never
+        goes back. True if it moved."""
         if self.role is not Role.LEADER:
             return False
         leader_end = self.log.log_end_offset
         if self.tracker is None:  # standalone: the only replica
             new_hw = leader_end if self.isr <= {self.local_broker_id} else self._high_watermark
+        elif len(self.isr) < self.min_isr:
+            return False
         else:
             new_hw = self.tracker.high_watermark(leader_end)
         if new_hw > self._high_watermark:
@@ -369,7 +395,12 @@ class Partition:
         ends = {b: state.log_end_offset for b, state in self.tracker.followers.items()}
         ends[self.local_broker_id] = self.log.log_end_offset
         return IsrChange(
-            isr, reason, tuple(sorted(self.isr)), self._high_watermark, dict(sorted(ends.items()))
+            isr,
+            reason,
+            elr_after_isr_change(self.isr, isr, self.elr, self.min_isr),
+            tuple(sorted(self.isr)),
+            self._high_watermark,
+            dict(sorted(ends.items())),
         )
 
     def maybe_shrink_isr(self, now_ms: int) -> IsrChange | None:
@@ -386,9 +417,10 @@ class Partition:
             tuple(sorted(self.isr - set(lagging))), f"shrink: lagging follower(s) {details}"
         )
 
-    def apply_isr(self, isr: tuple[int, ...], zk_version: int) -> None:
-        """The ISR change was written to ZooKeeper: adopt it."""
+    def apply_isr(self, isr: tuple[int, ...], elr: tuple[int, ...], zk_version: int) -> None:
+        """The ISR change (and its ELR) was written to ZooKeeper: adopt it."""
         self.isr = set(isr)
+        self.elr = tuple(elr)
         self.zk_version = zk_version
         if self.tracker is not None:
             self.tracker.isr = tuple(isr)

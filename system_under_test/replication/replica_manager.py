@@ -5,7 +5,8 @@ epoch and the leader epoch); followers are handed to one ReplicaFetcher per lead
 leader, the broker tracks its followers on every fetch, widens the ISR when one catches up
 and narrows it when one lags (``replica.lag.time.max.ms``, or the legacy
 ``replica.lag.max.messages``), writing each change to ZooKeeper with a conditional set on the
-state znode's version before adopting it. High watermarks are checkpointed to
+state znode's version before adopting it; a shrink below min.insync.replicas moves the
+removed followers to the eligible leader replicas (KIP-966) in the same write. High watermarks are checkpointed to
 ``replication-offset-checkpoint`` in every log dir, so a restarted follower knows where its
 committed data ended (what ``replica.truncation=high-watermark`` truncates to).
 """
@@ -187,6 +188,7 @@ class ReplicaManager:
                 isr=list(state.isr),
                 replicas=list(state.replicas),
                 zk_version=state.zk_version,
+                elr=tuple(state.elr),
                 lag_time_max_ms=self.config["replica.lag.time.max.ms"],
                 lag_max_messages=self.config["replica.lag.max.messages"],
                 now_ms=now_ms(),
@@ -208,6 +210,7 @@ class ReplicaManager:
             isr=list(state.isr),
             replicas=list(state.replicas),
             zk_version=state.zk_version,
+            elr=tuple(state.elr),
         )
         if state.leader < 0:
             self._remove_from_fetchers(key)
@@ -344,7 +347,9 @@ class ReplicaManager:
 
     async def _write_isr(self, partition: Partition, change: IsrChange) -> None:
         epoch = partition.leader_epoch
-        state = LeaderAndIsr(self.broker_id, epoch, change.isr, partition.controller_epoch)
+        state = LeaderAndIsr(
+            self.broker_id, epoch, change.isr, partition.controller_epoch, change.elr
+        )
         try:
             version = await asyncio.get_running_loop().run_in_executor(
                 None,
@@ -375,6 +380,7 @@ class ReplicaManager:
         self.events.isr_change(
             key=partition.name,
             isr=change.isr,
+            elr=change.elr,
             leader=self.broker_id,
             leader_epoch=epoch,
             reason=change.reason,
@@ -386,8 +392,15 @@ class ReplicaManager:
         if partition.role is not Role.LEADER or partition.leader_epoch != epoch:
             return
         before = sorted(partition.isr)
-        partition.apply_isr(change.isr, version)
-        log.info("%s: ISR %s -> %s (%s)", partition.name, before, list(change.isr), change.reason)
+        partition.apply_isr(change.isr, change.elr, version)
+        log.info(
+            "%s: ISR %s -> %s, ELR %s (%s)",
+            partition.name,
+            before,
+            list(change.isr),
+            list(change.elr),
+            change.reason,
+        )
 
     def check_isr(self) -> None:
         """Shrink the ISR of every led partition whose followers lag."""

@@ -327,6 +327,39 @@ def test_restarted_replicas_stay_eligible_when_no_whole_isr_member_is_live(
     assert "no other in-sync replica is live" in str(last["reason"])
 
 
+def test_an_eligible_leader_replica_is_elected_before_the_restarted_isr_of_one(
+    standby: Standby,
+) -> None:
+    # KIP-966: 2 and 3 left the ISR as it fell below min.insync.replicas, holding everything
+    # committed; the ISR of one (1) restarted and may have lost its unsynced tail.
+    standby.start(1, 2, 3)
+    standby.write_state(LeaderAndIsr(1, 4, (1,), 1, (2, 3)))
+    standby.restart(1)
+    standby.hand_over()
+    wait_for(lambda: state(standby.admin).leader_epoch > 4, what="the new controller's election")
+    assert state(standby.admin) == LeaderAndIsr(
+        2, 5, (2,), state(standby.admin).controller_epoch, (3,)
+    )
+    last = logged(standby.events, "leader-election", state(standby.admin))
+    assert last["unclean"] is False and last["elr"] == [3] and last["previous_elr"] == [2, 3]
+    assert "elected from the eligible leader replicas" in str(last["reason"])
+
+
+def test_an_eligible_leader_replica_that_restarted_is_dropped_and_not_elected(
+    standby: Standby,
+) -> None:
+    standby.start(1, 2, 3)
+    standby.write_state(LeaderAndIsr(1, 4, (1,), 1, (2, 3)))
+    standby.restart(1)
+    standby.restart(2)
+    standby.hand_over()
+    wait_for(lambda: state(standby.admin).leader_epoch > 4, what="the new controller's election")
+    assert state(standby.admin).leader == 3 and state(standby.admin).isr == (3,)
+    assert state(standby.admin).elr == ()
+    last = logged(standby.events, "leader-election", state(standby.admin))
+    assert "broker 2 restarted: no longer an eligible leader replica" in str(last["reason"])
+
+
 def test_replicas_registered_before_the_state_was_written_are_left_in_sync(
     standby: Standby,
 ) -> None:

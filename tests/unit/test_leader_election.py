@@ -25,3 +25,44 @@ def test_unclean_election_takes_the_first_live_replica() -> None:
 
 def test_nothing_live_means_offline_even_when_unclean() -> None:
     assert elect_leader((1, 2), (1, 2), set(), unclean_allowed=True) is None
+
+
+# KIP-966: eligible leader replicas (ELR), and replicas that restarted (may have lost data).
+
+
+def test_a_live_isr_member_that_did_not_restart_comes_first() -> None:
+    assert elect_leader(
+        (1, 2, 3), (1, 3), {1, 2, 3}, unclean_allowed=False, elr=(2,), restarted=frozenset({1})
+    ) == Election(3, (3,), False, (2,))
+
+
+def test_an_eligible_replica_comes_before_a_restarted_isr_member() -> None:
+    # The ISR of one (3) lost power and restarted; 1 and 2 left the ISR below the minimum.
+    assert elect_leader(
+        (3, 1, 2), (3,), {1, 2, 3}, unclean_allowed=False, elr=(1, 2), restarted=frozenset({3})
+    ) == Election(1, (1,), False, (2,), from_elr=True)
+
+
+def test_a_restarted_eligible_replica_is_not_elected_and_leaves_the_elr() -> None:
+    assert elect_leader(
+        (3, 1, 2), (3,), {1, 2}, unclean_allowed=False, elr=(1, 2), restarted=frozenset({1})
+    ) == Election(2, (2,), False, (), from_elr=True)
+
+
+def test_restarted_isr_members_are_the_last_clean_resort() -> None:
+    # Every eligible replica restarted too: what the last ISR kept is all there is.
+    assert elect_leader(
+        (3, 1, 2), (3,), {1, 3}, unclean_allowed=True, elr=(1, 2), restarted=frozenset({1, 3})
+    ) == Election(3, (3,), False, (2,))
+
+
+def test_unclean_comes_last_and_clears_the_elr() -> None:
+    assert elect_leader(
+        (3, 1, 2), (3,), {1}, unclean_allowed=True, elr=(2,), restarted=frozenset({1})
+    ) == Election(1, (1,), True)
+    assert (
+        elect_leader(
+            (3, 1, 2), (3,), {1}, unclean_allowed=False, elr=(2,), restarted=frozenset({1})
+        )
+        is None
+    )

@@ -60,8 +60,11 @@ def isr_change(
     *,
     at: int | None = None,
     zk_version: int | None = None,
+    elr: Sequence[int] | None = None,
 ) -> None:
-    known = {} if zk_version is None else {"zk_version": zk_version}
+    known: dict[str, Any] = {} if zk_version is None else {"zk_version": zk_version}
+    if elr is not None:
+        known["elr"] = list(elr)
     b.writer.event(
         "isr-change",
         {"key": key, "leader": leader, "leader_epoch": epoch, "isr": list(isr), **known},
@@ -142,6 +145,23 @@ def elected_outside(b: HistoryBuilder) -> None:
     election(b, k, 1, [1, 2], 0)
     isr_change(b, k, 1, [1], 0)
     election(b, k, 2, [2], 1, previous=1)
+
+
+def elected_from_elr(b: HistoryBuilder) -> None:
+    """The ISR shrank to {1} below min.insync.replicas, naming 2 and 3 eligible leader
+    replicas: a clean election of 2 is inside them. Elsewhere only 3 is eligible (2 left
+    the ISR while it still had the minimum): a clean election of 2 is outside both."""
+    k = "fromelr"
+    written(b, k)
+    election(b, k, 1, [1, 2, 3], 0)
+    isr_change(b, k, 1, [1], 0, elr=[2, 3])
+    election(b, k, 2, [2], 1, previous=1, versions={"elr": [3]})
+    outside = "outsideelr"
+    written(b, outside)
+    election(b, outside, 1, [1, 2, 3], 0)
+    isr_change(b, outside, 1, [1, 3], 0, elr=[])
+    isr_change(b, outside, 1, [1], 0, elr=[3])
+    election(b, outside, 2, [2], 1, previous=1)
 
 
 def unclean_while_off(b: HistoryBuilder) -> None:
@@ -262,6 +282,7 @@ def build(b: HistoryBuilder) -> None:
         skewed_events,
         no_events,
         elected_outside,
+        elected_from_elr,
         unclean_while_off,
         elected_after_expand,
         elected_from_unlogged_write,
@@ -296,11 +317,13 @@ def test_election_outside_isr(results: dict[str, Any]) -> None:
     found = cases(results, "election-outside-isr")
     assert sorted((c["key"], c["unclean"]) for c in found) == [
         ("outside", False),
+        ("outsideelr", False),
         ("staleview", False),
         ("uncleanoff", True),
     ]
     for case in found:
         assert case["leader"] == 2 and case["last_isr"] == [1]
+    assert {c["key"]: c["last_elr"] for c in found}["outsideelr"] == [3]
 
 
 def test_isr_join_behind_hw(results: dict[str, Any]) -> None:
@@ -322,7 +345,7 @@ def test_the_verdict(results: dict[str, Any]) -> None:
     assert results["valid"] is False
     assert results["checkers"]["conformance"]["counts"] == {
         "ack-below-min-isr": 1,
-        "election-outside-isr": 3,
+        "election-outside-isr": 4,
         "isr-join-behind-hw": 1,
         "hw-regression": 1,
         "stale-isr-member": 0,
