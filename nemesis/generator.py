@@ -35,7 +35,7 @@ from nemesis.errors import FaultError
 from nemesis.fault import Fault
 from nemesis.grudge import SHAPES
 from nemesis.layout import Layout
-from nemesis.scenarios import DEFAULT_FAMILIES, DISKS_FAMILY, SCENARIOS
+from nemesis.scenarios import DEFAULT_FAMILIES, DISK_SCENARIOS, DISKS_FAMILY, SCENARIOS, needs_of
 from nemesis.timing import Span
 
 SINGLE_KINDS: dict[str, tuple[str, str | None]] = {
@@ -175,11 +175,15 @@ class NamedScenario:
 
     def _needs(self) -> str | None:
         scenario = SCENARIOS[self.name]
-        return scenario.needs if self.variant is None else scenario.variant(self.variant).needs
+        return (
+            scenario.needs if self.variant is None else needs_of([scenario.variant(self.variant)])
+        )
 
     def available(self, layout: Layout) -> bool:
-        needs = self._needs()
-        return needs is None or layout.can(needs)
+        scenario = SCENARIOS[self.name]
+        if self.variant is None:
+            return scenario.available(layout)
+        return scenario.variant(self.variant).available(layout)
 
     def unavailable(self, layout: Layout) -> dict[str, str]:
         return {} if self.available(layout) else {self.name: str(self._needs())}
@@ -376,7 +380,9 @@ def default_generator(*, disks: bool = True) -> Generator:
     half a session timeout apart, until the time limit. A family the runtime cannot apply at
     all sits out."""
     rounds = [
-        names for family, names in DEFAULT_FAMILIES.items() if disks or family != DISKS_FAMILY
+        [n for n in names if disks or n not in DISK_SCENARIOS]
+        for family, names in DEFAULT_FAMILIES.items()
+        if disks or family != DISKS_FAMILY
     ]
     families = (Cycle(tuple(NamedScenario(n) for n in names)) for names in rounds)
     return Stagger(Cycle(tuple(families)))

@@ -21,6 +21,7 @@ STORAGE = (
     "follower-rollback",
     "leader-power-loss",
     "paused-followers-leader-power-loss",
+    "isr-shrink-leader-power-loss",
     "rack-power-loss",
 )
 
@@ -53,6 +54,24 @@ def test_the_storage_scenarios_lay_a_damage_then_a_leader_loss() -> None:
         ("start", None, 1),
     ]
     assert lay("rack-power-loss") == [("power-loss", ["isr"], None), ("start", None, 0)]
+    assert lay("isr-shrink-leader-power-loss") == [
+        ("start-partition", ["leader"], None),
+        ("power-loss", ["leader"], None),
+        ("stop-partition", None, 0),
+        ("start", None, 1),
+    ]
+
+
+def test_an_isr_of_one_loses_power_after_the_lag_time_and_the_cut_heals_after_it() -> None:
+    layout = Layout(random.Random(3), Detectors(), ("n1", "n2", "n3"), 600.0, CAPABILITIES)
+    SCENARIOS["isr-shrink-leader-power-loss"].lay(layout, 10.0)
+    cut, lost, healed, back = layout.steps
+    lag, session = Detectors().replica_lag_s, Detectors().session_timeout_s
+    assert cut.fault.f == "start-partition" and cut.at_s == 10.0
+    assert 10.0 + 1.2 * lag <= lost.at_s <= 10.0 + 1.5 * lag
+    assert lost.same_as == 0 and healed.at_s == lost.at_s + 0.5
+    assert lost.at_s + 1.3 * session <= back.at_s <= lost.at_s + 2.0 * session
+    assert SCENARIOS["isr-shrink-leader-power-loss"].needs == "lazy-disk and partitions"
 
 
 def test_storage_scenarios_run_only_where_the_runtime_can_apply_them() -> None:
@@ -64,10 +83,14 @@ def test_storage_scenarios_run_only_where_the_runtime_can_apply_them() -> None:
     assert not_applicable(spec) == {
         "leader-power-loss": "lazy-disk",
         "paused-followers-leader-power-loss": "lazy-disk",
+        "isr-shrink-leader-power-loss": "lazy-disk and partitions",
         "rack-power-loss": "lazy-disk",
     }
+    named_only = {"isr-shrink-leader-power-loss"}
     assert set(DISK_SCENARIOS) == set(STORAGE)
-    assert set(DEFAULT_FAMILIES[DISKS_FAMILY]) == set(STORAGE) < set(DEFAULT_MIX)
+    assert set(STORAGE) - named_only < set(DEFAULT_MIX)
+    assert not named_only & set(DEFAULT_MIX)
+    assert set(DEFAULT_FAMILIES[DISKS_FAMILY]) == set(STORAGE) - named_only
 
     def scenarios(generator: str, capabilities: frozenset[str]) -> set[str | None]:
         spec = ScheduleSpec(generator=generator, time_limit_s=600.0, capabilities=capabilities)
@@ -79,7 +102,7 @@ def test_storage_scenarios_run_only_where_the_runtime_can_apply_them() -> None:
     assert plain_disks - set(STORAGE)
     assert not scenarios("default", frozenset()) & set(STORAGE)
     everything = frozenset({"partitions", "disks", "lazy-disk"})
-    assert set(STORAGE) <= scenarios("default", everything)
+    assert set(STORAGE) - named_only <= scenarios("default", everything)
     assert not scenarios("default-without-disks", everything) & set(STORAGE)
     assert scenarios("default-without-disks", everything) - {None} <= set(DEFAULT_MIX)
 
