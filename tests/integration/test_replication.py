@@ -449,7 +449,7 @@ def test_a_restarted_broker_refuses_orders_meant_for_its_previous_run(make_clust
         broker.start()  # listening; the previous session's registration still stands
         assert zk.get("/brokers/ids/2")[1].czxid == previous
         host, port = broker.bootstrap.rsplit(":", 1)
-        state = protocol.PartitionLeaderStateData("t", 0, 99, 2, 7, [2], 0, [2, 1, 3])
+        state = protocol.PartitionLeaderStateData("t", 0, 99, 2, 7, [2], 0, [2, 1, 3], [])
         live = [protocol.LiveBroker(2, host, int(port))]
 
         def order(broker_epoch: int) -> protocol.LeaderAndIsrResponse:
