@@ -35,6 +35,10 @@ from system_under_test.zookeeper import LeaderAndIsr
 
 log = logging.getLogger(__name__)
 
+REGISTRATION_WAIT_S = 30.0
+"""How long a controller's order waits for this broker's own registration to complete (a
+restart within the previous ZooKeeper session registers once that session has expired)."""
+
 TopicPartition = tuple[str, int]
 HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
 IsrWriter = Callable[[str, int, LeaderAndIsr, int], "int | None"]
@@ -71,6 +75,7 @@ class ReplicaManager:
         self.controller_epoch = 0
         self.broker_epoch: int | None = None
         """This run's registration czxid (KIP-380 broker epoch), None until registered."""
+        self._registration = asyncio.Event()
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._checkpointed_hw: dict[TopicPartition, int] = {}
         self._background: asyncio.Task[None] | None = None
@@ -122,10 +127,16 @@ class ReplicaManager:
     def registered(self, broker_epoch: int) -> None:
         """This broker's registration in ZooKeeper is `broker_epoch` (its czxid)."""
         self.broker_epoch = broker_epoch
+        self._registration.set()
 
     async def become_leader_or_follower(
         self, request: protocol.LeaderAndIsrRequest
     ) -> protocol.LeaderAndIsrResponse:
+        if request.broker_epoch >= 0 and self.broker_epoch is None:
+            # Orders for this run can overtake the answer to its own registration: wait for
+            # it (as long as registering may take) before telling them from older ones.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._registration.wait(), REGISTRATION_WAIT_S)
         stale = request.broker_epoch >= 0 and (
             self.broker_epoch is None or request.broker_epoch < self.broker_epoch
         )

@@ -456,7 +456,8 @@ def test_a_restarted_broker_refuses_orders_meant_for_its_previous_run(make_clust
             request = protocol.LeaderAndIsrRequest(1, 99, [state], live, broker_epoch)
             conn = BrokerConnection((host, int(port)), client_id="kip-380")
             try:
-                return conn.request(request, protocol.LeaderAndIsrResponse, timeout_s=10)
+                # it waits for this run's own registration before it answers
+                return conn.request(request, protocol.LeaderAndIsrResponse, timeout_s=30)
             finally:
                 conn.close()
 
