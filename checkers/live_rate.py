@@ -144,7 +144,7 @@ def live_leader_rate(
         live_s[in_fault] += (stop - start) / NS_PER_S
     sends = _count_in(spark, ops, "send", [(k, s, e, f) for k, s, e, f in segments])
     reads = (
-        _count_in(spark, mops.filter(F.col("op_f") == "poll"), "poll", list(segments))
+        _count_in(spark, mops.filter(F.col("op_f") == "poll"), "poll", segments)
         if mops is not None
         else None
     )

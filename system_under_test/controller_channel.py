@@ -198,25 +198,7 @@ class BrokerRequestChannel:
         partitions: list[PartitionLeaderState],
         live_brokers: list[BrokerEndpoint],
     ) -> None:
-        self._send(
-            protocol.UpdateMetadataRequest,
-            broker,
-            controller_id,
-            controller_epoch,
-            partitions,
-            live_brokers,
-        )
-
-    def _send(
-        self,
-        request_type: type[protocol.UpdateMetadataRequest],
-        broker: BrokerEndpoint,
-        controller_id: int,
-        controller_epoch: int,
-        partitions: list[PartitionLeaderState],
-        live_brokers: list[BrokerEndpoint],
-    ) -> None:
-        request = request_type(
+        request = protocol.UpdateMetadataRequest(
             controller_id,
             controller_epoch,
             [_state_data(p) for p in partitions],
