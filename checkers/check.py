@@ -137,6 +137,7 @@ def check_loaded(
                 window_s=config.stats_window_s,
                 replication=events.replication,
                 mops=loaded.mops,
+                min_isr=settings.min_insync_replicas if settings.acks == -1 else None,
             )
 
         stats_done = pool.submit(statistics) if small else None

@@ -13,6 +13,13 @@ files, .. `start`) or paused (`pause` .. `resume`): such a broker's partitions a
 again once another leader is elected or the node is back. Fault intervals are the statistics'
 (`checkers.fault_intervals`), merged; the span is the workload's, from the first to
 the last client operation outside the final read. Operations count at their completion.
+
+Given `min_isr` (test.json's min.insync.replicas, for acks=-1 writes), the same figures are
+also taken on the keys that were writable: a live leader whose ISR, as the last
+`leader-election` or `isr-change` event said it, had at least `min_isr` members. A leader
+below it refuses acks=-1 sends (NOT_ENOUGH_REPLICAS) and holds its high watermark, as the
+configuration promises: a key in that state is live but cannot be written, and its stall
+is the configuration's, not the workload's.
 """
 
 from __future__ import annotations
@@ -73,30 +80,39 @@ def down_nodes(intervals: Sequence[FaultInterval], end: int) -> dict[str, list[S
     return {node: merged(s) for node, s in spans.items()}
 
 
+Segment = tuple[str, int, int, bool, bool]
+"""(key, start, end, in a fault, writable) of a stretch in which the key's leader was alive."""
+
+
 def live_segments(
     keys: Sequence[str],
     replication: Mapping[str, Sequence[ReplicationEvent]],
     faults: Sequence[Span],
     down: Mapping[str, Sequence[Span]],
     span: Span,
-) -> list[tuple[str, int, int, bool]]:
-    """(key, start, end, in a fault) for every stretch of `span` in which the key's leader
-    was alive, cut wherever a fault starts or ends, a leader is elected or a node goes down
-    or comes back."""
+    min_isr: int | None = None,
+) -> list[Segment]:
+    """(key, start, end, in a fault, writable) for every stretch of `span` in which the
+    key's leader was alive, cut wherever a fault starts or ends, a leader is elected, the
+    ISR changes or a node goes down or comes back; writable: `min_isr` is None, no event
+    has said the key's ISR yet, or the ISR had at least `min_isr` members."""
     lo, hi = span
     cuts = {lo, hi}
     for spans in (faults, *down.values()):
         for start, stop in spans:
             cuts.update(t for t in (start, stop) if lo < t < hi)
-    out: list[tuple[str, int, int, bool]] = []
+    out: list[Segment] = []
     for key in keys:
+        events = replication.get(key, ())
         elections = sorted(
             (e.time, e.leader if e.leader is not None else OFFLINE)
-            for e in replication.get(key, ())
+            for e in events
             if e.f == "leader-election"
         )
         times = [t for t, _ in elections]
-        points = sorted(cuts | {t for t in times if lo < t < hi})
+        sizes = sorted((e.time, e.index, len(e.isr)) for e in events if e.isr is not None)
+        size_times = [t for t, _, _ in sizes]
+        points = sorted(cuts | {t for t in (*times, *size_times) if lo < t < hi})
         for start, stop in itertools.pairwise(points):
             at = bisect.bisect_right(times, start) - 1
             leader = elections[at][1] if at >= 0 else None
@@ -104,7 +120,9 @@ def live_segments(
                 continue
             if leader is not None and _covered(list(down.get(f"n{leader}", ())), start):
                 continue
-            out.append((key, start, stop, _covered(list(faults), start)))
+            said = bisect.bisect_right(size_times, start) - 1
+            writable = min_isr is None or said < 0 or sizes[said][2] >= min_isr
+            out.append((key, start, stop, _covered(list(faults), start), writable))
     return out
 
 
@@ -114,9 +132,11 @@ def live_leader_rate(
     intervals: Sequence[FaultInterval],
     replication: Mapping[str, Sequence[ReplicationEvent]],
     mops: DataFrame | None = None,
+    min_isr: int | None = None,
 ) -> dict[str, Any] | None:
     """The `live_rate` section of the statistics (`mops`: the history's micro-operations, for
-    the records polls read); None without sends, keys or faults."""
+    the records polls read; `min_isr`: for the figures on writable keys); None without
+    sends, keys or faults."""
     client = F.col("process_id").isNotNull() & ~F.coalesce(F.col("final"), F.lit(False))
     row = (
         ops.filter(client)
@@ -136,18 +156,27 @@ def live_leader_rate(
     )
     if not faults:
         return None
-    segments = live_segments(keys, replication, faults, down_nodes(intervals, span[1]), span)
+    segments = live_segments(
+        keys, replication, faults, down_nodes(intervals, span[1]), span, min_isr
+    )
     fault_s = sum(e - s for s, e in faults) / NS_PER_S
     free_s = (span[1] - span[0]) / NS_PER_S - fault_s
     live_s = {True: 0.0, False: 0.0}
-    for _, start, stop, in_fault in segments:
+    writable_s = {True: 0.0, False: 0.0}
+    for _, start, stop, in_fault, writable in segments:
         live_s[in_fault] += (stop - start) / NS_PER_S
-    sends = _count_in(spark, ops, "send", [(k, s, e, f) for k, s, e, f in segments])
-    reads = (
-        _count_in(spark, mops.filter(F.col("op_f") == "poll"), "poll", segments)
-        if mops is not None
-        else None
-    )
+        if writable:
+            writable_s[in_fault] += (stop - start) / NS_PER_S
+    live = [(k, s, e, f) for k, s, e, f, _ in segments]
+    writable_only = [(k, s, e, f) for k, s, e, f, w in segments if w]
+    sends = _count_in(spark, ops, "send", live)
+    polled = mops.filter(F.col("op_f") == "poll") if mops is not None else None
+    reads = _count_in(spark, polled, "poll", live) if polled is not None else None
+    if min_isr is not None:
+        writable_sends = _count_in(spark, ops, "send", writable_only)
+        writable_reads = (
+            _count_in(spark, polled, "poll", writable_only) if polled is not None else None
+        )
     polls = _count_in(
         spark, ops, "poll", [(None, s, e, True) for s, e in faults] + _gaps(faults, span)
     )
@@ -171,11 +200,52 @@ def live_leader_rate(
             ),
             "poll_ok": polls[in_fault],
             "poll_per_s": None if seconds <= 0 else round(polls[in_fault] / seconds, 3),
+            **({} if min_isr is None else writable_part(in_fault, seconds)),
+        }
+
+    def writable_part(in_fault: bool, seconds: float) -> dict[str, Any]:
+        key_s = writable_s[in_fault]
+        return {
+            "writable_keys": None if seconds <= 0 else round(key_s / seconds, 3),
+            "writable_send_ok": writable_sends[in_fault],
+            "send_per_s_per_writable_key": None
+            if key_s <= 0
+            else round(writable_sends[in_fault] / key_s, 3),
+            **(
+                {}
+                if writable_reads is None
+                else {
+                    "writable_read_ok": writable_reads[in_fault],
+                    "read_per_s_per_writable_key": None
+                    if key_s <= 0
+                    else round(writable_reads[in_fault] / key_s, 3),
+                }
+            ),
         }
 
     during, free = part(True, fault_s), part(False, free_s)
+    writable_kept = (
+        {}
+        if min_isr is None
+        else {
+            "send_writable": _ratio(
+                during["send_per_s_per_writable_key"], free["send_per_s_per_writable_key"]
+            ),
+            **(
+                {}
+                if writable_reads is None
+                else {
+                    "read_writable": _ratio(
+                        during["read_per_s_per_writable_key"],
+                        free["read_per_s_per_writable_key"],
+                    )
+                }
+            ),
+        }
+    )
     return {
         "keys": len(keys),
+        **({} if min_isr is None else {"min_isr": min_isr}),
         "during_faults": during,
         "fault_free": free,
         "kept": {
@@ -190,6 +260,7 @@ def live_leader_rate(
                 }
             ),
             "poll": _ratio(during["poll_per_s"], free["poll_per_s"]),
+            **writable_kept,
         },
     }
 

@@ -53,13 +53,16 @@ class LossRules:
         lost with the power of all its holders is allowed."""
         return self.settings.fsyncs_before_ack is False
 
-    def power_reason(self, lost_with: str, isr: list[int], alone: bool) -> str:
+    def power_reason(
+        self, lost_with: str, isr: list[int], alone: bool, acknowledged: bool = True
+    ) -> str:
         """Why a write lost with power (`checkers.power_losses`) is expected."""
         flush = f"{self.settings.flush_policy} does not fsync before acknowledging"
         if alone and self.settings.min_insync_replicas == 1:
             node = self._node(isr[0])
+            verb = "acknowledged" if acknowledged else "committed"
             return (
-                f"acknowledged by {node} alone (ISR of one, min.insync.replicas=1); lost with "
+                f"{verb} by {node} alone (ISR of one, min.insync.replicas=1); lost with "
                 f"the power of {lost_with} ({flush})"
             )
         return f"lost with the power of {lost_with}; {flush}"
@@ -152,7 +155,8 @@ class KeyLosses:
     power_lost: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(columns=list(POWER_LOST_COLUMNS))
     )
-    """The key's `ok` writes lost with the power of all their holders (`key_power_lost`)."""
+    """The key's `ok` writes (and indeterminate ones a read saw) lost with the power of all
+    their holders (`key_power_lost`)."""
 
     @property
     def power_reasons(self) -> dict[Any, str]:
@@ -160,12 +164,13 @@ class KeyLosses:
         if not self.rules.power_loss_allowed or self.power_lost.empty:
             return {}
         return {
-            value: self.rules.power_reason(lost_with, isr, bool(alone))
-            for value, lost_with, isr, alone in zip(
+            value: self.rules.power_reason(lost_with, isr, bool(alone), bool(acknowledged))
+            for value, lost_with, isr, alone, acknowledged in zip(
                 self.power_lost["value"],
                 self.power_lost["lost_with"],
                 self.power_lost["isr"],
                 self.power_lost["alone"],
+                self.power_lost["acknowledged"],
                 strict=True,
             )
         }

@@ -7,6 +7,10 @@ on the page cache of the replicas that hold it until they fsync; when every one 
 loses power first, it is gone, as the design allows. With `flush_messages` 1 every replica
 fsyncs each message before it counts, and no power loss may take an acknowledged write.
 
+An indeterminate (`info`) send whose record an `ok` read saw was committed by that read: it
+is followed as an `ok` write acknowledged at its last read (its loss is then no anomaly of
+its own, but it explains the offset reused after it and a reader's step back).
+
 Which replicas held an `ok` write, from the history:
 - at its acknowledgement, the ISR: every broker in the ISR in force from its invocation to
   its completion, widened by the clock tolerance of the SUT's events
@@ -44,10 +48,20 @@ from checkers.config import TestSettings
 from checkers.events import NemesisEvent
 from checkers.key_log import KeyLog, ReplicationEvent
 
-POWER_LOST_COLUMNS = ("value", "offset", "power_index", "power_time", "isr", "lost_with", "alone")
+POWER_LOST_COLUMNS = (
+    "value",
+    "offset",
+    "power_index",
+    "power_time",
+    "isr",
+    "lost_with",
+    "alone",
+    "acknowledged",
+)
 """`key_power_lost`'s columns: the write, the power loss that left it no holder (history
 index and time), the brokers that held it at its acknowledgement, the nodes whose power took
-it (in words: "n1, n2 at 41.2 s"), and whether one broker alone acknowledged it."""
+it (in words: "n1, n2 at 41.2 s"), whether one broker alone acknowledged it, and whether it
+was acknowledged (`ok`) or an indeterminate send that a read saw committed."""
 
 
 @dataclass(frozen=True)
@@ -97,25 +111,34 @@ def _nodes_that_lost_power(value_json: str) -> list[str]:
 def key_power_lost(
     log: KeyLog, losses: Sequence[PowerLoss], settings: TestSettings
 ) -> pd.DataFrame:
-    """The key's `ok` writes lost with the power of every replica that held them (the
-    module's rules), with `POWER_LOST_COLUMNS`; empty without power losses."""
+    """The key's `ok` writes, and indeterminate ones an `ok` read saw, lost with the power of
+    every replica that held them (the module's rules), with `POWER_LOST_COLUMNS`; empty
+    without power losses."""
     if not losses or not settings.brokers:
         return pd.DataFrame(columns=list(POWER_LOST_COLUMNS))
-    writes = log.writes
+    writes = log.located_writes
     reads = log.reads
     final_values = reads.loc[(reads["type"] == "ok") & reads["final"], "value"]
     # Only a write that some `ok` read missed can be lost: the others are not looked at.
     missed = ~writes["was_read"] | ~writes["value"].isin(final_values)
-    acked = writes[(writes["status"] == "ok") & writes["complete_time"].notna() & missed]
+    ok = (writes["status"] == "ok") & writes["complete_time"].notna()
+    read_info = (writes["status"] == "info") & writes["was_read"]
+    acked = writes[(ok | read_info) & missed]
     if acked.empty:
         return pd.DataFrame(columns=list(POWER_LOST_COLUMNS))
     memberships = [e for e in log.events if e.isr is not None]
     timeline = HolderTimeline(memberships, losses, settings)
     rows = []
+    is_ok = (acked["status"] == "ok").to_numpy()
     invoked = acked["invoke_time"].astype("float64").to_numpy(na_value=np.nan)
-    completed = acked["complete_time"].astype("float64").to_numpy()
     last_read = acked["last_read_time"].astype("float64").to_numpy(na_value=np.nan)
-    for at, (value, offset) in enumerate(zip(acked["value"], acked["offset"], strict=True)):
+    # An indeterminate send an `ok` read saw was committed by its last read: its holders are
+    # followed from the ISR in force up to then.
+    completed = np.where(
+        is_ok, acked["complete_time"].astype("float64").to_numpy(na_value=np.nan), last_read
+    )
+    offsets = acked["offset"].astype("Int64").fillna(acked["first_offset"].astype("Int64"))
+    for at, (value, offset) in enumerate(zip(acked["value"], offsets, strict=True)):
         start = completed[at] if np.isnan(invoked[at]) else invoked[at]
         found = timeline.lost_with_power(int(start), int(completed[at]))
         if found is None:
@@ -132,6 +155,7 @@ def key_power_lost(
                 "isr": sorted(isr),
                 "lost_with": _in_words(took),
                 "alone": len(isr) == 1,
+                "acknowledged": bool(is_ok[at]),
             }
         )
     return pd.DataFrame(rows, columns=list(POWER_LOST_COLUMNS))

@@ -263,10 +263,11 @@ def history_stats(
     window_s: float | None = None,
     replication: Mapping[str, Sequence[ReplicationEvent]] | None = None,
     mops: DataFrame | None = None,
+    min_isr: int | None = None,
 ) -> dict[str, Any]:
     """The `stats` section of results.json (`nemesis`: the nemesis events as
-    `checkers.events` collects them; `replication`: its SUT events by key, and `mops`: its
-    micro-operations, for `live_rate`)."""
+    `checkers.events` collects them; `replication`: its SUT events by key, `mops`: its
+    micro-operations, and `min_isr`: the ISR an acks=-1 write needs, for `live_rate`)."""
     counts = operation_counts(ops)
     start, end = counts.pop("start"), counts.pop("end")
     if start is None:
@@ -274,7 +275,9 @@ def history_stats(
     intervals, instants = fault_intervals(nemesis)
     latency, throughput = latency_and_windows(ops, start, end, window_s)
     ok, total = throughput.pop("ok"), throughput.pop("completions")
-    live = live_leader_rate(spark, ops, intervals, replication, mops) if replication else None
+    live = (
+        live_leader_rate(spark, ops, intervals, replication, mops, min_isr) if replication else None
+    )
     return {
         **counts,
         "duration_s": round((end - start) / NS_PER_S, 3),

@@ -94,4 +94,18 @@ def describe_live_rate(stats: Mapping[str, Any]) -> str | None:
         )
         + f"; ok polls {figure(during.get('poll_per_s'), '/s')}{share(kept.get('poll'))}, "
         f"fault-free {figure(free.get('poll_per_s'), '/s')}"
+        + (
+            ""
+            if "send_per_s_per_writable_key" not in during
+            else f"; on writable keys (ISR of at least min.insync.replicas="
+            f"{live.get('min_isr')}, {figure(during.get('writable_keys'), '')} on average): "
+            f"ok sends {figure(during.get('send_per_s_per_writable_key'), '/s')}"
+            f"{share(kept.get('send_writable'))}"
+            + (
+                ""
+                if "read_per_s_per_writable_key" not in during
+                else f", records read {figure(during.get('read_per_s_per_writable_key'), '/s')}"
+                f"{share(kept.get('read_writable'))}"
+            )
+        )
     )

@@ -101,3 +101,28 @@ def test_the_records_read_on_live_keys_are_described_when_counted() -> None:
     line = describe_live_rate(stats)
     assert line is not None
     assert "records read 60.0/s per live key (60% of fault-free), fault-free 100.0/s" in line
+
+
+def test_the_rate_on_writable_keys_is_described_when_judged() -> None:
+    stats = {
+        "live_rate": {
+            "keys": 3,
+            "min_isr": 2,
+            "during_faults": {"seconds": 40.0, "live_keys": 2.5, "send_ok": 900,
+                              "send_per_s_per_live_key": 9.0, "poll_ok": 8000,
+                              "poll_per_s": 200.0, "writable_keys": 1.5,
+                              "send_per_s_per_writable_key": 60.0,
+                              "read_per_s_per_writable_key": 55.0},
+            "fault_free": {"seconds": 50.0, "live_keys": 3.0, "send_ok": 15000,
+                           "send_per_s_per_live_key": 100.0, "poll_ok": 12500,
+                           "poll_per_s": 250.0, "send_per_s_per_writable_key": 100.0,
+                           "read_per_s_per_writable_key": 100.0},
+            "kept": {"send": 0.09, "poll": 0.8, "send_writable": 0.6, "read_writable": 0.55},
+        }
+    }  # fmt: skip
+    line = describe_live_rate(stats)
+    assert line is not None
+    assert (
+        "on writable keys (ISR of at least min.insync.replicas=2, 1.5 on average): "
+        "ok sends 60.0/s (60% of fault-free), records read 55.0/s (55% of fault-free)"
+    ) in line

@@ -3,6 +3,7 @@ on a hand-written history."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +36,44 @@ def test_a_key_is_live_unless_its_leader_is_offline_or_its_node_down() -> None:
         span=(0, 6 * S),
     )  # fmt: skip
     assert segments == [
-        ("a", 0, 2 * S, False),
+        ("a", 0, 2 * S, False, True),
         # 2-3 s: a's leader n1 is killed; from 3 s broker 3 leads it.
-        ("a", 3 * S, 4 * S, True),
-        ("a", 4 * S, 6 * S, False),
-        ("b", 0, 2 * S, False),
-        ("b", 2 * S, 4 * S, True),
-        ("b", 4 * S, 5 * S, False),
+        ("a", 3 * S, 4 * S, True, True),
+        ("a", 4 * S, 6 * S, False, True),
+        ("b", 0, 2 * S, False, True),
+        ("b", 2 * S, 4 * S, True, True),
+        ("b", 4 * S, 5 * S, False, True),
         # from 5 s b is offline
     ]
+
+
+def isr_change(time: int, isr: tuple[int, ...]) -> ReplicationEvent:
+    return ReplicationEvent(0, time, "isr-change", 1, 0, isr, None, False)
+
+
+def test_a_live_key_is_writable_while_its_isr_has_min_isr_members() -> None:
+    replication = {
+        "a": [election(0, "a", 1), isr_change(0, (1, 2, 3)), isr_change(2 * S, (1,)),
+              isr_change(3 * S, (1, 2))],
+        "b": [election(0, "b", 2)],
+    }  # fmt: skip
+    segments = live_segments(
+        ["a", "b"], replication, faults=[(1 * S, 4 * S)], down={}, span=(0, 5 * S), min_isr=2
+    )
+    assert segments == [
+        ("a", 0, 1 * S, False, True),
+        ("a", 1 * S, 2 * S, True, True),
+        # 2-3 s: the ISR is the leader alone, below min.insync.replicas=2.
+        ("a", 2 * S, 3 * S, True, False),
+        ("a", 3 * S, 4 * S, True, True),
+        ("a", 4 * S, 5 * S, False, True),
+        # b's ISR (a leader-election's: [2]) is below the minimum throughout.
+        ("b", 0, 1 * S, False, False),
+        ("b", 1 * S, 4 * S, True, False),
+        ("b", 4 * S, 5 * S, False, False),
+    ]
+    unjudged = live_segments(["a"], replication, [(1 * S, 4 * S)], {}, (0, 5 * S))
+    assert all(writable for *_, writable in unjudged)
 
 
 def _history(path: Path) -> None:
@@ -116,6 +146,43 @@ def test_the_records_read_on_live_keys_during_faults_and_outside_them(
     assert free["read_ok"] == 38
     assert free["read_per_s_per_live_key"] == pytest.approx(5.0, rel=0.05)
     assert live_rate["kept"]["read"] == pytest.approx(1.0, rel=0.05)
+
+
+@pytest.fixture(scope="module")
+def writable_rate(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The same history under acks=-1 and min.insync.replicas=3: a's ISR after its election
+    at 3 s, [2, 3], is below it."""
+    run = tmp_path_factory.mktemp("writable-rate")
+    _history(run / "history.jsonl")
+    test = {
+        "topic": {"replication_factor": 3, "min_insync_replicas": 3,
+                  "unclean_leader_election": False},
+        "workload": {"acks": -1, "producer_retries": 0},
+    }  # fmt: skip
+    (run / "test.json").write_text(json.dumps(test))
+    return check_history(run, config=CheckConfig())["stats"]["live_rate"]
+
+
+def test_the_rate_on_writable_keys_leaves_out_keys_below_min_isr(
+    writable_rate: dict[str, Any],
+) -> None:
+    during, free = writable_rate["during_faults"], writable_rate["fault_free"]
+    assert writable_rate["min_isr"] == 3
+    # During the kill only b is writable: a is dead, then led by an ISR of two.
+    assert during["live_keys"] == 1.5 and during["writable_keys"] == 1.0
+    assert during["writable_send_ok"] == 20 and during["send_per_s_per_writable_key"] == 10.0
+    assert during["writable_read_ok"] == 10 and during["read_per_s_per_writable_key"] == 5.0
+    # Outside it a stays below the minimum from 4 s: its sends there do not count.
+    assert free["writable_send_ok"] == free["send_ok"] - 20
+    assert free["send_per_s_per_writable_key"] == pytest.approx(10.0, rel=0.05)
+    assert writable_rate["kept"]["send_writable"] == pytest.approx(1.0, rel=0.05)
+    assert writable_rate["kept"]["read_writable"] == pytest.approx(1.0, rel=0.05)
+
+
+def test_without_acks_all_no_key_is_judged_by_its_isr(live_rate: dict[str, Any]) -> None:
+    assert "min_isr" not in live_rate
+    assert "writable_keys" not in live_rate["during_faults"]
+    assert "send_writable" not in live_rate["kept"]
 
 
 def test_a_node_is_down_from_its_power_loss_or_crash_to_its_start() -> None:

@@ -285,3 +285,45 @@ def test_the_flush_policy_read_from_test_json(tmp_path: Path) -> None:
     path.write_text(json.dumps(doc_for(2, 1, "log.flush")))
     with pytest.raises(TestConfigError, match=r"topic\.flush_setting"):
         read_test_settings(path)
+
+
+def read_then_lost(b: HistoryBuilder) -> None:
+    """Key `read-lost`: n2 leads an ISR of one; a send times out, but a consumer reads its
+    record at offset 1; n2 loses power, and the next send lands at offset 1 again."""
+    k = "read-lost"
+    b.isr_change(k, [2])
+    b.tick(10 * MS)
+    p, c = b.process(), b.process()
+    b.send1(p, k, f"{k}-0", 0)
+    b.send1(p, k, f"{k}-1", None, result="info")
+    b.poll(c, {k: [(0, f"{k}-0"), (1, f"{k}-1")]})
+    lose_power(b, "n2")
+    b.tick(MS)
+    b.isr_change(k, [2])
+    q = b.process()
+    b.send1(q, k, f"{k}-again", 1)
+    f = b.process()
+    b.poll(f, {k: [(0, f"{k}-0"), (1, f"{k}-again")]}, final=True)
+
+
+def test_a_timed_out_send_read_then_lost_with_power_explains_its_offset_reused(
+    spark: Any, tmp_path: Path
+) -> None:
+    run = history(tmp_path / "h", doc_for(1, NEVER, "log.flush.interval.messages"), read_then_lost)
+    results = check_history(run, config=CheckConfig(sample=100))
+    assert not cases(results, "anomalies", "inconsistent-offsets", "read-lost")
+    expected = cases(results, "expected", "inconsistent-offsets", "read-lost")
+    assert len(expected) == 1
+    assert expected[0]["expected_because"].startswith(
+        "committed by n2 alone (ISR of one, min.insync.replicas=1); lost with the power of n2 at "
+    )
+    assert results["valid"] is True
+
+
+def test_a_timed_out_send_read_then_lost_is_an_anomaly_when_every_message_is_fsynced(
+    spark: Any, tmp_path: Path
+) -> None:
+    run = history(tmp_path / "h", doc_for(1, 1, "flush.messages"), read_then_lost)
+    results = check_history(run, config=CheckConfig(sample=100))
+    assert cases(results, "anomalies", "inconsistent-offsets", "read-lost")
+    assert results["valid"] is False
