@@ -582,11 +582,10 @@ DISK_SCENARIOS: tuple[str, ...] = (
     "rack-power-loss",
 )
 """The storage scenarios, applied where the runtime can (the power losses need lazy disks):
-the storage family of the default round, all but ``isr-shrink-leader-power-loss``, which runs
-when named (the checkers do not yet tell every loss it causes under
-``min.insync.replicas=1`` from a forbidden one); the generator ``default-without-disks``
-leaves them all out. The checkers tell the losses the flush policy and
-``min.insync.replicas`` allow from those they forbid."""
+the storage family of the default round, all but ``isr-shrink-leader-power-loss``, which
+takes its turn in the ISR-shrink family (the same state, its last member's power lost rather
+than its process); the generator ``default-without-disks`` leaves them all out. The checkers
+tell the losses the flush policy and ``min.insync.replicas`` allow from those they forbid."""
 
 DEFAULT_FAMILIES: dict[str, tuple[str, ...]] = {
     DISKS_FAMILY: tuple(n for n in DISK_SCENARIOS if n != "isr-shrink-leader-power-loss"),
@@ -596,7 +595,7 @@ DEFAULT_FAMILIES: dict[str, tuple[str, ...]] = {
         "leader-session-loss",
         "rolling-bounce",
     ),
-    "ISR shrink": ("isr-shrink-leader-loss",),
+    "ISR shrink": ("isr-shrink-leader-loss", "isr-shrink-leader-power-loss"),
     "truncation after failover": ("follower-restart-leader-loss", "failover-during-truncation"),
     "slow replication through a leader change": ("slow-follower-failover",),
     "two leader changes in a row": ("failover-chain",),
@@ -606,5 +605,5 @@ bugs show, each family taking its scenarios in turn, so that a 120-second run re
 family, not only the ones with many scenarios."""
 
 DEFAULT_MIX = tuple(name for family in DEFAULT_FAMILIES.values() for name in family)
-"""Every scenario the default generator runs (all but ``controller-session-loss`` and
-``isr-shrink-leader-power-loss``), those the runtime can apply."""
+"""Every scenario the default generator runs (all but ``controller-session-loss``), those
+the runtime can apply."""
