@@ -16,10 +16,12 @@ the last client operation outside the final read. Operations count at their comp
 
 Given `min_isr` (test.json's min.insync.replicas, for acks=-1 writes), the same figures are
 also taken on the keys that were writable: a live leader whose ISR, as the last
-`leader-election` or `isr-change` event said it, had at least `min_isr` members. A leader
-below it refuses acks=-1 sends (NOT_ENOUGH_REPLICAS) and holds its high watermark, as the
-configuration promises: a key in that state is live but cannot be written, and its stall
-is the configuration's, not the workload's.
+`leader-election` or `isr-change` event said it, had at least `min_isr` members, none of them
+down. A leader below the minimum refuses acks=-1 sends (NOT_ENOUGH_REPLICAS) and holds its
+high watermark, and one whose ISR still lists a dead or paused member waits for it until the
+lag time shrinks it out, as the configuration promises: a key in either state is live but
+cannot be written, and its stall is the configuration's, not the workload's. (A member cut
+off by a partition, or slowed, is not told apart: it still counts as up.)
 """
 
 from __future__ import annotations
@@ -95,7 +97,8 @@ def live_segments(
     """(key, start, end, in a fault, writable) for every stretch of `span` in which the
     key's leader was alive, cut wherever a fault starts or ends, a leader is elected, the
     ISR changes or a node goes down or comes back; writable: `min_isr` is None, no event
-    has said the key's ISR yet, or the ISR had at least `min_isr` members."""
+    has said the key's ISR yet, or the ISR had at least `min_isr` members and none of them
+    was down."""
     lo, hi = span
     cuts = {lo, hi}
     for spans in (faults, *down.values()):
@@ -110,9 +113,9 @@ def live_segments(
             if e.f == "leader-election"
         )
         times = [t for t, _ in elections]
-        sizes = sorted((e.time, e.index, len(e.isr)) for e in events if e.isr is not None)
-        size_times = [t for t, _, _ in sizes]
-        points = sorted(cuts | {t for t in (*times, *size_times) if lo < t < hi})
+        isrs = sorted((e.time, e.index, e.isr) for e in events if e.isr is not None)
+        isr_times = [t for t, _, _ in isrs]
+        points = sorted(cuts | {t for t in (*times, *isr_times) if lo < t < hi})
         for start, stop in itertools.pairwise(points):
             at = bisect.bisect_right(times, start) - 1
             leader = elections[at][1] if at >= 0 else None
@@ -120,10 +123,18 @@ def live_segments(
                 continue
             if leader is not None and _covered(list(down.get(f"n{leader}", ())), start):
                 continue
-            said = bisect.bisect_right(size_times, start) - 1
-            writable = min_isr is None or said < 0 or sizes[said][2] >= min_isr
+            said = bisect.bisect_right(isr_times, start) - 1
+            writable = min_isr is None or said < 0 or _isr_up(isrs[said][2], min_isr, down, start)
             out.append((key, start, stop, _covered(list(faults), start), writable))
     return out
+
+
+def _isr_up(isr: Sequence[int], min_isr: int, down: Mapping[str, Sequence[Span]], at: int) -> bool:
+    """Whether an ISR can commit an acks=-1 write at `at`: at least `min_isr` members, and
+    none of them down (a member down and not yet shrunk out holds every commit)."""
+    return len(isr) >= min_isr and not any(
+        _covered(list(down.get(f"n{broker}", ())), at) for broker in isr
+    )
 
 
 def live_leader_rate(
