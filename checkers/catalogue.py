@@ -222,11 +222,12 @@ _CATALOGUE = (
         "read, although the configuration promised that no such write is lost.",
         "`writer` is the send's `ok` completion, `offset` where it was acknowledged; "
         "`final_read_to` is the highest offset the final read reached (an offset, not an "
-        f"index); {_PLACED}.",
+        "index), `log_end` the end of the log it read to (the offset after the last "
+        f"record), when the final read recorded one; {_PLACED}.",
         "judged only when the configuration promised no loss (min.insync.replicas >= 2, "
         f"unclean leader election off); then allowed only by {_POWER}",
         "configuration",
-        (*_WRITE_FIELDS, "final_read_to", "placement"),
+        (*_WRITE_FIELDS, "final_read_to", "log_end", "placement"),
     ),
     _between(
         "poll-skip",
@@ -729,9 +730,13 @@ def _unseen(case: Mapping[str, Any], key: str) -> str:
 
 def _lost_acked(case: Mapping[str, Any], key: str) -> str:
     text = f"key {key}: {_written(case)} is missing from the key's complete final read"
-    reach = case.get("final_read_to")
+    reach, end = case.get("final_read_to"), case.get("log_end")
     if _is_int(reach):
         text += f", which read up to offset {reach}"
+        if _is_int(end):
+            text += f", where the log ended (end offset {end})"
+    elif _is_int(end):
+        text += f", which found the log ending at offset {end}"
     return text + _placed(case)
 
 

@@ -9,8 +9,10 @@
 - lost-acked-write (squall): an `ok` write with acks=-1 and a known offset, absent from a
   complete final read of its key, while test.json promised no loss. A key's final read is
   complete when one process's `ok` polls marked `final: true` read it from at or before
-  the key's lowest known offset to at or beyond its highest acknowledged offset (acks of
-  sends without an offset are not judged here: `unseen` covers them). Expected only when
+  the key's lowest known offset to at or beyond its highest acknowledged offset, or to the
+  end of the log that process's last `ok` `log-ends` recorded (and not beyond it: a read
+  past the recorded end shows the log grew after it), so that a lost tail is judged (acks
+  of sends without an offset are not judged here: `unseen` covers them). Expected only when
   lost with the power of every replica that held it under a flush policy that does not
   fsync before acknowledging (`checkers.power_losses`).
 Each key also counts its acknowledged writes lost, each once however many of these types
@@ -87,7 +89,8 @@ def aborted_reads(log: KeyLog) -> pd.DataFrame:
 
 def final_read_coverage(log: KeyLog) -> dict[str, Any] | None:
     """The key's highest acknowledged offset, lowest known offset, how far its final read
-    went and whether it was complete; None when no acknowledged write has an offset."""
+    went, the log end it read to (`log_end`, `reached_log_end`) and whether it was
+    complete; None when no acknowledged write has an offset."""
     writes = log.writes
     acked = writes.loc[(writes["status"] == "ok") & writes["offset"].notna(), "offset"]
     if acked.empty:
@@ -98,15 +101,36 @@ def final_read_coverage(log: KeyLog) -> dict[str, Any] | None:
     final = reads[(reads["type"] == "ok") & reads["final"]]
     spans = final.groupby("process_id")["offset"].agg(["min", "max"])
     complete = bool(((spans["min"] <= lowest) & (spans["max"] >= max_acked)).any())
+    log_end = reached_log_end(spans, log.shared.log_ends.get(log.key, {}), lowest)
     return {
         "max_acked_offset": max_acked,
         "min_known_offset": lowest,
         "final_read_to": None if spans.empty else int(spans["max"].max()),
-        "complete": complete,
+        "log_end": log_end,
+        "complete": complete or log_end is not None,
     }
 
 
-def lost_acked_writes(log: KeyLog, losses: KeyLosses, final_read_to: Any) -> pd.DataFrame:
+def reached_log_end(spans: pd.DataFrame, ends: Mapping[int, int], lowest: int) -> int | None:
+    """The highest log end (`SharedFacts.log_ends`: per process, the end its last `ok`
+    `log-ends` recorded) that its process's final read (`spans`: min and max offset read,
+    per process) read the key to from at or before `lowest`, and not beyond; a log that
+    ended at or below `lowest` held nothing to read. None if none did."""
+    reached = None
+    for process, end in ends.items():
+        if process in spans.index:
+            first, last = (int(spans.at[process, "min"]), int(spans.at[process, "max"]))
+            if last >= end or first > lowest or last < end - 1:
+                continue
+        elif end > lowest:
+            continue
+        reached = end if reached is None else max(reached, end)
+    return reached
+
+
+def lost_acked_writes(
+    log: KeyLog, losses: KeyLosses, final_read_to: Any, log_end: Any = None
+) -> pd.DataFrame:
     """acks=-1 `ok` writes with an offset, missing from the key's complete final read; those
     lost with the power of every replica that held them are expected where the flush
     policy allows it (`KeyLosses.classify`)."""
@@ -121,6 +145,7 @@ def lost_acked_writes(log: KeyLog, losses: KeyLosses, final_read_to: Any) -> pd.
     ]
     missing = losses.classify(missing)
     missing["final_read_to"] = final_read_to
+    missing["log_end"] = log_end
     return missing
 
 
@@ -235,7 +260,9 @@ def check_delivery_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyF
         if coverage is not None:
             facts["complete"] = coverage["complete"]
             if coverage["complete"]:
-                missing = lost_acked_writes(log, losses, coverage["final_read_to"])
+                missing = lost_acked_writes(
+                    log, losses, coverage["final_read_to"], coverage["log_end"]
+                )
                 found += rows_of(
                     CHECKER,
                     "lost-acked-write",
@@ -244,6 +271,7 @@ def check_delivery_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyF
                     detail=[
                         *WRITE_DETAIL,
                         ("final_read_to", "final_read_to"),
+                        ("log_end", "log_end"),
                         ("placement", "placement"),
                     ],
                     expected="expected",

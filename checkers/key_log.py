@@ -48,6 +48,9 @@ INPUT_COLUMNS = (
     "poll_seq",
 )
 """The columns the pass gives each key: the micro-operation's own."""
+LOG_ENDS = "log-ends"
+"""The final read's question of where every log ends: `ok` with `{key: end}`
+(docs/history.md; `SharedFacts.log_ends`)."""
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,10 @@ class SharedFacts:
     than one key and one of whose values an `ok` poll read; `told`,
     what a key's rows must be told of their operation (`TOLD`), one row per operation that
     did not complete `ok` or had an error, sorted by `invoke_index` (None: too many to
-    send with the pass's function, they come as columns of the key's rows instead)."""
+    send with the pass's function, they come as columns of the key's rows instead);
+    `log_ends`, per key and final-read process, the end of the key's log (the offset after
+    its last record) as that process's last `ok` `log-ends` operation (`final: true`)
+    recorded it (none in histories written before the final read recorded them)."""
 
     assignments: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(
@@ -110,6 +116,7 @@ class SharedFacts:
     commits: int = 0
     told: pd.DataFrame | None = field(default_factory=lambda: _no_told())
     seen: Set[int] = frozenset()
+    log_ends: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
 
 
 TOLD = {

@@ -9,7 +9,7 @@ function: the SUT's replication events of each key, and `shared_facts`, collecte
 the pass in one job of few rows: the consumer groups' assignments and members, and what
 the rows of an operation that did not complete `ok` (or had an error) must know of its
 completion, with, for an `info` send operation that wrote several keys, whether another
-key read it. The pass's query is then one scan and one shuffle, with no join: a join
+key read it, and where the final read found each log to end (its `log-ends`). The pass's query is then one scan and one shuffle, with no join: a join
 there widens every row of a long history by columns that only those few need (10M lines:
 a check took 37 s with it, 34 s without, medians of five), though past
 `TOLD_WITH_FUNCTION` such operations they are joined after all.
@@ -41,6 +41,7 @@ from checkers.causes import KeyCauses, explain_rows
 from checkers.key_findings import FindingRow, KeyFacts, KeyFindings, sampled_rows
 from checkers.key_log import (
     INPUT_COLUMNS,
+    LOG_ENDS,
     TOLD,
     KeyLog,
     ReplicationEvent,
@@ -183,18 +184,33 @@ def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFa
     told = told_operations(ops).select(
         F.lit("told").alias("fact"), F.col("invoke_index").alias("index"), *TOLD_ROW[1:]
     )
+    ends = F.from_json("value_json", "map<string,bigint>")
+    log_ends = ops.filter(
+        (F.col("f") == LOG_ENDS)
+        & ok
+        & F.coalesce(F.col("final"), F.lit(False))
+        & F.col("process_id").isNotNull()
+    ).select(
+        F.lit("log-ends").alias("fact"),
+        F.col("process_id").cast("long").alias("process_id"),
+        F.col("index").cast("long").alias("index"),
+        F.lit(None).cast("long").alias("invoke"),
+        F.map_keys(ends).alias("keys"),
+        F.map_values(ends).alias("positions"),
+    )
     # Collected as Arrow, not toPandas: Spark Connect's frame carries the query's metrics in
     # its `attrs`, which pandas deep-copies into every frame derived from it.
     facts = (
         fact("assignment", changes, "process_id", "index")
         .unionByName(fact("member", members, "process_id", "commits"))
         .unionByName(fact("spread", spread_operations(ops, mops), None, "invoke_index"))
+        .unionByName(log_ends)
         .unionByName(told, allowMissingColumns=True)
         .toArrow()
     )
     of = {
         name: facts.filter(pc.equal(facts.column("fact"), name))
-        for name in ("assignment", "member", "spread", "told")
+        for name in ("assignment", "member", "spread", "told", "log-ends")
     }
     assignments = (
         of["assignment"]
@@ -220,7 +236,29 @@ def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFa
         commits=int(pc.sum(member.column("index")).as_py() or 0),
         told=None if many else _told(of["told"], seen),
         seen=seen,
+        log_ends=_log_ends(of["log-ends"]),
     )
+
+
+def _log_ends(rows: pa.Table) -> dict[str, dict[int, int]]:
+    """`SharedFacts.log_ends` from the log-ends rows of `shared_facts` (`keys` and their
+    ends as `positions`): per key and process, its last `ok` log-ends' end."""
+    out: dict[str, dict[int, int]] = {}
+    ordered = sorted(
+        zip(
+            *(
+                rows.column(name).to_pylist()
+                for name in ("index", "process_id", "keys", "positions")
+            ),
+            strict=True,
+        ),
+        key=lambda row: row[0],
+    )
+    for _, process, keys, ends in ordered:
+        for key, end in zip(keys or (), ends or (), strict=False):
+            if key is not None and end is not None:
+                out.setdefault(key, {})[int(process)] = int(end)
+    return out
 
 
 def _told(rows: pa.Table, seen: Set[int]) -> pd.DataFrame:

@@ -4,8 +4,11 @@ A fresh consumer outside the group assigns every key, starts at the beginning of
 and polls until every acknowledged offset has been seen and the end of every log reached,
 or the deadline passes. If the logs stop growing short of an acknowledged offset (the data
 is gone, not late), it stops after `settle_s` without progress rather than waiting out the
-deadline. Every operation is marked `final: true`; a failed poll is retried from where the
-read had got to, a failed assign with a fresh consumer.
+deadline. Each time it asks the brokers where the logs end (their high watermarks) it
+records the question as a `log-ends` operation, `ok` with `{key: end}`, so that the checkers
+can tell a log that ended short (a lost tail) from a read that stopped early. Every
+operation is marked `final: true`; a failed poll is retried from where the read had got
+to, a failed assign with a fresh consumer.
 """
 
 from __future__ import annotations
@@ -19,10 +22,13 @@ from typing import Any
 
 from workloads.acknowledged import AcknowledgedSends
 from workloads.client import ClientFactory, Consumer, OperationError, TopicPartition
-from workloads.recorder import OperationRecorder
+from workloads.outcomes import describe_error
+from workloads.recorder import Client, OperationRecorder
 from workloads.spec import WorkloadSpec, key_name
 
 _RETRY_PAUSE_S = 0.2
+LOG_ENDS = "log-ends"
+"""The `f` of the operation that asks where every log ends (docs/history.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,11 +38,14 @@ class FinalReadResult:
     `complete`: every acknowledged offset was seen and every log read to its end.
     `reached`: per key, the offset after the last record read. `missing`: per key, the
     acknowledged offsets not seen (the checkers decide whether that is a loss).
+    `log_ends`: per key, where the brokers last said its log ends (the last `ok`
+    `log-ends` operation; empty if none was).
     """
 
     complete: bool
     reached: dict[str, int]
     missing: dict[str, list[int]] = field(default_factory=dict)
+    log_ends: dict[str, int] = field(default_factory=dict)
     polls: int = 0
     records: int = 0
     elapsed_s: float = 0.0
@@ -78,6 +87,7 @@ class FinalRead:
         client = self.recorder.new_client()
         consumer: Consumer | None = None
         reached: dict[TopicPartition, int] = {}
+        log_ends: dict[TopicPartition, int] = {}
         polls = records_read = 0
         last_progress = self._clock()
         reason = "the deadline passed"
@@ -120,7 +130,12 @@ class FinalRead:
                 settled = self._clock() - last_progress >= self.settle_s
                 if not settled and any(remaining.values()):
                     continue
-                if self._at_log_ends(reached):
+                ends = self._log_ends(client)
+                if ends is not None:
+                    log_ends = ends
+                if ends is not None and all(
+                    reached.get(tp, 0) >= ends[tp] for tp in self.partitions
+                ):
                     if not any(remaining.values()):
                         complete, reason = True, ""
                         break
@@ -141,6 +156,7 @@ class FinalRead:
             complete=complete,
             reached={self.keys[tp]: offset for tp, offset in reached.items()},
             missing={self.keys[tp]: sorted(left) for tp, left in remaining.items() if left},
+            log_ends={self.keys[tp]: end for tp, end in log_ends.items()},
             polls=polls,
             records=records_read,
             elapsed_s=self._clock() - started,
@@ -171,11 +187,23 @@ class FinalRead:
         """The `positions` of the `ok` assign: where the read starts per key."""
         return {"positions": {self.keys[tp]: consumer.position(tp) for tp in self.partitions}}
 
-    def _at_log_ends(self, reached: dict[TopicPartition, int]) -> bool:
-        """Whether the read has got to every log's current end (high watermark)."""
+    def _log_ends(self, client: Client) -> dict[TopicPartition, int] | None:
+        """Where every log ends now (its high watermark), None if a broker did not say;
+        the question and its answer are recorded as a `log-ends` operation."""
+        keys = [self.keys[tp] for tp in self.partitions]
+        pending = self.recorder.invoke(client, LOG_ENDS, keys)
         try:
-            admin = self.client_factory.admin(self.bootstrap, request_timeout_ms=5000)
-            with contextlib.closing(admin):
-                return all(reached.get(tp, 0) >= admin.end_offset(tp) for tp in self.partitions)
-        except (OperationError, OSError):
-            return False
+            ends = self._end_offsets()
+        except BaseException as err:  # a read changes nothing: fail
+            self.recorder.complete(pending, "fail", keys, error=describe_error(err))
+            if isinstance(err, OperationError | OSError):
+                return None
+            raise
+        self.recorder.complete(pending, "ok", {self.keys[tp]: ends[tp] for tp in self.partitions})
+        return ends
+
+    def _end_offsets(self) -> dict[TopicPartition, int]:
+        """Every log's end as its leader tells it (ListOffsets latest: the high watermark)."""
+        admin = self.client_factory.admin(self.bootstrap, request_timeout_ms=5000)
+        with contextlib.closing(admin):
+            return {tp: admin.end_offset(tp) for tp in self.partitions}

@@ -100,9 +100,20 @@ def check_history(path: Path, final: FinalReadResult) -> tuple[list[Operation], 
     assert final.complete, f"final read incomplete: {final}"
     assert final.missing == {}
     finals = [op for op in ops if op.final]
-    assert finals and all(op.f in ("assign", "poll") for op in finals)
+    assert finals and all(op.f in ("assign", "poll", "log-ends") for op in finals)
     first_final = finals[0].index
     assert all(op.final for op in ops[first_final:] if op.is_client)
+    # The final read recorded where the brokers said each log ends, and read each log to
+    # exactly that end: every record below it, none beyond.
+    ends = [op for op in finals if op.f == "log-ends" and op.type == "ok"]
+    assert ends, "the final read recorded no log ends"
+    assert ends[-1].value == final.log_ends == final.reached
+    read_to: dict[str, int] = {}
+    for op in finals:
+        if op.f == "poll" and op.type == "ok":
+            for key, records in op.value[0][1].items():
+                read_to[key] = max([read_to.get(key, -1), *(offset for offset, _ in records)])
+    assert {key: end - 1 for key, end in final.log_ends.items() if end > 0} == read_to
     values = [op.value[0][2] for op in ops if op.f == "send" and op.type == "invoke"]
     assert len(values) == len(set(values)), "a value was sent twice"
     return ops, counts

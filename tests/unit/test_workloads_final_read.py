@@ -18,10 +18,12 @@ from workloads import (
     SquallClientFactory,
     WorkloadSpec,
 )
+from workloads.client import OperationError
 
 TopicPartition = tuple[str, int]
 LOGS: dict[int, list[int]] = {}
 FAILURES: list[int] = []
+END_FAILURES: list[int] = []
 
 
 class FakeConsumer:
@@ -62,8 +64,11 @@ class FakeConsumer:
 class EndsAtLogs(FinalRead):
     """The log end is the fake log's length (instead of asking brokers)."""
 
-    def _at_log_ends(self, reached: dict[TopicPartition, int]) -> bool:
-        return all(reached.get(tp, 0) >= len(LOGS[tp[1]]) for tp in self.partitions)
+    def _end_offsets(self) -> dict[TopicPartition, int]:
+        if END_FAILURES:
+            END_FAILURES.pop()
+            raise OperationError("REQUEST_TIMED_OUT", "no leader answered ListOffsets")
+        return {tp: len(LOGS[tp[1]]) for tp in self.partitions}
 
 
 @pytest.fixture(autouse=True)
@@ -71,6 +76,7 @@ def fake_consumer(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(workloads.squall_client, "Consumer", FakeConsumer)
     LOGS.clear()
     FAILURES.clear()
+    END_FAILURES.clear()
 
 
 def final_read(tmp_path: Path, acknowledged: AcknowledgedSends) -> tuple[FinalReadResult, Path]:
@@ -99,6 +105,7 @@ def test_reads_every_key_to_its_end_and_marks_everything_final(tmp_path: Path) -
     result, path = final_read(tmp_path, acknowledged)
     assert result.complete and result.missing == {}
     assert result.reached == {"t-0": 7, "t-1": 2}
+    assert result.log_ends == {"t-0": 7, "t-1": 2}
     ops = read_history(path)
     pair_operations(ops, strict=True)
     assert all(op.final for op in ops)
@@ -114,6 +121,12 @@ def test_reads_every_key_to_its_end_and_marks_everything_final(tmp_path: Path) -
     # The ok assign says where the read starts: each log's beginning.
     (opened,) = [op for op in ops if op.f == "assign" and op.type == "ok"]
     assert opened.extra["positions"] == {"t-0": 0, "t-1": 0}
+    # The read ended where the brokers said the logs end, and recorded what they said.
+    ends = [op for op in ops if op.f == "log-ends" and op.type != "invoke"]
+    assert ends and ends[-1].type == "ok" and ends[-1].value == {"t-0": 7, "t-1": 2}
+    assert all(
+        op.value == ["t-0", "t-1"] for op in ops if op.f == "log-ends" and op.type == "invoke"
+    )
 
 
 def test_logs_that_end_short_of_acknowledged_offsets_stop_after_settling(
@@ -123,8 +136,16 @@ def test_logs_that_end_short_of_acknowledged_offsets_stop_after_settling(
     acknowledged = AcknowledgedSends()
     acknowledged.add("t-0", 1, 11)
     acknowledged.add("t-0", 4, 99)  # acknowledged, then lost
-    result, _ = final_read(tmp_path, acknowledged)
+    END_FAILURES.append(1)  # the first question of the log ends goes unanswered
+    result, path = final_read(tmp_path, acknowledged)
     assert not result.complete
     assert result.missing == {"t-0": [4]}
     assert "did not grow" in result.reason
     assert result.elapsed_s < 4.0
+    # The log ends it recorded are the ends it read to: offset 4 lies beyond t-0's end.
+    assert result.log_ends == {"t-0": 2, "t-1": 0}
+    ops = read_history(path)
+    ends = [op for op in ops if op.f == "log-ends" and op.type != "invoke"]
+    assert [op.type for op in ends][:1] == ["fail"] and "REQUEST_TIMED_OUT" in ends[0].error
+    assert ends[-1].type == "ok" and ends[-1].value == {"t-0": 2, "t-1": 0}
+    assert all(op.final for op in ops)

@@ -97,6 +97,13 @@ class HistoryBuilder:
     def commit(self, process: int, offsets: Mapping[str, int], *, result: str = "ok") -> None:
         self._op(process, "commit", dict(offsets), result, dict(offsets))
 
+    def log_ends(self, process: int, ends: Mapping[str, int], *, result: str = "ok") -> None:
+        """The final read's question of where the logs end (`final: true`), as
+        workloads.final_read records it: `ok` with `{key: end}`."""
+        keys = list(ends)
+        done: Any = dict(ends) if result == "ok" else keys
+        self._op(process, "log-ends", keys, result, done, final=True)
+
     def election(self, key: str, *, unclean: bool, leader: int = 2, epoch: int = 1) -> None:
         self.writer.event(
             "leader-election",

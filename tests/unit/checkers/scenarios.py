@@ -542,12 +542,62 @@ def acks1_missing_from_final_read(b: HistoryBuilder, k: str) -> Outcome:
     return Outcome({k: {"poll-skip"}}, expected={k: {"lost-write", "unseen"}})
 
 
+def lost_tail(b: HistoryBuilder, k: str) -> Outcome:
+    """The log ends (as the final read recorded it) below two acknowledged writes, and the
+    final read read it to that end: a complete final read, the two are lost-acked-writes
+    (placed in the tail); not lost-writes, as no read reached their offsets."""
+    v = _log(b, k, 4)
+    final = b.process()
+    b.assign(final, [k])
+    b.poll(final, {k: [(0, v[0]), (1, v[1])]}, final=True)
+    b.log_ends(final, {k: 3}, result="fail")
+    b.log_ends(final, {k: 2})
+    return Outcome({k: {"lost-acked-write", "unseen"}})
+
+
+def read_short_of_log_end(b: HistoryBuilder, k: str) -> Outcome:
+    """The final read stopped short of the log end it recorded: not complete."""
+    v = _log(b, k, 4)
+    final = b.process()
+    b.assign(final, [k])
+    b.poll(final, {k: [(0, v[0])]}, final=True)
+    b.log_ends(final, {k: 3})
+    return Outcome({k: {"unseen"}})
+
+
+def log_grew_past_recorded_end(b: HistoryBuilder, k: str) -> Outcome:
+    """The final read read past the log end it recorded last (the log grew after it): that
+    end is not the log's, the read is not complete."""
+    v = _log(b, k, 4)
+    final = b.process()
+    b.assign(final, [k])
+    b.poll(final, {k: [(0, v[0]), (1, v[1])]}, final=True)
+    b.log_ends(final, {k: 2})
+    b.poll(final, {k: [(2, v[2])]}, final=True)
+    return Outcome({k: {"unseen"}})
+
+
+def whole_log_lost(b: HistoryBuilder, k: str) -> Outcome:
+    """The log ended at offset 0: the final read had nothing to read, and the key's
+    acknowledged writes are all lost-acked-writes."""
+    _log(b, k, 2)
+    final = b.process()
+    b.assign(final, [k])
+    b.poll(final, {}, final=True)
+    b.log_ends(final, {k: 0})
+    return Outcome({k: {"lost-acked-write", "unseen"}})
+
+
 PROMISE_SCENARIOS: dict[str, Scenario] = {
     "lostacked": lost_acked_write,
     "finalok": complete_final_read,
     "finalpartial": incomplete_final_read,
     "finalacks1": acks1_missing_from_final_read,
     "clean": clean_log,
+    "losttail": lost_tail,
+    "shortofend": read_short_of_log_end,
+    "grewpastend": log_grew_past_recorded_end,
+    "wholelog": whole_log_lost,
 }
 
 ACKS1_SCENARIOS: dict[str, Scenario] = {

@@ -145,10 +145,39 @@ def test_configuration_promising_no_loss(promise_run: Any, name: str) -> None:
 def test_lost_acked_write_judged(promise_run: Any) -> None:
     results, _ = promise_run
     delivery = results["checkers"]["delivery"]
-    assert delivery["counts"]["lost-acked-write"] == 1
-    (sample,) = delivery["anomalies"]["lost-acked-write"]
-    assert (sample["value"], sample["offset"], sample["acks"]) == ("lostacked-1", 1, -1)
-    assert delivery["details"]["keys_without_complete_final_read"] == ["clean", "finalpartial"]
+    assert delivery["counts"]["lost-acked-write"] == 5
+    samples = {s["value"]: s for s in delivery["anomalies"]["lost-acked-write"]}
+    sample = samples["lostacked-1"]
+    assert (sample["offset"], sample["acks"], sample["placement"]) == (1, -1, "middle")
+    assert "log_end" not in sample  # a history without log-ends checks as before
+    details = delivery["details"]
+    assert details["keys_without_complete_final_read"] == [
+        "clean",
+        "finalpartial",
+        "grewpastend",
+        "shortofend",
+    ]
+    assert details["keys_with_complete_final_read"] == 5
+
+
+def test_a_lost_tail_is_judged_against_the_log_end_the_final_read_recorded(
+    promise_run: Any,
+) -> None:
+    """Writes above the log end the final read read to are lost-acked-writes in the tail;
+    a log that ended at 0 lost the whole log."""
+    results, _ = promise_run
+    cases = results["checkers"]["delivery"]["anomalies"]["lost-acked-write"]
+    tail = [c for c in cases if c["key"] == "losttail"]
+    assert [(c["offset"], c["placement"], c["log_end"], c["final_read_to"]) for c in tail] == [
+        (2, "tail", 2, 1),
+        (3, "tail", 2, 1),
+    ]
+    whole = [c for c in cases if c["key"] == "wholelog"]
+    assert [(c["offset"], c["placement"], c["log_end"]) for c in whole] == [
+        (0, "whole-log", 0),
+        (1, "whole-log", 0),
+    ]
+    assert "final_read_to" not in whole[0]
 
 
 @pytest.mark.parametrize("name", sorted(ACKS1_SCENARIOS))
@@ -220,6 +249,9 @@ def test_acknowledged_writes_lost_are_counted_once(promise_run: Any) -> None:
     assert keys["lostacked"] == {"acknowledged_lost": 1, "allowed_lost": 0}
     assert keys["finalacks1"] == {"acknowledged_lost": 1, "allowed_lost": 1}
     assert keys["finalpartial"] == {"acknowledged_lost": 1, "allowed_lost": 0}
+    assert keys["losttail"] == {"acknowledged_lost": 2, "allowed_lost": 0}
+    assert keys["wholelog"] == {"acknowledged_lost": 2, "allowed_lost": 0}
+    assert keys["shortofend"] == {"acknowledged_lost": 3, "allowed_lost": 0}
     assert "clean" not in keys and "finalok" not in keys
     assert summary["acknowledged_lost"] == sum(k["acknowledged_lost"] for k in keys.values())
     assert summary["allowed_lost"] == sum(k["allowed_lost"] for k in keys.values())

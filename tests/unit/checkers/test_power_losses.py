@@ -327,3 +327,42 @@ def test_a_timed_out_send_read_then_lost_is_an_anomaly_when_every_message_is_fsy
     results = check_history(run, config=CheckConfig(sample=100))
     assert cases(results, "anomalies", "inconsistent-offsets", "read-lost")
     assert results["valid"] is False
+
+
+def rack_tail(b: HistoryBuilder) -> None:
+    """Key `racktail`: four writes acknowledged by [1, 2, 3], two read; every replica loses
+    power before an fsync, and the log comes back ending at offset 2: the final read reads
+    it to that end and records it (`log-ends`)."""
+    k = "racktail"
+    b.isr_change(k, [1, 2, 3])
+    p, c = b.process(), b.process()
+    for i in range(4):
+        b.send1(p, k, f"{k}-{i}", i)
+    b.poll(c, {k: [(0, f"{k}-0"), (1, f"{k}-1")]})
+    lose_power(b, "n1", "n2", "n3")
+    b.tick(MS)
+    b.isr_change(k, [1, 2, 3])
+    f = b.process()
+    b.assign(f, [k])
+    b.poll(f, {k: [(0, f"{k}-0"), (1, f"{k}-1")]}, final=True)
+    b.log_ends(f, {k: 2})
+
+
+def test_a_tail_lost_with_every_replicas_power_is_judged_and_expected(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The lost tail is judged (the final read read the log to its recorded end): two
+    lost-acked-writes placed `tail`, expected under a flush policy that does not fsync
+    before acknowledging, and counted as acknowledged and allowed losses."""
+    run = history(tmp_path / "h", doc_for(2, NEVER, "log.flush.interval.messages"), rack_tail)
+    results = check_history(run, config=CheckConfig(sample=100))
+    lost = cases(results, "expected", "lost-acked-write", "racktail")
+    assert [(c["value"], c["placement"], c["log_end"]) for c in lost] == [
+        ("racktail-2", "tail", 2),
+        ("racktail-3", "tail", 2),
+    ]
+    assert lost[0]["expected_because"].startswith("lost with the power of n1, n2, n3 at ")
+    assert not cases(results, "anomalies", "lost-acked-write", "racktail")
+    assert results["checkers"]["delivery"]["details"]["keys_with_complete_final_read"] == 1
+    assert results["summary"]["keys"]["racktail"] == {"acknowledged_lost": 2, "allowed_lost": 2}
+    assert results["valid"] is True
