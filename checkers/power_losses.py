@@ -15,8 +15,11 @@ Which replicas held an `ok` write, from the history:
 - at its acknowledgement, the ISR: every broker in the ISR in force from its invocation to
   its completion, widened by the clock tolerance of the SUT's events
   (`TestSettings.event_tolerance_ns`), less the brokers that had lost power before the
-  invocation and not rejoined an ISR since (they cannot have appended it); where no event
-  says the key's ISR, every broker of test.json's `brokers`;
+  invocation and not rejoined an ISR since (they cannot have appended it), and less those
+  that a leader's ISR shrink in that span left out while the leader knew their logs to end
+  at or below the write's offset (its `log_end_offsets`), unless a later event of the span
+  brought them back: the leader committed the write without them; where no event says the
+  key's ISR, every broker of test.json's `brokers`;
 - later, every broker an ISR names while some holder is in it (a replica joins the ISR only
   once it has caught up with the leader), except one that lost power within the tolerance
   before (its election may still list it); a holder an ISR leaves out stops counting (out
@@ -140,7 +143,8 @@ def key_power_lost(
     offsets = acked["offset"].astype("Int64").fillna(acked["first_offset"].astype("Int64"))
     for at, (value, offset) in enumerate(zip(acked["value"], offsets, strict=True)):
         start = completed[at] if np.isnan(invoked[at]) else invoked[at]
-        found = timeline.lost_with_power(int(start), int(completed[at]))
+        known = None if pd.isna(offset) else int(offset)
+        found = timeline.lost_with_power(int(start), int(completed[at]), known)
         if found is None:
             continue
         loss, isr, took = found
@@ -177,9 +181,12 @@ class HolderTimeline:
         self.every_broker = frozenset((settings.brokers or {}).values())
         self.node_of = {b: n for n, b in (settings.brokers or {}).items()}
 
-    def isr_at_ack(self, invoked: int, completed: int) -> set[int]:
+    def isr_at_ack(self, invoked: int, completed: int, offset: int | None = None) -> set[int]:
         """The brokers in the ISR in force at some moment from `invoked` to `completed`,
-        widened by the tolerance; every broker when no event says the ISR by then."""
+        widened by the tolerance; every broker when no event says the ISR by then. Given the
+        write's `offset`, less a broker that a leader's shrink in that span left out while
+        it knew the broker's log to end at or below the offset, and that no later event of
+        the span brought back: the leader committed the write without it."""
         early, late = invoked - self.tolerance, completed + self.tolerance
         before = [e for e in self.memberships if e.time <= early]
         during = [e for e in self.memberships if early < e.time <= late]
@@ -188,15 +195,18 @@ class HolderTimeline:
         isr: set[int] = set(before[-1].isr or ()) if before else set()
         for event in during:
             isr |= set(event.isr or ())
+        if offset is not None:
+            isr -= _shrunk_without(during, offset)
         return isr
 
     def lost_with_power(
-        self, invoked: int, completed: int
+        self, invoked: int, completed: int, offset: int | None = None
     ) -> tuple[PowerLoss, set[int], list[tuple[PowerLoss, list[str]]]] | None:
-        """The power loss that left a write invoked and acknowledged then without a holder,
-        the brokers that held it at its acknowledgement and the nodes whose power took it
-        (per power loss); None when some holder was always left."""
-        holders = self.isr_at_ack(invoked, completed)
+        """The power loss that left a write invoked and acknowledged then (at `offset`, when
+        known) without a holder, the brokers that held it at its acknowledgement and the
+        nodes whose power took it (per power loss); None when some holder was always
+        left."""
+        holders = self.isr_at_ack(invoked, completed, offset)
         last_lost: dict[int, int] = {}
         for loss in self.losses:
             if loss.time > invoked:
@@ -241,6 +251,21 @@ class HolderTimeline:
                     if b not in last_lost or step.time > last_lost[b] + self.tolerance
                 }
         return None
+
+
+def _shrunk_without(events: Sequence[ReplicationEvent], offset: int) -> set[int]:
+    """The brokers that a leader's ISR shrink among `events` (in time order) left out while
+    it knew their logs to end at or below `offset`, and that no later event brought back."""
+    out: set[int] = set()
+    for event in events:
+        members = set(event.isr or ())
+        out -= members
+        ends = event.log_end_offsets or {}
+        for broker in set(event.previous_isr or ()) - members:
+            end = ends.get(broker)
+            if end is not None and end <= offset:
+                out.add(broker)
+    return out
 
 
 def _in_words(took: Sequence[tuple[PowerLoss, list[str]]]) -> str:

@@ -119,13 +119,22 @@ class HistoryBuilder:
             time=self.tick(),
         )
 
-    def isr_change(self, key: str, isr: Sequence[int], *, leader: int = 2) -> None:
-        self.writer.event(
-            "isr-change",
-            {"key": key, "isr": list(isr), "leader": leader},
-            process="sut",
-            time=self.tick(),
-        )
+    def isr_change(
+        self,
+        key: str,
+        isr: Sequence[int],
+        *,
+        leader: int = 2,
+        previous_isr: Sequence[int] | None = None,
+        log_end_offsets: Mapping[int, int] | None = None,
+    ) -> None:
+        """A leader's ISR change, with what it knew when it decided (when given)."""
+        value: dict[str, Any] = {"key": key, "isr": list(isr), "leader": leader}
+        if previous_isr is not None:
+            value["previous_isr"] = list(previous_isr)
+        if log_end_offsets is not None:
+            value["log_end_offsets"] = {str(b): end for b, end in log_end_offsets.items()}
+        self.writer.event("isr-change", value, process="sut", time=self.tick())
 
     def nemesis(self, f: str, value: Any = None) -> None:
         self.writer.event(f, value, time=self.tick())

@@ -109,6 +109,34 @@ def test_a_broker_powered_off_before_the_write_held_nothing() -> None:
     assert found is not None and found[1] == [2, 3]
 
 
+def shrink(at: float, members: Sequence[int], previous: Sequence[int],
+           ends: dict[int, int]) -> ReplicationEvent:  # fmt: skip
+    return ReplicationEvent(
+        0, int(at * S), "isr-change", 1, 1, tuple(members), None, False,
+        previous_isr=tuple(previous), log_end_offsets=ends,
+    )  # fmt: skip
+
+
+def test_a_shrink_that_left_out_brokers_lacking_the_write_leaves_them_no_holders() -> None:
+    """Written at offset 10, committed when n1's shrink left out n2 and n3 at log ends 8
+    and 10: n1 alone held it when the leader committed it, and its power took it."""
+    events = [isr(0, [1, 2, 3]), shrink(1.005, [1], [1, 2, 3], {1: 11, 2: 8, 3: 10})]
+    found = HolderTimeline(events, [power(5, "n1", index=7)], SETTINGS).lost_with_power(
+        1 * S, int(1.01 * S), 10
+    )
+    assert found is not None and sorted(found[1]) == [1]
+    # A broker whose log the leader knew to hold the offset stays a holder,
+    ends = {1: 11, 2: 8, 3: 11}
+    assert lost([isr(0, [1, 2, 3]), shrink(1.005, [1], [1, 2, 3], ends)], [power(5, "n1")]) is None
+    # and so does one brought back within the span, or any broker when the offset is unknown.
+    back = [*events, shrink(1.006, [1, 3], [1], {1: 11, 3: 11})]
+    assert (
+        HolderTimeline(back, [power(5, "n1")], SETTINGS).lost_with_power(1 * S, int(1.01 * S), 10)
+        is None
+    )
+    assert lost(events, [power(5, "n1")]) is None
+
+
 def test_without_isr_events_every_broker_held_it() -> None:
     assert lost([], [power(5, "n1", "n2")]) is None
     assert lost([], [power(5, "n1", "n2", "n3")]) is not None
@@ -317,6 +345,41 @@ def test_a_timed_out_send_read_then_lost_with_power_explains_its_offset_reused(
     assert expected[0]["expected_because"].startswith(
         "committed by n2 alone (ISR of one, min.insync.replicas=1); lost with the power of n2 at "
     )
+    assert results["valid"] is True
+
+
+def committed_by_a_shrink(b: HistoryBuilder) -> None:
+    """Key `shrunk`: a send to n2 (ISR [1, 2, 3]) times out while the followers lag; n2
+    shrinks the ISR to itself, which commits the record (the followers' logs end below
+    it), a consumer reads it, n2 loses power and its offset is handed out again."""
+    k = "shrunk"
+    b.isr_change(k, [1, 2, 3])
+    b.tick(10 * MS)
+    p, c = b.process(), b.process()
+    b.send1(p, k, f"{k}-0", 0)
+    b.send1(p, k, f"{k}-1", None, result="info")
+    b.tick(200 * MS)
+    b.isr_change(k, [2], previous_isr=[1, 2, 3], log_end_offsets={1: 1, 2: 2, 3: 1})
+    b.poll(c, {k: [(0, f"{k}-0"), (1, f"{k}-1")]})
+    lose_power(b, "n2")
+    b.tick(MS)
+    b.isr_change(k, [2])
+    q = b.process()
+    b.send1(q, k, f"{k}-again", 1)
+    f = b.process()
+    b.poll(f, {k: [(0, f"{k}-0"), (1, f"{k}-again")]}, final=True)
+
+
+def test_a_record_committed_by_a_shrink_to_one_and_lost_with_its_power_is_that_settings(
+    spark: Any, tmp_path: Path
+) -> None:
+    run = history(tmp_path / "h", doc_for(1, NEVER, "log.flush.interval.messages"),
+                  committed_by_a_shrink)  # fmt: skip
+    results = check_history(run, config=CheckConfig(sample=100))
+    assert not cases(results, "anomalies", "inconsistent-offsets", "shrunk")
+    expected = cases(results, "expected", "inconsistent-offsets", "shrunk")
+    assert [c["offset"] for c in expected] == [1]
+    assert expected[0]["expected_because"].startswith("committed by n2 alone (ISR of one")
     assert results["valid"] is True
 
 
