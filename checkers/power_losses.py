@@ -16,10 +16,11 @@ Which replicas held an `ok` write, from the history:
   its completion, widened by the clock tolerance of the SUT's events
   (`TestSettings.event_tolerance_ns`), less the brokers that had lost power before the
   invocation and not rejoined an ISR since (they cannot have appended it), and less those
-  that a leader's ISR shrink in that span left out while the leader knew their logs to end
-  at or below the write's offset (its `log_end_offsets`), unless a later event of the span
-  brought them back: the leader committed the write without them; where no event says the
-  key's ISR, every broker of test.json's `brokers`;
+  that a leader's ISR shrink in that span left out before the write was committed (the
+  event's `high_watermark`, or the `log_end_offsets` it gives them, at or below the write's
+  offset), unless a later event of the span brought them back: the leader committed the
+  write without them; where no event says the key's ISR, every broker of test.json's
+  `brokers`;
 - later, every broker an ISR names while some holder is in it (a replica joins the ISR only
   once it has caught up with the leader), except one that lost power within the tolerance
   before (its election may still list it); a holder an ISR leaves out stops counting (out
@@ -184,9 +185,10 @@ class HolderTimeline:
     def isr_at_ack(self, invoked: int, completed: int, offset: int | None = None) -> set[int]:
         """The brokers in the ISR in force at some moment from `invoked` to `completed`,
         widened by the tolerance; every broker when no event says the ISR by then. Given the
-        write's `offset`, less a broker that a leader's shrink in that span left out while
-        it knew the broker's log to end at or below the offset, and that no later event of
-        the span brought back: the leader committed the write without it."""
+        write's `offset`, less a broker that a leader's shrink in that span left out before
+        the offset was committed (the leader's high watermark, or the log end it knew of the
+        broker, at or below it), and that no later event of the span brought back: the
+        leader committed the write without it."""
         early, late = invoked - self.tolerance, completed + self.tolerance
         before = [e for e in self.memberships if e.time <= early]
         during = [e for e in self.memberships if early < e.time <= late]
@@ -254,16 +256,18 @@ class HolderTimeline:
 
 
 def _shrunk_without(events: Sequence[ReplicationEvent], offset: int) -> set[int]:
-    """The brokers that a leader's ISR shrink among `events` (in time order) left out while
-    it knew their logs to end at or below `offset`, and that no later event brought back."""
+    """The brokers that a leader's ISR shrink among `events` (in time order) left out before
+    `offset` was committed (its high watermark, or the log end it knew of the broker, at or
+    below the offset when it decided), and that no later event brought back."""
     out: set[int] = set()
     for event in events:
         members = set(event.isr or ())
         out -= members
         ends = event.log_end_offsets or {}
+        uncommitted = event.high_watermark is not None and event.high_watermark <= offset
         for broker in set(event.previous_isr or ()) - members:
             end = ends.get(broker)
-            if end is not None and end <= offset:
+            if uncommitted or (end is not None and end <= offset):
                 out.add(broker)
     return out
 

@@ -110,10 +110,10 @@ def test_a_broker_powered_off_before_the_write_held_nothing() -> None:
 
 
 def shrink(at: float, members: Sequence[int], previous: Sequence[int],
-           ends: dict[int, int]) -> ReplicationEvent:  # fmt: skip
+           ends: dict[int, int], hw: int | None = None) -> ReplicationEvent:  # fmt: skip
     return ReplicationEvent(
         0, int(at * S), "isr-change", 1, 1, tuple(members), None, False,
-        previous_isr=tuple(previous), log_end_offsets=ends,
+        previous_isr=tuple(previous), log_end_offsets=ends, high_watermark=hw,
     )  # fmt: skip
 
 
@@ -128,6 +128,19 @@ def test_a_shrink_that_left_out_brokers_lacking_the_write_leaves_them_no_holders
     # A broker whose log the leader knew to hold the offset stays a holder,
     ends = {1: 11, 2: 8, 3: 11}
     assert lost([isr(0, [1, 2, 3]), shrink(1.005, [1], [1, 2, 3], ends)], [power(5, "n1")]) is None
+    # unless the leader's high watermark shows the write was not committed before the shrink,
+    uncommitted = [isr(0, [1, 2, 3]), shrink(1.005, [1], [1, 2, 3], ends, hw=10)]
+    found = HolderTimeline(uncommitted, [power(5, "n1")], SETTINGS).lost_with_power(
+        1 * S, int(1.01 * S), 10
+    )
+    assert found is not None and sorted(found[1]) == [1]
+    committed = [isr(0, [1, 2, 3]), shrink(1.005, [1], [1, 2, 3], ends, hw=11)]
+    assert (
+        HolderTimeline(committed, [power(5, "n1")], SETTINGS).lost_with_power(
+            1 * S, int(1.01 * S), 10
+        )
+        is None
+    )
     # and so does one brought back within the span, or any broker when the offset is unknown.
     back = [*events, shrink(1.006, [1, 3], [1], {1: 11, 3: 11})]
     assert (
