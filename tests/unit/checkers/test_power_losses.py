@@ -193,10 +193,9 @@ def lose_power(b: HistoryBuilder, *nodes: str) -> None:
     b.nemesis("power-loss", {"targets": list(nodes), "outcome": dict.fromkeys(nodes, "lost-power")})
 
 
-def rack(b: HistoryBuilder) -> None:
-    """Key `rack`: four writes acknowledged by [1, 2, 3], two read; every replica loses
-    power; the producer's next writes reuse offsets 2 and 3, and the final read sees them."""
-    k = "rack"
+def four_acked_two_read_then_rack_power_loss(b: HistoryBuilder, k: str) -> int:
+    """Four writes to `k` acknowledged by [1, 2, 3] (offsets 0-3), two of them read; then
+    every replica loses power and the ISR is [1, 2, 3] again. Returns the producer."""
     b.isr_change(k, [1, 2, 3])
     p, c = b.process(), b.process()
     for i in range(4):
@@ -205,6 +204,14 @@ def rack(b: HistoryBuilder) -> None:
     lose_power(b, "n1", "n2", "n3")
     b.tick(MS)
     b.isr_change(k, [1, 2, 3])
+    return p
+
+
+def rack(b: HistoryBuilder) -> None:
+    """Key `rack`: four writes acknowledged by [1, 2, 3], two read; every replica loses
+    power; the producer's next writes reuse offsets 2 and 3, and the final read sees them."""
+    k = "rack"
+    p = four_acked_two_read_then_rack_power_loss(b, k)
     for i in range(2, 5):
         b.send1(p, k, f"{k}-again-{i}", i)
     f = b.process()
@@ -328,15 +335,19 @@ def test_the_flush_policy_read_from_test_json(tmp_path: Path) -> None:
         read_test_settings(path)
 
 
-def read_then_lost(b: HistoryBuilder) -> None:
+def read_then_lost(b: HistoryBuilder, k: str = "read-lost", *, shrunk: bool = False) -> None:
     """Key `read-lost`: n2 leads an ISR of one; a send times out, but a consumer reads its
-    record at offset 1; n2 loses power, and the next send lands at offset 1 again."""
-    k = "read-lost"
-    b.isr_change(k, [2])
+    record at offset 1; n2 loses power, and the next send lands at offset 1 again. `shrunk`:
+    the ISR is [1, 2, 3] until n2 shrinks it to itself while the followers' logs end below
+    the record, which commits it just before the read."""
+    b.isr_change(k, [1, 2, 3] if shrunk else [2])
     b.tick(10 * MS)
     p, c = b.process(), b.process()
     b.send1(p, k, f"{k}-0", 0)
     b.send1(p, k, f"{k}-1", None, result="info")
+    if shrunk:
+        b.tick(200 * MS)
+        b.isr_change(k, [2], previous_isr=[1, 2, 3], log_end_offsets={1: 1, 2: 2, 3: 1})
     b.poll(c, {k: [(0, f"{k}-0"), (1, f"{k}-1")]})
     lose_power(b, "n2")
     b.tick(MS)
@@ -362,25 +373,8 @@ def test_a_timed_out_send_read_then_lost_with_power_explains_its_offset_reused(
 
 
 def committed_by_a_shrink(b: HistoryBuilder) -> None:
-    """Key `shrunk`: a send to n2 (ISR [1, 2, 3]) times out while the followers lag; n2
-    shrinks the ISR to itself, which commits the record (the followers' logs end below
-    it), a consumer reads it, n2 loses power and its offset is handed out again."""
-    k = "shrunk"
-    b.isr_change(k, [1, 2, 3])
-    b.tick(10 * MS)
-    p, c = b.process(), b.process()
-    b.send1(p, k, f"{k}-0", 0)
-    b.send1(p, k, f"{k}-1", None, result="info")
-    b.tick(200 * MS)
-    b.isr_change(k, [2], previous_isr=[1, 2, 3], log_end_offsets={1: 1, 2: 2, 3: 1})
-    b.poll(c, {k: [(0, f"{k}-0"), (1, f"{k}-1")]})
-    lose_power(b, "n2")
-    b.tick(MS)
-    b.isr_change(k, [2])
-    q = b.process()
-    b.send1(q, k, f"{k}-again", 1)
-    f = b.process()
-    b.poll(f, {k: [(0, f"{k}-0"), (1, f"{k}-again")]}, final=True)
+    """Key `shrunk`: `read_then_lost`, the record committed by n2's shrink to itself."""
+    read_then_lost(b, "shrunk", shrunk=True)
 
 
 def test_a_record_committed_by_a_shrink_to_one_and_lost_with_its_power_is_that_settings(
@@ -410,14 +404,7 @@ def rack_tail(b: HistoryBuilder) -> None:
     power before an fsync, and the log comes back ending at offset 2: the final read reads
     it to that end and records it (`log-ends`)."""
     k = "racktail"
-    b.isr_change(k, [1, 2, 3])
-    p, c = b.process(), b.process()
-    for i in range(4):
-        b.send1(p, k, f"{k}-{i}", i)
-    b.poll(c, {k: [(0, f"{k}-0"), (1, f"{k}-1")]})
-    lose_power(b, "n1", "n2", "n3")
-    b.tick(MS)
-    b.isr_change(k, [1, 2, 3])
+    four_acked_two_read_then_rack_power_loss(b, k)
     f = b.process()
     b.assign(f, [k])
     b.poll(f, {k: [(0, f"{k}-0"), (1, f"{k}-1")]}, final=True)
