@@ -196,40 +196,34 @@ def live_leader_rate(
         key_s = live_s[in_fault]
         return {
             "seconds": round(seconds, 3),
-            "live_keys": None if seconds <= 0 else round(key_s / seconds, 3),
+            "live_keys": _per_s(key_s, seconds),
             "send_ok": sends[in_fault],
-            "send_per_s_per_live_key": None if key_s <= 0 else round(sends[in_fault] / key_s, 3),
+            "send_per_s_per_live_key": _per_s(sends[in_fault], key_s),
             **(
                 {}
                 if reads is None
                 else {
                     "read_ok": reads[in_fault],
-                    "read_per_s_per_live_key": None
-                    if key_s <= 0
-                    else round(reads[in_fault] / key_s, 3),
+                    "read_per_s_per_live_key": _per_s(reads[in_fault], key_s),
                 }
             ),
             "poll_ok": polls[in_fault],
-            "poll_per_s": None if seconds <= 0 else round(polls[in_fault] / seconds, 3),
+            "poll_per_s": _per_s(polls[in_fault], seconds),
             **({} if min_isr is None else writable_part(in_fault, seconds)),
         }
 
     def writable_part(in_fault: bool, seconds: float) -> dict[str, Any]:
         key_s = writable_s[in_fault]
         return {
-            "writable_keys": None if seconds <= 0 else round(key_s / seconds, 3),
+            "writable_keys": _per_s(key_s, seconds),
             "writable_send_ok": writable_sends[in_fault],
-            "send_per_s_per_writable_key": None
-            if key_s <= 0
-            else round(writable_sends[in_fault] / key_s, 3),
+            "send_per_s_per_writable_key": _per_s(writable_sends[in_fault], key_s),
             **(
                 {}
                 if writable_reads is None
                 else {
                     "writable_read_ok": writable_reads[in_fault],
-                    "read_per_s_per_writable_key": None
-                    if key_s <= 0
-                    else round(writable_reads[in_fault] / key_s, 3),
+                    "read_per_s_per_writable_key": _per_s(writable_reads[in_fault], key_s),
                 }
             ),
         }
@@ -286,6 +280,11 @@ def _gaps(faults: Sequence[Span], span: Span) -> list[tuple[None, int, int, bool
     if span[1] > at:
         out.append((None, at, span[1], False))
     return out
+
+
+def _per_s(count: float, seconds: float) -> float | None:
+    """`count` per second of `seconds` (None without time)."""
+    return None if seconds <= 0 else round(count / seconds, 3)
 
 
 def _ratio(part: float | None, whole: float | None) -> float | None:
