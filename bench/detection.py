@@ -15,7 +15,10 @@ partition's first election and without elections that left a partition offline).
 safe configuration also: false alarms (runs found invalid), runs with losses the configuration
 allows (the default mix's storage family: acknowledged writes lost with the power of every
 replica that held them, which Kafka's default flush policy allows) and availability (`ok`
-among completed send/poll/txn, from results.json's stats, else from the history).
+among completed send/poll/txn, from results.json's stats, else from the history). Each run
+also records its acknowledged and allowed losses (results.json's summary), its cases allowed
+because an ISR of one acknowledged them under min.insync.replicas=1 (`isr_of_one_lost`), and
+how many of its scenario runs reached their state.
 A run that fails (infrastructure) is counted as a failed run and the bench goes on. One JSON
 line per run on stdout, a table at the end, the whole summary in --out.
 """
@@ -45,6 +48,8 @@ ZOO = Path(__file__).resolve().parent.parent / "campaigns" / "bug-zoo.toml"
 SAFE = "safe"
 """The safe configuration; ``safe-<variant>`` names are safe ones too (no loss may be judged)."""
 CLIENT_FS = frozenset({"send", "poll", "txn"})
+ISR_OF_ONE = "(ISR of one, min.insync.replicas=1)"
+"""How an allowed loss's reason names the setting (``checkers.losses``)."""
 INDEX_FIELDS = ("writer", "reader", "op", "election", "commit")
 """Fields of a sample that name a line of the history (results.md: fields of a case)."""
 
@@ -145,6 +150,12 @@ class RunRecord:
     availability: float | None
     seconds: float
     error: str | None = None
+    acknowledged_lost: int | None = None
+    allowed_lost: int | None = None
+    isr_of_one_lost: int = 0
+    """Allowed-loss cases whose reason names an ISR of one under min.insync.replicas=1."""
+    scenarios_reached: str | None = None
+    """Scenario runs that reached their state, of those judged (``reached/judged``)."""
 
 
 def run_one(
@@ -205,7 +216,19 @@ def _record(
         availability=None if availability is None else round(float(availability), 4),
         seconds=round(seconds, 1),
         error=report.error,
+        acknowledged_lost=((results or {}).get("summary") or {}).get("acknowledged_lost"),
+        allowed_lost=((results or {}).get("summary") or {}).get("allowed_lost"),
+        isr_of_one_lost=sum(ISR_OF_ONE in str(s.get("expected_because") or "") for s in found),
+        scenarios_reached=_reached(results or {}),
     )
+
+
+def _reached(results: Mapping[str, Any]) -> str | None:
+    runs = ((results.get("scenarios") or {}).get("runs")) or []
+    judged = [r for r in runs if isinstance(r, Mapping) and r.get("reached") is not None]
+    if not judged:
+        return None
+    return f"{sum(r['reached'] is True for r in judged)}/{len(judged)}"
 
 
 def _median(values: Iterable[float | int | None]) -> float | None:
@@ -233,6 +256,9 @@ def summarise(config: str, records: list[RunRecord]) -> dict[str, Any]:
     }
     availability = [r.availability for r in done if r.availability is not None]
     summary["availability"] = round(statistics.fmean(availability), 4) if availability else None
+    summary["runs_with_isr_of_one_losses"] = sum(r.isr_of_one_lost > 0 for r in done)
+    summary["acknowledged_lost"] = sum(r.acknowledged_lost or 0 for r in done)
+    summary["allowed_lost"] = sum(r.allowed_lost or 0 for r in done)
     if is_safe(config):
         summary["false_alarms"] = sum(r.verdict == "invalid" for r in done)
         summary["allowed_loss_runs"] = sum(r.verdict == "allowed-losses" for r in done)

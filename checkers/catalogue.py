@@ -219,13 +219,13 @@ _CATALOGUE = (
         "lost-acked-write",
         "delivery",
         "A write acknowledged with acks=-1 is missing from its partition's complete final "
-        "read, although the configuration promised that no such write is lost.",
+        "read, a loss the configuration does not allow.",
         "`writer` is the send's `ok` completion, `offset` where it was acknowledged; "
         "`final_read_to` is the highest offset the final read reached (an offset, not an "
         "index), `log_end` the end of the log it read to (the offset after the last "
         f"record), when the final read recorded one; {_PLACED}.",
-        "judged only when the configuration promised no loss (min.insync.replicas >= 2, "
-        f"unclean leader election off); then allowed only by {_POWER}",
+        "judged only when the configuration bounds such losses (min.insync.replicas "
+        f"given, unclean leader election off); then allowed only by {_POWER}",
         "configuration",
         (*_WRITE_FIELDS, "final_read_to", "log_end", "placement"),
     ),

@@ -7,14 +7,16 @@
 - G1a (Jepsen): an `ok` read saw a value whose send completed `fail`; one anomaly per
   (key, value), with the first reader and the number of reads.
 - lost-acked-write (squall): an `ok` write with acks=-1 and a known offset, absent from a
-  complete final read of its key, while test.json promised no loss. A key's final read is
+  complete final read of its key, while test.json bounded such losses (unclean election
+  off, `min.insync.replicas` given, replication factor >= 2: `judges_lost_acked_writes`). A key's final read is
   complete when one process's `ok` polls marked `final: true` read it from at or before
   the key's lowest known offset to at or beyond its highest acknowledged offset, or to the
   end of the log that process's last `ok` `log-ends` recorded (and not beyond it: a read
   past the recorded end shows the log grew after it), so that a lost tail is judged (acks
   of sends without an offset are not judged here: `unseen` covers them). Expected only when
   lost with the power of every replica that held it under a flush policy that does not
-  fsync before acknowledging (`checkers.power_losses`).
+  fsync before acknowledging (`checkers.power_losses`; under `min.insync.replicas=1` the
+  reason names an ISR of one that acknowledged it).
 Each key also counts its acknowledged writes lost, each once however many of these types
 it shows under (`acknowledged_lost`: `ok` writes unseen or missing from a complete final
 read; `allowed_lost`: those of them the configuration allows), for results.json's
@@ -180,8 +182,18 @@ def with_placement(lost: pd.DataFrame, span: tuple[int, int] | None) -> pd.DataF
 
 
 def judges_lost_acked_writes(rules: LossRules) -> bool:
-    """Only a configuration that promised no loss of acks=-1 writes is held to it."""
-    return rules.settings.promises_no_loss and not rules.unclean_allowed
+    """A configuration that bounds the loss of acks=-1 writes is held to it: unclean
+    election off, `min.insync.replicas` and a replication factor of at least 2 (or
+    unknown) known. Under `min.insync.replicas=1` too: a loss is then allowed only as that
+    setting and the flush policy allow it (lost with the power of every replica that held
+    the write, an ISR of one among them), so every other loss is judged."""
+    settings = rules.settings
+    return (
+        settings.min_insync_replicas is not None
+        and settings.unclean_leader_election is False
+        and not rules.unclean_allowed
+        and (settings.replication_factor is None or settings.replication_factor >= 2)
+    )
 
 
 def acknowledged_lost(unseen: pd.DataFrame, missing: pd.DataFrame) -> dict[str, int]:
@@ -301,8 +313,9 @@ def delivery_details(rules: LossRules, facts: Mapping[str, Mapping[str, Any]]) -
             + (
                 "unclean leader election is allowed"
                 if rules.unclean_allowed
-                else "the configuration did not promise it (test.json absent, or "
-                "min.insync.replicas < 2, or unclean leader election not off)"
+                else "the configuration did not bound it (test.json absent or silent on "
+                "min.insync.replicas, unclean leader election not off, or a replication "
+                "factor of 1)"
             )
         }
     covered = {key: fact["complete"] for key, fact in facts.items() if "complete" in fact}

@@ -429,3 +429,51 @@ def test_a_tail_lost_with_every_replicas_power_is_judged_and_expected(
     assert results["checkers"]["delivery"]["details"]["keys_with_complete_final_read"] == 1
     assert results["summary"]["keys"]["racktail"] == {"acknowledged_lost": 2, "allowed_lost": 2}
     assert results["valid"] is True
+
+
+def alone_read_then(b: HistoryBuilder, k: str, fault: str) -> None:
+    """Key `k`: n2 leads an ISR of one and acknowledges a write a consumer reads; n2 then
+    loses its power (`fault` "power-loss") or its process ("kill"), and the final read finds
+    the log without the write, its offset handed out again."""
+    b.isr_change(k, [2])
+    b.tick(10 * MS)
+    p, c = b.process(), b.process()
+    b.send1(p, k, f"{k}-0", 0)
+    b.poll(c, {k: [(0, f"{k}-0")]})
+    if fault == "power-loss":
+        lose_power(b, "n2")
+    else:
+        b.nemesis("kill", {"targets": ["n2"]})
+    b.tick(MS)
+    b.isr_change(k, [2])
+    q = b.process()
+    b.send1(q, k, f"{k}-again", 0)
+    f = b.process()
+    b.poll(f, {k: [(0, f"{k}-again")]}, final=True)
+
+
+@pytest.mark.parametrize(("fault", "allowed"), [("power-loss", True), ("kill", False)])
+def test_min_insync_one_judges_an_acknowledged_write_a_complete_final_read_missed(
+    spark: Any, tmp_path: Path, fault: str, allowed: bool
+) -> None:
+    """Under min.insync.replicas=1 a read write missing from a complete final read is
+    judged and counted: the setting's loss when the ISR of one lost its power, an anomaly
+    when nothing explains it (a kill loses nothing on disk)."""
+    k = "alone-read"
+    run = history(tmp_path / "h", doc_for(1, NEVER, "log.flush.interval.messages"),
+                  lambda b: alone_read_then(b, k, fault))  # fmt: skip
+    results = check_history(run, config=CheckConfig(sample=100))
+    group = "expected" if allowed else "anomalies"
+    lost = cases(results, group, "lost-acked-write", k)
+    assert [c["value"] for c in lost] == [f"{k}-0"]
+    assert results["checkers"]["delivery"]["details"]["lost_acked_write"] == "judged"
+    assert results["summary"]["keys"][k] == {
+        "acknowledged_lost": 1,
+        "allowed_lost": 1 if allowed else 0,
+    }
+    assert results["valid"] is allowed
+    if allowed:
+        assert lost[0]["expected_because"].startswith(
+            "acknowledged by n2 alone (ISR of one, min.insync.replicas=1); lost with the "
+            "power of n2 at "
+        )
