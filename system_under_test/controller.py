@@ -32,7 +32,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from system_under_test.event_log import EventLog
 from system_under_test.metadata_cache import BrokerEndpoint
@@ -41,11 +41,16 @@ from system_under_test.zookeeper import (
     ClusterMetadataStore,
     ControllerMovedError,
     LeaderAndIsr,
+    StalePartitionStateError,
 )
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+_T = TypeVar("_T")
+
+STALE_STATE_ATTEMPTS = 5
+"""How often a decision is made on states re-read after leaders changed them under it."""
 
 
 @dataclass(frozen=True)
@@ -352,7 +357,38 @@ class Controller:
                 reason="new partition",
             )
 
+    def _fresh(self, decide: Callable[[], _T]) -> _T:
+        """``decide`` (a decision that writes partition states), made again on the states
+        re-read from ZooKeeper where a leader's ISR write came between this controller's
+        reading and its write (the ISR-change notification not handled yet), as Kafka's
+        controller retries such partitions; the last attempt's error goes up."""
+        for _ in range(STALE_STATE_ATTEMPTS - 1):
+            try:
+                return decide()
+            except StalePartitionStateError as err:
+                log.info("controller %d: %s; deciding again", self.broker_id, err)
+                self._reload_states(err.keys)
+        return decide()
+
+    def _reload_states(self, keys: Iterable[TopicPartition]) -> None:
+        """The states of ``keys`` as ZooKeeper holds them now."""
+        ctx = self.context
+        for key in set(keys):
+            found = self.store.partition_state(*key)
+            if found is not None and key in ctx.assignments:
+                ctx.states[key] = found
+
     def _elect_offline(
+        self,
+        keys: list[TopicPartition],
+        *,
+        reason: str,
+        restarted: Mapping[TopicPartition, frozenset[int]] | None = None,
+    ) -> set[TopicPartition]:
+        """``_decide_offline`` on fresh states (``_fresh``)."""
+        return self._fresh(lambda: self._decide_offline(keys, reason=reason, restarted=restarted))
+
+    def _decide_offline(
         self,
         keys: list[TopicPartition],
         *,
@@ -546,10 +582,7 @@ class Controller:
             return
         ctx = self.context
         changed = self.store.take_isr_change_notifications(watch=self._watch("isr-change"))
-        for key in set(changed):
-            found = self.store.partition_state(*key)
-            if found is not None and key in ctx.assignments:
-                ctx.states[key] = found
+        self._reload_states(changed)
         if changed:
             live = sorted(ctx.live_brokers.values(), key=lambda e: e.broker_id)
             everything = ctx.leader_states(ctx.assignments)
@@ -568,6 +601,14 @@ class Controller:
     def _on_preferred_election(self, partitions: list[TopicPartition] | None) -> None:
         if not self.active:
             return
+        ctx = self.context
+        writes = self._fresh(lambda: self._elect_preferred(partitions))
+        if writes:
+            self._send_leader_and_isr(writes, {r for k in writes for r in ctx.assignments[k]})
+
+    def _elect_preferred(self, partitions: list[TopicPartition] | None) -> set[TopicPartition]:
+        """Elect the preferred replica where it is live, in the ISR and not leading; the
+        partitions whose state was written."""
         ctx = self.context
         live = set(ctx.live_brokers)
         writes: dict[TopicPartition, tuple[LeaderAndIsr, int | None]] = {}
@@ -604,8 +645,7 @@ class Controller:
                 zk_version=versions[key],
                 previous_zk_version=previous_version,
             )
-        if writes:
-            self._send_leader_and_isr(writes, {r for k in writes for r in ctx.assignments[k]})
+        return set(writes)
 
 
 def _restart_notes(state: LeaderAndIsr, fenced: frozenset[int], fit: set[int]) -> list[str]:

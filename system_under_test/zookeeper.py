@@ -55,6 +55,16 @@ class ControllerMovedError(MetadataError):
     """A fenced controller write failed: another controller was elected since."""
 
 
+class StalePartitionStateError(MetadataError):
+    """A controller write found partition states changed since it read them (a leader's ISR
+    write whose notification it has not handled yet); nothing was written."""
+
+    def __init__(self, keys: list[tuple[str, int]]) -> None:
+        names = ", ".join(f"{topic}-{partition}" for topic, partition in keys)
+        super().__init__(f"the state of {names} changed since the controller read it")
+        self.keys = keys
+
+
 class BrokerIdInUseError(MetadataError):
     """Another live broker registered the same broker.id."""
 
@@ -407,7 +417,8 @@ class ClusterMetadataStore:
         """Controller write of many states, fenced by the /controller_epoch znode version.
 
         Each value is (state, expected znode version, or None to create). Returns the new
-        versions. Raises ControllerMovedError if the controller epoch moved on.
+        versions. Raises ControllerMovedError if the controller epoch moved on, and
+        StalePartitionStateError (nothing written) if some state's version did.
         """
         if not states:
             return {}
@@ -423,6 +434,13 @@ class ClusterMetadataStore:
         results = transaction.commit()
         if isinstance(results[0], BadVersionError):
             raise ControllerMovedError("the controller epoch moved on: this controller was deposed")
+        stale = [
+            key
+            for key, result in zip(states, results[1:], strict=True)
+            if isinstance(result, BadVersionError)
+        ]
+        if stale:
+            raise StalePartitionStateError(stale)
         out: dict[tuple[str, int], int] = {}
         for (key, (_state, version)), result in zip(states.items(), results[1:], strict=True):
             if isinstance(result, Exception):

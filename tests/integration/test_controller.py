@@ -18,6 +18,7 @@ from system_under_test.zookeeper import (
     ClusterMetadataStore,
     ControllerMovedError,
     LeaderAndIsr,
+    partition_state_path,
 )
 from tests.support import wait_for as _wait_for
 
@@ -367,3 +368,29 @@ def test_replicas_registered_before_the_state_was_written_are_left_in_sync(
     standby.write_state(LeaderAndIsr(1, 4, (1, 2, 3), 1))
     standby.hand_over()
     assert state(standby.admin) == LeaderAndIsr(1, 4, (1, 2, 3), 1)
+
+
+def test_a_leaders_isr_write_racing_a_broker_change_is_read_again(cluster) -> None:
+    """A leader shrinks the ISR in ZooKeeper, and dies before the controller has handled the
+    change's notification: the controller's write, from the state it read before, finds the
+    znode moved on; it reads the state again and elects from the ISR the leader wrote, rather
+    than giving up and leaving the dead leader in place."""
+    brokers, _channel, admin, events = cluster
+    wait_for(lambda: len(active(brokers)) == 1, what="a controller")
+    controller = active(brokers)[0]
+    leader, follower, dropped = [b for b in (1, 2, 3) if b != controller] + [controller]
+    admin.create_topic("t", {0: [leader, follower, dropped]}, {})
+    wait_for(lambda: state(admin) is not None, what="state")
+    wait_for(lambda: logged(events, "leader-election", state(admin)), what="the controller's state")
+    current, version = admin.partition_state("t", 0)
+    # The leader's ISR write, its notification not (yet) seen by the controller.
+    shrunk = LeaderAndIsr(
+        leader, current.leader_epoch, (leader, follower), current.controller_epoch
+    )
+    admin.client.set(partition_state_path("t", 0), shrunk.to_json(), version=version)
+    brokers[leader].crash()
+    wait_for(lambda: state(admin).leader == follower, what=f"broker {follower} to lead")
+    assert state(admin).isr == (follower,)
+    election = logged(events, "leader-election", state(admin))
+    assert election["previous_isr"] == [leader, follower]
+    assert election["previous_zk_version"] == version + 1
