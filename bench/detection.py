@@ -16,9 +16,10 @@ safe configuration also: false alarms (runs found invalid), runs with losses the
 allows (the default mix's storage family: acknowledged writes lost with the power of every
 replica that held them, which Kafka's default flush policy allows) and availability (`ok`
 among completed send/poll/txn, from results.json's stats, else from the history). Each run
-also records its acknowledged and allowed losses (results.json's summary), its cases allowed
-because an ISR of one acknowledged them under min.insync.replicas=1 (`isr_of_one_lost`), and
-how many of its scenario runs reached their state.
+also records its acknowledged and allowed losses (results.json's summary), its storage
+faults applied, its cases allowed because an ISR of one acknowledged them under
+min.insync.replicas=1 (`isr_of_one_lost`), and how many of its scenario runs reached their
+state.
 A run that fails (infrastructure) is counted as a failed run and the bench goes on. One JSON
 line per run on stdout, a table at the end, the whole summary in --out.
 """
@@ -48,6 +49,7 @@ ZOO = Path(__file__).resolve().parent.parent / "campaigns" / "bug-zoo.toml"
 SAFE = "safe"
 """The safe configuration; ``safe-<variant>`` names are safe ones too (no loss may be judged)."""
 CLIENT_FS = frozenset({"send", "poll", "txn"})
+STORAGE_FAULTS = frozenset({"power-loss", "corrupt-file", "truncate-file", "rollback"})
 ISR_OF_ONE = "(ISR of one, min.insync.replicas=1)"
 """How an allowed loss's reason names the setting (``checkers.losses``)."""
 INDEX_FIELDS = ("writer", "reader", "op", "election", "commit")
@@ -68,6 +70,8 @@ class HistoryFacts:
     failovers: int = 0
     completions: int = 0
     ok: int = 0
+    storage_faults: int = 0
+    """Storage faults applied without an error (``STORAGE_FAULTS``)."""
 
 
 def read_history(path: Path, wanted: set[int]) -> HistoryFacts:
@@ -83,6 +87,12 @@ def read_history(path: Path, wanted: set[int]) -> HistoryFacts:
                 continue  # a torn last line
             if op.get("index") in wanted:
                 facts.times_ns[op["index"]] = op["time"]
+            if op.get("process") == "nemesis":
+                value = op.get("value") or {}
+                facts.storage_faults += op.get("f") in STORAGE_FAULTS and not (
+                    isinstance(value, dict) and value.get("error")
+                )
+                continue
             if op.get("process") == "sut":
                 if op.get("f") != "leader-election":
                     continue
@@ -154,6 +164,7 @@ class RunRecord:
     allowed_lost: int | None = None
     isr_of_one_lost: int = 0
     """Allowed-loss cases whose reason names an ISR of one under min.insync.replicas=1."""
+    storage_faults: int | None = None
     scenarios_reached: str | None = None
     """Scenario runs that reached their state, of those judged (``reached/judged``)."""
 
@@ -219,6 +230,7 @@ def _record(
         acknowledged_lost=((results or {}).get("summary") or {}).get("acknowledged_lost"),
         allowed_lost=((results or {}).get("summary") or {}).get("allowed_lost"),
         isr_of_one_lost=sum(ISR_OF_ONE in str(s.get("expected_because") or "") for s in found),
+        storage_faults=facts.storage_faults if facts else None,
         scenarios_reached=_reached(results or {}),
     )
 
