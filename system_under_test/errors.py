@@ -44,10 +44,17 @@ class ErrorCode(IntEnum):
     INVALID_CONFIG = 40
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    DUPLICATE_SEQUENCE_NUMBER = 46
+    INVALID_PRODUCER_EPOCH = 47
     KAFKA_STORAGE_ERROR = 56
+    UNKNOWN_PRODUCER_ID = 59
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
+    UNSUPPORTED_COMPRESSION_TYPE = 76
     STALE_BROKER_EPOCH = 77
+    OFFSET_NOT_AVAILABLE = 78
+    INVALID_RECORD = 87
 
     @classmethod
     def from_wire(cls, value: int) -> ErrorCode:
@@ -83,6 +90,7 @@ _RETRIABLE = frozenset(
         ErrorCode.KAFKA_STORAGE_ERROR,
         ErrorCode.FENCED_LEADER_EPOCH,
         ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.OFFSET_NOT_AVAILABLE,
     }
 )
 
@@ -111,6 +119,61 @@ the append (docs/history.md classifies it as indeterminate)."""
 
 class ProtocolError(ValueError):
     """Bytes that are not a valid frame, header or message of the wire protocol."""
+
+
+class KafkaCodecError(ProtocolError):
+    """Bytes that are not valid in Kafka's wire protocol, or a value it cannot carry.
+
+    ``path`` names the field, e.g. ``ProduceRequest.topic_data[0].partition_data[1].records``;
+    decoders fill it in from the inside out as the error unwinds through them.
+    """
+
+    def __init__(self, reason: str, path: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.path = path
+
+    def within(self, part: str) -> KafkaCodecError:
+        """Prefix the path with an enclosing field (``name``) or element (``[3]``)."""
+        if not self.path:
+            self.path = part
+        elif self.path.startswith("["):
+            self.path = part + self.path
+        else:
+            self.path = f"{part}.{self.path}"
+        return self
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}" if self.path else self.reason
+
+
+class UnsupportedCompressionError(KafkaCodecError):
+    """A record batch compressed with a codec this codec does not implement (only none is)."""
+
+    def __init__(self, codec: str, path: str = "") -> None:
+        super().__init__(
+            f"record batch compressed with {codec}; only uncompressed batches are supported", path
+        )
+        self.codec = codec
+
+
+class UnsupportedRequestVersionError(KafkaCodecError):
+    """A request header naming an API key or version the codec does not implement.
+
+    The header was read, so a broker can still answer: ``api_key``, ``api_version`` and
+    ``correlation_id`` are those of the request.
+    """
+
+    def __init__(
+        self, api_key: int, api_version: int, correlation_id: int, client_id: str | None
+    ) -> None:
+        super().__init__(
+            f"API key {api_key} version {api_version} is not supported", "RequestHeader"
+        )
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
 
 
 class BrokerError(Exception):
