@@ -25,7 +25,10 @@ Which replicas held an `ok` write, from the history:
   once it has caught up with the leader), except one that lost power within the tolerance
   before (its election may still list it); a holder an ISR leaves out stops counting (out
   of sync, its copy cannot be elected leader while unclean election is off, and it
-  truncates to the leader when it catches up).
+  truncates to the leader when it catches up), unless the same event lists it among the
+  eligible leader replicas (KIP-966: left out by a shrink below min.insync.replicas, it
+  keeps everything committed and a clean election may pick it); it counts as long as
+  events list it in the ISR or the ELR.
 A holder stops holding the write when its node loses power after the write was invoked.
 The write is lost with power at the first power loss that leaves no holder, provided no `ok`
 read saw it after that (then some copy survived, and the history explains its loss
@@ -245,13 +248,20 @@ class HolderTimeline:
                     return step, at_ack, took
             else:
                 members = set(step.isr or ())
-                if not holders & members:
+                # A holder the event moves to the eligible leader replicas keeps its copy
+                # and may be elected cleanly: it still holds the write.
+                eligible = holders & set(step.elr or ())
+                if not holders & (members | eligible):
                     return None  # the ISR left every holder out: no power loss's doing
-                holders = (holders & members) | {
-                    b
-                    for b in members
-                    if b not in last_lost or step.time > last_lost[b] + self.tolerance
-                }
+                holders = (
+                    (holders & members)
+                    | eligible
+                    | {
+                        b
+                        for b in members
+                        if b not in last_lost or step.time > last_lost[b] + self.tolerance
+                    }
+                )
         return None
 
 

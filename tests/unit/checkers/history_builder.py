@@ -127,9 +127,13 @@ class HistoryBuilder:
         leader: int = 2,
         previous_isr: Sequence[int] | None = None,
         log_end_offsets: Mapping[int, int] | None = None,
+        elr: Sequence[int] | None = None,
     ) -> None:
-        """A leader's ISR change, with what it knew when it decided (when given)."""
+        """A leader's ISR change, with what it knew when it decided and the eligible leader
+        replicas (when given)."""
         value: dict[str, Any] = {"key": key, "isr": list(isr), "leader": leader}
+        if elr is not None:
+            value["elr"] = list(elr)
         if previous_isr is not None:
             value["previous_isr"] = list(previous_isr)
         if log_end_offsets is not None:

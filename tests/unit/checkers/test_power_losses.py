@@ -477,3 +477,41 @@ def test_min_insync_one_judges_an_acknowledged_write_a_complete_final_read_misse
             "acknowledged by n2 alone (ISR of one, min.insync.replicas=1); lost with the "
             "power of n2 at "
         )
+
+
+def elected_from_the_elr_then_rack_power_loss(b: HistoryBuilder) -> None:
+    """Key `elr` (safe, the bench's seed 50202): a write acknowledged by [1, 2, 3]; leader 3
+    shrinks the ISR to itself, moving 1 and 2 (which hold the write) to the eligible leader
+    replicas; 3 dies and 2 is elected from them; 1 and then 3 rejoin; every replica loses
+    power, and the log comes back without the write."""
+    k = "elr"
+    b.isr_change(k, [1, 2, 3], leader=3)
+    p = b.process()
+    b.send1(p, k, f"{k}-0", 0)
+    b.tick(100 * MS)
+    b.isr_change(k, [3], leader=3, previous_isr=[1, 2, 3], elr=[1, 2])
+    b.nemesis("kill", {"targets": ["n3"]})
+    b.isr_change(k, [2], leader=2, elr=[1])
+    b.isr_change(k, [1, 2], leader=2)
+    b.isr_change(k, [1, 2, 3], leader=2)
+    lose_power(b, "n1", "n2", "n3")
+    b.tick(MS)
+    b.isr_change(k, [1, 2, 3], leader=1)
+    q = b.process()
+    b.send1(q, k, f"{k}-again", 0)
+    f = b.process()
+    b.poll(f, {k: [(0, f"{k}-again")]}, final=True)
+
+
+def test_an_eligible_leader_replica_holds_what_it_held(spark: Any, tmp_path: Path) -> None:
+    """A holder that a shrink moves to the eligible leader replicas keeps the write (a
+    clean election may pick it, as here): the write is lost only with the power of all
+    three, which Kafka's default flush policy allows."""
+    run = history(tmp_path / "h", doc_for(2, NEVER, "log.flush.interval.messages"),
+                  elected_from_the_elr_then_rack_power_loss)  # fmt: skip
+    results = check_history(run, config=CheckConfig(sample=100))
+    lost = cases(results, "expected", "lost-acked-write", "elr")
+    assert [c["value"] for c in lost] == ["elr-0"]
+    assert lost[0]["expected_because"].startswith("lost with the power of n1, n2, n3 at ")
+    assert not cases(results, "anomalies", "lost-acked-write", "elr")
+    assert results["valid"] is True
