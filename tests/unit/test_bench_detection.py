@@ -54,3 +54,44 @@ def test_safe_variants_are_judged_by_false_alarms_and_every_disks_bench_case_loa
     flush1 = cases[0].spec
     assert flush1.broker == {"log.flush.interval.messages": "1"}
     assert flush1.nemesis is not None and "stagger" in flush1.nemesis.generator
+
+
+def test_a_configuration_is_found_by_its_own_allowance_not_the_flush_policys() -> None:
+    """acks=1 found by acks=1 losses, misr1 by an ISR of one's; a flush-policy loss from
+    the default mix's power losses finds neither; hw-truncation only when invalid."""
+    detection = importlib.import_module("bench.detection")
+    power = "lost with the power of n1, n2, n3 at 4.3 s; log.flush.interval.messages=..."
+    alone = (
+        "acknowledged by n1 alone (ISR of one, min.insync.replicas=1); lost with the power "
+        "of n1 at 31.2 s (...)"
+    )
+    samples = [{"expected_because": power}, {"expected_because": "sent with acks=1"}]
+    assert detection.allowed_by(samples) == {"flush-policy": 1, "acks": 1}
+    assert detection.allowed_by([{"expected_because": alone}, {}]) == {"min-isr-1": 1}
+
+    def record(verdict: str, allowed: dict[str, int]) -> object:
+        return detection.RunRecord(
+            config="x",
+            seed=1,
+            run_dir=None,
+            verdict=verdict,
+            detected=verdict != "valid",
+            anomaly_types=[],
+            expected_anomaly_types=[],
+            first_detection_s=None,
+            leader_elections=None,
+            failovers=None,
+            availability=None,
+            seconds=1.0,
+            allowed_by=allowed,
+        )
+
+    flush_only = record("allowed-losses", {"flush-policy": 3})
+    for config in ("acks1", "misr1", "hw-truncation", "unclean"):
+        assert not detection.found_its_bug(config, flush_only), config
+    assert detection.found_its_bug("rack-power-loss", flush_only)
+    assert detection.found_its_bug("acks1", record("allowed-losses", {"acks": 2}))
+    assert detection.found_its_bug("misr1", record("allowed-losses", {"min-isr-1": 1}))
+    assert detection.found_its_bug("hw-truncation", record("invalid", {}))
+    summary = detection.summarise("acks1", [flush_only, record("allowed-losses", {"acks": 1})])
+    assert (summary["found"], summary["detected"]) == (1, 2)
