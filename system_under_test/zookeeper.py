@@ -56,12 +56,14 @@ class ControllerMovedError(MetadataError):
 
 
 class StalePartitionStateError(MetadataError):
-    """A controller write found partition states changed since it read them (a leader's ISR
-    write whose notification it has not handled yet); nothing was written."""
+    """A controller write found a partition state changed since it read it (a leader's ISR
+    write whose notification it has not handled yet); nothing was written. ZooKeeper names
+    only the first operation of a multi that failed, so any of ``keys`` (every state the
+    write held) may be stale as well: read them all again."""
 
-    def __init__(self, keys: list[tuple[str, int]]) -> None:
-        names = ", ".join(f"{topic}-{partition}" for topic, partition in keys)
-        super().__init__(f"the state of {names} changed since the controller read it")
+    def __init__(self, stale: tuple[str, int], keys: list[tuple[str, int]]) -> None:
+        super().__init__(f"the state of {stale[0]}-{stale[1]} changed since the controller read it")
+        self.stale = stale
         self.keys = keys
 
 
@@ -440,7 +442,7 @@ class ClusterMetadataStore:
             if isinstance(result, BadVersionError)
         ]
         if stale:
-            raise StalePartitionStateError(stale)
+            raise StalePartitionStateError(stale[0], list(states))
         out: dict[tuple[str, int], int] = {}
         for (key, (_state, version)), result in zip(states.items(), results[1:], strict=True):
             if isinstance(result, Exception):

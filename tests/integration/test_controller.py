@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from system_under_test.controller import Controller, PartitionLeaderState
+from system_under_test.controller import STALE_STATE_ATTEMPTS, Controller, PartitionLeaderState
 from system_under_test.event_log import EventLog
 from system_under_test.zookeeper import (
     NO_LEADER,
@@ -370,27 +370,38 @@ def test_replicas_registered_before_the_state_was_written_are_left_in_sync(
     assert state(standby.admin) == LeaderAndIsr(1, 4, (1, 2, 3), 1)
 
 
-def test_a_leaders_isr_write_racing_a_broker_change_is_read_again(cluster) -> None:
-    """A leader shrinks the ISR in ZooKeeper, and dies before the controller has handled the
-    change's notification: the controller's write, from the state it read before, finds the
-    znode moved on; it reads the state again and elects from the ISR the leader wrote, rather
-    than giving up and leaving the dead leader in place."""
+def test_a_leaders_isr_writes_racing_a_broker_change_are_read_again(cluster) -> None:
+    """A leader shrinks the ISR of each of its partitions in ZooKeeper, and dies before the
+    controller has handled the changes' notifications: the controller's write, from the
+    states it read before, finds the znodes moved on (ZooKeeper names only the first, and
+    there are more of them than the controller's attempts); it reads them all again and
+    elects from the ISRs the leader wrote, rather than giving up and leaving the dead
+    leader in place."""
     brokers, _channel, admin, events = cluster
     wait_for(lambda: len(active(brokers)) == 1, what="a controller")
     controller = active(brokers)[0]
     leader, follower, dropped = [b for b in (1, 2, 3) if b != controller] + [controller]
-    admin.create_topic("t", {0: [leader, follower, dropped]}, {})
-    wait_for(lambda: state(admin) is not None, what="state")
+    replicas = [leader, follower, dropped]
+    partitions = range(STALE_STATE_ATTEMPTS + 1)
+    admin.create_topic("t", dict.fromkeys(partitions, replicas), {})
+    wait_for(lambda: all(state(admin, p) for p in partitions), what="states")
     wait_for(lambda: logged(events, "leader-election", state(admin)), what="the controller's state")
-    current, version = admin.partition_state("t", 0)
-    # The leader's ISR write, its notification not (yet) seen by the controller.
-    shrunk = LeaderAndIsr(
-        leader, current.leader_epoch, (leader, follower), current.controller_epoch
-    )
-    admin.client.set(partition_state_path("t", 0), shrunk.to_json(), version=version)
+    versions = {}
+    for partition in partitions:
+        current, versions[partition] = admin.partition_state("t", partition)
+        # The leader's ISR write, its notification not (yet) seen by the controller.
+        shrunk = LeaderAndIsr(
+            leader, current.leader_epoch, (leader, follower), current.controller_epoch
+        )
+        path = partition_state_path("t", partition)
+        admin.client.set(path, shrunk.to_json(), version=versions[partition])
     brokers[leader].crash()
-    wait_for(lambda: state(admin).leader == follower, what=f"broker {follower} to lead")
-    assert state(admin).isr == (follower,)
+    for partition in partitions:
+        wait_for(
+            lambda p=partition: state(admin, p).leader == follower,
+            what=f"broker {follower} to lead t-{partition}",
+        )
+        assert state(admin, partition).isr == (follower,)
     election = logged(events, "leader-election", state(admin))
     assert election["previous_isr"] == [leader, follower]
-    assert election["previous_zk_version"] == version + 1
+    assert election["previous_zk_version"] == versions[0] + 1
