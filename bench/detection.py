@@ -2,26 +2,35 @@
 configurations lose, and whether the safe configuration raises false alarms.
 
     .venv/bin/python bench/detection.py [--runs 10] [--safe-runs 20] [--time-limit 120]
-        [--configs acks1,safe] [--seed N] [--store DIR] [--out FILE]
+        [--configs acks1,safe] [--seed N] [--store DIR] [--out FILE] [--campaign FILE]
 
 Runs each configuration of campaigns/bug-zoo.toml (acks0, acks1, unclean, hw-truncation,
-safe) with fresh seeds through squall's TestRunner, in this process, one run at a time, and
-prints per configuration: runs, runs that found what the configuration exists to show
-(invalid, or losses of its allowance: acks=0/1 losses for acks0/acks1, unclean-loss windows
-for unclean, an ISR of one's losses for misr1, the flush policy's for rack-power-loss;
-`FINDS`), runs that detected something (invalid, or any losses the configuration allows), the median time to first detection (seconds into the run of the
-earliest anomaly or expected loss: the smallest `time` among results.json's samples; for a
-sample without one, the time in history.jsonl of the last operation it names), the anomaly
-types seen, and leader failovers per run (SUT `leader-election` events, without each
-partition's first election and without elections that left a partition offline). For the
-safe configuration also: false alarms (runs found invalid), runs with losses the configuration
-allows (the default mix's storage family: acknowledged writes lost with the power of every
-replica that held them, which Kafka's default flush policy allows) and availability (`ok`
-among completed send/poll/txn, from results.json's stats, else from the history). Each run
-also records its acknowledged and allowed losses (results.json's summary), its storage
-faults applied, its cases allowed because an ISR of one acknowledged them under
-min.insync.replicas=1 (`isr_of_one_lost`), and how many of its scenario runs reached their
-state.
+safe; or of another campaign, such as campaigns/disks-bench.toml: safe-flush1,
+rack-power-loss, misr1, safe) with fresh seeds through squall's TestRunner, in this
+process, one run at a time, and prints per configuration:
+- runs that found what the configuration exists to show (`FINDS`): losses of its own
+  allowance (acks=0/1 losses for acks0/acks1, unclean-loss windows for unclean, an ISR of
+  one's losses for misr1, the flush policy's for rack-power-loss), or, for a configuration
+  that promises no loss (hw-truncation), an invalid verdict;
+- runs found invalid (a false alarm where the configuration exists to show an allowance,
+  or an SUT bug: read the run), and runs that detected something (invalid, or any loss the
+  configuration allows);
+- the median time to first detection (seconds into the run of the earliest anomaly or
+  expected loss: the smallest `time` among results.json's samples; for a sample without
+  one, the time in history.jsonl of the last operation it names), the anomaly types seen,
+  and leader failovers per run (SUT `leader-election` events, without each partition's
+  first election and without elections that left a partition offline);
+- for the safe configurations: false alarms (runs found invalid), runs with losses the
+  configuration allows (the default mix's storage family: acknowledged writes lost with the
+  power of every replica that held them, which Kafka's default flush policy allows) and
+  availability (`ok` among completed send/poll/txn, from results.json's stats, else from
+  the history).
+Each run also records its acknowledged and allowed losses (results.json's summary), its
+storage faults applied (faults, not nodes), its samples by the allowance their reason names
+(`allowed_by`; results.json keeps a sample of each type's cases, so these are samples, not
+cases), and how many of its scenario runs reached their state. An acks=0/1 write lost with
+power reads as an acks loss (the acks allowance is named first), so acks0/acks1 runs are
+not told apart from the flush policy's losses.
 A run that fails (infrastructure) is counted as a failed run and the bench goes on. One JSON
 line per run on stdout, a table at the end, the whole summary in --out.
 """
@@ -51,10 +60,12 @@ ZOO = Path(__file__).resolve().parent.parent / "campaigns" / "bug-zoo.toml"
 SAFE = "safe"
 """The safe configuration; ``safe-<variant>`` names are safe ones too (no loss may be judged)."""
 CLIENT_FS = frozenset({"send", "poll", "txn"})
+ISR_OF_ONE = "(ISR of one, min.insync.replicas=1)"
+"""How an allowed loss's reason names the setting (``checkers.losses``)."""
 ALLOWANCES = (
     ("acks", "sent with acks="),
     ("unclean", "unclean-loss window"),
-    ("min-isr-1", "(ISR of one, min.insync.replicas=1)"),
+    ("min-isr-1", ISR_OF_ONE),
     ("flush-policy", "lost with the power of"),
     ("retries", "producer retries"),
 )
@@ -66,13 +77,11 @@ FINDS: dict[str, str] = {
     "misr1": "min-isr-1",
     "rack-power-loss": "flush-policy",
 }
-"""What a configuration's run must show to count as found, beside anomalies: losses of the
-allowance it exists to exercise (a loss the default mix's storage faults cause under the
-flush policy is no finding of acks=1, say). A configuration not named here, such as
-hw-truncation, is found only when invalid."""
+"""The allowance whose losses a configuration's run must show to count as found (a loss the
+default mix's storage faults cause under the flush policy is no finding of misr1, say); an
+invalid run of these is no finding but a false alarm or an SUT bug. A configuration not
+named here, such as hw-truncation, is found only when invalid."""
 STORAGE_FAULTS = frozenset({"power-loss", "corrupt-file", "truncate-file", "rollback"})
-ISR_OF_ONE = "(ISR of one, min.insync.replicas=1)"
-"""How an allowed loss's reason names the setting (``checkers.losses``)."""
 INDEX_FIELDS = ("writer", "reader", "op", "election", "commit")
 """Fields of a sample that name a line of the history (results.md: fields of a case)."""
 
@@ -184,9 +193,9 @@ class RunRecord:
     acknowledged_lost: int | None = None
     allowed_lost: int | None = None
     allowed_by: dict[str, int] = field(default_factory=dict)
-    """Allowed-loss cases by the allowance their reason names (``ALLOWANCES``)."""
+    """Allowed-loss samples by the allowance their reason names (``ALLOWANCES``)."""
     isr_of_one_lost: int = 0
-    """Allowed-loss cases whose reason names an ISR of one under min.insync.replicas=1."""
+    """Allowed-loss samples whose reason names an ISR of one under min.insync.replicas=1."""
     storage_faults: int | None = None
     scenarios_reached: str | None = None
     """Scenario runs that reached their state, of those judged (``reached/judged``)."""
@@ -260,7 +269,7 @@ def _record(
 
 
 def allowed_by(found: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """Expected cases among `found` by the allowance their reason names."""
+    """Expected samples among `found` by the allowance their reason names."""
     counts: dict[str, int] = {}
     for sample in found:
         reason = str(sample.get("expected_because") or "")
@@ -273,9 +282,9 @@ def allowed_by(found: Iterable[Mapping[str, Any]]) -> dict[str, int]:
 def found_its_bug(config: str, record: RunRecord) -> bool:
     """Whether the run shows what its configuration exists to show (``FINDS``)."""
     target = FINDS.get(config)
-    return record.verdict == "invalid" or (
-        target is not None and record.allowed_by.get(target, 0) > 0
-    )
+    if target is None:
+        return record.verdict == "invalid"
+    return record.allowed_by.get(target, 0) > 0
 
 
 def _reached(results: Mapping[str, Any]) -> str | None:
@@ -312,6 +321,7 @@ def summarise(config: str, records: list[RunRecord]) -> dict[str, Any]:
     availability = [r.availability for r in done if r.availability is not None]
     summary["availability"] = round(statistics.fmean(availability), 4) if availability else None
     summary["found"] = sum(found_its_bug(config, r) for r in done)
+    summary["invalid"] = sum(r.verdict == "invalid" for r in done)
     summary["runs_with_isr_of_one_losses"] = sum(r.isr_of_one_lost > 0 for r in done)
     summary["acknowledged_lost"] = sum(r.acknowledged_lost or 0 for r in done)
     summary["allowed_lost"] = sum(r.allowed_lost or 0 for r in done)
@@ -333,7 +343,10 @@ def table(summaries: list[dict[str, Any]]) -> Table:
     )
     out.add_column("types seen", overflow="fold")
     for s in summaries:
-        found = f"{s['found']}/{s['runs'] - s['failed_runs']} ({s['detected']} detected)"
+        found = (
+            f"{s['found']}/{s['runs'] - s['failed_runs']} "
+            f"({s['invalid']} invalid, {s['detected']} detected)"
+        )
         if "false_alarms" in s:
             availability = "-" if s["availability"] is None else f"{s['availability']:.1%}"
             found = f"{s['false_alarms']} false alarms, {s['allowed_loss_runs']} allowed losses"

@@ -58,7 +58,8 @@ def test_safe_variants_are_judged_by_false_alarms_and_every_disks_bench_case_loa
 
 def test_a_configuration_is_found_by_its_own_allowance_not_the_flush_policys() -> None:
     """acks=1 found by acks=1 losses, misr1 by an ISR of one's; a flush-policy loss from
-    the default mix's power losses finds neither; hw-truncation only when invalid."""
+    the default mix's power losses finds neither; hw-truncation only when invalid, and an
+    invalid misr1 run is no finding."""
     detection = importlib.import_module("bench.detection")
     power = "lost with the power of n1, n2, n3 at 4.3 s; log.flush.interval.messages=..."
     alone = (
@@ -93,5 +94,9 @@ def test_a_configuration_is_found_by_its_own_allowance_not_the_flush_policys() -
     assert detection.found_its_bug("acks1", record("allowed-losses", {"acks": 2}))
     assert detection.found_its_bug("misr1", record("allowed-losses", {"min-isr-1": 1}))
     assert detection.found_its_bug("hw-truncation", record("invalid", {}))
+    # An invalid run of a configuration that exists to show an allowance is no finding.
+    assert not detection.found_its_bug("misr1", record("invalid", {"flush-policy": 3}))
     summary = detection.summarise("acks1", [flush_only, record("allowed-losses", {"acks": 1})])
-    assert (summary["found"], summary["detected"]) == (1, 2)
+    assert (summary["found"], summary["invalid"], summary["detected"]) == (1, 0, 2)
+    summary = detection.summarise("misr1", [record("invalid", {"min-isr-1": 0})])
+    assert (summary["found"], summary["invalid"]) == (0, 1)
