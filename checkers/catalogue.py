@@ -225,7 +225,8 @@ _CATALOGUE = (
         "index), `log_end` the end of the log it read to (the offset after the last "
         f"record), when the final read recorded one; {_PLACED}.",
         "judged only when the configuration bounds such losses (min.insync.replicas "
-        f"given, unclean leader election off); then allowed only by {_POWER}",
+        "given, unclean leader election off, replication factor >= 2 or unknown); then "
+        f"allowed only by {_POWER}",
         "configuration",
         (*_WRITE_FIELDS, "final_read_to", "log_end", "placement"),
     ),

@@ -12,8 +12,10 @@ broker id: `{"n1": 1, ...}`, which joins nemesis events to SUT events) and
 events' times may still be off the operations' after the runner corrected each node's
 measured clock offset; `checkers.conformance`). They decide:
 - whether the configuration promised that no acknowledged acks=-1 write is lost
-  (min.insync.replicas >= 2, unclean leader election off): only then is
-  `lost-acked-write` judged;
+  (min.insync.replicas >= 2, unclean leader election off: `promises_no_loss`, for the
+  verdict's words), and whether it bounds such losses (min.insync.replicas given, 1
+  too, unclean leader election off, replication factor >= 2 or unknown): only then is
+  `lost-acked-write` judged (`checkers.delivery.judges_lost_acked_writes`);
 - which losses it allows: those of acks=0/1 writes, with unclean leader election on those
   in an unclean-loss window, and, under a flush policy that does not fsync each message
   before it is acknowledged (`flush_messages` > 1), those lost with the power of every

@@ -8,7 +8,8 @@
   (key, value), with the first reader and the number of reads.
 - lost-acked-write (squall): an `ok` write with acks=-1 and a known offset, absent from a
   complete final read of its key, while test.json bounded such losses (unclean election
-  off, `min.insync.replicas` given, replication factor >= 2: `judges_lost_acked_writes`). A key's final read is
+  off, `min.insync.replicas` given, replication factor >= 2 or unknown:
+  `judges_lost_acked_writes`). A key's final read is
   complete when one process's `ok` polls marked `final: true` read it from at or before
   the key's lowest known offset to at or beyond its highest acknowledged offset, or to the
   end of the log that process's last `ok` `log-ends` recorded (and not beyond it: a read
@@ -182,11 +183,11 @@ def with_placement(lost: pd.DataFrame, span: tuple[int, int] | None) -> pd.DataF
 
 
 def judges_lost_acked_writes(rules: LossRules) -> bool:
-    """A configuration that bounds the loss of acks=-1 writes is held to it: unclean
-    election off, `min.insync.replicas` and a replication factor of at least 2 (or
-    unknown) known. Under `min.insync.replicas=1` too: a loss is then allowed only as that
+    """Whether the configuration bounds the loss of acks=-1 writes, and is held to it:
+    unclean election off, `min.insync.replicas` given, the replication factor 2 or more (or
+    not given). Under `min.insync.replicas=1` too: a loss is then allowed only as that
     setting and the flush policy allow it (lost with the power of every replica that held
-    the write, an ISR of one among them), so every other loss is judged."""
+    the write, an ISR of one among them), and every other loss is an anomaly."""
     settings = rules.settings
     return (
         settings.min_insync_replicas is not None
