@@ -45,6 +45,7 @@ from system_under_test.replication.partition import Partition
 from system_under_test.replication.replica_manager import ReplicaManager
 from system_under_test.request_handler import CloseConnection, RequestHandler, TopicCreator
 from system_under_test.standalone import StandaloneController, TopicStoreError
+from system_under_test.tasks import cancel_and_wait
 from system_under_test.zookeeper import MetadataError
 
 log = logging.getLogger("system_under_test.broker")
@@ -498,9 +499,7 @@ class Broker:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._server.wait_closed(), 1.0)
         if self._background is not None:
-            self._background.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._background
+            await cancel_and_wait(self._background)
         if self.membership is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.membership.shutdown)
         if self.replica_manager is not None:

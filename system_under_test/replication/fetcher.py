@@ -24,6 +24,7 @@ from system_under_test.log.record import CorruptRecordError
 from system_under_test.metadata_cache import BrokerEndpoint
 from system_under_test.replication.leader_epoch_cache import UNDEFINED_EPOCH
 from system_under_test.replication.partition import Partition, Role
+from system_under_test.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -85,11 +86,9 @@ class ReplicaFetcher:
         self.partitions.pop(key, None)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        if task is not None:
+            await cancel_and_wait(task)
         await self._disconnect()
 
     # --- the loop ---------------------------------------------------------------------------

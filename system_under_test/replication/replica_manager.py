@@ -31,6 +31,7 @@ from system_under_test.metadata_cache import BrokerEndpoint, MetadataCache, Part
 from system_under_test.replication.fetcher import ReplicaFetcher
 from system_under_test.replication.leader_epoch_cache import LeaderEpochCache
 from system_under_test.replication.partition import IsrChange, Partition, Role
+from system_under_test.tasks import cancel_and_wait
 from system_under_test.zookeeper import LeaderAndIsr
 
 log = logging.getLogger(__name__)
@@ -97,9 +98,7 @@ class ReplicaManager:
 
     async def shutdown(self) -> None:
         if self._background is not None:
-            self._background.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._background
+            await cancel_and_wait(self._background)
         for fetcher in list(self.fetchers.values()):
             await fetcher.stop()
         self.fetchers.clear()
