@@ -71,11 +71,16 @@ class LeaderEpochCache:
         """KIP-101/KIP-279: (largest epoch <= requested, the offset where it ended).
 
         The end of an epoch is the start of the next higher one, or the log end offset for
-        the latest epoch. Unknown epochs give (UNDEFINED_EPOCH, UNDEFINED_OFFSET).
+        the latest epoch. An epoch older than every known one ends where the first known
+        epoch starts (as Kafka answers: what this log held of it is gone, so a follower
+        must truncate there, not keep what it had); an empty cache gives (UNDEFINED_EPOCH,
+        UNDEFINED_OFFSET).
         """
         with self._lock:
-            if not self._entries or requested_epoch < self._entries[0][0]:
+            if not self._entries:
                 return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+            if requested_epoch < self._entries[0][0]:
+                return requested_epoch, self._entries[0][1]
             if requested_epoch >= self._entries[-1][0]:
                 return self._entries[-1][0], log_end_offset
             found = UNDEFINED_EPOCH

@@ -25,11 +25,27 @@ def test_end_offset_of_an_epoch_is_the_start_of_the_next(tmp_path: Path) -> None
     assert cache.end_offset_for(7, 40) == (5, 40)
 
 
-def test_unknown_epoch_is_undefined(tmp_path: Path) -> None:
+def test_no_epoch_known_is_undefined(tmp_path: Path) -> None:
     cache = LeaderEpochCache(tmp_path)
     assert cache.end_offset_for(3, 10) == (UNDEFINED_EPOCH, UNDEFINED_OFFSET)
+
+
+def test_an_epoch_older_than_any_known_ends_where_the_first_known_starts(
+    tmp_path: Path,
+) -> None:
+    """As Kafka answers: the leader holds nothing of that epoch any more, so a follower must
+    truncate to where the leader's first known epoch starts. Before, the answer was
+    undefined, the follower fell back to its high watermark and kept records the leader no
+    longer had: a leader that lost its log with its power and was elected again (epoch 3
+    from offset 0) left its followers' old offsets 0-8 below the high watermark, diverged
+    (the detection bench, acks1, seed 50507)."""
+    cache = LeaderEpochCache(tmp_path)
     cache.assign(4, 7)
-    assert cache.end_offset_for(3, 10) == (UNDEFINED_EPOCH, UNDEFINED_OFFSET)
+    assert cache.end_offset_for(3, 10) == (3, 7)
+    (tmp_path / "emptied").mkdir()
+    emptied = LeaderEpochCache(tmp_path / "emptied")
+    emptied.assign(3, 0)
+    assert emptied.end_offset_for(1, 12) == (1, 0)
 
 
 def test_persisted_and_reloaded(tmp_path: Path) -> None:
