@@ -15,6 +15,8 @@ A generator is plain data (JSON, or a TOML table in a test spec):
 - ``{"mix": [{"weight": W, "do": G}, ...]}``: one of them, drawn by weight;
 - ``{"cycle": [G, ...]}``: each use takes the next of a shuffled round, so every member
   comes up before any comes up twice;
+- ``{"first": [G, ...]}``: the first of them the runtime can apply (a stronger form of a
+  state where the runtime allows it, a weaker one elsewhere);
 - ``{"stagger": G, "gap": SPAN}``: G again and again, a gap apart, until the time limit;
 - ``{"phases": [{"for_s": S, "do": G}, ...]}``: each generator for its share of the time.
 
@@ -35,7 +37,14 @@ from nemesis.errors import FaultError
 from nemesis.fault import Fault
 from nemesis.grudge import SHAPES
 from nemesis.layout import Layout
-from nemesis.scenarios import DEFAULT_FAMILIES, DISK_SCENARIOS, DISKS_FAMILY, SCENARIOS, needs_of
+from nemesis.scenarios import (
+    DEFAULT_FAMILIES,
+    DISK_SCENARIOS,
+    DISKS_FAMILY,
+    SCENARIOS,
+    needs_of,
+    turn_scenarios,
+)
 from nemesis.timing import Span
 
 SINGLE_KINDS: dict[str, tuple[str, str | None]] = {
@@ -302,6 +311,35 @@ class Cycle:
 
 
 @dataclass(frozen=True)
+class FirstOf:
+    """The first of ``items`` the runtime can apply; the others are left aside."""
+
+    items: tuple[Generator, ...]
+
+    def __post_init__(self) -> None:
+        if not self.items:
+            raise FaultError("first: give at least one generator")
+
+    def chosen(self, layout: Layout) -> Generator | None:
+        return next((item for item in self.items if item.available(layout)), None)
+
+    def lay(self, layout: Layout, start_s: float) -> float:
+        item = self.chosen(layout)
+        if item is None:
+            return self.items[0].lay(layout, start_s)  # says what the runtime lacks
+        return item.lay(layout, start_s)
+
+    def available(self, layout: Layout) -> bool:
+        return self.chosen(layout) is not None
+
+    def unavailable(self, layout: Layout) -> dict[str, str]:
+        return _union(layout, self.items)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"first": [i.to_json() for i in self.items]}
+
+
+@dataclass(frozen=True)
 class Stagger:
     """A generator again and again, ``gap`` after each ends, until the time limit."""
 
@@ -375,16 +413,22 @@ default mix without the storage family."""
 
 def default_generator(*, disks: bool = True) -> Generator:
     """squall's default: a shuffled round of the scenario families (leader change, ISR
-    shrink, truncation after failover, slow replication and, with ``disks``, the storage
-    family), each use of a family taking its next scenario, one after another, a third to
-    half a session timeout apart, until the time limit. A family the runtime cannot apply at
-    all sits out."""
-    rounds = [
-        [n for n in names if disks or n not in DISK_SCENARIOS]
-        for family, names in DEFAULT_FAMILIES.items()
-        if disks or family != DISKS_FAMILY
-    ]
-    families = (Cycle(tuple(NamedScenario(n) for n in names)) for names in rounds)
+    shrink, truncation after failover, a slow follower and, with ``disks``, the storage
+    family), each use of a family taking its next scenario (the first of a turn's the
+    runtime can apply), one after another, a third to half a session timeout apart, until
+    the time limit. A family the runtime cannot apply at all sits out."""
+    families: list[Generator] = []
+    for family, turns in DEFAULT_FAMILIES.items():
+        if not disks and family == DISKS_FAMILY:
+            continue
+        members: list[Generator] = []
+        for turn in turns:
+            names = [n for n in turn_scenarios(turn) if disks or n not in DISK_SCENARIOS]
+            if len(names) == 1:
+                members.append(NamedScenario(names[0]))
+            elif names:
+                members.append(FirstOf(tuple(NamedScenario(n) for n in names)))
+        families.append(Cycle(tuple(members)))
     return Stagger(Cycle(tuple(families)))
 
 
@@ -415,6 +459,7 @@ def parse_generator(doc: Any, *, where: str = "generator") -> Generator:
         "repeat": _repeat,
         "mix": _mix,
         "cycle": _cycle,
+        "first": _first,
         "stagger": _stagger,
         "phases": _phases,
     }
@@ -480,6 +525,11 @@ def _mix(doc: Mapping[str, Any], where: str) -> Generator:
 def _cycle(doc: Mapping[str, Any], where: str) -> Generator:
     _keys(doc, {"cycle"}, where)
     return Cycle(_items(doc["cycle"], where))
+
+
+def _first(doc: Mapping[str, Any], where: str) -> Generator:
+    _keys(doc, {"first"}, where)
+    return FirstOf(_items(doc["first"], where))
 
 
 def _stagger(doc: Mapping[str, Any], where: str) -> Generator:

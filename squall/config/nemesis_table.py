@@ -101,7 +101,7 @@ class NemesisTable(ConfigModel):
     "none"`` runs without faults."""
 
     generator: Annotated[Any, AfterValidator(_generator)] = None
-    """Scenarios and faults composed (sequence, repeat, mix, cycle, stagger, phases), e.g.
+    """Scenarios and faults composed (sequence, repeat, mix, cycle, first, stagger, phases), e.g.
     "default", "zombie-leader", or { stagger = { cycle = ["zombie-leader", "rolling-bounce"] } }."""
     faults: dict[FaultKind, NonNegative] = Field(default_factory=dict)
     """Without a generator: kinds of fault and their relative weights, e.g. { kill = 1 }."""

@@ -13,8 +13,14 @@ from nemesis import Fault, ScheduleRunner
 from nemesis.errors import FaultError
 from nemesis.generator import parse_generator
 from nemesis.layout import Layout
-from nemesis.scenarios import DEFAULT_FAMILIES, DEFAULT_MIX, DISKS_FAMILY, SCENARIOS
-from nemesis.schedule import Schedule, ScheduleSpec, generate_schedule
+from nemesis.scenarios import (
+    DEFAULT_FAMILIES,
+    DEFAULT_MIX,
+    DISKS_FAMILY,
+    SCENARIOS,
+    turn_scenarios,
+)
+from nemesis.schedule import Schedule, ScheduleSpec, generate_schedule, not_applicable
 from nemesis.timing import Detectors, Span
 
 DETECTORS = Detectors(session_timeout_s=6.0, replica_lag_s=10.0, fetch_wait_s=0.5)
@@ -45,7 +51,12 @@ def test_spans_are_drawn_around_the_detectors() -> None:
 
 
 def test_the_default_mix_covers_every_family_in_each_round() -> None:
-    family_of = {name: family for family, names in DEFAULT_FAMILIES.items() for name in names}
+    family_of = {
+        name: family
+        for family, turns in DEFAULT_FAMILIES.items()
+        for turn in turns
+        for name in turn_scenarios(turn)
+    }
     seen_over_seeds: set[str] = set()
     for seed in range(20):
         schedule = generate_schedule(spec("default", seed=seed))
@@ -57,9 +68,33 @@ def test_the_default_mix_covers_every_family_in_each_round() -> None:
         runs = [name for i, name in enumerate(starts) if i == 0 or starts[i - 1] != name]
         families = [family_of[name] for name in runs]
         assert len(set(families[:3])) == 3, (seed, families)  # the first round: one of each
-    assert seen_over_seeds == set(DEFAULT_MIX)
+    assert seen_over_seeds == set(DEFAULT_MIX) - {"isr-shrink-leader-loss"}
     without = {s.scenario for s in generate_schedule(spec("default-without-disks")).faults}
     assert {family_of[s] for s in without} == set(DEFAULT_FAMILIES) - {DISKS_FAMILY}
+    assert "isr-shrink-leader-loss" in without
+
+
+def test_an_isr_of_one_loses_its_power_where_the_runtime_can_cut_it() -> None:
+    for seed in range(10):
+        scenarios = {s.scenario for s in generate_schedule(spec("default", seed=seed)).faults}
+        assert "isr-shrink-leader-power-loss" in scenarios, seed
+        assert "isr-shrink-leader-loss" not in scenarios, seed
+    no_power = frozenset({"partitions", "disks"})
+    schedule = generate_schedule(spec("default", capabilities=no_power))
+    assert "isr-shrink-leader-loss" in {s.scenario for s in schedule.faults}
+    assert "isr-shrink-leader-power-loss" in not_applicable(spec("default", capabilities=no_power))
+
+
+def test_first_takes_the_first_the_runtime_can_apply() -> None:
+    doc = {"first": ["rack-power-loss", {"fault": "kill"}]}
+    generator = parse_generator(doc)
+    assert generator.to_json()["first"][0] == "rack-power-loss"
+    with_power = generate_schedule(spec(doc))
+    assert [s.fault.f for s in with_power.faults] == ["power-loss", "start"]
+    without = generate_schedule(spec(doc, capabilities=frozenset({"partitions"})))
+    assert [s.fault.f for s in without.faults] == ["kill", "start"]
+    with pytest.raises(FaultError, match="first"):
+        parse_generator({"first": []})
 
 
 def test_the_same_spec_gives_the_same_schedule_and_survives_json() -> None:

@@ -7,6 +7,8 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 from nemesis.aim import Aim
 from nemesis.fault import Fault
 from nemesis.layout import CAPABILITIES, Layout
@@ -54,24 +56,44 @@ def test_the_storage_scenarios_lay_a_damage_then_a_leader_loss() -> None:
         ("start", None, 1),
     ]
     assert lay("rack-power-loss") == [("power-loss", ["isr"], None), ("start", None, 0)]
-    assert lay("isr-shrink-leader-power-loss") == [
-        ("start-partition", ["leader"], None),
-        ("power-loss", ["leader"], None),
-        ("stop-partition", None, 0),
-        ("start", None, 1),
-    ]
+    ways = {repr(lay("isr-shrink-leader-power-loss", seed)) for seed in range(20)}
+    assert ways == {
+        repr(
+            [
+                ("start-partition", ["leader"], None),
+                ("power-loss", ["leader"], None),
+                ("stop-partition", None, 0),
+                ("start", None, 1),
+            ]
+        ),
+        repr(
+            [
+                ("pause", ["followers"], None),
+                ("power-loss", ["leader"], None),
+                ("resume", None, 0),
+                ("start", None, 1),
+            ]
+        ),
+    }
 
 
-def test_an_isr_of_one_loses_power_after_the_lag_time_and_the_cut_heals_after_it() -> None:
+@pytest.mark.parametrize("variant", ["cut-off", "followers-paused"])
+def test_an_isr_of_one_loses_power_after_the_lag_time_and_the_cut_heals_after_it(
+    variant: str,
+) -> None:
     layout = Layout(random.Random(3), Detectors(), ("n1", "n2", "n3"), 600.0, CAPABILITIES)
-    SCENARIOS["isr-shrink-leader-power-loss"].lay(layout, 10.0)
+    SCENARIOS["isr-shrink-leader-power-loss"].variant(variant).lay(layout, 10.0)
     cut, lost, healed, back = layout.steps
     lag, session = Detectors().replica_lag_s, Detectors().session_timeout_s
-    assert cut.fault.f == "start-partition" and cut.at_s == 10.0
+    assert cut.at_s == 10.0
     assert 10.0 + 1.2 * lag <= lost.at_s <= 10.0 + 1.5 * lag
-    assert lost.same_as == 0 and healed.at_s == lost.at_s + 0.5
+    assert healed.at_s == lost.at_s + 0.5 and healed.heals == 0
     assert lost.at_s + 1.3 * session <= back.at_s <= lost.at_s + 2.0 * session
-    assert SCENARIOS["isr-shrink-leader-power-loss"].needs == "lazy-disk and partitions"
+    if variant == "cut-off":
+        assert cut.fault.f == "start-partition" and lost.same_as == 0
+    else:
+        assert cut.fault.f == "pause" and cut.fault.targets == ["followers"]
+    assert SCENARIOS["isr-shrink-leader-power-loss"].needs == "lazy-disk"
 
 
 def test_storage_scenarios_run_only_where_the_runtime_can_apply_them() -> None:
@@ -83,13 +105,15 @@ def test_storage_scenarios_run_only_where_the_runtime_can_apply_them() -> None:
     assert not_applicable(spec) == {
         "leader-power-loss": "lazy-disk",
         "paused-followers-leader-power-loss": "lazy-disk",
-        "isr-shrink-leader-power-loss": "lazy-disk and partitions",
+        "isr-shrink-leader-power-loss": "lazy-disk",
         "rack-power-loss": "lazy-disk",
     }
     in_isr_shrink = {"isr-shrink-leader-power-loss"}
     assert set(DISK_SCENARIOS) == set(STORAGE)
     assert set(STORAGE) <= set(DEFAULT_MIX)
-    assert in_isr_shrink <= set(DEFAULT_FAMILIES["ISR shrink"])
+    assert DEFAULT_FAMILIES["ISR shrink"] == (
+        ("isr-shrink-leader-power-loss", "isr-shrink-leader-loss"),
+    )
     assert set(DEFAULT_FAMILIES[DISKS_FAMILY]) == set(STORAGE) - in_isr_shrink
 
     def scenarios(generator: str, capabilities: frozenset[str]) -> set[str | None]:
