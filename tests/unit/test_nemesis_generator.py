@@ -51,13 +51,13 @@ def test_spans_are_drawn_around_the_detectors() -> None:
 
 
 def test_the_default_mix_covers_every_family_in_each_round() -> None:
-    family_of = {
+    family_of: dict[str | None, str] = {
         name: family
         for family, turns in DEFAULT_FAMILIES.items()
         for turn in turns
         for name in turn_scenarios(turn)
     }
-    seen_over_seeds: set[str] = set()
+    seen_over_seeds: set[str | None] = set()
     for seed in range(20):
         schedule = generate_schedule(spec("default", seed=seed))
         scenarios = {s.scenario for s in schedule.faults}
