@@ -166,9 +166,12 @@ class WorkloadSpec(BaseModel):
     """The producer's acks: -1 (all), 0 or 1."""
     producer_mode: ProducerMode = "async"
     """async: up to in_flight sends outstanding per producer, batched; sync: one at a time."""
-    in_flight: Count = 8
+    in_flight: Count = 32
     """Sends an async producer keeps outstanding per partition (sends stuck on one
-    partition's leader do not hold back the others)."""
+    partition's leader do not hold back the others). Kafka's producer pipelines several
+    requests per connection, each a batch of many records; with a few single-record sends,
+    what a replica holds beyond its high watermark, or a leader beyond its followers, when a
+    fault strikes would be a handful of records."""
     send_backoff_ms: Size = 100
     """After a send to a partition fails, its client rests this long before sending again,
     doubling with that partition's failures in a row up to ten times it (async producers)."""
