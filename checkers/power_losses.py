@@ -31,8 +31,10 @@ Which replicas held an `ok` write, from the history:
   events list it in the ISR or the ELR.
 A holder stops holding the write when its node loses power after the write was invoked.
 The write is lost with power at the first power loss that leaves no holder, provided no `ok`
-read saw it after that (then some copy survived, and the history explains its loss
-otherwise). An ISR that leaves out every holder (an election of a replica that lacked the
+read saw it once the key had an elected leader again (then some copy survived, and the
+history explains its loss otherwise); a read before that came from a deposed leader (paused
+or cut off while the controller moved on, and not yet told), whose copy, out of the ISR, no
+clean election may pick and which it truncates when it follows again. An ISR that leaves out every holder (an election of a replica that lacked the
 write, say) makes it no loss with power: that is for the other checkers to judge. Nemesis events and operations share one clock, so power losses are compared
 with operations as they are.
 
@@ -152,7 +154,7 @@ def key_power_lost(
         if found is None:
             continue
         loss, isr, took = found
-        if not np.isnan(last_read[at]) and last_read[at] > loss.time:
+        if not np.isnan(last_read[at]) and last_read[at] > timeline.led_again(loss.time):
             continue
         rows.append(
             {
@@ -180,10 +182,21 @@ class HolderTimeline:
         settings: TestSettings,
     ) -> None:
         self.memberships = sorted(memberships, key=lambda e: (e.time, e.index))
+        self.elections = [e for e in self.memberships if e.leader is not None and e.leader >= 0]
         self.losses = sorted(losses, key=lambda p: (p.time, p.index))
         self.tolerance = settings.event_tolerance_ns
         self.every_broker = frozenset((settings.brokers or {}).values())
         self.node_of = {b: n for n, b in (settings.brokers or {}).items()}
+
+    def led_again(self, lost_at: int) -> float:
+        """When the key had an elected leader again after a power loss at `lost_at` (the
+        first election or ISR change naming one), less the tolerance: a read before then was
+        served by a deposed leader, whose copy no clean election may pick. `lost_at` itself
+        when no event says so (a read after the loss then counts as a surviving copy)."""
+        for event in self.elections:
+            if event.time > lost_at:
+                return float(max(lost_at, event.time - self.tolerance))
+        return float(lost_at)
 
     def isr_at_ack(self, invoked: int, completed: int, offset: int | None = None) -> set[int]:
         """The brokers in the ISR in force at some moment from `invoked` to `completed`,
