@@ -190,7 +190,9 @@ class KeyLosses:
 
     def powered_off(self, offsets: pd.Series, since: pd.Series, until: pd.Series) -> pd.Series:
         """Per finding: an allowed loss with power, of a write at an offset below
-        `offsets`, between `since` and `until` (times), in words (None: none)."""
+        `offsets`, between `since` and `until` (times), in words (None: none). A read at
+        `since` before the key was led again after the power loss came from a deposed
+        leader: the loss still falls after it."""
         found = pd.Series([None] * len(offsets), index=offsets.index, dtype=object)
         if not self.rules.power_loss_allowed or self.power_lost.empty:
             return found
@@ -198,7 +200,7 @@ class KeyLosses:
         for at, (above, start, end) in enumerate(zip(offsets, since, until, strict=True)):
             hit = lost[
                 (lost["offset"].astype("float64") < float(above))
-                & (lost["power_time"].astype("float64") >= float(start))
+                & (lost["led_again"].astype("float64") >= float(start))
                 & (lost["power_time"].astype("float64") <= float(end))
             ]
             if not hit.empty:

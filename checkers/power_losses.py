@@ -62,13 +62,15 @@ POWER_LOST_COLUMNS = (
     "offset",
     "power_index",
     "power_time",
+    "led_again",
     "isr",
     "lost_with",
     "alone",
     "acknowledged",
 )
 """`key_power_lost`'s columns: the write, the power loss that left it no holder (history
-index and time), the brokers that held it at its acknowledgement, the nodes whose power took
+index and time, and when the key had an elected leader again: a read before then came from
+a deposed leader), the brokers that held it at its acknowledgement, the nodes whose power took
 it (in words: "n1, n2 at 41.2 s"), whether one broker alone acknowledged it, and whether it
 was acknowledged (`ok`) or an indeterminate send that a read saw committed."""
 
@@ -154,7 +156,8 @@ def key_power_lost(
         if found is None:
             continue
         loss, isr, took = found
-        if not np.isnan(last_read[at]) and last_read[at] > timeline.led_again(loss.time):
+        led_again = timeline.led_again(loss.time)
+        if not np.isnan(last_read[at]) and last_read[at] > led_again:
             continue
         rows.append(
             {
@@ -162,6 +165,7 @@ def key_power_lost(
                 "offset": offset,
                 "power_index": loss.index,
                 "power_time": loss.time,
+                "led_again": int(led_again),
                 "isr": sorted(isr),
                 "lost_with": _in_words(took),
                 "alone": len(isr) == 1,
@@ -243,7 +247,10 @@ class HolderTimeline:
             return None  # none of its ISR can have appended it: not a power loss's doing
         at_ack = set(holders)
         took: list[tuple[PowerLoss, list[str]]] = []
-        later = [e for e in self.memberships if e.time > completed + self.tolerance]
+        # The events around the acknowledgement count as membership changes too: a holder
+        # that one of them leaves out stops counting, whether it left before the write was
+        # committed (it may lack it) or after (out of sync, it cannot be elected cleanly).
+        later = [e for e in self.memberships if e.time > invoked - self.tolerance]
         steps = sorted(
             [(p.time, 0, p.index, p) for p in self.losses if p.time > invoked]
             + [(e.time, 1, e.index, e) for e in later],
