@@ -234,29 +234,16 @@ def _second_failover(layout: Layout, first: int, returns: float) -> float:
     return back
 
 
-def _followers_behind(layout: Layout, start: float) -> tuple[int, float]:
-    """The followers slowed (stopped 200 ms of every 300 ms) for 1.0-1.5 s, so that what the
-    producers sent since a follower's last fetch sits on the leader most of the time: under
-    acks=-1 the producers' requests in flight are otherwise all fetched already, waiting
-    only for the high watermark, and a stall would catch no unreplicated tail. The slowing
-    step, and when the stall begins."""
-    slowed = layout.add(start, Fault("start-slow", {"targets": ["followers"]}))
-    return slowed, start + layout.draw(Span(1.0, 1.5, "s"))
-
-
 def failover_during_truncation_cut_off(layout: Layout, start: float) -> float:
-    """KIP-101's second sequence: the followers fall behind, then stall for a moment (within
-    the lag time, so they stay in the ISR) while writes reach the leader, then the leader
-    dies: another leads, the old one comes back with writes the new leader never had and
-    must truncate them, and the new leader dies while it does. Replicas that truncate by the
-    wrong rule diverge or lose acknowledged writes. The followers stall cut off from the
-    leader (they keep serving the partitions they lead, so clients keep writing to the
-    leader), until it comes back; their slowing ends as the cut begins."""
-    slowed, stall = _followers_behind(layout, start)
-    first_at = stall + layout.draw(Span(0.1, 0.15, "lag"))
+    """KIP-101's second sequence: the followers stall for a moment (within the lag time, so
+    they stay in the ISR) while writes reach the leader, then the leader dies: another leads,
+    the old one comes back with writes the new leader never had and must truncate them, and
+    the new leader dies while it does. Replicas that truncate by the wrong rule diverge or
+    lose acknowledged writes. The followers stall cut off from the leader (they keep serving
+    the partitions they lead, so clients keep writing to the leader), until it comes back."""
+    first_at = start + layout.draw(Span(0.1, 0.15, "lag"))
     returns = first_at + layout.draw(Span(1.2, 1.5, "session"))
-    cut = _partition(layout, stall, shape="isolate", among="brokers", targets=["leader"])
-    layout.add(stall, Fault("stop-slow"), heals=slowed)
+    cut = _partition(layout, start, shape="isolate", among="brokers", targets=["leader"])
     first = layout.add(first_at, Fault("kill", {"targets": ["leader"]}), same_as=cut)
     layout.add(returns, Fault("stop-partition"), heals=cut)
     return _second_failover(layout, first, returns)
@@ -264,13 +251,10 @@ def failover_during_truncation_cut_off(layout: Layout, start: float) -> float:
 
 def failover_during_truncation_paused(layout: Layout, start: float) -> float:
     """The same second sequence, the followers paused (and then clients wait on what they
-    lead; the pause holds them stopped as their slowing ends), resumed 0.2 s after the
-    leader dies."""
-    slowed, stall = _followers_behind(layout, start)
-    first_at = stall + layout.draw(Span(0.1, 0.15, "lag"))
+    lead), resumed 0.2 s after the leader dies."""
+    first_at = start + layout.draw(Span(0.1, 0.15, "lag"))
     returns = first_at + layout.draw(Span(1.2, 1.5, "session"))
-    stalled = layout.add(stall, Fault("pause", {"targets": ["followers"]}))
-    layout.add(stall, Fault("stop-slow"), heals=slowed)
+    stalled = layout.add(start, Fault("pause", {"targets": ["followers"]}))
     first = layout.add(first_at, Fault("kill", {"targets": ["leader"]}))
     layout.add(first_at + 0.2, Fault("resume"), heals=stalled)
     return _second_failover(layout, first, returns)

@@ -209,29 +209,3 @@ def test_the_runner_hits_the_nodes_of_the_step_it_is_the_same_as() -> None:
     starts = [f for f in nemesis.applied if f.f == "start"]
     assert [f.targets for f in starts] == [["n1", "n3"], ["n2"]]
     assert all(s.fault.value["scenario"] == "follower-restart-leader-loss" for s in applied.faults)
-
-
-@pytest.mark.parametrize(
-    ("variant", "stall"), [("cut-off", "start-partition"), ("followers-paused", "pause")]
-)
-def test_failover_during_truncation_slows_the_followers_before_they_stall(
-    variant: str, stall: str
-) -> None:
-    """Slowed first, so that the stall catches writes the leader holds alone; the stall
-    begins before the slowing ends, so that no fetch slips in between."""
-    for seed in range(10):
-        layout = Layout(random.Random(seed), DETECTORS, ("n1", "n2", "n3"), 300.0)
-        SCENARIOS["failover-during-truncation"].variant(variant).lay(layout, 0.0)
-        steps = [(s.fault.f, s.at_s) for s in layout.steps]
-        assert steps[0] == ("start-slow", 0.0)
-        assert layout.steps[0].fault.targets == ["followers"]
-        stalled, unslowed = steps[1], steps[2]
-        assert stalled[0] == stall and unslowed[0] == "stop-slow"
-        assert 1.0 <= stalled[1] == unslowed[1] <= 1.5
-        assert layout.steps[2].heals == 0
-        kill = next(s for s in layout.steps if s.fault.f == "kill")
-        assert (
-            0.1 * DETECTORS.replica_lag_s
-            <= kill.at_s - stalled[1]
-            <= 0.15 * DETECTORS.replica_lag_s
-        )
