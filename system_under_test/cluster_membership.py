@@ -63,9 +63,12 @@ class ClusterMembership:
             self.channel,
             events,
             default_unclean=bool(config["unclean.leader.election.enable"]),
+            default_min_insync=int(config["min.insync.replicas"]),
         )
         self.replica_manager: ReplicaManager | None = None
         self.endpoint: BrokerEndpoint | None = None
+        self._incarnation: int | None = None
+        """The czxid of this process's first registration."""
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def connect(self) -> None:
@@ -76,7 +79,8 @@ class ClusterMembership:
         """Announce this broker and join the controller election (blocking)."""
         self.endpoint = endpoint
         self._loop = loop
-        self._registered(self.store.register_broker(endpoint))
+        self._incarnation = self.store.register_broker(endpoint)
+        self._registered(self._incarnation)
         self.controller.startup()
         log.info("broker %d registered in ZooKeeper at %s", self.broker_id, self.store.connect)
 
@@ -109,7 +113,9 @@ class ClusterMembership:
         if self.endpoint is None:
             return
         try:
-            self._registered(self.store.register_broker(self.endpoint))
+            self._registered(
+                self.store.register_broker(self.endpoint, incarnation=self._incarnation)
+            )
             log.info("broker %d registered again after a new ZooKeeper session", self.broker_id)
         except MetadataError as err:
             log.error("broker %d could not register again: %s", self.broker_id, err)

@@ -15,8 +15,10 @@ member that did not restart is live, as Kafka shrinks a failed broker out and KI
 unclean-shutdown replicas from election; it rejoins when its leader finds it caught up.
 
 The eligible leader replicas (ELR, KIP-966) are the replicas a leader shrank out of the ISR
-as it fell below min.insync.replicas: the high watermark stands still below that minimum, so
-they hold everything committed. Where no ISR member that did not restart is live, one of
+as it fell below min.insync.replicas, or the controller removed as dead while it did: the
+high watermark stands still below that minimum, so they hold everything committed. A broker
+whose session ended while its process lived on (paused, cut off) registers again under the
+same incarnation (its first registration's czxid): it did not restart. Where no ISR member that did not restart is live, one of
 them that did not restart is elected cleanly (ISR: it alone), before the restarted ISR
 members, which may have lost their unsynced tail. A replica that restarted leaves the ELR.
 
@@ -100,6 +102,9 @@ class ControllerContext:
     # The zxid of each state's last write as loaded from ZooKeeper (its mzxid).
     state_zxids: dict[TopicPartition, int] = field(default_factory=dict)
     unclean_allowed: dict[str, bool] = field(default_factory=dict)
+    min_insync: dict[str, int] = field(default_factory=dict)
+    # Per live broker, the czxid of its process's first registration (its incarnation).
+    incarnations: dict[int, int] = field(default_factory=dict)
 
     def leader_states(self, keys: Iterable[TopicPartition]) -> list[PartitionLeaderState]:
         out = []
@@ -132,6 +137,7 @@ def elect_leader(
     unclean_allowed: bool,
     elr: tuple[int, ...] = (),
     restarted: frozenset[int] = frozenset(),
+    min_insync: int = 1,
 ) -> Election | None:
     """Kafka's offline-partition election with KIP-966's eligible leader replicas; None
     when the partition must go offline. Candidates in assignment order, first found wins:
@@ -143,14 +149,18 @@ def elect_leader(
        its live members);
     4. where unclean election is allowed, any live replica (the ISR: it alone; no ELR).
 
-    Replicas in `restarted` may have lost what they held: they leave the ELR.
+    Replicas in `restarted` may have lost what they held: they leave the ELR. ISR members
+    that are not live (dead, not restarted) join it where the new ISR is smaller than
+    `min_insync` (KIP-966: the high watermark stood still since, so they hold everything
+    committed).
     """
     fit = live - restarted
     kept = tuple(r for r in elr if r not in restarted)
     for replica in replicas:
         if replica in fit and replica in isr:
             new_isr = tuple(r for r in isr if r in fit)
-            return Election(replica, new_isr, False, tuple(r for r in kept if r not in new_isr))
+            held = fenced_into_elr(kept, isr, new_isr, live, min_insync)
+            return Election(replica, new_isr, False, tuple(r for r in held if r not in new_isr))
     for replica in replicas:
         if replica in fit and replica in kept:
             rest = tuple(r for r in kept if r != replica)
@@ -166,6 +176,21 @@ def elect_leader(
     return None
 
 
+def fenced_into_elr(
+    elr: tuple[int, ...],
+    isr: tuple[int, ...],
+    new_isr: tuple[int, ...],
+    live: set[int],
+    min_insync: int,
+) -> tuple[int, ...]:
+    """`elr` with the ISR members that are not live (dead, not restarted: a restarted one is
+    live) where `new_isr` falls below `min_insync`, as KIP-966 moves a fenced replica."""
+    if len(new_isr) >= min_insync:
+        return elr
+    gone = tuple(r for r in isr if r not in live and r not in new_isr and r not in elr)
+    return elr + gone
+
+
 class Controller:
     """Runs on every broker; acts only while this broker holds ``/controller``."""
 
@@ -177,12 +202,14 @@ class Controller:
         events: EventLog,
         *,
         default_unclean: bool = False,
+        default_min_insync: int = 1,
     ) -> None:
         self.broker_id = broker_id
         self.store = store
         self.channel = channel
         self.events = events
         self.default_unclean = default_unclean
+        self.default_min_insync = default_min_insync
         self.context = ControllerContext()
         self.active = False
         self._queue: queue.Queue[tuple[str, Any]] = queue.Queue()
@@ -282,8 +309,9 @@ class Controller:
     def _on_failover(self) -> None:
         ctx = self.context
         registrations = self.store.broker_registrations(watch=self._watch("broker-change"))
-        ctx.live_brokers = {b: e for b, (e, _epoch) in registrations.items()}
-        ctx.broker_epochs = {b: epoch for b, (_e, epoch) in registrations.items()}
+        ctx.live_brokers = {b: e for b, (e, _epoch, _i) in registrations.items()}
+        ctx.broker_epochs = {b: epoch for b, (_e, epoch, _i) in registrations.items()}
+        ctx.incarnations = {b: born for b, (_e, _epoch, born) in registrations.items()}
         for topic in self.store.topics(watch=self._watch("topic-change")):
             self._load_topic(topic)
         self.store.take_isr_change_notifications(watch=self._watch("isr-change"))
@@ -304,6 +332,12 @@ class Controller:
             config.get("unclean.leader.election.enable", str(self.default_unclean)).lower()
             == "true"
         )
+        try:
+            ctx.min_insync[topic] = int(
+                config.get("min.insync.replicas", str(self.default_min_insync))
+            )
+        except ValueError:
+            ctx.min_insync[topic] = self.default_min_insync
         for partition, replicas in assignment.items():
             key = (topic, partition)
             ctx.assignments[key] = tuple(replicas)
@@ -313,16 +347,19 @@ class Controller:
                 ctx.state_zxids[key] = found[2]
 
     def _restarted_since_written(self) -> dict[TopicPartition, frozenset[int]]:
-        """Per loaded partition, the live replicas it names that registered after its state
-        was last written: they restarted since they were last judged in sync (or leading),
-        and their logs may have lost what the state says they hold. A controller that was
+        """Per loaded partition, the live replicas it names whose process first registered
+        after its state was last written: they restarted since they were last judged in sync
+        (or leading), and their logs may have lost what the state says they hold (one that
+        only registered again after its session expired did not). A controller that was
         active then saw the bounce; this one, new, did not."""
         ctx = self.context
         out: dict[TopicPartition, frozenset[int]] = {}
         for key, zxid in ctx.state_zxids.items():
             state = ctx.states[key][0]
             named = {*state.isr, *state.elr, state.leader}
-            restarted = frozenset(b for b in named if ctx.broker_epochs.get(b, -1) > zxid)
+            restarted = frozenset(
+                b for b in named if ctx.incarnations.get(b, ctx.broker_epochs.get(b, -1)) > zxid
+            )
             if restarted:
                 out[key] = restarted
         return out
@@ -425,6 +462,7 @@ class Controller:
             # A restarted leader is elected anew (a new leader epoch) even where it stays.
             if state.leader in fit:
                 isr = tuple(r for r in state.isr if r in fit)
+                elr = fenced_into_elr(elr, state.isr, isr, live, ctx.min_insync.get(key[0], 1))
                 if isr != state.isr or elr != state.elr:
                     writes[key] = (
                         LeaderAndIsr(state.leader, state.leader_epoch + 1, isr, ctx.epoch, elr),
@@ -438,6 +476,7 @@ class Controller:
                 unclean_allowed=ctx.unclean_allowed.get(key[0], False),
                 elr=state.elr,
                 restarted=fenced,
+                min_insync=ctx.min_insync.get(key[0], 1),
             )
             elections[key] = election
             if election is None:
@@ -533,14 +572,19 @@ class Controller:
             return
         ctx = self.context
         registrations = self.store.broker_registrations(watch=self._watch("broker-change"))
-        epochs = {b: epoch for b, (_e, epoch) in registrations.items()}
-        before = ctx.broker_epochs
+        epochs = {b: epoch for b, (_e, epoch, _i) in registrations.items()}
+        incarnations = {b: born for b, (_e, _epoch, born) in registrations.items()}
+        before, was = ctx.broker_epochs, ctx.incarnations
         # A broker that re-registered (new czxid) died and was born again in between.
         bounced = {b for b in epochs if b in before and before[b] != epochs[b]}
         dead = (set(before) - set(epochs)) | bounced
         born = (set(epochs) - set(before)) | bounced
-        ctx.live_brokers = {b: e for b, (e, _epoch) in registrations.items()}
+        # Of those, a process that only registered again after its session expired keeps
+        # its logs: it did not restart.
+        restarted = {b for b in born if was.get(b) != incarnations[b]}
+        ctx.live_brokers = {b: e for b, (e, _epoch, _i) in registrations.items()}
         ctx.broker_epochs = epochs
+        ctx.incarnations = {**was, **incarnations}  # a dead broker's, to tell when it returns
         if not dead and not born:
             return
         log.info(
@@ -548,14 +592,14 @@ class Controller:
         )
         affected = [k for k, (s, _v) in ctx.states.items() if s.leader in dead or set(s.isr) & dead]
         offline = [k for k, (s, _v) in ctx.states.items() if s.leader == NO_LEADER]
-        # A broker that registered anew restarted: it may have lost what made it eligible.
-        eligible_born = [k for k, (s, _v) in ctx.states.items() if set(s.elr) & born]
+        # A broker that restarted may have lost what made it eligible.
+        eligible_born = [k for k, (s, _v) in ctx.states.items() if set(s.elr) & restarted]
         self._initialize_new_partitions([k for k in ctx.assignments if k not in ctx.states])
         judged = list(dict.fromkeys(affected + offline + eligible_born))
         changed = self._elect_offline(
             judged,
             reason="broker change",
-            restarted={k: frozenset(born) for k in judged} if born else None,
+            restarted={k: frozenset(restarted) for k in judged} if restarted else None,
         )
         targets = {r for k in changed for r in ctx.assignments[k]} | born
         keys = changed | {k for k, r in ctx.assignments.items() if set(r) & born}

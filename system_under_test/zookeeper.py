@@ -222,18 +222,21 @@ class ClusterMetadataStore:
 
     # brokers
 
-    def register_broker(self, endpoint: BrokerEndpoint) -> int:
+    def register_broker(self, endpoint: BrokerEndpoint, *, incarnation: int | None = None) -> int:
         """Create the ephemeral /brokers/ids/<id>; its czxid, this run's broker epoch
-        (KIP-380). A live duplicate id is an error."""
-        body = json.dumps(
-            {
-                "version": 4,
-                "host": endpoint.host,
-                "port": endpoint.port,
-                "endpoints": [f"PLAINTEXT://{endpoint.host}:{endpoint.port}"],
-                "timestamp": str(int(time.time() * 1000)),
-            }
-        ).encode()
+        (KIP-380). A live duplicate id is an error. A process registering again after its
+        session expired gives the czxid of its first registration (`incarnation`): it did
+        not restart, and its logs are what they were (KIP-966's previous broker epoch)."""
+        doc: dict[str, Any] = {
+            "version": 4,
+            "host": endpoint.host,
+            "port": endpoint.port,
+            "endpoints": [f"PLAINTEXT://{endpoint.host}:{endpoint.port}"],
+            "timestamp": str(int(time.time() * 1000)),
+        }
+        if incarnation is not None:
+            doc["incarnation"] = incarnation
+        body = json.dumps(doc).encode()
         path = f"{BROKER_IDS}/{endpoint.broker_id}"
         # A broker restarted after a crash may find its previous session's znode until that
         # session expires: wait for it, as long as one session timeout and a margin.
@@ -281,10 +284,12 @@ class ClusterMetadataStore:
 
     def broker_registrations(
         self, watch: Callable[[Any], None] | None = None
-    ) -> dict[int, tuple[BrokerEndpoint, int]]:
+    ) -> dict[int, tuple[BrokerEndpoint, int, int]]:
         """Live brokers with their registration's czxid, which changes when a broker
-        re-registers (Kafka's broker epoch, KIP-380): a bounce the controller must not miss."""
-        out: dict[int, tuple[BrokerEndpoint, int]] = {}
+        re-registers (Kafka's broker epoch, KIP-380): a bounce the controller must not miss;
+        and the czxid of the first registration of the broker's process (its incarnation:
+        the same when it only registered again after its session expired)."""
+        out: dict[int, tuple[BrokerEndpoint, int, int]] = {}
         for broker_id in self.broker_ids(watch=watch):
             path = f"{BROKER_IDS}/{broker_id}"
             try:
@@ -292,9 +297,11 @@ class ClusterMetadataStore:
             except NoNodeError:
                 continue
             doc = _load(data, path)
+            incarnation = doc.get("incarnation")
             out[broker_id] = (
                 BrokerEndpoint(broker_id, str(doc["host"]), int(doc["port"])),
                 int(stat.czxid),
+                int(incarnation) if isinstance(incarnation, int) else int(stat.czxid),
             )
         return out
 

@@ -131,7 +131,7 @@ def test_one_controller_and_topic_initialisation(cluster) -> None:
     assert state(admin, 1) == LeaderAndIsr(2, 0, (2, 3, 1), 1)
     wait_for(lambda: {b for b, _e, _p in channel.leader_and_isr} == {1, 2, 3}, what="LeaderAndIsr")
     # each broker's orders name the registration they are meant for (KIP-380)
-    registrations = {b: epoch for b, (_e, epoch) in admin.broker_registrations().items()}
+    registrations = {b: epoch for b, (_e, epoch, _i) in admin.broker_registrations().items()}
     assert channel.broker_epochs == registrations
     elections = [e for e in read_events(events) if e["type"] == "leader-election"]
     assert {(e["key"], e["leader"]) for e in elections} == {("t-0", 1), ("t-1", 2)}

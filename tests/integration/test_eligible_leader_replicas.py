@@ -64,8 +64,20 @@ def read_values(bootstrap: str, wanted: set[bytes], timeout: float) -> set[bytes
     return seen
 
 
+DETECTORS = {
+    # The followers lag past the lag time and the leader shrinks them out; their sessions,
+    # longer than their pause, hold (they did not restart).
+    "shrunk": {"replica.lag.time.max.ms": "1000", "zookeeper.session.timeout.ms": "12000"},
+    # Their sessions end first: the controller removes them as dead, and they register again
+    # when resumed, the same processes (seed 60112 of the detection bench: before, they left
+    # the ISR without becoming eligible, and the power-lost leader was elected again).
+    "fenced": {"replica.lag.time.max.ms": "30000", "zookeeper.session.timeout.ms": "3000"},
+}
+
+
+@pytest.mark.parametrize("how", sorted(DETECTORS))
 def test_an_isr_of_one_losing_power_keeps_what_was_acknowledged(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
     why = fuse_missing()
     if why is not None:
@@ -76,12 +88,7 @@ def test_an_isr_of_one_losing_power_keeps_what_was_acknowledged(
         f"elr-{uuid.uuid4().hex[:6]}",
         3,
         # Kafka's default flush policy: nothing is fsynced before it is acknowledged.
-        settings={
-            "replica.lag.time.max.ms": "1000",
-            "replica.fetch.wait.max.ms": "200",
-            # Longer than the followers' pause: they keep their sessions (not restarted).
-            "zookeeper.session.timeout.ms": "12000",
-        },
+        settings={"replica.fetch.wait.max.ms": "200", **DETECTORS[how]},
         lazy_disk=True,
     )
     try:
@@ -112,7 +119,7 @@ def test_an_isr_of_one_losing_power_keeps_what_was_acknowledged(
                 for e in events(cluster)
             )
 
-        wait_for(isr_of_one, 30, "the leader to shrink the ISR to itself")
+        wait_for(isr_of_one, 30, "an ISR of the leader alone")
         shrink = next(
             e for e in events(cluster) if e["type"] == "isr-change" and e["isr"] == [state.leader]
         )
@@ -139,8 +146,13 @@ def test_an_isr_of_one_losing_power_keeps_what_was_acknowledged(
         assert not lost, f"lost {lost}; elections: {elections}"
         assert after.leader != state.leader, f"the power-lost leader leads again: {elections}"
         assert any("eligible leader replicas" in e["reason"] for e in elections), elections
-        # The shrink named the followers eligible, in the same write.
-        assert sorted(shrink.get("elr", [])) == sorted(int(f[1:]) for f in followers)
+        # The shrink named the followers eligible, in the same write (a controller that
+        # fenced one follower while the other kept the ISR at its minimum names the other).
+        named = sorted(shrink.get("elr", []))
+        if how == "shrunk":
+            assert named == sorted(int(f[1:]) for f in followers)
+        else:
+            assert named and set(named) <= {int(f[1:]) for f in followers}, shrink
     finally:
         for name in cluster.brokers:
             cluster.broker(name).resume()

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from system_under_test.controller import Election, elect_leader
+from system_under_test.controller import Election, elect_leader, fenced_into_elr
 
 
 def test_first_live_isr_member_in_assignment_order() -> None:
@@ -65,4 +65,26 @@ def test_unclean_comes_last_and_clears_the_elr() -> None:
             (3, 1, 2), (3,), {1}, unclean_allowed=False, elr=(2,), restarted=frozenset({1})
         )
         is None
+    )
+
+
+def test_dead_isr_members_join_the_elr_where_the_isr_falls_below_min_insync() -> None:
+    """KIP-966: the leader 1 dies while 2 and 3 are alive, min.insync.replicas 3: 2 leads
+    with ISR [2, 3], below the minimum, and dead 1 becomes eligible (the high watermark
+    stood still since). Where the ISR keeps the minimum, nobody joins."""
+    assert elect_leader(
+        (1, 2, 3), (1, 2, 3), {2, 3}, unclean_allowed=False, min_insync=3
+    ) == Election(2, (2, 3), False, (1,))
+    assert elect_leader(
+        (1, 2, 3), (1, 2, 3), {2, 3}, unclean_allowed=False, min_insync=2
+    ) == Election(2, (2, 3), False, ())
+
+
+def test_followers_dead_past_their_sessions_stay_eligible_after_the_leader_is_lost() -> None:
+    """The followers 1 and 3 are fenced (paused past their sessions): ISR [2], ELR [1, 3];
+    when 2 dies too and 1 returns without having restarted, 1 is elected from the ELR."""
+    assert fenced_into_elr((), (1, 2, 3), (2,), {2}, 2) == (1, 3)
+    assert fenced_into_elr((), (1, 2, 3), (2,), {2}, 1) == ()
+    assert elect_leader((2, 1, 3), (2,), {1, 3}, unclean_allowed=False, elr=(1, 3)) == Election(
+        1, (1,), False, (3,), from_elr=True
     )
