@@ -15,7 +15,12 @@ from pathlib import Path
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
-from kafka.errors import NotEnoughReplicasError
+from kafka.errors import (
+    InvalidRecordError,
+    KafkaTimeoutError,
+    NotEnoughReplicasError,
+    UnsupportedCompressionTypeError,
+)
 
 from squall.cluster.zookeeper_server import ZooKeeperServer, free_port
 from system_under_test.errors import ErrorCode
@@ -23,6 +28,7 @@ from system_under_test.kafka.api_keys import ApiKey
 from system_under_test.kafka.api_versions import ApiVersionsResponse
 from system_under_test.kafka.framing import decode_response
 from tests.integration.cluster import LocalCluster
+from tests.integration.test_standalone_broker import BrokerThread
 
 pytestmark = pytest.mark.integration
 
@@ -174,3 +180,58 @@ def test_unknown_versions_get_kafkas_answers(cluster: KafkaCluster) -> None:
     with socket.create_connection(address, timeout=10) as sock:
         sock.sendall(_frame(header + b"\x01\x00\x00\x00"))
         assert sock.recv(4) == b""
+
+
+# --- one standalone broker, in process ---------------------------------------------------------
+
+
+@pytest.fixture
+def standalone(tmp_path: Path) -> Iterator[BrokerThread]:
+    broker = BrokerThread(tmp_path / "logs", **{"kafka.listeners": f"{HOST}:0"}).start()
+    yield broker
+    broker.close()
+
+
+def test_a_standalone_broker_serves_kafka_clients_and_refuses_what_its_log_cannot_keep(
+    standalone: BrokerThread,
+) -> None:
+    broker = standalone.broker
+    assert broker is not None and broker.kafka_port not in (0, broker.port)
+    # Port 0: the bound port is the one advertised.
+    assert broker.kafka_endpoint == (HOST, broker.kafka_port)
+    bootstrap = f"{HOST}:{broker.kafka_port}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic("alone", 1, 1)])
+    finally:
+        admin.close()
+
+    settings: dict[str, object] = {"enable_idempotence": False, "retries": 0, "max_block_ms": 3000}
+    with KafkaProducer(bootstrap_servers=bootstrap, acks=0, **settings) as sender:
+        for i in range(20):
+            sender.send("alone", b"acks=0 %d" % i, partition=0)
+        sender.flush()
+    with KafkaProducer(bootstrap_servers=bootstrap, acks=1, **settings) as sender:
+        assert sender.send("alone", b"acks=1", partition=0).get(timeout=10).offset == 20
+        with pytest.raises(InvalidRecordError):
+            sender.send("alone", b"v", partition=0, headers=[("h", b"x")]).get(timeout=10)
+        with pytest.raises(KafkaTimeoutError):  # never in Metadata: no auto-creation
+            sender.send("missing", b"v", partition=0)
+    compressed = {**settings, "compression_type": "gzip"}
+    gzip_sender = KafkaProducer(bootstrap_servers=bootstrap, acks=1, **compressed)
+    with gzip_sender, pytest.raises(UnsupportedCompressionTypeError):
+        gzip_sender.send("alone", b"v" * 100, partition=0).get(timeout=10)
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+    partition = TopicPartition("alone", 0)
+    try:
+        consumer.assign([partition])
+        consumer.seek_to_beginning(partition)
+        got: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 21 and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                got += [r.value for r in records]
+    finally:
+        consumer.close()
+    assert got == [b"acks=0 %d" % i for i in range(20)] + [b"acks=1"]
