@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 
-from kazoo.exceptions import NodeExistsError
+from kazoo.exceptions import KazooException, NodeExistsError
 
 from system_under_test.config import BrokerConfig
 from system_under_test.controller import Controller
@@ -34,6 +34,9 @@ from system_under_test.topic_spec import (
 from system_under_test.zookeeper import ClusterMetadataStore, MetadataError
 
 log = logging.getLogger(__name__)
+
+KAFKA_ENDPOINTS_MAX_AGE_S = 10.0
+"""How long a copy of the brokers' Kafka listeners read from ZooKeeper is used."""
 
 
 class ClusterMembership:
@@ -67,6 +70,10 @@ class ClusterMembership:
         )
         self.replica_manager: ReplicaManager | None = None
         self.endpoint: BrokerEndpoint | None = None
+        self.kafka_endpoint: tuple[str, int] | None = None
+        """This broker's advertised Kafka-protocol listener, if it has one."""
+        self._kafka_endpoints: dict[int, tuple[BrokerEndpoint, tuple[str, int] | None]] = {}
+        self._kafka_endpoints_read = 0.0
         self._incarnation: int | None = None
         """The czxid of this process's first registration."""
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -75,11 +82,17 @@ class ClusterMembership:
         """Open the ZooKeeper session (before the logs load, so a bad connect fails fast)."""
         self.store.start()
 
-    def register(self, endpoint: BrokerEndpoint, loop: asyncio.AbstractEventLoop) -> None:
+    def register(
+        self,
+        endpoint: BrokerEndpoint,
+        loop: asyncio.AbstractEventLoop,
+        kafka_endpoint: tuple[str, int] | None = None,
+    ) -> None:
         """Announce this broker and join the controller election (blocking)."""
         self.endpoint = endpoint
+        self.kafka_endpoint = kafka_endpoint
         self._loop = loop
-        self._incarnation = self.store.register_broker(endpoint)
+        self._incarnation = self.store.register_broker(endpoint, kafka_endpoint=kafka_endpoint)
         self._registered(self._incarnation)
         self.controller.startup()
         log.info("broker %d registered in ZooKeeper at %s", self.broker_id, self.store.connect)
@@ -114,12 +127,39 @@ class ClusterMembership:
             return
         try:
             self._registered(
-                self.store.register_broker(self.endpoint, incarnation=self._incarnation)
+                self.store.register_broker(
+                    self.endpoint,
+                    incarnation=self._incarnation,
+                    kafka_endpoint=self.kafka_endpoint,
+                )
             )
             log.info("broker %d registered again after a new ZooKeeper session", self.broker_id)
         except MetadataError as err:
             log.error("broker %d could not register again: %s", self.broker_id, err)
         self.controller.reconnected()
+
+    async def kafka_endpoints(self, brokers: list[BrokerEndpoint]) -> dict[int, tuple[str, int]]:
+        """The Kafka-protocol listeners of `brokers` (those the controller says are alive),
+        read from their ZooKeeper registrations: again when one of them is not known under
+        the endpoint the controller gave, or once the copy is KAFKA_ENDPOINTS_MAX_AGE_S old.
+        Brokers without a Kafka listener, or whose registration cannot be read, are left out."""
+        known = self._kafka_endpoints
+        stale = time.monotonic() - self._kafka_endpoints_read > KAFKA_ENDPOINTS_MAX_AGE_S
+        if stale or any(known.get(b.broker_id, (None,))[0] != b for b in brokers):
+            loop = asyncio.get_running_loop()
+            try:
+                known = await loop.run_in_executor(None, self.store.kafka_endpoints)
+            except (MetadataError, KazooException) as err:
+                log.warning("cannot read the brokers' Kafka listeners from ZooKeeper: %s", err)
+            else:
+                self._kafka_endpoints = known
+                self._kafka_endpoints_read = time.monotonic()
+        out: dict[int, tuple[str, int]] = {}
+        for broker in brokers:
+            endpoint, kafka = known.get(broker.broker_id, (None, None))
+            if endpoint == broker and kafka is not None:
+                out[broker.broker_id] = kafka
+        return out
 
     # --- topics ------------------------------------------------------------------------------
 

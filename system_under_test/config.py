@@ -110,6 +110,20 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             "HOST:PORT clients are told to use; defaults to listeners",
         ),
         _key(
+            "kafka.listeners",
+            _parse_str,
+            None,
+            "HOST:PORT of a second listener speaking Kafka's own wire protocol (KAFKA_PROTOCOL.md), "
+            "for Kafka clients; unset: no such listener",
+        ),
+        _key(
+            "kafka.advertised.listeners",
+            _parse_str,
+            None,
+            "HOST:PORT Kafka clients are told to use for the Kafka listener; defaults to "
+            "kafka.listeners",
+        ),
+        _key(
             "log.dirs",
             _parse_str,
             "/tmp/squall-logs",
@@ -438,6 +452,18 @@ class BrokerConfig:
         if advertised:
             return parse_listener(str(advertised), "advertised.listeners")
         return self.listener
+
+    @property
+    def kafka_listener(self) -> tuple[str, int] | None:
+        """Where the Kafka-protocol listener binds; None when it is off."""
+        value = self._values["kafka.listeners"]
+        return parse_listener(str(value), "kafka.listeners") if value else None
+
+    @property
+    def kafka_advertised_listener(self) -> tuple[str, int] | None:
+        """The Kafka listener's address for Metadata answers, if set apart from the bound one."""
+        value = self._values["kafka.advertised.listeners"]
+        return parse_listener(str(value), "kafka.advertised.listeners") if value else None
 
     @property
     def standalone(self) -> bool:

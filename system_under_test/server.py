@@ -31,6 +31,7 @@ import signal
 import sys
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from system_under_test import protocol
@@ -38,6 +39,7 @@ from system_under_test.cluster_membership import ClusterMembership
 from system_under_test.config import BrokerConfig, ConfigError
 from system_under_test.errors import ErrorCode, ProtocolError
 from system_under_test.event_log import EventLog
+from system_under_test.kafka_handler import KafkaRequestHandler
 from system_under_test.log.log import LogConfig, LogError
 from system_under_test.log.log_manager import LogManager
 from system_under_test.metadata_cache import BrokerEndpoint, MetadataCache
@@ -69,11 +71,16 @@ class BrokerStartupError(RuntimeError):
     """The broker cannot start (bad log dir, port in use, unreadable topic file...)."""
 
 
+FrameHandler = Callable[[bytearray, str], Awaitable[tuple[bytes | bytearray | None, bool]]]
+"""A listener's protocol: a request frame and the peer to (response frame or None, close)."""
+
+
 class _ClientConnection(asyncio.BufferedProtocol):
     """One client connection: frames in, responses out, one request at a time."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, handle_frame: FrameHandler) -> None:
         self._broker = broker
+        self._handle_frame = handle_frame
         self._loop = asyncio.get_running_loop()
         self._max_frame = broker.max_frame_bytes
         self._max_queued = max(self._max_frame, MIN_CONNECTION_QUEUED_BYTES)
@@ -293,7 +300,7 @@ class _ClientConnection(asyncio.BufferedProtocol):
                     self._resume_reading()
                 self._handling = True
                 try:
-                    response, close = await self._broker._handle_frame(frame, self._peer)
+                    response, close = await self._handle_frame(frame, self._peer)
                 finally:
                     self._handling = False
                     self._last_activity = self._loop.time()
@@ -373,7 +380,16 @@ class Broker:
             topic_creator=topic_creator,
             replica_manager=self.replica_manager,
         )
+        self.kafka_handler = KafkaRequestHandler(
+            self.handler, endpoints=self._kafka_endpoints, cluster_id=None
+        )
         self._server: asyncio.Server | None = None
+        self._kafka_server: asyncio.Server | None = None
+        """The Kafka-protocol listener (kafka.listeners), if configured."""
+        self.kafka_endpoint: tuple[str, int] | None = None
+        """The Kafka listener's advertised address, once bound."""
+        self.kafka_port = 0
+        """The Kafka listener's bound port (it may ask for port 0)."""
         self._connections: set[_ClientConnection] = set()
         self._paused: set[_ClientConnection] = set()
         """Connections not reading, for a limit of theirs or for the broker's queued bytes."""
@@ -438,42 +454,82 @@ class Broker:
         host, port = self.config.listener
         try:
             self._server = await loop.create_server(
-                lambda: _ClientConnection(self), host, port, reuse_address=True
+                lambda: _ClientConnection(self, self._handle_frame), host, port, reuse_address=True
             )
+            kafka = self.config.kafka_listener
+            if kafka is not None:
+                self._kafka_server = await loop.create_server(
+                    lambda: _ClientConnection(self, self.kafka_handler.handle_frame),
+                    kafka[0],
+                    kafka[1],
+                    reuse_address=True,
+                )
         except OSError as err:
+            if self._server is not None:
+                self._server.close()
             self.log_manager.shutdown()
             if self.membership is not None:
                 self.membership.shutdown()
             raise BrokerStartupError(
-                f"broker {self.broker_id} cannot listen on {host}:{port}: {err.strerror}; "
-                "is another broker using that port? Change listeners"
+                f"broker {self.broker_id} cannot listen: {err.strerror}; "
+                "is another broker using that port? Change listeners or kafka.listeners"
             ) from None
         self.host = host
         self.port = self._server.sockets[0].getsockname()[1]
         adv_host, adv_port = self.config.advertised_listener
         if self.config["advertised.listeners"] is None or adv_port == 0:
             adv_host, adv_port = host, self.port
+        self.kafka_endpoint = self._kafka_advertised()
         if self.controller is not None:
             self.controller.register_endpoint(adv_host, adv_port)
         if self.membership is not None:
             endpoint = BrokerEndpoint(self.broker_id, adv_host, adv_port)
             try:
-                await loop.run_in_executor(None, self.membership.register, endpoint, loop)
+                await loop.run_in_executor(
+                    None, self.membership.register, endpoint, loop, self.kafka_endpoint
+                )
             except MetadataError as err:
                 self._server.close()
+                if self._kafka_server is not None:
+                    self._kafka_server.close()
                 self.log_manager.shutdown()
                 self.membership.shutdown()
                 raise BrokerStartupError(f"broker {self.broker_id}: {err}") from None
         self._background = loop.create_task(self._run_background())
         self._started = True
         log.info(
-            "broker %d listening on %s:%d (%s, log dirs %s)",
+            "broker %d listening on %s:%d%s (%s, log dirs %s)",
             self.broker_id,
             host,
             self.port,
+            f", Kafka protocol on {self.kafka_endpoint[0]}:{self.kafka_endpoint[1]}"
+            if self.kafka_endpoint
+            else "",
             "standalone" if self.standalone else f"cluster at {self.config['zookeeper.connect']}",
             ", ".join(map(str, self.config.log_dirs)),
         )
+
+    def _kafka_advertised(self) -> tuple[str, int] | None:
+        """The Kafka listener's address for clients: kafka.advertised.listeners, else bound."""
+        if self._kafka_server is None:
+            return None
+        bound = self._kafka_server.sockets[0].getsockname()[1]
+        self.kafka_port = int(bound)
+        advertised = self.config.kafka_advertised_listener
+        if advertised is not None and advertised[1] != 0:
+            return advertised
+        host = self.config.kafka_listener[0] if self.config.kafka_listener else self.host
+        return host, int(bound)
+
+    async def _kafka_endpoints(self, brokers: list[BrokerEndpoint]) -> dict[int, tuple[str, int]]:
+        """The Kafka listeners of `brokers`: this broker's own; the others' from ZooKeeper."""
+        if self.membership is not None:
+            found = await self.membership.kafka_endpoints(brokers)
+        else:
+            found = {}
+        if self.kafka_endpoint is not None and any(b.broker_id == self.broker_id for b in brokers):
+            found[self.broker_id] = self.kafka_endpoint
+        return found
 
     async def stop(self) -> None:
         """Stop accepting, finish requests in flight, close connections, shut the logs down."""
@@ -483,6 +539,8 @@ class Broker:
         log.info("broker %d shutting down", self.broker_id)
         assert self._server is not None
         self._server.close()
+        if self._kafka_server is not None:
+            self._kafka_server.close()
         self.handler.stopping = True
         for partition in self.partitions.values():
             partition.wake_all()
@@ -498,6 +556,9 @@ class Broker:
                 conn.abort("broker shutting down")
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._server.wait_closed(), 1.0)
+        if self._kafka_server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._kafka_server.wait_closed(), 1.0)
         if self._background is not None:
             await cancel_and_wait(self._background)
         if self.membership is not None:
@@ -537,7 +598,9 @@ class Broker:
         self._last_refusal_warning = now
         self._refusals_unlogged = 0
 
-    async def _handle_frame(self, frame: bytearray, peer: str) -> tuple[bytearray | None, bool]:
+    async def _handle_frame(
+        self, frame: bytearray, peer: str
+    ) -> tuple[bytes | bytearray | None, bool]:
         """The response frame to send (None: no response) and whether to close afterwards."""
         try:
             header, body_start = protocol.decode_request_header(frame)

@@ -45,6 +45,8 @@ PREFERRED_ELECTION = "/admin/preferred_replica_election"
 ISR_CHANGES = "/isr_change_notification"
 CONSUMERS = "/consumers"
 NO_LEADER = -1
+KAFKA_LISTENER = "KAFKA"
+"""The listener name under which a broker registers its Kafka-protocol endpoint."""
 
 
 class MetadataError(RuntimeError):
@@ -222,11 +224,19 @@ class ClusterMetadataStore:
 
     # brokers
 
-    def register_broker(self, endpoint: BrokerEndpoint, *, incarnation: int | None = None) -> int:
+    def register_broker(
+        self,
+        endpoint: BrokerEndpoint,
+        *,
+        incarnation: int | None = None,
+        kafka_endpoint: tuple[str, int] | None = None,
+    ) -> int:
         """Create the ephemeral /brokers/ids/<id>; its czxid, this run's broker epoch
         (KIP-380). A live duplicate id is an error. A process registering again after its
         session expired gives the czxid of its first registration (`incarnation`): it did
-        not restart, and its logs are what they were (KIP-966's previous broker epoch)."""
+        not restart, and its logs are what they were (KIP-966's previous broker epoch).
+        A broker with a Kafka-protocol listener lists it as a second endpoint, ``KAFKA://``,
+        as Kafka lists a broker's several listeners."""
         doc: dict[str, Any] = {
             "version": 4,
             "host": endpoint.host,
@@ -234,6 +244,12 @@ class ClusterMetadataStore:
             "endpoints": [f"PLAINTEXT://{endpoint.host}:{endpoint.port}"],
             "timestamp": str(int(time.time() * 1000)),
         }
+        if kafka_endpoint is not None:
+            doc["endpoints"].append(f"{KAFKA_LISTENER}://{kafka_endpoint[0]}:{kafka_endpoint[1]}")
+            doc["listener_security_protocol_map"] = {
+                "PLAINTEXT": "PLAINTEXT",
+                KAFKA_LISTENER: "PLAINTEXT",
+            }
         if incarnation is not None:
             doc["incarnation"] = incarnation
         body = json.dumps(doc).encode()
@@ -303,6 +319,26 @@ class ClusterMetadataStore:
                 int(stat.czxid),
                 int(incarnation) if isinstance(incarnation, int) else int(stat.czxid),
             )
+        return out
+
+    def kafka_endpoints(self) -> dict[int, tuple[BrokerEndpoint, tuple[str, int] | None]]:
+        """Each registered broker's endpoint and its Kafka listener's (None: it has none)."""
+        out: dict[int, tuple[BrokerEndpoint, tuple[str, int] | None]] = {}
+        for broker_id in self.broker_ids():
+            path = f"{BROKER_IDS}/{broker_id}"
+            try:
+                data, _stat = self.client.get(path)
+            except NoNodeError:
+                continue
+            doc = _load(data, path)
+            kafka: tuple[str, int] | None = None
+            for item in doc.get("endpoints") or []:
+                name, sep, address = str(item).partition("://")
+                host, colon, port = address.rpartition(":")
+                if sep and colon and name == KAFKA_LISTENER and port.isdigit():
+                    kafka = (host.strip("[]"), int(port))
+            endpoint = BrokerEndpoint(broker_id, str(doc["host"]), int(doc["port"]))
+            out[broker_id] = (endpoint, kafka)
         return out
 
     def live_brokers(self) -> dict[int, BrokerEndpoint]:

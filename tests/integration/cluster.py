@@ -6,7 +6,7 @@ import json
 import signal
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,15 @@ class LocalCluster:
     """ZooKeeper plus brokers 1..n as processes, each with its own data directory."""
 
     def __init__(
-        self, root: Path, zookeeper: ZooKeeperServer, brokers: int = 3, **settings: object
+        self,
+        root: Path,
+        zookeeper: ZooKeeperServer,
+        brokers: int = 3,
+        *,
+        per_broker: Callable[[int], Mapping[str, object]] | None = None,
+        **settings: object,
     ) -> None:
+        """``settings`` apply to every broker; ``per_broker(i)`` adds broker i's own."""
         self.root = root
         self.zookeeper = zookeeper
         base: dict[str, object] = {
@@ -35,7 +42,12 @@ class LocalCluster:
         self.zookeeper_connect = str(base["zookeeper.connect"])
         """The brokers' ZooKeeper, with their chroot."""
         self.brokers = {
-            i: BrokerProcess(root / f"broker-{i}", broker_id=i, standalone=False, settings=base)
+            i: BrokerProcess(
+                root / f"broker-{i}",
+                broker_id=i,
+                standalone=False,
+                settings={**base, **(per_broker(i) if per_broker else {})},
+            )
             for i in range(1, brokers + 1)
         }
 

@@ -1,0 +1,487 @@
+"""The Kafka-protocol listener's request handlers: Kafka's wire protocol over the same broker.
+
+A broker with ``kafka.listeners`` set serves real Kafka clients there (KAFKA_PROTOCOL.md):
+ApiVersions, Metadata, CreateTopics, ListOffsets, Produce and Fetch, decoded and encoded by
+the codec of ``system_under_test.kafka``. Every partition is reached through the same
+``Partition`` objects and replica manager as the broker's own protocol (``RequestHandler``),
+so leadership, the ISR, the high watermark and min.insync.replicas behave identically.
+
+The log keeps its own record layout (log/record.py): a produced RecordBatch v2 is decoded and
+its records appended as the existing produce path appends ours; a fetch reads whole records up
+to the high watermark and returns them as one RecordBatch v2 built from them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from system_under_test.errors import (
+    BrokerError,
+    ErrorCode,
+    KafkaCodecError,
+    UnsupportedCompressionError,
+    UnsupportedRequestVersionError,
+)
+from system_under_test.kafka import (
+    api_versions,
+    create_topics,
+    fetch,
+    list_offsets,
+    metadata,
+    produce,
+)
+from system_under_test.kafka.api_keys import ApiKey
+from system_under_test.kafka.apis import supported_versions
+from system_under_test.kafka.framing import Request, decode_request, encode_response
+from system_under_test.kafka.record import Record as KafkaRecord
+from system_under_test.kafka.record_batch import (
+    HEADER_BYTES,
+    NO_PRODUCER_ID,
+    RecordBatch,
+    encode_batch,
+    split_batches,
+)
+from system_under_test.kafka.schema import Body
+from system_under_test.log.log_manager import InvalidTopicError, validate_topic_partition
+from system_under_test.log.record import decode_records, encode_records
+from system_under_test.metadata_cache import NO_LEADER, BrokerEndpoint
+from system_under_test.protocol import CreatableTopic, TopicConfigEntry
+from system_under_test.replication.partition import CONSUMER_REPLICA_ID, Partition
+from system_under_test.request_handler import (
+    VALID_ACKS,
+    RequestHandler,
+    _ProduceResult,
+    check_leader_epoch,
+)
+
+log = logging.getLogger(__name__)
+
+SERVED_APIS = frozenset(
+    {
+        ApiKey.API_VERSIONS,
+        ApiKey.METADATA,
+        ApiKey.CREATE_TOPICS,
+        ApiKey.LIST_OFFSETS,
+        ApiKey.PRODUCE,
+        ApiKey.FETCH,
+    }
+)
+"""The APIs this listener answers. InitProducerId is left out (and not advertised) until the
+idempotent producer exists: clients must run with idempotence off."""
+
+READ_COMMITTED = 1
+
+KafkaEndpoints = Callable[[list[BrokerEndpoint]], Awaitable[dict[int, tuple[str, int]]]]
+"""Given the brokers the controller says are alive, their Kafka listeners' addresses."""
+
+
+class KafkaRecordsError(BrokerError):
+    """A produced batch this broker cannot store: the error code is Kafka's answer."""
+
+
+def api_version_ranges() -> list[api_versions.ApiVersion]:
+    """The ranges an ApiVersions answer lists: the codec's, for the APIs served here."""
+    return [v for v in supported_versions() if v.api_key in SERVED_APIS]
+
+
+# --- records: RecordBatch v2 <-> the log's layout -------------------------------------------
+
+
+def log_records_of(records: bytes | None) -> bytes:
+    """The log-layout bytes of a produce's records (exactly one uncompressed RecordBatch v2,
+    as Kafka requires from Produce v3): key, value and timestamp of each record.
+
+    Refused (KafkaRecordsError, nothing written): more or fewer than one batch, a bad CRC,
+    compression, idempotent or transactional batches, and records with headers, which the
+    log cannot keep.
+    """
+    if records is None:
+        raise KafkaRecordsError(ErrorCode.CORRUPT_MESSAGE, "null records")
+    try:
+        found = split_batches(records)
+        if found.partial is not None or len(found.batches) != 1:
+            raise KafkaRecordsError(
+                ErrorCode.INVALID_RECORD,
+                f"a produce carries exactly one whole record batch per partition, not "
+                f"{len(found.batches)}{' and a partial one' if found.partial else ''}",
+            )
+        batch = found.batches[0].decode()
+    except UnsupportedCompressionError as err:
+        raise KafkaRecordsError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(err)) from None
+    except KafkaCodecError as err:
+        raise KafkaRecordsError(ErrorCode.CORRUPT_MESSAGE, str(err)) from None
+    if batch.is_transactional or batch.is_control or batch.producer_id != NO_PRODUCER_ID:
+        raise KafkaRecordsError(
+            ErrorCode.INVALID_RECORD,
+            "idempotent and transactional producers are not supported yet: "
+            "set enable.idempotence=false",
+        )
+    if not batch.records:
+        raise KafkaRecordsError(ErrorCode.INVALID_RECORD, "a record batch with no records")
+    if any(record.headers for record in batch.records):
+        raise KafkaRecordsError(
+            ErrorCode.INVALID_RECORD, "record headers are not supported: the log cannot keep them"
+        )
+    now_ms = time.time_ns() // 1_000_000
+    return encode_records(
+        (r.key, r.value, now_ms if batch.log_append_time else batch.timestamp_of(r))
+        for r in batch.records
+    )
+
+
+def batch_of_log_records(data: bytes) -> bytes:
+    """Whole log-layout records as one RecordBatch v2 (CreateTime), at their own offsets."""
+    if not data:
+        return b""
+    records = decode_records(data)
+    first = records[0]
+    return encode_batch(
+        RecordBatch(
+            base_offset=first.offset,
+            last_offset_delta=records[-1].offset - first.offset,
+            base_timestamp=first.timestamp,
+            max_timestamp=max(r.timestamp for r in records),
+            records=tuple(
+                KafkaRecord(
+                    offset_delta=r.offset - first.offset,
+                    timestamp_delta=r.timestamp - first.timestamp,
+                    key=r.key,
+                    value=r.value,
+                )
+                for r in records
+            ),
+        )
+    )
+
+
+# --- the handler -------------------------------------------------------------------------------
+
+
+class KafkaRequestHandler:
+    """Answers Kafka-protocol frames from the broker's partitions and metadata cache."""
+
+    def __init__(
+        self,
+        core: RequestHandler,
+        *,
+        endpoints: KafkaEndpoints,
+        cluster_id: str | None = None,
+    ) -> None:
+        self.core = core
+        self.endpoints = endpoints
+        self.cluster_id = cluster_id
+        self.handlers: dict[int, Callable[[Any], Awaitable[Body | None]]] = {
+            ApiKey.API_VERSIONS: self.handle_api_versions,
+            ApiKey.METADATA: self.handle_metadata,
+            ApiKey.CREATE_TOPICS: self.handle_create_topics,
+            ApiKey.LIST_OFFSETS: self.handle_list_offsets,
+            ApiKey.PRODUCE: self.handle_produce,
+            ApiKey.FETCH: self.handle_fetch,
+        }
+
+    async def handle_frame(self, frame: bytearray, peer: str) -> tuple[bytes | None, bool]:
+        """The response frame (None: none is due) and whether to close the connection.
+
+        As Kafka does: an ApiVersions request of an unknown version gets a version 0 answer
+        with UNSUPPORTED_VERSION and the supported ranges; any other unknown API or version,
+        or a request that does not decode, closes the connection.
+        """
+        try:
+            request = decode_request(frame)
+        except UnsupportedRequestVersionError as err:
+            if err.api_key == ApiKey.API_VERSIONS:
+                answer = api_versions.unsupported_version_answer(api_version_ranges())
+                return encode_response(answer, 0, err.correlation_id), False
+            log.info("closing Kafka connection from %s (client %s): %s", peer, err.client_id, err)
+            return None, True
+        except KafkaCodecError as err:
+            log.warning("closing Kafka connection from %s: undecodable request: %s", peer, err)
+            return None, True
+        header = request.header
+        handler = self.handlers.get(header.api_key)
+        if handler is None:
+            log.info(
+                "closing Kafka connection from %s: API key %d is not served",
+                peer,
+                header.api_key,
+            )
+            return None, True
+        try:
+            body = await handler(request)
+            if body is None:
+                return None, False
+            return encode_response(body, header.api_version, header.correlation_id), False
+        except _Close as err:
+            log.info("closing Kafka connection from %s: %s", peer, err)
+            return None, True
+        except Exception:
+            log.exception("handling Kafka %s from %s failed", ApiKey(header.api_key).name, peer)
+            return None, True
+
+    # --- ApiVersions, Metadata, CreateTopics ------------------------------------------------
+
+    async def handle_api_versions(self, request: Request) -> api_versions.ApiVersionsResponse:
+        return api_versions.ApiVersionsResponse(
+            error_code=int(ErrorCode.NONE), api_keys=api_version_ranges()
+        )
+
+    async def handle_metadata(self, request: Request) -> metadata.MetadataResponse:
+        body = request.body
+        assert isinstance(body, metadata.MetadataRequest)
+        version = request.header.api_version
+        cache = self.core.metadata
+        if body.topics is None or (version == 0 and not body.topics):
+            names = cache.topic_names()
+        else:
+            names = list(dict.fromkeys(t.name for t in body.topics))
+        alive = cache.alive_brokers()
+        addresses = await self.endpoints(alive)
+        brokers = [
+            metadata.MetadataResponseBroker(node_id=b, host=host, port=port)
+            for b, (host, port) in sorted(addresses.items())
+        ]
+        topics = [self._metadata_topic(name, set(addresses)) for name in names]
+        return metadata.MetadataResponse(
+            brokers=brokers,
+            cluster_id=self.cluster_id,
+            controller_id=cache.controller_id,
+            topics=topics,
+        )
+
+    def _metadata_topic(self, name: str, reachable: set[int]) -> metadata.MetadataResponseTopic:
+        try:
+            validate_topic_partition(name, 0)
+        except InvalidTopicError:
+            code = ErrorCode.INVALID_TOPIC_EXCEPTION
+            return metadata.MetadataResponseTopic(error_code=code, name=name, partitions=[])
+        states = self.core.metadata.partitions(name)
+        if states is None:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return metadata.MetadataResponseTopic(error_code=code, name=name, partitions=[])
+        partitions = []
+        for number, s in sorted(states.items()):
+            code = ErrorCode.NONE
+            if s.leader == NO_LEADER or s.leader not in reachable:
+                code = ErrorCode.LEADER_NOT_AVAILABLE
+            partitions.append(
+                metadata.MetadataResponsePartition(
+                    error_code=code,
+                    partition_index=number,
+                    leader_id=s.leader,
+                    leader_epoch=s.leader_epoch,
+                    replica_nodes=list(s.replicas),
+                    isr_nodes=list(s.isr),
+                    offline_replicas=[r for r in s.replicas if r not in reachable],
+                )
+            )
+        return metadata.MetadataResponseTopic(error_code=0, name=name, partitions=partitions)
+
+    async def handle_create_topics(self, request: Request) -> create_topics.CreateTopicsResponse:
+        body = request.body
+        assert isinstance(body, create_topics.CreateTopicsRequest)
+        results: dict[int, create_topics.CreatableTopicResult] = {}
+        wanted: list[tuple[int, CreatableTopic]] = []
+        for index, topic in enumerate(body.topics):
+            refusal = None
+            if topic.assignments:
+                refusal = "replica assignments are not supported: give a replication factor"
+            elif body.validate_only:
+                refusal = "validate_only is not supported"
+            if refusal is not None:
+                results[index] = create_topics.CreatableTopicResult(
+                    name=topic.name, error_code=ErrorCode.INVALID_REQUEST, error_message=refusal
+                )
+                continue
+            configs = [TopicConfigEntry(c.name, c.value) for c in topic.configs]
+            wanted.append(
+                (
+                    index,
+                    CreatableTopic(
+                        topic.name, topic.num_partitions, topic.replication_factor, configs
+                    ),
+                )
+            )
+        if wanted:
+            created = await self.core.topic_creator.create_topics(
+                [t for _, t in wanted], body.timeout_ms
+            )
+            for (index, _), result in zip(wanted, created, strict=True):
+                results[index] = create_topics.CreatableTopicResult(
+                    name=result.name,
+                    error_code=int(result.error_code),
+                    error_message=result.error_message,
+                )
+        return create_topics.CreateTopicsResponse(
+            topics=[results[i] for i in range(len(body.topics))]
+        )
+
+    # --- ListOffsets ------------------------------------------------------------------------
+
+    async def handle_list_offsets(self, request: Request) -> list_offsets.ListOffsetsResponse:
+        body = request.body
+        assert isinstance(body, list_offsets.ListOffsetsRequest)
+        topics = []
+        for topic in body.topics:
+            parts = []
+            for wanted in topic.partitions:
+                try:
+                    partition = self.core._partition(topic.name, wanted.partition_index)
+                    check_leader_epoch(partition, wanted.current_leader_epoch)
+                    # Clients read up to the high watermark, which is also the last stable
+                    # offset (no transactions): read_committed changes nothing.
+                    timestamp, offset = partition.offset_for(
+                        wanted.timestamp, replica_id=CONSUMER_REPLICA_ID
+                    )
+                    parts.append(
+                        list_offsets.ListOffsetsPartitionResponse(
+                            partition_index=wanted.partition_index,
+                            error_code=0,
+                            timestamp=timestamp,
+                            offset=offset,
+                            leader_epoch=partition.leader_epoch,
+                        )
+                    )
+                except BrokerError as err:
+                    parts.append(
+                        list_offsets.ListOffsetsPartitionResponse(
+                            partition_index=wanted.partition_index, error_code=int(err.code)
+                        )
+                    )
+            topics.append(list_offsets.ListOffsetsTopicResponse(name=topic.name, partitions=parts))
+        return list_offsets.ListOffsetsResponse(topics=topics)
+
+    # --- Produce ----------------------------------------------------------------------------
+
+    async def handle_produce(self, request: Request) -> produce.ProduceResponse | None:
+        body = request.body
+        assert isinstance(body, produce.ProduceRequest)
+        acks = body.acks
+        results: list[_ProduceResult] = []
+        for topic in body.topic_data:
+            for data in topic.partition_data:
+                result = _ProduceResult(topic.name, data.index)
+                results.append(result)
+                try:
+                    if acks not in VALID_ACKS:
+                        raise BrokerError(
+                            ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks}: use -1, 0 or 1"
+                        )
+                    if body.transactional_id is not None:
+                        raise BrokerError(
+                            ErrorCode.INVALID_REQUEST, "transactions are not supported yet"
+                        )
+                    partition = self.core._partition(topic.name, data.index)
+                    records = bytearray(log_records_of(data.records))
+                    info = partition.append_as_leader(records, required_acks=acks)
+                except BrokerError as err:
+                    if err.code is not ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                        log.info("Kafka produce to %s-%d refused: %s", topic.name, data.index, err)
+                    result.fail(err.code, err.message or err.code.name)
+                    continue
+                result.base_offset = info.first_offset
+                if acks == -1:
+                    result.awaiting = (partition, info.last_offset)
+        if acks == -1:
+            await self.core._await_commit(results, body.timeout_ms)
+        if acks == 0:
+            if any(r.code is not ErrorCode.NONE for r in results):
+                raise _Close("acks=0 produce failed")  # Kafka's only signal to such a producer
+            return None
+        by_topic: dict[str, list[produce.PartitionProduceResponse]] = {}
+        for r in results:
+            found = self.core.partitions.get((r.topic, r.partition))
+            by_topic.setdefault(r.topic, []).append(
+                produce.PartitionProduceResponse(
+                    index=r.partition,
+                    error_code=int(r.code),
+                    base_offset=r.base_offset,
+                    log_start_offset=found.log_start_offset if found is not None else -1,
+                )
+            )
+        return produce.ProduceResponse(
+            responses=[
+                produce.TopicProduceResponse(name=name, partition_responses=parts)
+                for name, parts in by_topic.items()
+            ]
+        )
+
+    # --- Fetch ------------------------------------------------------------------------------
+
+    async def handle_fetch(self, request: Request) -> fetch.FetchResponse:
+        """Long-polls as the broker's own Fetch does: until min_bytes or max_wait_ms."""
+        body = request.body
+        assert isinstance(body, fetch.FetchRequest)
+        deadline = time.monotonic() + max(0, body.max_wait_ms) / 1000
+        while True:
+            response, size, failed, partitions = self._read_fetch(body)
+            remaining = deadline - time.monotonic()
+            if (
+                size >= body.min_bytes
+                or failed
+                or remaining <= 0
+                or self.core.stopping
+                or not partitions
+            ):
+                return response
+            await self.core._wait_for_any(partitions, remaining)
+
+    def _read_fetch(
+        self, body: fetch.FetchRequest
+    ) -> tuple[fetch.FetchResponse, int, bool, list[Partition]]:
+        """One pass: (response, bytes of records, any error, partitions read)."""
+        total = 0
+        failed = False
+        read: list[Partition] = []
+        committed = body.isolation_level == READ_COMMITTED
+        topics = []
+        for topic in body.topics:
+            parts = []
+            for wanted in topic.partitions:
+                hw = start = -1
+                records = b""
+                try:
+                    if wanted.partition_max_bytes < 0 or body.max_bytes < 0:
+                        raise BrokerError(
+                            ErrorCode.INVALID_FETCH_SIZE,
+                            "max_bytes and partition_max_bytes must not be negative",
+                        )
+                    partition = self.core._partition(topic.topic, wanted.partition)
+                    check_leader_epoch(partition, wanted.current_leader_epoch)
+                    hw, start = partition.high_watermark, partition.log_start_offset
+                    read.append(partition)
+                    # A batch built from the log's records is at most a batch header longer
+                    # than they are (a v2 record takes fewer bytes than the log's own).
+                    limit = min(wanted.partition_max_bytes, body.max_bytes - total) - HEADER_BYTES
+                    if limit > 0 or total == 0:
+                        data = partition.read(
+                            wanted.fetch_offset,
+                            max(limit, 0),
+                            replica_id=CONSUMER_REPLICA_ID,
+                            min_one_record=total == 0,
+                        )
+                        records = batch_of_log_records(data.records)
+                    code = ErrorCode.NONE
+                except BrokerError as err:
+                    code = err.code
+                    failed = True
+                total += len(records)
+                parts.append(
+                    fetch.PartitionData(
+                        partition_index=wanted.partition,
+                        error_code=int(code),
+                        high_watermark=hw,
+                        last_stable_offset=hw,
+                        log_start_offset=start,
+                        aborted_transactions=[] if committed else None,
+                        records=records,
+                    )
+                )
+            topics.append(fetch.FetchableTopicResponse(topic=topic.topic, partitions=parts))
+        return fetch.FetchResponse(responses=topics), total, failed, read
+
+
+class _Close(Exception):
+    """Close the connection instead of answering."""

@@ -1,0 +1,237 @@
+"""kafka-python against a real cluster's Kafka-protocol listeners (ZooKeeper and 3 brokers).
+
+Each broker listens twice: its own protocol (which the cluster fixtures and squall use) and
+Kafka's (``kafka.listeners``), which it advertises in Kafka Metadata answers.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.errors import (
+    InvalidRecordError,
+    KafkaTimeoutError,
+    NotEnoughReplicasError,
+    UnsupportedCompressionTypeError,
+)
+
+from squall.cluster.zookeeper_server import ZooKeeperServer, free_port
+from system_under_test.errors import ErrorCode
+from system_under_test.kafka.api_keys import ApiKey
+from system_under_test.kafka.api_versions import ApiVersionsResponse
+from system_under_test.kafka.framing import decode_response
+from tests.integration.cluster import LocalCluster
+from tests.integration.test_standalone_broker import BrokerThread
+
+pytestmark = pytest.mark.integration
+
+HOST = "127.0.0.1"
+RECORDS = 500
+
+
+class KafkaCluster(LocalCluster):
+    """A LocalCluster whose brokers also serve Kafka's protocol, each on its own port."""
+
+    def __init__(self, root: Path, zookeeper: ZooKeeperServer) -> None:
+        self.kafka_ports = {i: free_port(HOST) for i in (1, 2, 3)}
+        super().__init__(
+            root,
+            zookeeper,
+            3,
+            per_broker=lambda i: {"kafka.listeners": f"{HOST}:{self.kafka_ports[i]}"},
+        )
+
+    def kafka_bootstrap(self) -> list[str]:
+        """The Kafka listeners of the running brokers."""
+        return [f"{HOST}:{self.kafka_ports[i]}" for i, b in self.brokers.items() if b.is_running()]
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, zookeeper_server: ZooKeeperServer) -> Iterator[KafkaCluster]:
+    cluster = KafkaCluster(tmp_path, zookeeper_server)
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+def create_topic(cluster: KafkaCluster, name: str) -> None:
+    """Through kafka-python's admin client: RF 3, min.insync.replicas=2."""
+    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap(), api_version=None)
+    try:
+        topic = NewTopic(name, 1, 3, topic_configs={"min.insync.replicas": "2"})
+        response = admin.create_topics([topic])
+        assert [t["error_code"] for t in response["topics"]] == [0]
+    finally:
+        admin.close()
+
+
+def producer(cluster: KafkaCluster, **config: object) -> KafkaProducer:
+    settings: dict[str, object] = {
+        "acks": "all",
+        "enable_idempotence": False,  # InitProducerId is not served yet
+        "api_version": None,
+        **config,
+    }
+    return KafkaProducer(bootstrap_servers=cluster.kafka_bootstrap(), **settings)
+
+
+def read_back(cluster: KafkaCluster, topic: str, count: int) -> list[tuple[int, bytes, bytes]]:
+    consumer = KafkaConsumer(
+        bootstrap_servers=cluster.kafka_bootstrap(),
+        group_id=None,
+        enable_auto_commit=False,
+        api_version=None,
+    )
+    partition = TopicPartition(topic, 0)
+    got: list[tuple[int, bytes, bytes]] = []
+    try:
+        consumer.assign([partition])
+        consumer.seek_to_beginning(partition)
+        deadline = time.monotonic() + 30
+        while len(got) < count and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                got += [(r.offset, r.key, r.value) for r in records]
+        ends = consumer.end_offsets([partition])
+        starts = consumer.beginning_offsets([partition])
+        assert ends == {partition: count}
+        assert starts == {partition: 0}
+    finally:
+        consumer.close()
+    return got
+
+
+def test_kafka_python_writes_and_reads_back_through_the_kafka_listeners(
+    cluster: KafkaCluster,
+) -> None:
+    create_topic(cluster, "kafka-python")
+    state = cluster.describe("kafka-python")
+    assert len(state.replicas) == 3 and len(state.isr) == 3
+
+    with producer(cluster) as sender:
+        # api_version=None: negotiated through ApiVersions (Produce 7, Fetch 11, Metadata 8).
+        assert sender.config["api_version"] == (2, 3)
+        futures = [
+            sender.send("kafka-python", key=b"key-%d" % i, value=b"value-%d" % i, partition=0)
+            for i in range(RECORDS)
+        ]
+        sender.flush()
+        offsets = [f.get(timeout=30).offset for f in futures]
+    assert offsets == list(range(RECORDS))
+
+    got = read_back(cluster, "kafka-python", RECORDS)
+    assert got == [(i, b"key-%d" % i, b"value-%d" % i) for i in range(RECORDS)]
+    # The same records through the broker's own protocol.
+    assert cluster.read_all("kafka-python") == {i: b"value-%d" % i for i in range(RECORDS)}
+
+
+def test_acks_all_below_min_insync_replicas_is_refused(cluster: KafkaCluster) -> None:
+    create_topic(cluster, "below-min-isr")
+    with producer(cluster, retries=0) as sender:
+        assert sender.send("below-min-isr", b"kept", partition=0).get(timeout=30).offset == 0
+    state = cluster.describe("below-min-isr")
+    for follower in state.replicas:
+        if follower != state.leader:
+            cluster.brokers[follower].kill()
+    cluster.wait_for_leader(
+        "below-min-isr", lambda d: d.isr == [state.leader], "the ISR to shrink to the leader"
+    )
+
+    with producer(cluster, retries=0) as sender, pytest.raises(NotEnoughReplicasError):
+        sender.send("below-min-isr", b"refused", partition=0).get(timeout=30)
+    with producer(cluster, retries=0, acks=1) as sender:
+        assert sender.send("below-min-isr", b"acks=1", partition=0).get(timeout=30).offset == 1
+    # Below min.insync.replicas the high watermark stands still (KIP-966), so the acks=1
+    # record is not visible yet: the end offset a consumer sees stays at 1.
+    assert [v for _, _, v in read_back(cluster, "below-min-isr", 1)] == [b"kept"]
+
+
+def _frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _receive(sock: socket.socket) -> bytes:
+    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+    return sock.recv(size, socket.MSG_WAITALL)
+
+
+def test_unknown_versions_get_kafkas_answers(cluster: KafkaCluster) -> None:
+    address = (HOST, cluster.kafka_ports[1])
+    # ApiVersions v3 (flexible header v2: client id, then an empty tagged-field section).
+    header = struct.pack(">hhih", ApiKey.API_VERSIONS, 3, 7, 4) + b"test" + b"\x00"
+    body = b"\x05squall\x021\x00"  # compact strings: software name and version, no tags
+    with socket.create_connection(address, timeout=10) as sock:
+        sock.sendall(_frame(header + body))
+        correlation_id, answer = decode_response(_receive(sock), ApiKey.API_VERSIONS, 3)
+    assert correlation_id == 7
+    assert isinstance(answer, ApiVersionsResponse)
+    assert answer.error_code == ErrorCode.UNSUPPORTED_VERSION
+    ranges = {v.api_key: (v.min_version, v.max_version) for v in answer.api_keys}
+    assert ranges == {0: (3, 7), 1: (4, 11), 2: (1, 5), 3: (0, 8), 18: (0, 2), 19: (2, 3)}
+
+    # Another API at a version the broker does not know: the connection is closed.
+    header = struct.pack(">hhih", ApiKey.METADATA, 12, 8, -1)
+    with socket.create_connection(address, timeout=10) as sock:
+        sock.sendall(_frame(header + b"\x01\x00\x00\x00"))
+        assert sock.recv(4) == b""
+
+
+# --- one standalone broker, in process ---------------------------------------------------------
+
+
+@pytest.fixture
+def standalone(tmp_path: Path) -> Iterator[BrokerThread]:
+    broker = BrokerThread(tmp_path / "logs", **{"kafka.listeners": f"{HOST}:0"}).start()
+    yield broker
+    broker.close()
+
+
+def test_a_standalone_broker_serves_kafka_clients_and_refuses_what_its_log_cannot_keep(
+    standalone: BrokerThread,
+) -> None:
+    broker = standalone.broker
+    assert broker is not None and broker.kafka_port not in (0, broker.port)
+    # Port 0: the bound port is the one advertised.
+    assert broker.kafka_endpoint == (HOST, broker.kafka_port)
+    bootstrap = f"{HOST}:{broker.kafka_port}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic("alone", 1, 1)])
+    finally:
+        admin.close()
+
+    settings: dict[str, object] = {"enable_idempotence": False, "retries": 0, "max_block_ms": 3000}
+    with KafkaProducer(bootstrap_servers=bootstrap, acks=0, **settings) as sender:
+        for i in range(20):
+            sender.send("alone", b"acks=0 %d" % i, partition=0)
+        sender.flush()
+    with KafkaProducer(bootstrap_servers=bootstrap, acks=1, **settings) as sender:
+        assert sender.send("alone", b"acks=1", partition=0).get(timeout=10).offset == 20
+        with pytest.raises(InvalidRecordError):
+            sender.send("alone", b"v", partition=0, headers=[("h", b"x")]).get(timeout=10)
+        with pytest.raises(KafkaTimeoutError):  # never in Metadata: no auto-creation
+            sender.send("missing", b"v", partition=0)
+    compressed = {**settings, "compression_type": "gzip"}
+    gzip_sender = KafkaProducer(bootstrap_servers=bootstrap, acks=1, **compressed)
+    with gzip_sender, pytest.raises(UnsupportedCompressionTypeError):
+        gzip_sender.send("alone", b"v" * 100, partition=0).get(timeout=10)
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+    partition = TopicPartition("alone", 0)
+    try:
+        consumer.assign([partition])
+        consumer.seek_to_beginning(partition)
+        got: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 21 and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                got += [r.value for r in records]
+    finally:
+        consumer.close()
+    assert got == [b"acks=0 %d" % i for i in range(20)] + [b"acks=1"]

@@ -1,0 +1,100 @@
+"""The Kafka listener's record translation: RecordBatch v2 in, the log's layout, and back."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from system_under_test.errors import ErrorCode
+from system_under_test.kafka.record_batch import NewRecord, batch_of, decode_batch, encode_batch
+from system_under_test.kafka_handler import (
+    KafkaRecordsError,
+    api_version_ranges,
+    batch_of_log_records,
+    log_records_of,
+)
+from system_under_test.log.record import decode_records, encode_records
+from tests.unit.kafka.kafka_python import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+_bytes = st.none() | st.binary(max_size=40)
+_items = st.lists(
+    st.tuples(_bytes, _bytes, st.integers(0, 2**41)),
+    min_size=1,
+    max_size=20,
+)
+
+
+def _kafka_python_batch(
+    items: list[tuple[bytes | None, bytes | None, int]],
+    *,
+    compression: int = 0,
+    producer_id: int = -1,
+    headers: list[tuple[str, bytes]] | None = None,
+) -> bytes:
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=compression,
+        is_transactional=False,
+        producer_id=producer_id,
+        producer_epoch=0 if producer_id >= 0 else -1,
+        base_sequence=0 if producer_id >= 0 else -1,
+        batch_size=1 << 20,
+    )
+    for offset, (key, value, timestamp) in enumerate(items):
+        builder.append(offset, timestamp, key, value, headers or [])
+    return bytes(builder.build())
+
+
+@given(_items)
+def test_a_produced_batch_becomes_the_logs_records(
+    items: list[tuple[bytes | None, bytes | None, int]],
+) -> None:
+    stored = decode_records(log_records_of(_kafka_python_batch(items)))
+    assert [(r.key, r.value, r.timestamp) for r in stored] == items
+
+
+@given(_items, st.integers(0, 2**40))
+def test_the_logs_records_are_fetched_as_one_batch_at_their_offsets(
+    items: list[tuple[bytes | None, bytes | None, int]], base_offset: int
+) -> None:
+    data = batch_of_log_records(encode_records(items, base_offset=base_offset))
+    theirs = DefaultRecordBatch(bytearray(data))
+    assert theirs.validate_crc()
+    assert [(r.offset, r.key, r.value, r.timestamp) for r in theirs] == [
+        (base_offset + i, key, value, timestamp) for i, (key, value, timestamp) in enumerate(items)
+    ]
+    batch = decode_batch(data)
+    assert batch.base_offset == base_offset and not batch.log_append_time
+    assert len(data) <= len(encode_records(items)) + 61
+
+
+def test_nothing_read_is_no_batch() -> None:
+    assert batch_of_log_records(b"") == b""
+
+
+def _refusal(records: bytes | None) -> ErrorCode:
+    with pytest.raises(KafkaRecordsError) as raised:
+        log_records_of(records)
+    return raised.value.code
+
+
+def test_batches_the_log_cannot_keep_are_refused() -> None:
+    one = encode_batch(batch_of([NewRecord(timestamp=1, value=b"v")]))
+    assert _refusal(None) == ErrorCode.CORRUPT_MESSAGE
+    assert _refusal(one + one) == ErrorCode.INVALID_RECORD
+    assert _refusal(one[:-1]) == ErrorCode.INVALID_RECORD
+    damaged = bytearray(one)
+    damaged[-1] ^= 0xFF
+    assert _refusal(bytes(damaged)) == ErrorCode.CORRUPT_MESSAGE
+    gzip = _kafka_python_batch([(None, b"v" * 100, 1)], compression=1)
+    assert _refusal(gzip) == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    idempotent = _kafka_python_batch([(None, b"v", 1)], producer_id=7)
+    assert _refusal(idempotent) == ErrorCode.INVALID_RECORD
+    with_headers = _kafka_python_batch([(None, b"v", 1)], headers=[("h", b"x")])
+    assert _refusal(with_headers) == ErrorCode.INVALID_RECORD
+
+
+def test_init_producer_id_is_not_advertised() -> None:
+    ranges = {v.api_key: (v.min_version, v.max_version) for v in api_version_ranges()}
+    assert ranges == {0: (3, 7), 1: (4, 11), 2: (1, 5), 3: (0, 8), 18: (0, 2), 19: (2, 3)}
