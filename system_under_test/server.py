@@ -33,13 +33,13 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from system_under_test import protocol
 from system_under_test.cluster_membership import ClusterMembership
 from system_under_test.config import BrokerConfig, ConfigError
 from system_under_test.errors import ErrorCode, ProtocolError
 from system_under_test.event_log import EventLog
-from system_under_test.kafka_handler import KafkaRequestHandler
 from system_under_test.log.log import LogConfig, LogError
 from system_under_test.log.log_manager import LogManager
 from system_under_test.metadata_cache import BrokerEndpoint, MetadataCache
@@ -49,6 +49,9 @@ from system_under_test.request_handler import CloseConnection, RequestHandler, T
 from system_under_test.standalone import StandaloneController, TopicStoreError
 from system_under_test.tasks import cancel_and_wait
 from system_under_test.zookeeper import MetadataError
+
+if TYPE_CHECKING:
+    from system_under_test.kafka_handler import KafkaRequestHandler
 
 log = logging.getLogger("system_under_test.broker")
 
@@ -380,9 +383,15 @@ class Broker:
             topic_creator=topic_creator,
             replica_manager=self.replica_manager,
         )
-        self.kafka_handler = KafkaRequestHandler(
-            self.handler, endpoints=self._kafka_endpoints, cluster_id=None
-        )
+        self.kafka_handler: KafkaRequestHandler | None = None
+        if config.kafka_listener is not None:
+            # Imported only for a broker that has the listener: Kafka's codec needs the
+            # crc32c C extension, which squall ships to no node yet.
+            from system_under_test.kafka_handler import KafkaRequestHandler
+
+            self.kafka_handler = KafkaRequestHandler(
+                self.handler, endpoints=self._kafka_endpoints, cluster_id=None
+            )
         self._server: asyncio.Server | None = None
         self._kafka_server: asyncio.Server | None = None
         """The Kafka-protocol listener (kafka.listeners), if configured."""
@@ -456,10 +465,10 @@ class Broker:
             self._server = await loop.create_server(
                 lambda: _ClientConnection(self, self._handle_frame), host, port, reuse_address=True
             )
-            kafka = self.config.kafka_listener
-            if kafka is not None:
+            kafka, kafka_handler = self.config.kafka_listener, self.kafka_handler
+            if kafka is not None and kafka_handler is not None:
                 self._kafka_server = await loop.create_server(
-                    lambda: _ClientConnection(self, self.kafka_handler.handle_frame),
+                    lambda: _ClientConnection(self, kafka_handler.handle_frame),
                     kafka[0],
                     kafka[1],
                     reuse_address=True,
