@@ -24,12 +24,13 @@ import json
 import logging
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import ZnodeStat
 from kazoo.retry import KazooRetry
 
 from system_under_test.metadata_cache import BrokerEndpoint
@@ -298,6 +299,20 @@ class ClusterMetadataStore:
         doc = _load(data, path)
         return BrokerEndpoint(broker_id, str(doc["host"]), int(doc["port"]))
 
+    def _registrations(
+        self, watch: Callable[[Any], None] | None = None
+    ) -> Iterator[tuple[BrokerEndpoint, dict[str, Any], ZnodeStat]]:
+        """Each registered broker's endpoint, registration document and znode stat (a
+        broker whose znode went between the listing and the read is passed over)."""
+        for broker_id in self.broker_ids(watch=watch):
+            path = f"{BROKER_IDS}/{broker_id}"
+            try:
+                data, stat = self.client.get(path)
+            except NoNodeError:
+                continue
+            doc = _load(data, path)
+            yield BrokerEndpoint(broker_id, str(doc["host"]), int(doc["port"])), doc, stat
+
     def broker_registrations(
         self, watch: Callable[[Any], None] | None = None
     ) -> dict[int, tuple[BrokerEndpoint, int, int]]:
@@ -306,16 +321,10 @@ class ClusterMetadataStore:
         and the czxid of the first registration of the broker's process (its incarnation:
         the same when it only registered again after its session expired)."""
         out: dict[int, tuple[BrokerEndpoint, int, int]] = {}
-        for broker_id in self.broker_ids(watch=watch):
-            path = f"{BROKER_IDS}/{broker_id}"
-            try:
-                data, stat = self.client.get(path)
-            except NoNodeError:
-                continue
-            doc = _load(data, path)
+        for endpoint, doc, stat in self._registrations(watch):
             incarnation = doc.get("incarnation")
-            out[broker_id] = (
-                BrokerEndpoint(broker_id, str(doc["host"]), int(doc["port"])),
+            out[endpoint.broker_id] = (
+                endpoint,
                 int(stat.czxid),
                 int(incarnation) if isinstance(incarnation, int) else int(stat.czxid),
             )
@@ -324,21 +333,14 @@ class ClusterMetadataStore:
     def kafka_endpoints(self) -> dict[int, tuple[BrokerEndpoint, tuple[str, int] | None]]:
         """Each registered broker's endpoint and its Kafka listener's (None: it has none)."""
         out: dict[int, tuple[BrokerEndpoint, tuple[str, int] | None]] = {}
-        for broker_id in self.broker_ids():
-            path = f"{BROKER_IDS}/{broker_id}"
-            try:
-                data, _stat = self.client.get(path)
-            except NoNodeError:
-                continue
-            doc = _load(data, path)
+        for endpoint, doc, _stat in self._registrations():
             kafka: tuple[str, int] | None = None
             for item in doc.get("endpoints") or []:
                 name, sep, address = str(item).partition("://")
                 host, colon, port = address.rpartition(":")
                 if sep and colon and name == KAFKA_LISTENER and port.isdigit():
                     kafka = (host.strip("[]"), int(port))
-            endpoint = BrokerEndpoint(broker_id, str(doc["host"]), int(doc["port"]))
-            out[broker_id] = (endpoint, kafka)
+            out[endpoint.broker_id] = (endpoint, kafka)
         return out
 
     def live_brokers(self) -> dict[int, BrokerEndpoint]:
