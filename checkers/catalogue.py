@@ -434,6 +434,32 @@ _CONFORMANCE = (
         ),
     ),
     _info(
+        "truncated-acknowledged",
+        "conformance",
+        "A replica truncated acknowledged acks=-1 writes it held as a member of the ISR that "
+        "committed them, although the log kept them.",
+        "`event` is the replica's `truncation` (from `from_offset` to `to_offset`, by the rule "
+        "it gives as `reason`); `acknowledged` counts the writes it cut, of which `value` at "
+        "`offset` (acknowledged on line `writer`) is the first.",
+        "no configuration: a replica of the ISR never discards a committed record",
+        "never",
+        (
+            "key",
+            "event",
+            "time",
+            "broker",
+            "from_offset",
+            "to_offset",
+            "leader_epoch",
+            "reason",
+            "acknowledged",
+            "offset",
+            "value",
+            "writer",
+            "invoked",
+        ),
+    ),
+    _info(
         "stale-isr-member",
         "conformance",
         "A follower stayed in its partition's ISR longer than replica.lag.time.max.ms after "
@@ -923,6 +949,20 @@ def _hw_back(case: Mapping[str, Any], key: str) -> str:
     )
 
 
+def _truncated_acked(case: Mapping[str, Any], key: str) -> str:
+    count = case.get("acknowledged")
+    writes = "write" if count == 1 else "writes"
+    return (
+        f"key {key}: broker {_show(case.get('broker'))}'s "
+        f"{_line(case.get('event'), 'truncation')} (offset {_show(case.get('from_offset'))} to "
+        f"{_show(case.get('to_offset'))}, by the rule {case.get('reason') or 'unknown'}) cut "
+        f"{_show(count)} "
+        f"acknowledged {writes} it held in the ISR, from {_show(case.get('value'))} at offset "
+        f"{_show(case.get('offset'))} ({_line(case.get('writer'), 'acknowledged')}), which the "
+        "log kept"
+    )
+
+
 def _stale_member(case: Mapping[str, Any], key: str) -> str:
     return (
         f"key {key}: broker {_show(case.get('follower'))} (node {case.get('node') or 'unknown'}), "
@@ -1002,6 +1042,7 @@ _TEXT: dict[str, tuple[str, Sentence]] = {
     "election-outside-isr": ("election", _elected_outside),
     "isr-join-behind-hw": ("event", _joined_behind),
     "hw-regression": ("event", _hw_back),
+    "truncated-acknowledged": ("event", _truncated_acked),
     "stale-isr-member": ("event", _stale_member),
     "poll-below-anchor": ("reader", _below_anchor),
     "commit-backwards": ("commit", _backwards),

@@ -25,6 +25,7 @@ from pyspark.sql import SparkSession
 from checkers.causes import explain_samples
 from checkers.checker import CheckContext, Checker
 from checkers.config import CheckConfig, TestSettings, find_test_settings
+from checkers.disk_faults import disk_faults
 from checkers.events import collect_events
 from checkers.evidence import Evidence
 from checkers.fault_intervals import fault_intervals
@@ -127,7 +128,11 @@ def check_loaded(
     try:
         shared_done = pool.submit(shared_facts, loaded.ops, loaded.mops, loaded.assign)
         events = collect_events(loaded.events)
-        rules = replace(rules, power_losses=power_losses(events.nemesis, settings.brokers))
+        rules = replace(
+            rules,
+            power_losses=power_losses(events.nemesis, settings.brokers),
+            disk_faults=disk_faults(events.nemesis, settings.brokers),
+        )
 
         def statistics() -> dict[str, Any]:
             return history_stats(

@@ -32,6 +32,13 @@ next. Where some event lacks its epoch (hand-written histories), by time alone.
   from the state written right after the last one logged (by ZooKeeper version:
   `zk_version` + 1) whose ISR or ELR (`previous_isr`, `previous_elr`) names the leader: a
   write whose writer died before logging it.
+- `truncated-acknowledged`: a replica's `truncation` that cut `ok` acks=-1 writes it held
+  as a member of every ISR in force while they were acknowledged (widened by the clock
+  tolerance; not left out by a shrink before they were committed), which the key's final
+  read still finds at their offsets, with no fault on the replica's disk
+  (`checkers.disk_faults`), recovery of its log or unclean election of the key from their
+  invocation to the truncation: a replica of the ISR never discards a committed record
+  (KIP-101's promise); one case per truncation.
 
 - `stale-isr-member`: a follower whose broker the nemesis stopped (killed, paused, frozen),
   still in its leader's ISR when the lag time and a grace had passed (`checkers.stale_isr`).
@@ -46,6 +53,7 @@ key's events are few and looped over; its sends are placed on the timeline with 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -53,11 +61,13 @@ import pandas as pd
 
 from checkers.checker import CheckContext
 from checkers.config import TestSettings
+from checkers.disk_faults import DiskFault
 from checkers.findings import SampledRows
 from checkers.key_findings import FindingRow, key_finding, rows_of, sampled_rows
 from checkers.key_log import KeyLog, ReplicationEvent
-from checkers.losses import KeyLosses
+from checkers.losses import KeyLosses, LossRules
 from checkers.partition_timeline import NO_LEADER, PartitionTimeline
+from checkers.power_losses import shrunk_without
 from checkers.results import CheckerReport
 from checkers.stale_isr import stale_isr_members
 
@@ -67,6 +77,7 @@ ANOMALIES = (
     "election-outside-isr",
     "isr-join-behind-hw",
     "hw-regression",
+    "truncated-acknowledged",
     "stale-isr-member",
 )
 
@@ -231,6 +242,146 @@ def high_watermark_regressions(log: KeyLog) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def truncations_of_acknowledged(log: KeyLog, rules: LossRules) -> pd.DataFrame:
+    """The key's truncations that cut acknowledged acks=-1 writes which the replica held as a
+    member of the ISR that committed them and which the log still holds at their offsets,
+    one row per truncation: how many such writes it cut (`acknowledged`) and the first
+    (`value`, `offset`, its `writer` and `invoked` lines)."""
+    settings = rules.settings
+    tolerance = settings.event_tolerance_ns
+    cuts = [
+        e
+        for e in log.events
+        if e.f == "truncation"
+        and e.broker is not None
+        and e.from_offset is not None
+        and e.to_offset is not None
+        and e.from_offset > e.to_offset
+    ]
+    writes = log.writes
+    if not cuts or writes.empty:
+        return pd.DataFrame()
+    acks = (
+        writes["acks"].fillna(rules.default_acks)
+        if rules.default_acks is not None
+        else writes["acks"]
+    )
+    chosen = writes[
+        (writes["status"] == "ok").to_numpy()
+        & (acks == -1).fillna(False).to_numpy(dtype=bool)
+        & writes["invoke_time"].notna().to_numpy()
+        & writes["complete_time"].notna().to_numpy()
+        & writes["offset"].notna().to_numpy()
+    ]
+    reads = log.reads
+    final = reads[(reads["type"] == "ok") & reads["final"]]
+    kept = set(zip(final["offset"].tolist(), final["value"].tolist(), strict=True))
+    if chosen.empty or not kept:
+        return pd.DataFrame()
+    offsets = chosen["offset"].to_numpy(dtype=np.int64)
+    invoked = chosen["invoke_time"].to_numpy(dtype=np.int64)
+    completed = chosen["complete_time"].to_numpy(dtype=np.int64)
+    values = chosen["value"].tolist()
+    memberships = sorted(
+        (e for e in log.events if e.isr is not None and e.f != "truncation"),
+        key=lambda e: (e.time, e.index),
+    )
+    spoilers = [
+        e
+        for e in log.events
+        if (e.f == "leader-election" and e.unclean)
+        or (e.f == "log-recovery" and e.broker is not None)
+    ]
+    rows = []
+    for cut in cuts:
+        assert cut.broker is not None and cut.to_offset is not None
+        assert cut.from_offset is not None
+        candidates = np.flatnonzero(
+            (offsets >= cut.to_offset)
+            & (offsets < cut.from_offset)
+            & (completed + tolerance < cut.time)
+        )
+        found = [
+            at
+            for at in candidates
+            if (int(offsets[at]), values[at]) in kept
+            and _held_from_ack(
+                memberships,
+                cut.broker,
+                int(invoked[at]),
+                int(completed[at]),
+                int(offsets[at]),
+                tolerance,
+            )
+            and not _disturbed(
+                cut, spoilers, rules.disk_faults, int(invoked[at]) - tolerance, tolerance
+            )
+        ]
+        if not found:
+            continue
+        first = min(found, key=lambda at: offsets[at])
+        row = chosen.iloc[first]
+        rows.append(
+            {
+                "key": log.key,
+                "event": cut.index,
+                "time": cut.time,
+                "broker": cut.broker,
+                "from_offset": cut.from_offset,
+                "to_offset": cut.to_offset,
+                "leader_epoch": cut.leader_epoch,
+                "reason": cut.reason,
+                "acknowledged": len(found),
+                "offset": int(offsets[first]),
+                "value": values[first],
+                "writer": int(row["complete_index"]),
+                "invoked": int(row["invoke_index"]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _held_from_ack(
+    memberships: Sequence[ReplicationEvent],
+    broker: int,
+    invoked: int,
+    completed: int,
+    offset: int,
+    tolerance: int,
+) -> bool:
+    """Whether `broker` surely held a write acknowledged from `invoked` to `completed` at
+    `offset`: a member of every ISR in force in that span widened by the tolerance (some
+    event before it saying the ISR), and not left out by a leader's shrink before the
+    offset was committed."""
+    early, late = invoked - tolerance, completed + tolerance
+    before = [e for e in memberships if e.time <= early]
+    if not before:
+        return False
+    during = [e for e in memberships if early < e.time <= late]
+    if any(broker not in (e.isr or ()) for e in (before[-1], *during)):
+        return False
+    return broker not in shrunk_without(during, offset)
+
+
+def _disturbed(
+    cut: ReplicationEvent,
+    spoilers: Sequence[ReplicationEvent],
+    faults: Sequence[DiskFault],
+    since: int,
+    tolerance: int,
+) -> bool:
+    """Whether something from `since` to the truncation `cut` (widened by the tolerance) may
+    have changed what the replica held, or made the log's history another: a fault on its
+    disk, a recovery of its log, an unclean election of the key."""
+    until = cut.time + tolerance
+    if any(cut.broker in f.brokers and since <= f.time <= until for f in faults):
+        return True
+    return any(
+        since <= e.time <= until and (e.f == "leader-election" or e.broker == cut.broker)
+        for e in spoilers
+    )
+
+
 def check_conformance_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
     """The findings of this checker on one key."""
     settings = losses.rules.settings
@@ -238,6 +389,7 @@ def check_conformance_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
     elected = elections_outside_isr(log, settings)
     joined = joins_behind_hw(log)
     regressed = high_watermark_regressions(log)
+    truncated = truncations_of_acknowledged(log, losses.rules)
     return [
         *rows_of(
             CHECKER,
@@ -277,6 +429,13 @@ def check_conformance_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
             regressed,
             order="event",
             detail=[(name, name) for name in regressed.columns],
+        ),
+        *rows_of(
+            CHECKER,
+            "truncated-acknowledged",
+            truncated,
+            order="event",
+            detail=[(name, name) for name in truncated.columns],
         ),
     ]
 

@@ -35,6 +35,7 @@ from typing import Any
 import pandas as pd
 
 from checkers.config import ExpectedLoss, TestSettings
+from checkers.disk_faults import DiskFault
 from checkers.power_losses import POWER_LOST_COLUMNS, PowerLoss
 
 
@@ -46,6 +47,8 @@ class LossRules:
     settings: TestSettings
     expect_loss: frozenset[ExpectedLoss]
     power_losses: tuple[PowerLoss, ...] = ()
+    disk_faults: tuple[DiskFault, ...] = ()
+    """Every fault that changed what a broker's disk holds (`checkers.disk_faults`)."""
 
     @property
     def power_loss_allowed(self) -> bool:

@@ -218,7 +218,7 @@ class HolderTimeline:
         for event in during:
             isr |= set(event.isr or ())
         if offset is not None:
-            isr -= _shrunk_without(during, offset)
+            isr -= shrunk_without(during, offset)
         return isr
 
     def lost_with_power(
@@ -285,7 +285,7 @@ class HolderTimeline:
         return None
 
 
-def _shrunk_without(events: Sequence[ReplicationEvent], offset: int) -> set[int]:
+def shrunk_without(events: Sequence[ReplicationEvent], offset: int) -> set[int]:
     """The brokers that a leader's ISR shrink among `events` (in time order) left out before
     `offset` was committed (its high watermark, or the log end it knew of the broker, at or
     below the offset when it decided), and that no later event brought back."""

@@ -348,6 +348,7 @@ def test_the_verdict(results: dict[str, Any]) -> None:
         "election-outside-isr": 4,
         "isr-join-behind-hw": 1,
         "hw-regression": 1,
+        "truncated-acknowledged": 0,
         "stale-isr-member": 0,
     }
 
