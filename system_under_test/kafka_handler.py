@@ -341,7 +341,11 @@ class KafkaRequestHandler:
                             error_code=0,
                             timestamp=timestamp,
                             offset=offset,
-                            leader_epoch=partition.leader_epoch,
+                            # Not ignorable in Kafka's schema: a version before 4 has no
+                            # place for it, and only its default may be left out.
+                            leader_epoch=partition.leader_epoch
+                            if request.header.api_version >= 4
+                            else -1,
                         )
                     )
                 except BrokerError as err:

@@ -1,13 +1,16 @@
-"""kafka-python against a real cluster's Kafka-protocol listeners (ZooKeeper and 3 brokers).
+"""Real Kafka clients (kafka-python, confluent-kafka, aiokafka) against a real cluster's
+Kafka-protocol listeners (ZooKeeper and 3 brokers).
 
 Each broker listens twice: its own protocol (which the cluster fixtures and squall use) and
-Kafka's (``kafka.listeners``), which it advertises in Kafka Metadata answers.
+Kafka's (``kafka.listeners``), which it advertises in Kafka Metadata answers. kafka-python's
+idempotent producer (its default) is turned off: InitProducerId is not served yet.
 """
 
 from __future__ import annotations
 
 import socket
 import struct
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,12 +31,19 @@ from system_under_test.kafka.api_keys import ApiKey
 from system_under_test.kafka.api_versions import ApiVersionsResponse
 from system_under_test.kafka.framing import decode_response
 from tests.integration.cluster import LocalCluster
+from tests.integration.kafka_client_adapters import CLIENTS, KafkaClient
 from tests.integration.test_standalone_broker import BrokerThread
 
 pytestmark = pytest.mark.integration
 
 HOST = "127.0.0.1"
 RECORDS = 500
+RETRYING: dict[str, dict[str, object]] = {
+    "kafka-python": {"retries": 20, "retry_backoff_ms": 200, "request_timeout_ms": 5000},
+    "confluent-kafka": {"retries": 20, "retry.backoff.ms": 200, "request.timeout.ms": 5000},
+    "aiokafka": {"retry_backoff_ms": 200, "request_timeout_ms": 5000},
+}
+"""What each client needs to ride out a leader's death (their own retry settings)."""
 
 
 class KafkaCluster(LocalCluster):
@@ -56,6 +66,17 @@ class KafkaCluster(LocalCluster):
 @pytest.fixture
 def cluster(tmp_path: Path, zookeeper_server: ZooKeeperServer) -> Iterator[KafkaCluster]:
     cluster = KafkaCluster(tmp_path, zookeeper_server)
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(
+    tmp_path_factory: pytest.TempPathFactory, zookeeper_server: ZooKeeperServer
+) -> Iterator[KafkaCluster]:
+    """One cluster for the tests that neither kill nor pause a broker."""
+    cluster = KafkaCluster(tmp_path_factory.mktemp("kafka-shared"), zookeeper_server)
     cluster.start()
     yield cluster
     cluster.stop()
@@ -129,6 +150,50 @@ def test_kafka_python_writes_and_reads_back_through_the_kafka_listeners(
     assert got == [(i, b"key-%d" % i, b"value-%d" % i) for i in range(RECORDS)]
     # The same records through the broker's own protocol.
     assert cluster.read_all("kafka-python") == {i: b"value-%d" % i for i in range(RECORDS)}
+
+
+@pytest.mark.parametrize("acks", [0, 1, "all"])
+@pytest.mark.parametrize("client", CLIENTS, ids=lambda c: c.name)
+def test_each_client_writes_and_reads_back_exactly(
+    shared_cluster: KafkaCluster, client: KafkaClient, acks: int | str
+) -> None:
+    topic = f"{client.name}-acks-{acks}"
+    create_topic(shared_cluster, topic)
+    bootstrap = ",".join(shared_cluster.kafka_bootstrap())
+    values = [b"%s %d" % (topic.encode(), i) for i in range(RECORDS)]
+    sent = client.produce(bootstrap, topic, values, acks, {})
+    assert sent.errors == []
+    if acks != 0:  # acks=0: no one tells the producer an offset
+        assert sent.offsets == list(range(RECORDS))
+    assert client.read(bootstrap, topic, RECORDS, 30) == list(enumerate(values))
+
+
+@pytest.mark.parametrize("client", CLIENTS, ids=lambda c: c.name)
+def test_a_leader_killed_mid_stream_loses_nothing_acknowledged_with_acks_all(
+    cluster: KafkaCluster, client: KafkaClient
+) -> None:
+    create_topic(cluster, "killed")
+    leader = cluster.describe("killed").leader
+    bootstrap = ",".join(cluster.kafka_bootstrap())
+    values = [b"killed %d" % i for i in range(2000)]
+    timer = threading.Timer(0.3, cluster.brokers[leader].kill)
+    timer.start()
+    try:
+        sent = client.produce(bootstrap, "killed", values, "all", RETRYING[client.name])
+    finally:
+        timer.join()
+    state = cluster.wait_for_leader(
+        "killed", lambda d: d.leader not in (-1, leader), "a new leader"
+    )
+    assert state.leader != leader
+    acknowledged = {o: v for o, v in zip(sent.offsets, values, strict=True) if o is not None}
+    assert acknowledged, f"nothing acknowledged: {sent.errors[:3]}"
+    survivors = [b for i, b in cluster.brokers.items() if i != leader]
+    assert all(b.is_running() for b in survivors)
+    got = dict(
+        client.read(",".join(cluster.kafka_bootstrap()), "killed", max(acknowledged) + 1, 30)
+    )
+    assert {o: got.get(o) for o in acknowledged} == acknowledged
 
 
 def test_acks_all_below_min_insync_replicas_is_refused(cluster: KafkaCluster) -> None:
