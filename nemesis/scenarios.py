@@ -239,11 +239,15 @@ def failover_during_truncation_cut_off(layout: Layout, start: float) -> float:
     they stay in the ISR) while writes reach the leader, then the leader dies: another leads,
     the old one comes back with writes the new leader never had and must truncate them, and
     the new leader dies while it does. Replicas that truncate by the wrong rule diverge or
-    lose acknowledged writes. The followers stall cut off from the leader (they keep serving
-    the partitions they lead, so clients keep writing to the leader), until it comes back."""
+    lose acknowledged writes. The stall is a one-way cut: the leader's traffic to the other
+    brokers is dropped until it comes back. Their fetches still arrive, so it acknowledges
+    what they last fetched and clients keep sending; what they send next it appends alone
+    (a cut both ways, or paused followers, leaves clients waiting on writes the followers
+    already fetched, and the leader with no tail of its own). The followers keep serving
+    what they lead."""
     first_at = start + layout.draw(Span(0.1, 0.15, "lag"))
     returns = first_at + layout.draw(Span(1.2, 1.5, "session"))
-    cut = _partition(layout, start, shape="isolate", among="brokers", targets=["leader"])
+    cut = _one_way(layout, start, sources=["leader"], destinations=["followers"])
     first = layout.add(first_at, Fault("kill", {"targets": ["leader"]}), same_as=cut)
     layout.add(returns, Fault("stop-partition"), heals=cut)
     return _second_failover(layout, first, returns)
