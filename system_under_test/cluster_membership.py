@@ -13,6 +13,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Mapping, Sequence
 
 from kazoo.exceptions import KazooException, NodeExistsError
 
@@ -160,6 +161,44 @@ class ClusterMembership:
             if endpoint == broker and kafka is not None:
                 out[broker.broker_id] = kafka
         return out
+
+    # --- consumer groups' committed offsets (ZooKeeper, as Kafka 0.8 kept them) ---------------
+
+    async def commit_offsets(
+        self, group: str, offsets: Mapping[tuple[str, int], int]
+    ) -> dict[tuple[str, int], str | None]:
+        """Write `group`'s committed offsets to ZooKeeper, one partition at a time (a commit
+        of several may land in part); per partition None, or why its write failed."""
+        loop = asyncio.get_running_loop()
+        out: dict[tuple[str, int], str | None] = {}
+        for (topic, partition), offset in offsets.items():
+            try:
+                await loop.run_in_executor(
+                    None, self.store.commit_offset, group, topic, partition, offset
+                )
+            except (MetadataError, KazooException) as err:
+                out[(topic, partition)] = f"ZooKeeper did not take the commit: {err!r}"
+            else:
+                out[(topic, partition)] = None
+        return out
+
+    async def committed_offsets(
+        self, group: str, partitions: Sequence[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], int | None]:
+        """`group`'s committed offsets of `partitions` (None: every one it committed), read
+        from ZooKeeper; None where it committed none. MetadataError when ZooKeeper cannot
+        be read."""
+        loop = asyncio.get_running_loop()
+
+        def read() -> dict[tuple[str, int], int | None]:
+            if partitions is None:
+                return dict(self.store.group_offsets(group))
+            return {(t, p): self.store.committed_offset(group, t, p) for t, p in partitions}
+
+        try:
+            return await loop.run_in_executor(None, read)
+        except KazooException as err:
+            raise MetadataError(f"cannot read group {group!r}'s offsets: {err!r}") from err
 
     # --- topics ------------------------------------------------------------------------------
 

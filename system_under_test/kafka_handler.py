@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 from system_under_test.errors import (
     BrokerError,
@@ -29,8 +29,11 @@ from system_under_test.kafka import (
     api_versions,
     create_topics,
     fetch,
+    find_coordinator,
     list_offsets,
     metadata,
+    offset_commit,
+    offset_fetch,
     produce,
 )
 from system_under_test.kafka.api_keys import ApiKey
@@ -56,6 +59,7 @@ from system_under_test.request_handler import (
     _ProduceResult,
     check_leader_epoch,
 )
+from system_under_test.zookeeper import MetadataError
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +71,9 @@ SERVED_APIS = frozenset(
         ApiKey.LIST_OFFSETS,
         ApiKey.PRODUCE,
         ApiKey.FETCH,
+        ApiKey.FIND_COORDINATOR,
+        ApiKey.OFFSET_COMMIT,
+        ApiKey.OFFSET_FETCH,
     }
 )
 """The APIs this listener answers. InitProducerId is left out (and not advertised) until the
@@ -76,6 +83,20 @@ READ_COMMITTED = 1
 
 KafkaEndpoints = Callable[[list[BrokerEndpoint]], Awaitable[dict[int, tuple[str, int]]]]
 """Given the brokers the controller says are alive, their Kafka listeners' addresses."""
+NO_OFFSET = -1
+"""OffsetFetch's committed offset of a partition the group never committed."""
+
+
+class OffsetStorage(Protocol):
+    """Where consumer groups' committed offsets live (ZooKeeper: ``ClusterMembership``)."""
+
+    async def commit_offsets(
+        self, group: str, offsets: Mapping[tuple[str, int], int]
+    ) -> dict[tuple[str, int], str | None]: ...
+
+    async def committed_offsets(
+        self, group: str, partitions: Sequence[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], int | None]: ...
 
 
 class KafkaRecordsError(BrokerError):
@@ -169,10 +190,16 @@ class KafkaRequestHandler:
         *,
         endpoints: KafkaEndpoints,
         cluster_id: str | None = None,
+        offsets: OffsetStorage | None = None,
+        own_endpoint: Callable[[], tuple[int, str, int] | None] = lambda: None,
     ) -> None:
+        """`offsets`: where groups' commits go (None: a standalone broker keeps none);
+        `own_endpoint`: this broker's id and advertised Kafka listener, once bound."""
         self.core = core
         self.endpoints = endpoints
         self.cluster_id = cluster_id
+        self.offsets = offsets
+        self.own_endpoint = own_endpoint
         self.handlers: dict[int, Callable[[Any], Awaitable[Body | None]]] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
@@ -180,6 +207,9 @@ class KafkaRequestHandler:
             ApiKey.LIST_OFFSETS: self.handle_list_offsets,
             ApiKey.PRODUCE: self.handle_produce,
             ApiKey.FETCH: self.handle_fetch,
+            ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
+            ApiKey.OFFSET_COMMIT: self.handle_offset_commit,
+            ApiKey.OFFSET_FETCH: self.handle_offset_fetch,
         }
 
     async def handle_frame(self, frame: bytearray, peer: str) -> tuple[bytes | None, bool]:
@@ -316,6 +346,132 @@ class KafkaRequestHandler:
                 )
         return create_topics.CreateTopicsResponse(
             topics=[results[i] for i in range(len(body.topics))]
+        )
+
+    # --- FindCoordinator, OffsetCommit, OffsetFetch ---------------------------------------
+
+    async def handle_find_coordinator(
+        self, request: Request
+    ) -> find_coordinator.FindCoordinatorResponse:
+        """Every broker coordinates every group's offsets (they live in ZooKeeper, as with
+        Kafka 0.8's `offsets.storage=zookeeper`), so the answer is this broker. No groups
+        with members and no transactions: those keys get COORDINATOR_NOT_AVAILABLE."""
+        body = request.body
+        assert isinstance(body, find_coordinator.FindCoordinatorRequest)
+        own = self.own_endpoint()
+        why = None
+        if body.key_type != find_coordinator.GROUP_KEY:
+            why = "transactions are not supported: there is no transaction coordinator"
+        elif self.offsets is None:
+            why = "a standalone broker keeps no committed offsets (it has no ZooKeeper)"
+        elif own is None:
+            why = "this broker's Kafka listener is not bound yet"
+        if why is not None or own is None:
+            return find_coordinator.FindCoordinatorResponse(
+                error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                error_message=why,
+                node_id=-1,
+                host="",
+                port=-1,
+            )
+        node, host, port = own
+        return find_coordinator.FindCoordinatorResponse(
+            error_code=0, error_message=None, node_id=node, host=host, port=port
+        )
+
+    async def handle_offset_commit(self, request: Request) -> offset_commit.OffsetCommitResponse:
+        """Simple commits (generation -1, no member id: a consumer that `assign`s) of
+        partitions that exist, written to ZooKeeper one partition at a time. There are no
+        group members yet: a commit naming a generation or a member is refused, and a
+        metadata string, which ZooKeeper's offsets cannot keep, is refused rather than
+        dropped (OFFSET_METADATA_TOO_LARGE)."""
+        body = request.body
+        assert isinstance(body, offset_commit.OffsetCommitRequest)
+        refused: ErrorCode | None = None
+        if self.offsets is None:
+            refused = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif body.generation_id_or_member_epoch >= 0:
+            refused = ErrorCode.ILLEGAL_GENERATION
+        elif body.member_id:
+            refused = ErrorCode.UNKNOWN_MEMBER_ID
+        codes: dict[tuple[str, int], ErrorCode] = {}
+        wanted: dict[tuple[str, int], int] = {}
+        for topic in body.topics:
+            known = set(self.core.metadata.partitions(topic.name) or {})
+            for part in topic.partitions:
+                key = (topic.name, part.partition_index)
+                if refused is not None:
+                    codes[key] = refused
+                elif part.partition_index not in known:
+                    codes[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif part.committed_metadata:
+                    codes[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                elif part.committed_offset < 0:
+                    codes[key] = ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+                else:
+                    wanted[key] = part.committed_offset
+        if wanted and self.offsets is not None:
+            written = await self.offsets.commit_offsets(body.group_id, wanted)
+            for key, failure in written.items():
+                if failure is not None:
+                    log.info("commit of group %s, %s-%d: %s", body.group_id, *key, failure)
+                codes[key] = (
+                    ErrorCode.NONE if failure is None else ErrorCode.COORDINATOR_NOT_AVAILABLE
+                )
+        return offset_commit.OffsetCommitResponse(
+            topics=[
+                offset_commit.OffsetCommitResponseTopic(
+                    name=topic.name,
+                    partitions=[
+                        offset_commit.OffsetCommitResponsePartition(
+                            partition_index=p.partition_index,
+                            error_code=int(codes[(topic.name, p.partition_index)]),
+                        )
+                        for p in topic.partitions
+                    ],
+                )
+                for topic in body.topics
+            ]
+        )
+
+    async def handle_offset_fetch(self, request: Request) -> offset_fetch.OffsetFetchResponse:
+        """The group's committed offsets from ZooKeeper (-1 where it committed none); a
+        null topic list (v2+) asks for every partition it committed."""
+        body = request.body
+        assert isinstance(body, offset_fetch.OffsetFetchRequest)
+        asked = (
+            None
+            if body.topics is None
+            else [(t.name, p) for t in body.topics for p in t.partition_indexes]
+        )
+        error = ErrorCode.NONE
+        found: dict[tuple[str, int], int | None] = {}
+        if self.offsets is None:
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        else:
+            try:
+                found = await self.offsets.committed_offsets(body.group_id, asked)
+            except MetadataError as err:
+                log.info("offsets of group %s: %s", body.group_id, err)
+                error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        keys = asked if asked is not None else sorted(found)
+        by_topic: dict[str, list[offset_fetch.OffsetFetchResponsePartition]] = {}
+        for name, index in keys:
+            offset = found.get((name, index))
+            by_topic.setdefault(name, []).append(
+                offset_fetch.OffsetFetchResponsePartition(
+                    partition_index=index,
+                    committed_offset=NO_OFFSET if offset is None else offset,
+                    metadata="",
+                    error_code=int(error),
+                )
+            )
+        return offset_fetch.OffsetFetchResponse(
+            topics=[
+                offset_fetch.OffsetFetchResponseTopic(name=name, partitions=parts)
+                for name, parts in by_topic.items()
+            ],
+            error_code=int(error) if request.header.api_version >= 2 else 0,
         )
 
     # --- ListOffsets ------------------------------------------------------------------------

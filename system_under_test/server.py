@@ -390,7 +390,11 @@ class Broker:
             from system_under_test.kafka_handler import KafkaRequestHandler
 
             self.kafka_handler = KafkaRequestHandler(
-                self.handler, endpoints=self._kafka_endpoints, cluster_id=None
+                self.handler,
+                endpoints=self._kafka_endpoints,
+                cluster_id=None,
+                offsets=self.membership,
+                own_endpoint=self._own_kafka_endpoint,
             )
         self._server: asyncio.Server | None = None
         self._kafka_server: asyncio.Server | None = None
@@ -529,6 +533,12 @@ class Broker:
             return advertised
         host = self.config.kafka_listener[0] if self.config.kafka_listener else self.host
         return host, int(bound)
+
+    def _own_kafka_endpoint(self) -> tuple[int, str, int] | None:
+        """This broker's id and advertised Kafka listener, once bound."""
+        if self.kafka_endpoint is None:
+            return None
+        return self.broker_id, *self.kafka_endpoint
 
     async def _kafka_endpoints(self, brokers: list[BrokerEndpoint]) -> dict[int, tuple[str, int]]:
         """The Kafka listeners of `brokers`: this broker's own; the others' from ZooKeeper."""

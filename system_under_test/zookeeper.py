@@ -568,6 +568,26 @@ class ClusterMetadataStore:
         except NoNodeError:
             self.client.create(path, body, makepath=True)
 
+    def group_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        """Every committed offset of `group`, by (topic, partition)."""
+        found: dict[tuple[str, int], int] = {}
+        root = f"{CONSUMERS}/{group}/offsets"
+        try:
+            topics = self.client.get_children(root)
+        except NoNodeError:
+            return found
+        for topic in topics:
+            try:
+                partitions = self.client.get_children(f"{root}/{topic}")
+            except NoNodeError:
+                continue
+            for name in partitions:
+                if name.isdigit():
+                    offset = self.committed_offset(group, topic, int(name))
+                    if offset is not None:
+                        found[(topic, int(name))] = offset
+        return found
+
     def committed_offset(self, group: str, topic: str, partition: int) -> int | None:
         path = consumer_offset_path(group, topic, partition)
         try:

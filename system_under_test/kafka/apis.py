@@ -8,9 +8,15 @@ from system_under_test.kafka.api_keys import ApiKey
 from system_under_test.kafka.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
 from system_under_test.kafka.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from system_under_test.kafka.fetch import FetchRequest, FetchResponse
+from system_under_test.kafka.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
 from system_under_test.kafka.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from system_under_test.kafka.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from system_under_test.kafka.metadata import MetadataRequest, MetadataResponse
+from system_under_test.kafka.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from system_under_test.kafka.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from system_under_test.kafka.produce import ProduceRequest, ProduceResponse
 from system_under_test.kafka.schema import Body
 
@@ -42,6 +48,9 @@ APIS: dict[int, Api] = {
         Api(ApiKey.FETCH, FetchRequest, FetchResponse),
         Api(ApiKey.LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse),
         Api(ApiKey.METADATA, MetadataRequest, MetadataResponse),
+        Api(ApiKey.OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse),
+        Api(ApiKey.OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse),
+        Api(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest, FindCoordinatorResponse),
         Api(ApiKey.API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse),
         Api(ApiKey.CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse),
         Api(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse),

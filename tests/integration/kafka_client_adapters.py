@@ -27,11 +27,16 @@ class Sent:
 
 @dataclass(frozen=True)
 class KafkaClient:
-    """One client library: sends values to partition 0 of a topic and reads it back."""
+    """One client library: sends values to partition 0 of a topic and reads it back;
+    commits a group's offset of it, and resumes a new consumer of the group from there
+    (the first offset it reads, or None)."""
 
     name: str
     produce: Callable[[str, str, Sequence[bytes], Acks, dict[str, Any]], Sent]
     read: Callable[[str, str, int, float], list[tuple[int, bytes]]]
+    commit: Callable[[str, str, str, int], None]
+    resume: Callable[[str, str, str, float], tuple[int | None, int | None]]
+    """(committed offset as the client reads it, first offset a new member polls)."""
 
 
 def _kafka_python_produce(
@@ -73,6 +78,40 @@ def _kafka_python_read(
     finally:
         consumer.close()
     return got
+
+
+def _kafka_python_commit(bootstrap: str, group: str, topic: str, offset: int) -> None:
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False
+    )
+    partition = kafka.TopicPartition(topic, 0)
+    try:
+        consumer.assign([partition])
+        consumer.commit({partition: kafka.OffsetAndMetadata(offset, "", -1)})
+    finally:
+        consumer.close()
+
+
+def _kafka_python_resume(
+    bootstrap: str, group: str, topic: str, timeout: float
+) -> tuple[int | None, int | None]:
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    partition = kafka.TopicPartition(topic, 0)
+    try:
+        consumer.assign([partition])
+        committed = consumer.committed(partition)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                return committed, records[0].offset
+        return committed, None
+    finally:
+        consumer.close()
 
 
 def _confluent_produce(
@@ -128,6 +167,43 @@ def _confluent_read(
     return got
 
 
+def _confluent_commit(bootstrap: str, group: str, topic: str, offset: int) -> None:
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+    )
+    try:
+        consumer.commit(
+            offsets=[confluent_kafka.TopicPartition(topic, 0, offset)], asynchronous=False
+        )
+    finally:
+        consumer.close()
+
+
+def _confluent_resume(
+    bootstrap: str, group: str, topic: str, timeout: float
+) -> tuple[int | None, int | None]:
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        (known,) = consumer.committed([confluent_kafka.TopicPartition(topic, 0)], timeout=10)
+        committed = known.offset if known.offset >= 0 else None
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0)])  # from the group's commit
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                return committed, message.offset()
+        return committed, None
+    finally:
+        consumer.close()
+
+
 def _aiokafka_produce(
     bootstrap: str, topic: str, values: Sequence[bytes], acks: Acks, extra: dict[str, Any]
 ) -> Sent:
@@ -175,8 +251,59 @@ def _aiokafka_read(
     return asyncio.run(run())
 
 
+def _aiokafka_commit(bootstrap: str, group: str, topic: str, offset: int) -> None:
+    async def run() -> None:
+        consumer = aiokafka.AIOKafkaConsumer(
+            bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False
+        )
+        await consumer.start()
+        try:
+            partition = aiokafka.TopicPartition(topic, 0)
+            consumer.assign([partition])
+            await consumer.commit({partition: offset})
+        finally:
+            await consumer.stop()
+
+    asyncio.run(asyncio.wait_for(run(), 60))
+
+
+def _aiokafka_resume(
+    bootstrap: str, group: str, topic: str, timeout: float
+) -> tuple[int | None, int | None]:
+    async def run() -> tuple[int | None, int | None]:
+        consumer = aiokafka.AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        await consumer.start()
+        try:
+            partition = aiokafka.TopicPartition(topic, 0)
+            consumer.assign([partition])
+            committed = await consumer.committed(partition)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                batches = await consumer.getmany(timeout_ms=500)
+                for records in batches.values():
+                    return committed, records[0].offset
+            return committed, None
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(asyncio.wait_for(run(), timeout + 30))
+
+
 CLIENTS = (
-    KafkaClient("kafka-python", _kafka_python_produce, _kafka_python_read),
-    KafkaClient("confluent-kafka", _confluent_produce, _confluent_read),
-    KafkaClient("aiokafka", _aiokafka_produce, _aiokafka_read),
+    KafkaClient(
+        "kafka-python",
+        _kafka_python_produce,
+        _kafka_python_read,
+        _kafka_python_commit,
+        _kafka_python_resume,
+    ),
+    KafkaClient(
+        "confluent-kafka", _confluent_produce, _confluent_read, _confluent_commit, _confluent_resume
+    ),
+    KafkaClient("aiokafka", _aiokafka_produce, _aiokafka_read, _aiokafka_commit, _aiokafka_resume),
 )

@@ -26,10 +26,13 @@ from kafka.errors import (
 )
 
 from squall.cluster.zookeeper_server import ZooKeeperServer, free_port
+from system_under_test.client.offset_store import ZooKeeperOffsetStore
 from system_under_test.errors import ErrorCode
+from system_under_test.kafka import find_coordinator, offset_commit, offset_fetch
 from system_under_test.kafka.api_keys import ApiKey
 from system_under_test.kafka.api_versions import ApiVersionsResponse
-from system_under_test.kafka.framing import decode_response
+from system_under_test.kafka.framing import decode_response, encode_request
+from system_under_test.kafka.schema import Body
 from tests.integration.cluster import LocalCluster
 from tests.integration.kafka_client_adapters import CLIENTS, KafkaClient
 from tests.integration.test_standalone_broker import BrokerThread
@@ -169,6 +172,24 @@ def test_each_client_writes_and_reads_back_exactly(
 
 
 @pytest.mark.parametrize("client", CLIENTS, ids=lambda c: c.name)
+def test_each_client_commits_a_groups_offset_and_a_new_member_resumes_there(
+    shared_cluster: KafkaCluster, client: KafkaClient
+) -> None:
+    """Offsets committed through the Kafka listener land in ZooKeeper (any broker
+    coordinates), where the broker's own protocol's consumers keep theirs."""
+    topic, group = f"commits-{client.name}", f"group-{client.name}"
+    create_topic(shared_cluster, topic)
+    bootstrap = ",".join(shared_cluster.kafka_bootstrap())
+    values = [b"%d" % i for i in range(20)]
+    assert client.produce(bootstrap, topic, values, "all", {}).errors == []
+    assert client.resume(bootstrap, group, topic, 30) == (None, 0)  # nothing committed yet
+    client.commit(bootstrap, group, topic, 12)
+    assert client.resume(bootstrap, group, topic, 30) == (12, 12)
+    with ZooKeeperOffsetStore(group, shared_cluster.zookeeper_connect) as offsets:
+        assert offsets.committed(topic, 0) == 12
+
+
+@pytest.mark.parametrize("client", CLIENTS, ids=lambda c: c.name)
 def test_a_leader_killed_mid_stream_loses_nothing_acknowledged_with_acks_all(
     cluster: KafkaCluster, client: KafkaClient
 ) -> None:
@@ -238,13 +259,76 @@ def test_unknown_versions_get_kafkas_answers(cluster: KafkaCluster) -> None:
     assert isinstance(answer, ApiVersionsResponse)
     assert answer.error_code == ErrorCode.UNSUPPORTED_VERSION
     ranges = {v.api_key: (v.min_version, v.max_version) for v in answer.api_keys}
-    assert ranges == {0: (3, 7), 1: (4, 11), 2: (1, 5), 3: (0, 8), 18: (0, 2), 19: (2, 3)}
+    assert ranges == {
+        0: (3, 7),
+        1: (4, 11),
+        2: (1, 5),
+        3: (0, 8),
+        8: (2, 7),
+        9: (1, 5),
+        10: (0, 2),
+        18: (0, 2),
+        19: (2, 3),
+    }
 
     # Another API at a version the broker does not know: the connection is closed.
     header = struct.pack(">hhih", ApiKey.METADATA, 12, 8, -1)
     with socket.create_connection(address, timeout=10) as sock:
         sock.sendall(_frame(header + b"\x01\x00\x00\x00"))
         assert sock.recv(4) == b""
+
+
+def _ask(address: tuple[str, int], body: Body, version: int) -> Body:
+    with socket.create_connection(address, timeout=10) as sock:
+        sock.sendall(encode_request(body, version, 5, "squall-test"))
+        correlation_id, answer = decode_response(_receive(sock), body.API_KEY, version)
+    assert correlation_id == 5
+    return answer
+
+
+def test_commits_the_listener_refuses_and_why(shared_cluster: KafkaCluster) -> None:
+    """No group members and no metadata strings yet: a commit naming a generation or a
+    member, or carrying metadata, is refused, never half kept; transactions have no
+    coordinator; a partition that does not exist is unknown."""
+    create_topic(shared_cluster, "refused-commits")
+    address = (HOST, shared_cluster.kafka_ports[2])
+
+    found = _ask(address, find_coordinator.FindCoordinatorRequest(key="g", key_type=0), 2)
+    assert isinstance(found, find_coordinator.FindCoordinatorResponse)
+    assert (found.error_code, found.node_id, found.port) == (0, 2, address[1])
+    txn = _ask(address, find_coordinator.FindCoordinatorRequest(key="t", key_type=1), 2)
+    assert isinstance(txn, find_coordinator.FindCoordinatorResponse)
+    assert txn.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert txn.error_message is not None and "transactions" in txn.error_message
+
+    def commit(partition: int, *, generation: int = -1, member: str = "", meta: str = "") -> int:
+        part = offset_commit.OffsetCommitRequestPartition(
+            partition_index=partition, committed_offset=3, committed_metadata=meta
+        )
+        request = offset_commit.OffsetCommitRequest(
+            group_id="refused",
+            generation_id_or_member_epoch=generation,
+            member_id=member,
+            topics=[
+                offset_commit.OffsetCommitRequestTopic(name="refused-commits", partitions=[part])
+            ],
+        )
+        answer = _ask(address, request, 7)
+        assert isinstance(answer, offset_commit.OffsetCommitResponse)
+        return answer.topics[0].partitions[0].error_code
+
+    assert commit(0, generation=4) == ErrorCode.ILLEGAL_GENERATION
+    assert commit(0, member="m-1") == ErrorCode.UNKNOWN_MEMBER_ID
+    assert commit(0, meta="where I was") == ErrorCode.OFFSET_METADATA_TOO_LARGE
+    assert commit(7) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    fetched = _ask(address, offset_fetch.OffsetFetchRequest(group_id="refused", topics=None), 5)
+    assert isinstance(fetched, offset_fetch.OffsetFetchResponse)
+    assert (fetched.error_code, fetched.topics) == (0, [])  # none of them landed
+    assert commit(0) == ErrorCode.NONE
+    fetched = _ask(address, offset_fetch.OffsetFetchRequest(group_id="refused", topics=None), 5)
+    assert isinstance(fetched, offset_fetch.OffsetFetchResponse)
+    assert [(t.name, [(p.partition_index, p.committed_offset) for p in t.partitions])
+            for t in fetched.topics] == [("refused-commits", [(0, 3)])]  # fmt: skip
 
 
 # --- one standalone broker, in process ---------------------------------------------------------
@@ -300,3 +384,8 @@ def test_a_standalone_broker_serves_kafka_clients_and_refuses_what_its_log_canno
     finally:
         consumer.close()
     assert got == [b"acks=0 %d" % i for i in range(20)] + [b"acks=1"]
+    # No ZooKeeper, nowhere to keep a group's offsets.
+    found = _ask((HOST, broker.kafka_port), find_coordinator.FindCoordinatorRequest(key="g"), 1)
+    assert isinstance(found, find_coordinator.FindCoordinatorResponse)
+    assert found.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert found.error_message is not None and "standalone" in found.error_message
