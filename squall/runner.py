@@ -276,6 +276,7 @@ class TestRunner:
                     settings=spec.broker_settings(),
                     progress=progress,
                     lazy_disk=spec.lazy_disk,
+                    kafka_listener=spec.kafka_listener,
                 )
         except Exception as err:
             raise InfrastructureError(f"the {spec.runtime} cluster did not come up: {err}") from err

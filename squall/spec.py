@@ -6,6 +6,7 @@ Written as TOML (``squall run --spec FILE``) or assembled from CLI flags::
     runtime = "docker"            # docker | ssh | local; default: docker where an engine answers
     nodes = 3
     lazy_disk = true              # brokers' data on lazyfs; default: on for docker only
+    kafka_listener = false        # brokers also speak Kafka's protocol, on port 9093
     seed = 42
     time_limit_s = 60
     recovery_wait_s = 10
@@ -150,6 +151,9 @@ class TestSpec(ConfigModel):
     lazy_disk: bool | None = None
     """The brokers' log.dirs on lazyfs, disks that can lose what was not fsynced, as a power
     loss does (default: on for docker, off for ssh and local, which need FUSE on the hosts)."""
+    kafka_listener: bool = False
+    """Every broker also serves Kafka's own wire protocol, on port 9093 of its node
+    (system_under_test/KAFKA_PROTOCOL.md), for Kafka clients and tools."""
     profile: Literal["kafka-2.4", "none"] = "kafka-2.4"
     """Broker settings the cluster starts from: Kafka 2.4's failure detectors (6 s session,
     10 s replica lag), or none (the broker's own defaults); [broker] overrides them."""
@@ -279,6 +283,7 @@ class TestSpec(ConfigModel):
             "recovery_wait_s": self.recovery_wait_s,
             "inventory": self.inventory,
             "lazy_disk": self.lazy_disk,
+            "kafka_listener": self.kafka_listener,
             "profile": self.profile,
             "broker": dict(self.broker),
             "broker_in_force": self.broker_settings(),

@@ -26,6 +26,7 @@ from squall.cluster.node import Node
 from squall.cluster.roles import ClusterRoles
 from squall.cluster.services import (
     BROKER_PORT,
+    KAFKA_PORT,
     ZOOKEEPER_PORT,
     BrokerService,
     ServiceDaemons,
@@ -90,6 +91,8 @@ class ClusterState:
     """The control process that brought it up (``squall.cluster.owner``); None: unknown."""
     lazy_disk: bool = False
     """The brokers' log.dirs are on lazyfs (``squall.cluster.lazy_disk``)."""
+    kafka_listener: bool = False
+    """Every broker also serves Kafka's own protocol, on ``KAFKA_PORT`` of its node."""
 
     def save(self) -> Path:
         check_run_id(self.run_id)
@@ -124,6 +127,7 @@ class ClusterState:
                 created=doc.get("created", ""),
                 owner=doc.get("owner"),
                 lazy_disk=bool(doc.get("lazy_disk", False)),
+                kafka_listener=bool(doc.get("kafka_listener", False)),
             )
         except FileNotFoundError:
             raise ClusterStateError(
@@ -233,6 +237,7 @@ class Cluster:
             python=self._node_state(name).python,
             settings=self.state.settings,
             lazy_disk=self.state.lazy_disk,
+            kafka_port=KAFKA_PORT if self.state.kafka_listener else None,
         )
 
     def lazy_disk(self, name: str) -> LazyDisk:
@@ -275,6 +280,13 @@ class Cluster:
     @property
     def bootstrap(self) -> str:
         return ",".join(f"{n.address}:{BROKER_PORT}" for n in self.brokers.values())
+
+    @property
+    def kafka_bootstrap(self) -> str | None:
+        """The brokers' Kafka-protocol listeners, for Kafka clients; None without them."""
+        if not self.state.kafka_listener:
+            return None
+        return ",".join(f"{n.address}:{KAFKA_PORT}" for n in self.brokers.values())
 
     @property
     def zookeeper_connect(self) -> str:

@@ -227,6 +227,7 @@ class DockerRuntime:
         settings: Mapping[str, object] | None = None,
         progress: Progress | None = None,
         lazy_disk: bool | None = None,
+        kafka_listener: bool = False,
     ) -> Cluster:
         """Containers for zk1 and n1..n<nodes> (3 by default), reachable over SSH, SUT
         deployed (on lazy disks unless ``lazy_disk`` is False); the cluster, its state saved.
@@ -251,6 +252,9 @@ class DockerRuntime:
         try:
             lazy = LAZY_DISK_DEFAULT if lazy_disk is None else lazy_disk
             state = self._provision(run_id, nodes, image, settings, say, lazy)
+            if kafka_listener:
+                state.kafka_listener = True
+                state.save()
             cluster = self.attach(state)
             try:
                 say("waiting for sshd on every node")

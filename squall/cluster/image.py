@@ -61,6 +61,7 @@ MaxStartups 64:30:128
 # ZooKeeper comes from libzookeeper-java (the server jar and its classpath): Debian's
 # `zookeeper` package adds only init scripts and depends on the full, X11-linked JRE.
 # fuse3 (fusermount3) and libfuse3-3 serve lazyfs, the brokers' disk (``lazy_disk.py``).
+# python3-crc32c: CRC-32C of Kafka's record batches, for a broker's Kafka listener.
 PACKAGES = (
     "python3",
     "openssh-server",
@@ -73,6 +74,7 @@ PACKAGES = (
     "libzookeeper-java",
     "fuse3",
     "libfuse3-3",
+    "python3-crc32c",
 )
 
 PRUNE = (

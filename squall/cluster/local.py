@@ -214,6 +214,7 @@ class LocalRuntime:
         settings: Mapping[str, object] | None = None,
         progress: Progress | None = None,
         lazy_disk: bool | None = None,
+        kafka_listener: bool = False,
     ) -> Cluster:
         """Start zk1 and brokers n1..n<nodes> (3 by default), on lazy disks if asked; the
         cluster (state saved)."""
@@ -242,6 +243,7 @@ class LocalRuntime:
             created=datetime.now(UTC).isoformat(timespec="seconds"),
             owner=Owner.current().label(),
             lazy_disk=bool(lazy_disk),
+            kafka_listener=kafka_listener,
         )
         state.save()
         cluster = self.attach(state)

@@ -32,6 +32,7 @@ class Runtime(Protocol):
         settings: Mapping[str, object] | None = None,
         progress: Progress | None = None,
         lazy_disk: bool | None = None,
+        kafka_listener: bool = False,
     ) -> Cluster:
         """A cluster of ``nodes`` brokers and ZooKeeper with the SUT deployed and running, its
         state saved. docker and local make the nodes (``nodes`` defaults to 3); ssh takes

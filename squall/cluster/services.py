@@ -30,6 +30,8 @@ from squall.cluster.lazy_disk import MOUNT_DIR, LazyDisk, LazyDiskError
 from squall.cluster.node import DaemonSpec, Node
 
 BROKER_PORT = 9092
+KAFKA_PORT = 9093
+"""Where a broker serves Kafka's own protocol, when the cluster has that listener."""
 ZOOKEEPER_PORT = 2181
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
 ROOT_MARKER = ".squall-root"
@@ -206,9 +208,11 @@ class BrokerService(Daemon):
         port: int = BROKER_PORT,
         settings: Mapping[str, object] | None = None,
         lazy_disk: bool = False,
+        kafka_port: int | None = None,
     ) -> None:
         """``zookeeper_connect`` None runs the broker standalone (no controller);
-        ``lazy_disk``: log.dirs is on the node's lazy disk, which must be mounted."""
+        ``lazy_disk``: log.dirs is on the node's lazy disk, which must be mounted;
+        ``kafka_port``: the broker also serves Kafka's protocol there (KAFKA_PROTOCOL.md)."""
         super().__init__(node, root, "broker")
         self.broker_id = broker_id
         self.zookeeper_connect = zookeeper_connect
@@ -216,6 +220,7 @@ class BrokerService(Daemon):
         self.port = port
         self.settings = dict(settings or {})
         self.lazy_disk = lazy_disk
+        self.kafka_port = kafka_port
 
     @property
     def bootstrap(self) -> str:
@@ -258,6 +263,8 @@ class BrokerService(Daemon):
         }
         if self.zookeeper_connect is not None:
             values["zookeeper.connect"] = self.zookeeper_connect
+        if self.kafka_port is not None:
+            values["kafka.listeners"] = f"{self.node.address}:{self.kafka_port}"
         values.update(self.settings)
         put_text(self.node, self.config_file, properties_text(values))
 

@@ -364,13 +364,14 @@ def _raise_first(failures: Mapping[str, BaseException]) -> None:
         raise error
 
 
-def import_check_command(sut: str, python: str) -> str:
-    """Whether the SUT and kazoo import from ``sut`` with the node's ``python``."""
+def import_check_command(sut: str, python: str, *, kafka: bool = False) -> str:
+    """Whether the SUT and kazoo import from ``sut`` with the node's ``python``; with
+    ``kafka``, the Kafka listener too (it needs the crc32c C extension on the node)."""
     directory = shlex.quote(sut)
-    return (
-        f"cd {directory} && PYTHONPATH={directory} {shlex.quote(python)} -c "
-        "'import kazoo.client, system_under_test.server'"
-    )
+    modules = "kazoo.client, system_under_test.server"
+    if kafka:
+        modules += ", system_under_test.kafka_handler"
+    return f"cd {directory} && PYTHONPATH={directory} {shlex.quote(python)} -c 'import {modules}'"
 
 
 def deploy_system_under_test(cluster: Cluster, say: Progress = _quiet) -> None:
@@ -388,11 +389,14 @@ def deploy_system_under_test(cluster: Cluster, say: Progress = _quiet) -> None:
         broker = cluster.broker(name)
         broker.install(sources)
         node = cluster.node(name)
-        check = node.run(import_check_command(str(broker.root / "sut"), broker.python), check=False)
+        kafka = cluster.state.kafka_listener
+        command = import_check_command(str(broker.root / "sut"), broker.python, kafka=kafka)
+        check = node.run(command, check=False)
         if not check.ok:
+            needs = " and the crc32c module (Debian: python3-crc32c)" if kafka else ""
             raise SutImportError(
-                f"{name}: the SUT or kazoo does not import with the node's {broker.python} "
-                f"(it must be Python 3.11+):\n{check.output.strip()}"
+                f"{name}: the SUT or kazoo{needs} does not import with the node's "
+                f"{broker.python} (it must be Python 3.11+):\n{check.output.strip()}"
             )
         if cluster.state.lazy_disk:
             disk = cluster.lazy_disk(name)
@@ -447,6 +451,7 @@ class SshRuntime:
         settings: Mapping[str, object] | None = None,
         progress: Progress | None = None,
         lazy_disk: bool | None = None,
+        kafka_listener: bool = False,
     ) -> Cluster:
         """Reach every host of the inventory, check iptables/netem, stop leftovers, deploy;
         state saved. ``nodes``, when given, must match the inventory's brokers. ``lazy_disk``
@@ -458,6 +463,7 @@ class SshRuntime:
             raise ValueError("the ssh runtime needs an inventory of hosts (--inventory FILE)")
         state = load_inventory(inventory).cluster_state(run_id, settings=settings)
         state.lazy_disk = bool(lazy_disk)
+        state.kafka_listener = kafka_listener
         if nodes is not None and nodes != len(state.brokers):
             raise ValueError(
                 f"{inventory} lists {len(state.brokers)} brokers, but {nodes} were asked for"

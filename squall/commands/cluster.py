@@ -64,6 +64,11 @@ def up(
         help="The brokers' data on lazyfs, disks that can lose what was not fsynced.  "
         "[default: on for docker, off for ssh and local]",
     ),
+    kafka_listener: bool = typer.Option(
+        False,
+        "--kafka-listener",
+        help="Every broker also speaks Kafka's own protocol, on port 9093, for Kafka clients.",
+    ),
 ) -> None:
     """Provision nodes, deploy ZooKeeper and the brokers; the cluster becomes the current one."""
     try:
@@ -85,6 +90,7 @@ def up(
                 settings=overrides,
                 progress=progress,
                 lazy_disk=lazy_disk,
+                kafka_listener=kafka_listener,
             )
     except RuntimeUnavailableError as err:
         fail(str(err), ExitCode.USAGE)
@@ -101,6 +107,7 @@ def up(
                 "bootstrap": cluster.bootstrap,
                 "zookeeper": cluster.zookeeper_connect,
                 "lazy_disk": cluster.state.lazy_disk,
+                "kafka_bootstrap": cluster.kafka_bootstrap,
             }
         )
     )
