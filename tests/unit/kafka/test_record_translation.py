@@ -97,4 +97,15 @@ def test_batches_the_log_cannot_keep_are_refused() -> None:
 
 def test_init_producer_id_is_not_advertised() -> None:
     ranges = {v.api_key: (v.min_version, v.max_version) for v in api_version_ranges()}
-    assert ranges == {0: (3, 7), 1: (4, 11), 2: (1, 5), 3: (0, 8), 18: (0, 2), 19: (2, 3)}
+    assert 22 not in ranges
+    assert ranges == {
+        0: (3, 7),
+        1: (4, 11),
+        2: (1, 5),
+        3: (0, 8),
+        8: (2, 7),
+        9: (1, 5),
+        10: (0, 2),
+        18: (0, 2),
+        19: (2, 3),
+    }
