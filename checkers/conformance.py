@@ -82,6 +82,18 @@ ANOMALIES = (
 )
 
 
+def acknowledged_all(writes: pd.DataFrame, default_acks: int | None) -> pd.DataFrame:
+    """The `ok` acks=-1 sends (the operation's `acks`, else `default_acks`) with both their
+    invocation and completion times."""
+    acks = writes["acks"] if default_acks is None else writes["acks"].fillna(default_acks)
+    return writes[
+        (writes["status"] == "ok").to_numpy()
+        & (acks == -1).fillna(False).to_numpy(dtype=bool)
+        & writes["invoke_time"].notna().to_numpy()
+        & writes["complete_time"].notna().to_numpy()
+    ]
+
+
 def acks_below_min_isr(
     log: KeyLog, settings: TestSettings, default_acks: int | None
 ) -> pd.DataFrame:
@@ -92,13 +104,7 @@ def acks_below_min_isr(
     writes = log.writes
     if minimum is None or len(timeline) == 0 or writes.empty:
         return pd.DataFrame()
-    acks = writes["acks"] if default_acks is None else writes["acks"].fillna(default_acks)
-    chosen = writes[
-        (writes["status"] == "ok").to_numpy()
-        & (acks == -1).fillna(False).to_numpy(dtype=bool)
-        & writes["invoke_time"].notna().to_numpy()
-        & writes["complete_time"].notna().to_numpy()
-    ]
+    chosen = acknowledged_all(writes, default_acks)
     if chosen.empty:
         return pd.DataFrame()
     sizes = timeline.isr_sizes()
@@ -261,18 +267,8 @@ def truncations_of_acknowledged(log: KeyLog, rules: LossRules) -> pd.DataFrame:
     writes = log.writes
     if not cuts or writes.empty:
         return pd.DataFrame()
-    acks = (
-        writes["acks"].fillna(rules.default_acks)
-        if rules.default_acks is not None
-        else writes["acks"]
-    )
-    chosen = writes[
-        (writes["status"] == "ok").to_numpy()
-        & (acks == -1).fillna(False).to_numpy(dtype=bool)
-        & writes["invoke_time"].notna().to_numpy()
-        & writes["complete_time"].notna().to_numpy()
-        & writes["offset"].notna().to_numpy()
-    ]
+    chosen = acknowledged_all(writes, rules.default_acks)
+    chosen = chosen[chosen["offset"].notna().to_numpy()]
     reads = log.reads
     final = reads[(reads["type"] == "ok") & reads["final"]]
     kept = set(zip(final["offset"].tolist(), final["value"].tolist(), strict=True))

@@ -251,10 +251,7 @@ class DockerRuntime:
         started = time.monotonic()
         try:
             lazy = LAZY_DISK_DEFAULT if lazy_disk is None else lazy_disk
-            state = self._provision(run_id, nodes, image, settings, say, lazy)
-            if kafka_listener:
-                state.kafka_listener = True
-                state.save()
+            state = self._provision(run_id, nodes, image, settings, say, lazy, kafka_listener)
             cluster = self.attach(state)
             try:
                 say("waiting for sshd on every node")
@@ -281,6 +278,7 @@ class DockerRuntime:
         settings: Mapping[str, object] | None,
         say: Progress,
         lazy_disk: bool,
+        kafka_listener: bool,
     ) -> ClusterState:
         key_file = generate_key_pair(keys_dir(run_id))
         (keys_dir(run_id) / OWNER_FILE).write_text(self._owner + "\n")
@@ -317,6 +315,7 @@ class DockerRuntime:
             created=datetime.now(UTC).isoformat(timespec="seconds"),
             owner=Owner.current().label(),
             lazy_disk=lazy_disk,
+            kafka_listener=kafka_listener,
         )
         state.save()
         return state
