@@ -18,19 +18,23 @@ Three measurements:
    three brokers with a default test's broker settings, no faults, the history written to a
    real file; reports the achieved ops/s overall and per f, and the operations in flight
    (sampled every 50 ms). `--runtime docker` brings the cluster up as `squall run` does
-   (the base image is built on first use).
+   (the base image is built on first use). `--clients squall,confluent-kafka` runs it
+   through each client in turn (docs/clients.md), side by side on one cluster.
 
 Prints one JSON line per measurement, then a table.
 
     .venv/bin/python bench/workload_rate.py [--seconds 15] [--repeat 2] [--mode sync|async]
     .venv/bin/python bench/workload_rate.py --workload default --runtime docker \
         --seconds 30 --repeat 1 --skip-micro
+    .venv/bin/python bench/workload_rate.py --workload default --runtime docker \
+        --seconds 60 --repeat 2 --skip-micro --clients squall,confluent-kafka,kafka-python
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -51,6 +55,7 @@ from squall.cluster.runtimes import Runtime, runtime_named
 from squall.spec import TestSpec
 from workloads import OperationRecorder, OpMix, QueueWorkload, WorkloadCounters, WorkloadSpec
 from workloads.client import SendResult
+from workloads.clients import client_factory, speaks_kafka
 
 BROKER_SETTINGS = {
     "zookeeper.session.timeout.ms": "6000",
@@ -154,11 +159,15 @@ def micro(args: argparse.Namespace, tmp: Path, results: list[dict[str, Any]]) ->
 
 
 @contextlib.contextmanager
-def cluster_of_three(args: argparse.Namespace, settings: dict[str, str]) -> Any:
+def cluster_of_three(
+    args: argparse.Namespace, settings: dict[str, str], *, kafka_listener: bool = False
+) -> Any:
     """Three brokers and ZooKeeper on `args.runtime`, taken down again afterwards."""
     runtime: Runtime = runtime_named(args.runtime)
     started = time.monotonic()
-    cluster = runtime.up(f"bench-{uuid.uuid4().hex[:8]}", 3, settings=settings)
+    cluster = runtime.up(
+        f"bench-{uuid.uuid4().hex[:8]}", 3, settings=settings, kafka_listener=kafka_listener
+    )
     print(
         f"{args.runtime} cluster of 3 brokers up in {time.monotonic() - started:.0f} s",
         file=sys.stderr,
@@ -237,12 +246,18 @@ def flat_out(
 
 
 def default_workload(args: argparse.Namespace, tmp: Path, results: list[dict[str, Any]]) -> None:
-    """The default WorkloadSpec against three brokers with a default test's settings."""
-    with cluster_of_three(args, TestSpec(name="bench").broker_settings()) as cluster:
-        for round_number in range(args.repeat):
-            spec = WorkloadSpec(topic=f"bench-default-{round_number}")
-            workload = QueueWorkload(spec)
-            workload.prepare(cluster.bootstrap)
+    """The default WorkloadSpec against three brokers with a default test's settings, through
+    each client of `--clients` in turn, round after round."""
+    clients = args.clients.split(",")
+    settings = TestSpec(name="bench").broker_settings()
+    with cluster_of_three(
+        args, settings, kafka_listener=any(map(speaks_kafka, clients))
+    ) as cluster:
+        for round_number, client in itertools.product(range(args.repeat), clients):
+            spec = WorkloadSpec(topic=f"bench-default-{round_number}-{client}", client=client)
+            bootstrap = cluster.kafka_bootstrap if speaks_kafka(client) else cluster.bootstrap
+            workload = QueueWorkload(spec, client_factory=client_factory(client))
+            workload.prepare(bootstrap)
             path = tmp / f"{spec.topic}.jsonl"
             writer = HistoryWriter(path)
             sampler = InFlightSampler(workload.counters)
@@ -250,7 +265,7 @@ def default_workload(args: argparse.Namespace, tmp: Path, results: list[dict[str
             try:
                 sink = TimedSink(writer)
                 summary = workload.run(
-                    cluster.bootstrap,
+                    bootstrap,
                     cluster.zookeeper_connect,
                     sink,
                     stop_event=threading.Event(),
@@ -265,6 +280,7 @@ def default_workload(args: argparse.Namespace, tmp: Path, results: list[dict[str
             result = {
                 "measure": "default-workload",
                 "runtime": args.runtime,
+                "client": client,
                 "rate_target": spec.rate,
                 "producer_mode": spec.producer_mode,
                 "producers": spec.producers,
@@ -328,7 +344,8 @@ def print_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None
     for run in (r for r in results if r["measure"] == "default-workload"):
         per_f = ", ".join(f"{f} {rate:,.0f}" for f, rate in run["per_f_ops_per_s"].items())
         print(
-            f"\ndefault workload on {run['runtime']} (3 brokers, no faults), {run['seconds']:g} s: "
+            f"\ndefault workload through {run['client']} on {run['runtime']} (3 brokers, no "
+            f"faults), {run['seconds']:g} s: "
             f"{run['ops_per_s']:,.0f} ops/s of {run['rate_target']:,.0f} asked "
             f"({run['producer_mode']} producers x{run['producers']} with up to "
             f"{run['in_flight_per_partition']} in flight per partition, "
@@ -385,6 +402,12 @@ def _parse_args() -> argparse.Namespace:
         "a file; default: WorkloadSpec() as squall run uses it",
     )
     parser.add_argument("--runtime", choices=("local", "docker"), default="local")
+    parser.add_argument(
+        "--clients",
+        default="squall",
+        help="--workload default: the clients to run it through, in turn, comma-separated "
+        "(squall, confluent-kafka, kafka-python)",
+    )
     return parser.parse_args()
 
 

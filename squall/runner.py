@@ -51,6 +51,7 @@ from squall.run_log import run_log
 from squall.spec import SpecError, TestSpec
 from squall.store import RunDirectory, RunStore
 from workloads import QueueWorkload
+from workloads.clients import client_factory, speaks_kafka
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +173,11 @@ class TestRunner:
                         **spec.to_json(),
                         "run_id": run_id,
                         "bootstrap": cluster.bootstrap,
+                        **(
+                            {"kafka_bootstrap": cluster.kafka_bootstrap}
+                            if cluster.kafka_bootstrap
+                            else {}
+                        ),
                         "zookeeper": cluster.zookeeper_connect,
                         "brokers": {name: broker_id_of(name) for name in sorted(cluster.brokers)},
                         **(
@@ -182,8 +188,10 @@ class TestRunner:
                     }
                 )
                 view.phase, view.phase_detail = "deploy", f"topic {spec.workload.topic}"
-                workload = QueueWorkload(spec.workload)
-                workload.prepare(cluster.bootstrap)
+                workload = QueueWorkload(
+                    spec.workload, client_factory=client_factory(spec.workload.client)
+                )
+                workload.prepare(client_bootstrap(cluster, spec))
                 self._run_and_heal(cluster, workload, run_dir, view)
                 view.phase, view.phase_detail = "collect", "node logs and SUT events"
                 self._collect(cluster, run_dir)
@@ -342,7 +350,7 @@ class TestRunner:
             schedule_thread.start()
         try:
             workload.run(
-                cluster.bootstrap,
+                client_bootstrap(cluster, spec),
                 cluster.zookeeper_connect,
                 writer,
                 stop_event=self.stop,
@@ -370,7 +378,9 @@ class TestRunner:
         view.phase, view.phase_detail = "final read", "every key from its start to its end"
         try:
             workload.final_read(
-                cluster.bootstrap, writer, deadline_s=spec.workload.final_read_deadline_s
+                client_bootstrap(cluster, spec),
+                writer,
+                deadline_s=spec.workload.final_read_deadline_s,
             )
             view.phase_detail = "every replica's log, read off its disk"
             self._read_replicas(cluster, writer, run_dir)
@@ -659,3 +669,16 @@ def _describe_active(nemesis: Nemesis) -> list[str]:
     if active.snapshots:
         out.append(f"snapshots of {','.join(sorted(active.snapshots))}")
     return out
+
+
+def client_bootstrap(cluster: Cluster, spec: TestSpec) -> str:
+    """Where the workload's client connects: the brokers' Kafka listeners for a Kafka
+    client, else their own protocol's."""
+    if not speaks_kafka(spec.workload.client):
+        return cluster.bootstrap
+    if cluster.kafka_bootstrap is None:
+        raise InfrastructureError(
+            f"the workload's client is {spec.workload.client}, but the cluster's brokers have "
+            "no Kafka listener (kafka_listener)"
+        )
+    return cluster.kafka_bootstrap

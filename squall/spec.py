@@ -63,6 +63,7 @@ from squall.config import (
 )
 from system_under_test.config import BROKER_KEYS, ConfigError
 from workloads import WorkloadSpec
+from workloads.clients import speaks_kafka
 
 if TYPE_CHECKING:
     BrokerKey = str
@@ -153,7 +154,8 @@ class TestSpec(ConfigModel):
     loss does (default: on for docker, off for ssh and local, which need FUSE on the hosts)."""
     kafka_listener: bool = False
     """Every broker also serves Kafka's own wire protocol, on port 9093 of its node
-    (system_under_test/KAFKA_PROTOCOL.md), for Kafka clients and tools."""
+    (system_under_test/KAFKA_PROTOCOL.md), for Kafka clients and tools; always on when the
+    workload's client is a Kafka client."""
     profile: Literal["kafka-2.4", "none"] = "kafka-2.4"
     """Broker settings the cluster starts from: Kafka 2.4's failure detectors (6 s session,
     10 s replica lag), or none (the broker's own defaults); [broker] overrides them."""
@@ -212,7 +214,13 @@ class TestSpec(ConfigModel):
             )
         lazy_disk = self.lazy_disk if self.lazy_disk is not None else runtime == "docker"
         return self.model_copy(
-            update={"seed": seed, "runtime": runtime, "nemesis": nemesis, "lazy_disk": lazy_disk}
+            update={
+                "seed": seed,
+                "runtime": runtime,
+                "nemesis": nemesis,
+                "lazy_disk": lazy_disk,
+                "kafka_listener": self.kafka_listener or speaks_kafka(self.workload.client),
+            }
         )
 
     def broker_settings(self) -> dict[str, str]:
@@ -347,6 +355,8 @@ class TestDocument(TestSpec):
     """The cluster's run id (labels on containers and networks)."""
     bootstrap: str | None = None
     """The brokers' addresses, HOST:PORT,..."""
+    kafka_bootstrap: str | None = None
+    """The brokers' Kafka listeners, HOST:PORT,... (when the cluster has them)."""
     zookeeper: str | None = None
     """ZooKeeper's address, HOST:PORT."""
     brokers: dict[str, int] | None = None

@@ -48,7 +48,15 @@ def _git_commit(cwd: Path) -> str | None:
 def versions() -> dict[str, str]:
     """Versions of what a run depends on, for test.json."""
     out = {"python": sys.version.split()[0]}
-    for package in ("squall", "pyspark", "kazoo", "paramiko", "docker"):
+    for package in (
+        "squall",
+        "pyspark",
+        "kazoo",
+        "paramiko",
+        "docker",
+        "confluent-kafka",
+        "kafka-python",
+    ):
         try:
             out[package] = metadata.version(package)
         except metadata.PackageNotFoundError:

@@ -24,12 +24,14 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainValidator,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from system_under_test.client.config import ConsumerConfig, ProducerConfig
 from system_under_test.config import TOPIC_KEYS, ConfigError, resolve_topic_config
+from workloads.clients import SQUALL, ClientName, check_kafka_settings, speaks_kafka
 from workloads.errors import WorkloadSpecError
 
 ProducerMode = Literal["sync", "async"]
@@ -164,6 +166,10 @@ class WorkloadSpec(BaseModel):
     """Topic-level settings with Kafka's names, e.g. { "min.insync.replicas" = "2" }."""
     acks: Acks = -1
     """The producer's acks: -1 (all), 0 or 1."""
+    client: ClientName = "squall"
+    """The client library the workload runs through (docs/clients.md): squall's own, or a
+    Kafka client (confluent-kafka, kafka-python) against the brokers' Kafka listeners; its
+    producer_config and consumer_config are then that client's settings."""
     producer_mode: ProducerMode = "async"
     """async: up to in_flight sends outstanding per producer, batched; sync: one at a time."""
     in_flight: Count = 32
@@ -259,20 +265,28 @@ class WorkloadSpec(BaseModel):
 
     @field_validator("producer_config")
     @classmethod
-    def _producer_settings(cls, config: dict[str, Any]) -> dict[str, Any]:
-        ProducerConfig.from_mapping(config)  # ClientConfigError, a ValueError, names the key
+    def _producer_settings(cls, config: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        client = info.data.get("client", SQUALL)
+        if speaks_kafka(client):
+            check_kafka_settings(client, "producer", config)
+        else:
+            ProducerConfig.from_mapping(config)  # ClientConfigError, a ValueError, names the key
         return config
 
     @field_validator("consumer_config")
     @classmethod
-    def _consumer_settings(cls, config: dict[str, Any]) -> dict[str, Any]:
+    def _consumer_settings(cls, config: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         reserved = sorted(set(config) & set(_RESERVED_CONSUMER_KEYS))
         if reserved:
             raise ValueError(
                 f"sets {', '.join(reserved)}, which the workload owns (it "
                 "records every commit); use group_id for the group's name"
             )
-        ConsumerConfig.from_mapping({"auto.offset.reset": "earliest", **config})
+        client = info.data.get("client", SQUALL)
+        if speaks_kafka(client):
+            check_kafka_settings(client, "consumer", config)
+        else:
+            ConsumerConfig.from_mapping({"auto.offset.reset": "earliest", **config})
         return config
 
     @model_validator(mode="after")

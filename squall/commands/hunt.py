@@ -21,6 +21,7 @@ from squall.commands._common import fail
 from squall.commands.choices import RuntimeName
 from squall.commands.run import (
     AcksOption,
+    ClientOption,
     DurationOption,
     FaultsOption,
     IntervalOption,
@@ -152,6 +153,7 @@ def hunt(
     nodes: int | None = NodesOption,
     time_limit: float | None = TimeLimitOption,
     seed: int | None = SeedOption,
+    client: str | None = ClientOption,
     acks: int | None = AcksOption,
     partitions: int | None = PartitionsOption,
     replication_factor: int | None = ReplicationFactorOption,
@@ -235,6 +237,7 @@ def hunt(
         duration=duration,
         settings=settings,
         inventory=inventory,
+        client=client,
     )
     spark_master, spark_remote = spark_target(ctx, spark_master, spark_remote)
     require_spark(spark_master, spark_remote)

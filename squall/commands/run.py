@@ -147,6 +147,13 @@ SeedOption = typer.Option(
     help="Seed for the workload and the fault schedule.  [default: the spec's, else drawn "
     "and recorded]",
 )
+ClientOption = typer.Option(
+    None,
+    "--client",
+    metavar="squall|confluent-kafka|kafka-python",
+    help="The client library the workload runs through (docs/clients.md); a Kafka client "
+    "talks to the brokers' Kafka listeners, which it turns on." + _or_spec("squall"),
+)
 AcksOption = typer.Option(
     None,
     "--acks",
@@ -260,6 +267,7 @@ def spec_from_flags(
     settings: list[str],
     inventory: Path | None,
     lazy_disk: bool | None = None,
+    client: str | None = None,
 ) -> TestSpec:
     """The test the configuration flags describe, over the spec file if any; exits USAGE
     when they do not make a valid test."""
@@ -283,6 +291,7 @@ def spec_from_flags(
         "inventory": str(inventory) if inventory else None,
         "lazy_disk": lazy_disk,
         "workload/acks": acks,
+        "workload/client": client,
         "workload/partitions": partitions,
         "workload/replication_factor": replication_factor,
         "workload/rate": rate,
@@ -308,6 +317,7 @@ def run(
     nodes: int | None = NodesOption,
     time_limit: float | None = TimeLimitOption,
     seed: int | None = SeedOption,
+    client: str | None = ClientOption,
     acks: int | None = AcksOption,
     partitions: int | None = PartitionsOption,
     replication_factor: int | None = ReplicationFactorOption,
@@ -352,6 +362,7 @@ def run(
         settings=settings,
         inventory=inventory,
         lazy_disk=lazy_disk,
+        client=client,
     )
     spark_master, spark_remote = spark_target(ctx, spark_master, spark_remote)
     _execute(

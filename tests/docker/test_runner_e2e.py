@@ -69,7 +69,17 @@ def history(run_dir: Path) -> list[dict[str, Any]]:
 
 @pytest.mark.timeout(1200)
 def test_a_short_run_writes_a_valid_store_and_replays_its_schedule(tmp_path: Path) -> None:
-    done = squall(tmp_path, "run", "--spec", short_recovery(tmp_path), *RUN_FLAGS)
+    # Through a real Kafka client (squall's own runs in every other docker test): the same
+    # store, history and replay whichever client ran.
+    done = squall(
+        tmp_path,
+        "run",
+        "--spec",
+        short_recovery(tmp_path),
+        *RUN_FLAGS,
+        "--client",
+        "confluent-kafka",
+    )
     assert done.returncode in (0, 1), done.stderr[-3000:]
     run_dir = Path(json.loads(done.stdout.strip().splitlines()[-1])["run_dir"])
     run_dir = tmp_path / run_dir if not run_dir.is_absolute() else run_dir
@@ -85,7 +95,12 @@ def test_a_short_run_writes_a_valid_store_and_replays_its_schedule(tmp_path: Pat
         assert any((run_dir / "nodes" / node).iterdir())
     results = json.loads((run_dir / "results.json").read_text())
     assert results["valid"] in (True, False, "unknown") and "checkers" in results
-    assert json.loads((run_dir / "test.json").read_text())["recovery_wait_s"] == 3
+    test = json.loads((run_dir / "test.json").read_text())
+    assert test["recovery_wait_s"] == 3
+    assert test["workload"]["client"] == "confluent-kafka" and test["kafka_listener"]
+    assert test["kafka_bootstrap"].count(":9093") == 3
+    assert any(op["f"] == "send" and op["type"] == "ok" for op in ops)
+    assert any(op["f"] == "poll" and op["type"] == "ok" and op.get("final") for op in ops)
     applied = json.loads((run_dir / "schedule.json").read_text())["faults"]
 
     replayed = squall(tmp_path, "replay", str(run_dir))

@@ -1,0 +1,139 @@
+"""The queue workload through real Kafka clients (confluent-kafka, kafka-python) against a
+real local cluster's Kafka listeners: the same history, whichever client ran it."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from histories import HistoryWriter
+from squall.cluster.cluster import Cluster
+from squall.cluster.local import LocalRuntime
+from tests.integration.test_queue_workload import (
+    BROKER_SETTINGS,
+    check_history,
+    spec_for,
+    wait_for_full_isr,
+)
+from tests.support import wait_for
+from workloads import QueueWorkload, WorkloadRunSummary
+from workloads.clients import client_factory
+
+pytestmark = pytest.mark.integration
+
+KAFKA_CLIENTS = ("confluent-kafka", "kafka-python")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SQUALL_HOME", str(tmp_path_factory.mktemp("squall-home")))
+        runtime = LocalRuntime()
+        up = runtime.up(
+            f"kc-{uuid.uuid4().hex[:8]}", 3, settings=BROKER_SETTINGS, kafka_listener=True
+        )
+        try:
+            yield up
+        finally:
+            runtime.down(up.state)
+
+
+def kafka_bootstrap(cluster: Cluster) -> str:
+    bootstrap = cluster.kafka_bootstrap
+    assert bootstrap is not None
+    return bootstrap
+
+
+@pytest.mark.parametrize("client", KAFKA_CLIENTS)
+def test_a_healthy_run_through_a_kafka_client_reads_every_acknowledged_value(
+    cluster: Cluster, tmp_path: Path, client: str
+) -> None:
+    topic = f"healthy-{client}"
+    workload = QueueWorkload(
+        spec_for(topic, client=client, in_flight=4), client_factory=client_factory(client)
+    )
+    bootstrap = kafka_bootstrap(cluster)
+    workload.prepare(bootstrap)
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path) as writer:
+        summary = workload.run(
+            bootstrap,
+            cluster.zookeeper_connect,
+            writer,
+            stop_event=threading.Event(),
+            time_limit_s=8.0,
+            rng=random.Random(21),
+        )
+        final = workload.final_read(bootstrap, writer)
+    assert summary.stopped_by == "time-limit" and summary.abandoned == 0
+    assert summary.counters.ok > 300
+    ops, counts = check_history(path, final)
+    not_ok = counts[("send", "fail")] + counts[("send", "info")]
+    assert not_ok <= 0.02 * counts[("send", "invoke")], f"no faults, yet: {counts}"
+    assert counts[("commit", "ok")] > 0 and counts[("subscribe", "ok")] >= 2
+    # Consumers after a crash resume where their group committed (positions recorded).
+    starts = [op for op in ops if op.f == "subscribe" and op.type == "ok" and not op.final]
+    assert starts and all(set(op.extra["positions"]) == set(workload.spec.keys) for op in starts)
+
+
+def test_a_leader_killed_under_confluent_kafka_loses_nothing_acknowledged(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    workload = QueueWorkload(
+        spec_for("killed-confluent", client="confluent-kafka"),
+        client_factory=client_factory("confluent-kafka"),
+    )
+    bootstrap = kafka_bootstrap(cluster)
+    workload.prepare(bootstrap)
+    path = tmp_path / "history.jsonl"
+    stop = threading.Event()
+    outcome: dict[str, WorkloadRunSummary | BaseException] = {}
+    with HistoryWriter(path) as writer:
+
+        def run() -> None:
+            try:
+                outcome["summary"] = workload.run(
+                    bootstrap,
+                    cluster.zookeeper_connect,
+                    writer,
+                    stop_event=stop,
+                    time_limit_s=30.0,
+                    rng=random.Random(22),
+                )
+            except BaseException as err:
+                outcome["error"] = err
+
+        runner = threading.Thread(target=run)
+        runner.start()
+        try:
+            wait_for(lambda: workload.counters.snapshot().ok > 0, 20, "the first acks")
+            keys = workload.spec.keys
+            writer.event("kill", {"n1": "killed"})
+            acked = {k: len(workload.acknowledged.offsets(k)) + 20 for k in keys}
+            cluster.broker("n1").kill()
+            time.sleep(4.0)
+            cluster.broker("n1").start()
+            writer.event("start", {"n1": "started"})
+            wait_for(
+                lambda: all(len(workload.acknowledged.offsets(k)) > acked[k] for k in keys),
+                30,
+                "every key acknowledged again after the kill",
+            )
+        finally:
+            stop.set()
+            runner.join(60)
+        assert "error" not in outcome, outcome.get("error")
+        wait_for_full_isr(cluster, "killed-confluent")
+        final = workload.final_read(bootstrap, writer)
+    ops, counts = check_history(path, final)
+    uncertain = sum(n for (f, t), n in counts.items() if f in ("send", "poll") and t != "ok")
+    assert uncertain > 0, f"a leader was killed but every send and poll succeeded: {counts}"
+    killed_at = next(op.index for op in ops if op.f == "kill")
+    later = [op for op in ops[killed_at:] if op.f == "send" and op.type == "ok"]
+    assert len({op.key for op in later}) == 3, "a key was never written again after the kill"
