@@ -54,6 +54,7 @@ def test_cluster_is_up_and_its_state_reattaches(docker_cluster: Cluster, docker_
     again = docker_runtime.attach(ClusterState.load(docker_cluster.run_id))
     try:
         assert again.bootstrap == docker_cluster.bootstrap
+        assert again.kafka_bootstrap is None and docker_cluster.kafka_bootstrap is None
         assert again.capabilities == docker_cluster.capabilities
         assert again.node("zk1").run("getent hosts n2").output.split()[0] == (
             docker_cluster.node("n2").address

@@ -67,7 +67,7 @@ def test_a_healthy_run_through_a_kafka_client_reads_every_acknowledged_value(
             cluster.zookeeper_connect,
             writer,
             stop_event=threading.Event(),
-            time_limit_s=8.0,
+            time_limit_s=5.0,
             rng=random.Random(21),
         )
         final = workload.final_read(bootstrap, writer)

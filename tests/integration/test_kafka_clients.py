@@ -132,8 +132,9 @@ def read_back(cluster: KafkaCluster, topic: str, count: int) -> list[tuple[int, 
 
 
 def test_kafka_python_writes_and_reads_back_through_the_kafka_listeners(
-    cluster: KafkaCluster,
+    shared_cluster: KafkaCluster,
 ) -> None:
+    cluster = shared_cluster
     create_topic(cluster, "kafka-python")
     state = cluster.describe("kafka-python")
     assert len(state.replicas) == 3 and len(state.isr) == 3
@@ -247,7 +248,8 @@ def _receive(sock: socket.socket) -> bytes:
     return sock.recv(size, socket.MSG_WAITALL)
 
 
-def test_unknown_versions_get_kafkas_answers(cluster: KafkaCluster) -> None:
+def test_unknown_versions_get_kafkas_answers(shared_cluster: KafkaCluster) -> None:
+    cluster = shared_cluster
     address = (HOST, cluster.kafka_ports[1])
     # ApiVersions v3 (flexible header v2: client id, then an empty tagged-field section).
     header = struct.pack(">hhih", ApiKey.API_VERSIONS, 3, 7, 4) + b"test" + b"\x00"
