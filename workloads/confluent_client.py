@@ -6,7 +6,8 @@ the workload's group keys: ``zookeeper.connect`` is dropped (a Kafka client's gr
 the brokers) and automatic commits are always off (the workload commits). Idempotence is
 off: the brokers do not serve InitProducerId yet. librdkafka's delivery timeout
 (``message.timeout.ms``, 300 s by default) is bounded by the request timeout times the
-attempts, so that a send never outlives what the workload waits for it.
+attempts, so that a send never outlives what the workload waits for it, and every request's
+(``socket.timeout.ms``, 60 s by default) is the workload's request timeout.
 
 Outcomes (docs/clients.md): a delivery error is `definite` only when the record never left
 the client (refused by ``produce()``, purged from the queue) or when the producer makes a
@@ -209,10 +210,14 @@ class ConfluentConsumer:
         self.seek(tp, low)
 
     def poll(self, timeout_ms: int) -> list[Record]:
-        """The records fetched within the timeout; if there are none and librdkafka reported
-        an error instead, that error."""
+        """The records fetched so far, else the first to come within the timeout and those
+        with it; if there are none and librdkafka reported an error instead, that error."""
         try:
-            messages = self._consumer.consume(_MAX_POLL_RECORDS, timeout_ms / 1000)
+            messages = self._consumer.consume(_MAX_POLL_RECORDS, 0)  # what has arrived
+            if not messages:  # else wait for the first record, then take what came with it
+                messages = self._consumer.consume(1, timeout_ms / 1000)
+                if messages:
+                    messages += self._consumer.consume(_MAX_POLL_RECORDS - 1, 0)
         except KafkaException as err:
             raise _error_of(err) from err
         records: list[Record] = []
@@ -379,9 +384,11 @@ def producer_config(
         "bootstrap.servers": bootstrap,
         "acks": acks,
         "enable.idempotence": False,
+        "socket.nagle.disable": True,  # as Kafka's own clients: no 40 ms stalls on small requests
         **({"linger.ms": 0} if mode == "sync" else {}),
         **settings,
     }
+    config.setdefault("socket.timeout.ms", _request_timeout_ms(settings))
     if "message.timeout.ms" not in settings and "delivery.timeout.ms" not in settings:
         attempts = _retries(settings) + 1
         config["message.timeout.ms"] = _request_timeout_ms(settings) * attempts + 1_000
@@ -393,8 +400,14 @@ def consumer_config(bootstrap: str, settings: Mapping[str, object]) -> dict[str,
     of its own that never commits (librdkafka wants one)."""
     config: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
+        "socket.nagle.disable": True,
         **{k: v for k, v in settings.items() if k not in GROUP_KEYS_DROPPED},
         "enable.auto.commit": False,
     }
     config.setdefault("group.id", f"squall-reader-{uuid.uuid4().hex}")
+    # librdkafka's request.timeout.ms is the producer's; its consumers time out requests
+    # (fetches aside, commits and offset lookups too) after socket.timeout.ms, 60 s by default.
+    timeout_ms = config.pop("request.timeout.ms", None)
+    if timeout_ms is not None:
+        config.setdefault("socket.timeout.ms", timeout_ms)
     return config

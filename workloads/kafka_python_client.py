@@ -128,8 +128,16 @@ class KafkaPythonProducer:
             raise TimeoutError(str(err)) from err
 
     def close(self, timeout_s: float | None = None) -> None:
+        """Close; sends still in flight after `timeout_s` are ended (their futures fail)."""
         try:
             self._producer.close(timeout_s)
+        except kerrors.KafkaTimeoutError:
+            # kafka-python's close() stops at its flush while sends are pending, leaving the
+            # producer open; end them as its own close would have, after the timeout.
+            sender = getattr(self._producer, "_sender", None)
+            if sender is not None:
+                sender.force_close()
+                sender.join(5)
         except kerrors.KafkaError as err:
             raise _error_of(err) from err
 

@@ -42,6 +42,7 @@ def test_librdkafka_gets_the_workloads_settings_with_a_bounded_delivery_timeout(
     assert config["enable.idempotence"] is False
     assert config["message.send.max.retries"] == 2
     assert config["message.timeout.ms"] == 5000 * 3 + 1000
+    assert config["socket.timeout.ms"] == 5000
     sync = producer_config("h:9093", acks=1, mode="sync", settings={"request.timeout.ms": 100})
     assert sync["linger.ms"] == 0 and sync["message.timeout.ms"] == 1100
     given = producer_config("h", acks=1, mode="async", settings={"message.timeout.ms": 7})
@@ -53,6 +54,10 @@ def test_librdkafka_consumers_never_commit_by_themselves_and_always_have_a_group
     member = consumer_config("h", spec.consumer_settings("zk:2181"))
     assert member["group.id"] == spec.group and "zookeeper.connect" not in member
     assert member["enable.auto.commit"] is False
+    # librdkafka's consumers time their requests out by socket.timeout.ms, not the
+    # producer's request.timeout.ms.
+    assert member["socket.timeout.ms"] == spec.request_timeout_ms
+    assert "request.timeout.ms" not in member
     outsider = consumer_config("h", spec.consumer_settings(None))
     assert outsider["group.id"].startswith("squall-reader-")
 
