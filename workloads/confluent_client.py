@@ -210,14 +210,18 @@ class ConfluentConsumer:
         self.seek(tp, low)
 
     def poll(self, timeout_ms: int) -> list[Record]:
-        """The records fetched so far, else the first to come within the timeout and those
-        with it; if there are none and librdkafka reported an error instead, that error."""
+        """The records fetched after this call began: the first to come within the timeout
+        and those with it; if there are none and librdkafka reported an error instead, that
+        error."""
         try:
-            messages = self._consumer.consume(_MAX_POLL_RECORDS, 0)  # what has arrived
-            if not messages:  # else wait for the first record, then take what came with it
-                messages = self._consumer.consume(1, timeout_ms / 1000)
-                if messages:
-                    messages += self._consumer.consume(_MAX_POLL_RECORDS - 1, 0)
+            # Records librdkafka fetched before this poll was invoked must not be returned:
+            # the history reads a poll as the log's state between its invocation and its
+            # completion (a power loss between a prefetch and the poll would otherwise seem
+            # survived). Assigning again discards them and fetches anew from the positions.
+            self._assign()
+            messages = self._consumer.consume(1, timeout_ms / 1000)  # the first to come
+            if messages:  # and what came with it
+                messages += self._consumer.consume(_MAX_POLL_RECORDS - 1, 0)
         except KafkaException as err:
             raise _error_of(err) from err
         records: list[Record] = []
