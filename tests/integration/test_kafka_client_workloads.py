@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,11 +17,10 @@ from squall.cluster.local import LocalRuntime
 from tests.integration.test_queue_workload import (
     BROKER_SETTINGS,
     check_history,
+    run_through_a_kill_of_n1,
     spec_for,
-    wait_for_full_isr,
 )
-from tests.support import wait_for
-from workloads import QueueWorkload, WorkloadRunSummary
+from workloads import QueueWorkload
 from workloads.clients import client_factory
 
 pytestmark = pytest.mark.integration
@@ -92,45 +90,7 @@ def test_a_leader_killed_under_confluent_kafka_loses_nothing_acknowledged(
     bootstrap = kafka_bootstrap(cluster)
     workload.prepare(bootstrap)
     path = tmp_path / "history.jsonl"
-    stop = threading.Event()
-    outcome: dict[str, WorkloadRunSummary | BaseException] = {}
-    with HistoryWriter(path) as writer:
-
-        def run() -> None:
-            try:
-                outcome["summary"] = workload.run(
-                    bootstrap,
-                    cluster.zookeeper_connect,
-                    writer,
-                    stop_event=stop,
-                    time_limit_s=30.0,
-                    rng=random.Random(22),
-                )
-            except BaseException as err:
-                outcome["error"] = err
-
-        runner = threading.Thread(target=run)
-        runner.start()
-        try:
-            wait_for(lambda: workload.counters.snapshot().ok > 0, 20, "the first acks")
-            keys = workload.spec.keys
-            writer.event("kill", {"n1": "killed"})
-            acked = {k: len(workload.acknowledged.offsets(k)) + 20 for k in keys}
-            cluster.broker("n1").kill()
-            time.sleep(4.0)
-            cluster.broker("n1").start()
-            writer.event("start", {"n1": "started"})
-            wait_for(
-                lambda: all(len(workload.acknowledged.offsets(k)) > acked[k] for k in keys),
-                30,
-                "every key acknowledged again after the kill",
-            )
-        finally:
-            stop.set()
-            runner.join(60)
-        assert "error" not in outcome, outcome.get("error")
-        wait_for_full_isr(cluster, "killed-confluent")
-        final = workload.final_read(bootstrap, writer)
+    final = run_through_a_kill_of_n1(workload, cluster, bootstrap, path, seed=22)
     ops, counts = check_history(path, final)
     uncertain = sum(n for (f, t), n in counts.items() if f in ("send", "poll") and t != "ok")
     assert uncertain > 0, f"a leader was killed but every send and poll succeeded: {counts}"

@@ -119,6 +119,57 @@ def check_history(path: Path, final: FinalReadResult) -> tuple[list[Operation], 
     return ops, counts
 
 
+def run_through_a_kill_of_n1(
+    workload: QueueWorkload, cluster: Cluster, bootstrap: str, path: Path, *, seed: int
+) -> FinalReadResult:
+    """Run `workload` into `path`, SIGKILL n1 once every key is acknowledged, start it again
+    after two session timeouts, stop once every key is acknowledged again, then wait for a
+    full ISR and read every key to its end."""
+    stop = threading.Event()
+    outcome: dict[str, WorkloadRunSummary | BaseException] = {}
+    with HistoryWriter(path) as writer:
+
+        def run() -> None:
+            try:
+                outcome["summary"] = workload.run(
+                    bootstrap,
+                    cluster.zookeeper_connect,
+                    writer,
+                    stop_event=stop,
+                    time_limit_s=30.0,
+                    rng=random.Random(seed),
+                )
+            except BaseException as err:
+                outcome["error"] = err
+
+        runner = threading.Thread(target=run)
+        runner.start()
+        try:
+            # live counters, read mid-run
+            wait_for(lambda: workload.counters.snapshot().ok > 0, 20, "the first acks")
+            keys = workload.spec.keys
+            writer.event("kill", {"n1": "killed"})
+            # past the sends in flight, which may complete before the kill's line
+            acked = {k: len(workload.acknowledged.offsets(k)) + 20 for k in keys}
+            cluster.broker("n1").kill()
+            time.sleep(4.0)  # the fault: dead for two session timeouts
+            cluster.broker("n1").start()
+            writer.event("start", {"n1": "started"})
+            wait_for(
+                lambda: all(len(workload.acknowledged.offsets(k)) > acked[k] for k in keys),
+                30,
+                "every key acknowledged again after the kill",
+            )
+        finally:
+            stop.set()
+            runner.join(60)
+        assert "error" not in outcome, outcome.get("error")
+        summary = outcome["summary"]
+        assert isinstance(summary, WorkloadRunSummary) and summary.stopped_by == "stop-event"
+        wait_for_full_isr(cluster, workload.spec.topic)
+        return workload.final_read(bootstrap, writer)
+
+
 def test_a_healthy_run_reads_every_acknowledged_value(cluster: Cluster, tmp_path: Path) -> None:
     workload = QueueWorkload(spec_for("healthy", producer_mode="async", in_flight=4))
     path = tmp_path / "history.jsonl"
@@ -148,50 +199,7 @@ def test_a_broker_kill_gives_indeterminate_and_failed_ops_and_loses_nothing(
     assert workload.spec.producer_retries == 0 and workload.spec.producer_mode == "async"
     workload.prepare(cluster.bootstrap)
     path = tmp_path / "history.jsonl"
-    stop = threading.Event()
-    outcome: dict[str, WorkloadRunSummary | BaseException] = {}
-
-    with HistoryWriter(path) as writer:
-
-        def run() -> None:
-            try:
-                outcome["summary"] = workload.run(
-                    cluster.bootstrap,
-                    cluster.zookeeper_connect,
-                    writer,
-                    stop_event=stop,
-                    time_limit_s=30.0,
-                    rng=random.Random(12),
-                )
-            except BaseException as err:
-                outcome["error"] = err
-
-        runner = threading.Thread(target=run)
-        runner.start()
-        try:
-            # live counters, read mid-run
-            wait_for(lambda: workload.counters.snapshot().ok > 0, 20, "the first acks")
-            keys = workload.spec.keys
-            writer.event("kill", {"n1": "killed"})
-            # past the sends in flight, which may complete before the kill's line
-            acked = {k: len(workload.acknowledged.offsets(k)) + 20 for k in keys}
-            cluster.broker("n1").kill()
-            time.sleep(4.0)  # the fault: dead for two session timeouts
-            cluster.broker("n1").start()
-            writer.event("start", {"n1": "started"})
-            wait_for(
-                lambda: all(len(workload.acknowledged.offsets(k)) > acked[k] for k in keys),
-                20,
-                "every key acknowledged again after the kill",
-            )
-        finally:
-            stop.set()
-            runner.join(60)
-        assert "error" not in outcome, outcome.get("error")
-        summary = outcome["summary"]
-        assert isinstance(summary, WorkloadRunSummary) and summary.stopped_by == "stop-event"
-        wait_for_full_isr(cluster, "killed")
-        final = workload.final_read(cluster.bootstrap, writer)
+    final = run_through_a_kill_of_n1(workload, cluster, cluster.bootstrap, path, seed=12)
     ops, counts = check_history(path, final)
     uncertain = sum(n for (f, t), n in counts.items() if f in ("send", "poll") and t != "ok")
     assert uncertain > 0, f"a leader was killed but every send and poll succeeded: {counts}"
