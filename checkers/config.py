@@ -5,7 +5,8 @@ From a run's `test.json` the checkers read only
 `topic.flush_messages`, `topic.flush_ms` and `topic.flush_setting` (the flush policy in
 force: fsync every so many messages, or data older than so many ms; 2**63-1: never),
 `workload.acks` (-1, 0, 1 or "all"), `workload.producer_retries` (an integer >= 0: how
-often the producer, without idempotence, may send a record again),
+often the producer, without idempotence, may send a record again), `workload.client` (the
+client library; one that resends on its own whatever its retries, `RESENDING_CLIENTS`),
 `broker_in_force["replica.lag.time.max.ms"]`, `brokers` (each broker node's name and its
 broker id: `{"n1": 1, ...}`, which joins nemesis events to SUT events) and
 `clock.tolerance_ns` (how far the SUT
@@ -21,8 +22,9 @@ measured clock offset; `checkers.conformance`). They decide:
   before it is acknowledged (`flush_messages` > 1), those lost with the power of every
   replica that held them (`checkers.power_losses`). They are reported as expected losses,
   not anomalies;
-- whether a retried send may have landed twice (producer_retries > 0): a `duplicate` that
-  such a retry explains is then reported as expected, not as an anomaly.
+- whether a retried send may have landed twice (producer_retries > 0, or a client that
+  resends on its own): a `duplicate` that such a retry explains is then reported as
+  expected, not as an anomaly.
 Without `test.json` nothing was promised and nothing is allowed beyond what each
 operation's own `acks` field says; `--expect-loss` declares allowances by hand (for Jepsen
 histories, say): `acks0`, `acks1`, `unclean`, and `retries` (the producer may have retried
@@ -39,6 +41,12 @@ from typing import Any, Literal
 
 from checkers.errors import TestConfigError
 
+RESENDING_CLIENTS: Mapping[str, str] = {
+    "confluent-kafka": "librdkafka resends a batch that a deposed leader appended and then "
+    "answered NOT_LEADER_FOR_PARTITION, whatever its retries",
+}
+"""Client libraries (test.json's `workload.client`) that may send a record again on their own
+without idempotence, and how, as a duplicate's reason quotes it (docs/clients.md)."""
 ExpectedLoss = Literal["acks0", "acks1", "unclean", "retries"]
 EXPECTED_LOSSES: tuple[ExpectedLoss, ...] = ("acks0", "acks1", "unclean", "retries")
 Loader = Literal["auto", "exact"]
@@ -65,6 +73,7 @@ class TestSettings:
     unclean_leader_election: bool | None = None
     acks: int | None = None
     producer_retries: int | None = None
+    client: str | None = None
     replica_lag_time_max_ms: int | None = None
     clock_tolerance_ns: int | None = None
     brokers: Mapping[str, int] | None = None
@@ -98,9 +107,16 @@ class TestSettings:
         return DEFAULT_CLOCK_TOLERANCE_NS
 
     @property
+    def client_resends(self) -> str | None:
+        """How the client resends on its own whatever its retries (None: it does not, or
+        the client is not known)."""
+        return RESENDING_CLIENTS.get(self.client) if self.client is not None else None
+
+    @property
     def retries_may_duplicate(self) -> bool:
         """The producer may send a record again without idempotence: it may land twice."""
-        return self.producer_retries is not None and self.producer_retries > 0
+        retries = self.producer_retries is not None and self.producer_retries > 0
+        return retries or self.client_resends is not None
 
     @property
     def promises_no_loss(self) -> bool:
@@ -120,6 +136,7 @@ class TestSettings:
             "unclean_leader_election": self.unclean_leader_election,
             "acks": self.acks,
             "producer_retries": self.producer_retries,
+            "client": self.client,
             "replica_lag_time_max_ms": self.replica_lag_time_max_ms,
             "clock_tolerance_ns": self.event_tolerance_ns,
             "brokers": None if self.brokers is None else dict(self.brokers),
@@ -206,6 +223,7 @@ def read_test_settings(path: Path) -> TestSettings:
         unclean_leader_election=_field(doc, where, "topic", "unclean_leader_election", bool),
         acks=acks,
         producer_retries=_producer_retries(where, doc),
+        client=_field(doc, where, "workload", "client", str),
         replica_lag_time_max_ms=_lag_time(where, doc),
         clock_tolerance_ns=_field(doc, where, "clock", "tolerance_ns", int),
         brokers=_brokers(where, doc),

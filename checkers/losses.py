@@ -100,14 +100,21 @@ class LossRules:
         known (retries declared by hand, or test.json silent on them)."""
         if "retries" in self.expect_loss or self.settings.producer_retries is None:
             return None
+        if self.settings.client_resends is not None:
+            return None  # as often as leaders are deposed under it
         return self.settings.producer_retries + 1
 
     @property
     def duplicate_reason(self) -> str:
         """Why a duplicate a retry explains is expected, as its sample says."""
-        if self.settings.retries_may_duplicate and "retries" not in self.expect_loss:
-            return f"producer retries={self.settings.producer_retries} without idempotence"
-        return "producer retries without idempotence (--expect-loss retries)"
+        if not self.settings.retries_may_duplicate or "retries" in self.expect_loss:
+            return "producer retries without idempotence (--expect-loss retries)"
+        resends = self.settings.client_resends
+        retries = f"producer retries={self.settings.producer_retries} without idempotence"
+        if resends is None:
+            return retries
+        client = f"{self.settings.client} without idempotence: {resends}"
+        return f"{retries}; {client}" if self.settings.producer_retries else client
 
     def describe(self) -> list[str]:
         """The allowances in words, for results.json."""

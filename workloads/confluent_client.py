@@ -10,9 +10,9 @@ attempts, so that a send never outlives what the workload waits for it, and ever
 (``socket.timeout.ms``, 60 s by default) is the workload's request timeout.
 
 Outcomes (docs/clients.md): a delivery error is `definite` only when the record never left
-the client (refused by ``produce()``, purged from the queue) or when the producer makes a
-single attempt (no retries) and the broker refused it before appending
-(`workloads.kafka_codes`); everything else, a timeout above all, is indeterminate. A commit
+the client (refused by ``produce()``, purged from the queue): librdkafka resends a batch
+answered NOT_LEADER_FOR_PARTITION whatever its retries, so any broker's answer may follow
+an attempt that landed; everything else is indeterminate. A commit
 refused by the coordinator for its generation, member or sizes is definite; a commit that
 failed otherwise may have landed.
 """
@@ -41,7 +41,7 @@ from workloads.client import (
     TopicState,
 )
 from workloads.delivery import DeliveryFuture
-from workloads.kafka_codes import COMMIT_REFUSED, send_definite
+from workloads.kafka_codes import COMMIT_REFUSED
 
 log = logging.getLogger(__name__)
 """librdkafka's own log lines (connections refused, brokers down) go here, not to stderr."""
@@ -80,12 +80,11 @@ def _request_timeout_ms(settings: Mapping[str, object]) -> int:
 class ConfluentProducer:
     """A librdkafka producer whose delivery reports a thread of its own serves."""
 
-    def __init__(self, config: dict[str, Any], *, retries: int) -> None:
+    def __init__(self, config: dict[str, Any]) -> None:
         try:
             self._producer = confluent_kafka.Producer({**config, "logger": log})
         except KafkaException as err:
             raise _error_of(err, definite=True) from err
-        self._retries = retries
         self._closed = threading.Event()
         self._poller = threading.Thread(
             target=self._serve_reports, name=f"rdkafka-{config['client.id']}", daemon=True
@@ -106,9 +105,10 @@ class ConfluentProducer:
                 offset = msg.offset()
                 future.succeed(SendResult(offset if offset is not None and offset >= 0 else None))
                 return
-            code = err.code()
-            definite = code in NEVER_SENT or send_definite(code, retries=self._retries)
-            future.fail(OperationError(err.name(), err.str(), definite=definite))
+            # librdkafka resends a batch answered NOT_LEADER_FOR_PARTITION whatever its
+            # retries (docs/clients.md), so a broker's refusal may follow an attempt that
+            # landed: only a record that never left the client is definite.
+            future.fail(OperationError(err.name(), err.str(), definite=err.code() in NEVER_SENT))
 
         try:
             self._producer.produce(topic, value, partition=partition, on_delivery=delivered)
@@ -362,7 +362,7 @@ class ConfluentClientFactory:
     ) -> ConfluentProducer:
         config = producer_config(bootstrap, acks=acks, mode=mode, settings=settings)
         config["client.id"] = client_id
-        return ConfluentProducer(config, retries=_retries(settings))
+        return ConfluentProducer(config)
 
     def consumer(
         self, bootstrap: str, *, settings: Mapping[str, object], client_id: str

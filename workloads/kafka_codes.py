@@ -1,5 +1,6 @@
-"""Kafka's error codes, as the Kafka-protocol clients (librdkafka, kafka-python) report them:
-which of a broker's answers prove that nothing was written.
+"""Kafka's error codes, as the Kafka-protocol clients report them: which of a broker's
+answers prove that nothing was written (kafka-python's sends; librdkafka may resend after any
+of them, `workloads.confluent_client`), and which commits were refused whole.
 
 A client that retries hides its attempts: its final error may follow an attempt that timed
 out and landed. So an error is definite only when the client made a single attempt (no

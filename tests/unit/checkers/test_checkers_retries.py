@@ -221,3 +221,29 @@ def test_retries_allowance() -> None:
     assert configured.duplicate_reason == "producer retries=2 without idempotence"
     assert not LossRules(TestSettings(producer_retries=0), frozenset()).retries_may_duplicate
     assert not LossRules(TestSettings(), frozenset({"acks0", "unclean"})).retries_may_duplicate
+
+
+def test_a_client_that_resends_on_its_own_explains_a_duplicate_without_retries(
+    spark: Any, tmp_path: Path
+) -> None:
+    """librdkafka resends a batch a deposed leader appended and answered NOT_LEADER, with
+    retries=0 (docs/clients.md): test.json's workload.client says so, without a bound."""
+    test = {"workload": {"acks": -1, "producer_retries": 0, "client": "confluent-kafka"}}
+    results, _ = _check(tmp_path, test)
+    assert results["valid"] is True and results["expected_anomaly_types"] == ["duplicate"]
+    (case,) = results["checkers"]["offsets"]["expected"]["duplicate"]
+    assert case["expected_because"] == (
+        "confluent-kafka without idempotence: librdkafka resends a batch that a deposed "
+        "leader appended and then answered NOT_LEADER_FOR_PARTITION, whatever its retries"
+    )
+    assert results["config"]["test"]["client"] == "confluent-kafka"
+    assert results["config"]["test"]["retries_may_duplicate"] is True
+    squall_client = {"workload": {"acks": -1, "producer_retries": 0, "client": "squall"}}
+    assert TestSettings(producer_retries=0, client="squall").retries_may_duplicate is False
+    assert read_test_settings_of(tmp_path, squall_client).client == "squall"
+
+
+def read_test_settings_of(root: Path, test: dict[str, Any]) -> TestSettings:
+    path = root / "squall-test.json"
+    path.write_text(json.dumps(test))
+    return read_test_settings(path)
