@@ -42,8 +42,9 @@ from typing import Any, Literal
 from checkers.errors import TestConfigError
 
 RESENDING_CLIENTS: Mapping[str, str] = {
-    "confluent-kafka": "librdkafka resends a batch that a deposed leader appended and then "
-    "answered NOT_LEADER_FOR_PARTITION, whatever its retries",
+    "confluent-kafka": "librdkafka sends a batch again after an attempt that landed, whatever "
+    "its retries (a deposed leader's NOT_LEADER_FOR_PARTITION, a connection lost while the "
+    "batch waited for its replicas)",
 }
 """Client libraries (test.json's `workload.client`) that may send a record again on their own
 without idempotence, and how, as a duplicate's reason quotes it (docs/clients.md)."""

@@ -226,15 +226,16 @@ def test_retries_allowance() -> None:
 def test_a_client_that_resends_on_its_own_explains_a_duplicate_without_retries(
     spark: Any, tmp_path: Path
 ) -> None:
-    """librdkafka resends a batch a deposed leader appended and answered NOT_LEADER, with
-    retries=0 (docs/clients.md): test.json's workload.client says so, without a bound."""
+    """librdkafka sends a batch again after an attempt that landed, with retries=0
+    (docs/clients.md): test.json's workload.client says so, without a bound."""
     test = {"workload": {"acks": -1, "producer_retries": 0, "client": "confluent-kafka"}}
     results, _ = _check(tmp_path, test)
     assert results["valid"] is True and results["expected_anomaly_types"] == ["duplicate"]
     (case,) = results["checkers"]["offsets"]["expected"]["duplicate"]
     assert case["expected_because"] == (
-        "confluent-kafka without idempotence: librdkafka resends a batch that a deposed "
-        "leader appended and then answered NOT_LEADER_FOR_PARTITION, whatever its retries"
+        "confluent-kafka without idempotence: librdkafka sends a batch again after an attempt "
+        "that landed, whatever its retries (a deposed leader's NOT_LEADER_FOR_PARTITION, a "
+        "connection lost while the batch waited for its replicas)"
     )
     assert results["config"]["test"]["client"] == "confluent-kafka"
     assert results["config"]["test"]["retries_may_duplicate"] is True
