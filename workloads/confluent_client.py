@@ -58,6 +58,9 @@ TOPIC_REFUSED = frozenset(
 )
 GROUP_KEYS_DROPPED = ("zookeeper.connect", "auto.commit.enable")
 _MAX_POLL_RECORDS = 500
+FETCH_WAIT_MS = 100
+"""librdkafka's fetch.wait.max.ms for the workload's consumers (500 by default): how long a
+fetch at a log's end waits for data. Each poll fetches anew, after that fetch returns."""
 _DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 
 
@@ -147,6 +150,7 @@ class ConfluentConsumer:
         except KafkaException as err:
             raise _error_of(err, definite=True) from err
         self._in_group = in_group
+        self._fetch_wait_ms = int(config.get("fetch.wait.max.ms", FETCH_WAIT_MS))
         self._reset = reset
         self._timeout_s = timeout_s
         self._positions: dict[TopicPartition, int] = {}
@@ -219,7 +223,10 @@ class ConfluentConsumer:
             # completion (a power loss between a prefetch and the poll would otherwise seem
             # survived). Assigning again discards them and fetches anew from the positions.
             self._assign()
-            messages = self._consumer.consume(1, timeout_ms / 1000)  # the first to come
+            # The fresh fetch may wait for one already in flight (a long poll of at most
+            # fetch.wait.max.ms at a log's end) before it is sent.
+            wait_s = (timeout_ms + self._fetch_wait_ms) / 1000
+            messages = self._consumer.consume(1, wait_s)  # the first to come
             if messages:  # and what came with it
                 messages += self._consumer.consume(_MAX_POLL_RECORDS - 1, 0)
         except KafkaException as err:
@@ -409,6 +416,7 @@ def consumer_config(bootstrap: str, settings: Mapping[str, object]) -> dict[str,
         "enable.auto.commit": False,
     }
     config.setdefault("group.id", f"squall-reader-{uuid.uuid4().hex}")
+    config.setdefault("fetch.wait.max.ms", FETCH_WAIT_MS)
     # librdkafka's request.timeout.ms is the producer's; its consumers time out requests
     # (fetches aside, commits and offset lookups too) after socket.timeout.ms, 60 s by default.
     timeout_ms = config.pop("request.timeout.ms", None)

@@ -58,6 +58,7 @@ def test_librdkafka_consumers_never_commit_by_themselves_and_always_have_a_group
     # producer's request.timeout.ms.
     assert member["socket.timeout.ms"] == spec.request_timeout_ms
     assert "request.timeout.ms" not in member
+    assert member["fetch.wait.max.ms"] == 100  # each poll's fresh fetch is not held long
     outsider = consumer_config("h", spec.consumer_settings(None))
     assert outsider["group.id"].startswith("squall-reader-")
 
