@@ -8,11 +8,13 @@ Requests: ``{"op": "status"}`` (the mount, the daemon's pid and what is unsynced
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import socket
 import threading
+from collections.abc import Iterator
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +23,22 @@ if TYPE_CHECKING:  # the client side runs without mfusepy
 
 log = logging.getLogger("lazyfs")
 MAX_REQUEST = 4096
+SUN_PATH_MAX = 108
+"""Bytes of an AF_UNIX address on Linux, its terminating NUL included."""
+
+
+@contextlib.contextmanager
+def addressable(path: str) -> Iterator[str]:
+    """`path` as an AF_UNIX address: itself, or, where it is longer than the kernel takes
+    (a deep SQUALL_HOME), the same file named through a descriptor of its directory."""
+    if len(os.fsencode(path)) < SUN_PATH_MAX:
+        yield path
+        return
+    directory = os.open(os.path.dirname(path) or ".", os.O_PATH | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{directory}/{os.path.basename(path)}"
+    finally:
+        os.close(directory)
 
 
 class ControlError(RuntimeError):
@@ -37,7 +55,8 @@ class ControlServer:
         if os.path.exists(path):
             os.unlink(path)  # a socket left by a daemon that died
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._socket.bind(path)
+        with addressable(path) as address:
+            self._socket.bind(address)
         os.chmod(path, 0o600)
         self._socket.listen(8)
 
@@ -95,7 +114,8 @@ def request(path: str, op: str, *, timeout: float = 60.0) -> dict[str, Any]:
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
             connection.settimeout(timeout)
-            connection.connect(path)
+            with addressable(path) as address:
+                connection.connect(address)
             connection.sendall(json.dumps({"op": op}).encode() + b"\n")
             data = b""
             while chunk := connection.recv(65536):
