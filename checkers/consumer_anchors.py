@@ -257,29 +257,15 @@ def _explained(
         explained |= hit
     powered = losses.powered_off(
         pd.Series(above, index=found.index),
-        pd.Series(_last_read_before(log, above, since), index=found.index),
+        # The offsets were read before the commit that set `above`, maybe before the power
+        # loss: the log held `above - 1` when it was last read.
+        pd.Series(log.last_read_times(above - 1, since), index=found.index),
         pd.Series(times, index=found.index),
     ).to_numpy()
     for at in np.flatnonzero(~explained & pd.notna(powered)):
         reasons[at] = str(powered[at])
         explained[at] = True
     return explained, reasons
-
-
-def _last_read_before(log: KeyLog, above: np.ndarray, since: np.ndarray) -> np.ndarray:
-    """Per finding, when an `ok` read last returned offset `above - 1` by `since` (the commit
-    that set `above`): the log held it then, so a power loss after that which took a record
-    below `above` cut the log below it, even when the commit came after the power loss (the
-    offsets were read before it). `since` where no read did."""
-    reads = log.reads[log.reads["type"] == "ok"]
-    offsets = reads["offset"].to_numpy(dtype=np.int64)
-    times = reads["time"].to_numpy(dtype=np.int64)
-    out = np.asarray(since, dtype=np.int64).copy()
-    for at, (offset, until) in enumerate(zip(above, out, strict=True)):
-        seen = times[(offsets == int(offset) - 1) & (times <= until)]
-        if len(seen):
-            out[at] = int(seen.max())
-    return out
 
 
 def _removed_committed(

@@ -6,7 +6,9 @@ known offset below an offset committed after the write was invoked, never read b
 poll of a member, is an at-least-once violation: the group moved past it without consuming
 it.
 When nobody at all read the value and its loss is allowed (acks=0/1, allowed unclean
-window), the violation is expected: the record was gone before the group got there.
+window), the violation is expected: the record was gone before the group got there. So is
+a commit of positions read before an allowed loss with power cut the log below them (the
+log restarted lower, and the group resumed past records written after the loss).
 Values consumed more than once are allowed by at-least-once delivery and only counted.
 Both are found per key, in the per-key pass (`checkers.key_pass`).
 """
@@ -68,9 +70,41 @@ def at_least_once_violations(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
     found = candidates[has_commit].copy()
     found["commit_op"] = commit_ops[first[has_commit]]
     found["committed"] = committed[first[has_commit]]
+    found["commit_time"] = commits["time"].to_numpy(dtype=np.int64)[first[has_commit]]
     classified = losses.classify(found)
     classified["expected"] = classified["expected"] & ~classified["was_read"]
-    return classified
+    return _committed_before_a_power_loss(log, losses, classified)
+
+
+def _committed_before_a_power_loss(
+    log: KeyLog, losses: KeyLosses, found: pd.DataFrame
+) -> pd.DataFrame:
+    """`found` with the unexpected cases whose commit's offset was read before an allowed
+    loss with power of a record below it made expected: the log held `committed - 1` when a
+    member last read it, then lost its records below `committed`, and the commit (often of a
+    consumer's position kept through the outage) came after."""
+    open_cases = found[~found["expected"].astype(bool)]
+    if open_cases.empty:
+        return found
+    committed = open_cases["committed"].to_numpy(dtype=np.int64)
+    commit_times = open_cases["commit_time"].to_numpy(dtype=np.int64)
+    powered = losses.powered_off(
+        open_cases["committed"],
+        pd.Series(log.last_read_times(committed - 1, commit_times), index=open_cases.index),
+        open_cases["commit_time"],
+    )
+    hit = powered.notna()
+    if hit.any():
+        found = found.copy()
+        rows = hit.index[hit]
+        found.loc[rows, "expected"] = True
+        found.loc[rows, "expected_reason"] = (
+            "the commit's offset "
+            + open_cases.loc[rows, "committed"].astype("string")
+            + " was read before "
+            + powered[rows].astype("string")
+        )
+    return found
 
 
 def check_consumer_groups_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyFacts]:

@@ -243,6 +243,19 @@ class KeyLog:
         self.max_read_offset: int | None = self._max_read_offset()
         del self._rows, self._table, self._told
 
+    def last_read_times(self, offsets: np.ndarray, by: np.ndarray) -> np.ndarray:
+        """Per pair of `offsets` and `by` (times): when an `ok` read last returned that
+        offset at or before that time; `by` itself where none did."""
+        reads = self.reads[self.reads["type"] == "ok"]
+        read_offsets = reads["offset"].to_numpy(dtype=np.int64)
+        read_times = reads["time"].to_numpy(dtype=np.int64)
+        out = np.asarray(by, dtype=np.int64).copy()
+        for at, (offset, until) in enumerate(zip(offsets, out, strict=True)):
+            seen = read_times[(read_offsets == int(offset)) & (read_times <= until)]
+            if len(seen):
+                out[at] = int(seen.max())
+        return out
+
     def _is(self, column: str, *values: str) -> np.ndarray:
         """Where `column` of the key's rows is one of `values`, compared by Arrow (not
         string by string in Python)."""

@@ -609,3 +609,55 @@ def test_a_commit_read_from_a_deposed_leader_is_below_what_the_power_loss_cut(
     assert below[0]["expected_because"].startswith("offset 0 lost with the power of n1 at ")
     assert not cases(results, "anomalies", "poll-below-anchor", "zanchor")
     assert results["valid"] is True
+
+
+def positions_read_before_a_rack_power_loss_committed_after(b: HistoryBuilder) -> None:
+    """Key `stale` (confluent-kafka's seeds 62023 and 62044): a member reads offsets 0-1;
+    every replica loses power and the log restarts at 0; two new writes land at 0-1; the
+    member then commits position 2, read before the loss, past the new records, which no
+    member reads (the final read, not a member's, does)."""
+    k = "stale"
+    b.isr_change(k, [1, 2, 3], leader=1)
+    p, c = b.process(), b.process()
+    b.send1(p, k, f"{k}-0", 0)
+    b.send1(p, k, f"{k}-1", 1)
+    b.subscribe(c, [k])
+    b.poll(c, {k: [(0, f"{k}-0"), (1, f"{k}-1")]})
+    b.tick(100 * MS)
+    lose_power(b, "n1", "n2", "n3")
+    b.tick(MS)
+    b.isr_change(k, [1, 2, 3], leader=1)
+    q = b.process()
+    b.send1(q, k, f"{k}-again-0", 0)
+    b.send1(q, k, f"{k}-again-1", 1)
+    b.commit(c, {k: 2})
+    f = b.process()
+    b.poll(f, {k: [(0, f"{k}-again-0"), (1, f"{k}-again-1")]}, final=True)
+
+
+@pytest.mark.parametrize("flush_messages", [NEVER, 1])
+def test_a_commit_of_positions_read_before_a_rack_power_loss_is_that_losss(
+    spark: Any, tmp_path: Path, flush_messages: int
+) -> None:
+    """The group committed past the new records because its position was read before the
+    power loss cut the log below it: expected where the flush policy allows that loss, an
+    anomaly where every message is fsynced."""
+    test = doc_for(2, flush_messages, "log.flush.interval.messages")
+    run = history(tmp_path / "h", test, positions_read_before_a_rack_power_loss_committed_after)
+    results = check_history(run, config=CheckConfig(sample=100))
+    allowed = flush_messages == NEVER
+    found = cases(
+        results, "expected" if allowed else "anomalies", "at-least-once-violation", "stale"
+    )
+    assert [(c["value"], c["committed"]) for c in found] == [
+        ("stale-again-0", 2),
+        ("stale-again-1", 2),
+    ]
+    if allowed:
+        assert found[0]["expected_because"].startswith(
+            "the commit's offset 2 was read before offset 0 lost with the power of n1, n2, n3"
+        )
+        assert not cases(results, "anomalies", "at-least-once-violation", "stale")
+        assert results["valid"] is True
+    else:
+        assert results["valid"] is False
