@@ -61,6 +61,10 @@ _MAX_POLL_RECORDS = 500
 FETCH_WAIT_MS = 100
 """librdkafka's fetch.wait.max.ms for the workload's consumers (500 by default): how long a
 fetch at a log's end waits for data. Each poll fetches anew, after that fetch returns."""
+FETCH_BYTES = 64 * 1024
+"""librdkafka's max.partition.fetch.bytes for the workload's consumers (1 MiB by default):
+each poll drops what was fetched beyond the records it returns and fetches anew, so a larger
+fetch is work thrown away, on the brokers (which build every fetched batch) and the client."""
 _DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 
 
@@ -417,6 +421,7 @@ def consumer_config(bootstrap: str, settings: Mapping[str, object]) -> dict[str,
     }
     config.setdefault("group.id", f"squall-reader-{uuid.uuid4().hex}")
     config.setdefault("fetch.wait.max.ms", FETCH_WAIT_MS)
+    config.setdefault("max.partition.fetch.bytes", FETCH_BYTES)
     # librdkafka's request.timeout.ms is the producer's; its consumers time out requests
     # (fetches aside, commits and offset lookups too) after socket.timeout.ms, 60 s by default.
     timeout_ms = config.pop("request.timeout.ms", None)

@@ -59,6 +59,10 @@ def test_librdkafka_consumers_never_commit_by_themselves_and_always_have_a_group
     assert member["socket.timeout.ms"] == spec.request_timeout_ms
     assert "request.timeout.ms" not in member
     assert member["fetch.wait.max.ms"] == 100  # each poll's fresh fetch is not held long
+    # and brings little more than a poll returns: the rest is dropped at the next poll.
+    assert member["max.partition.fetch.bytes"] == 64 * 1024
+    mine = consumer_config("h", {"max.partition.fetch.bytes": 1 << 20})
+    assert mine["max.partition.fetch.bytes"] == 1 << 20
     outsider = consumer_config("h", spec.consumer_settings(None))
     assert outsider["group.id"].startswith("squall-reader-")
 
