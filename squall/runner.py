@@ -68,6 +68,17 @@ SUT_EVENT_TYPES = {
 }
 
 
+INVENTORY_RUNTIMES = frozenset({"ssh", "external"})
+"""Runtimes whose nodes an inventory file names."""
+
+
+class NoEvents:
+    """The events of a cluster squall did not deploy: none it can read."""
+
+    def read(self) -> list[dict[str, Any]]:
+        return []
+
+
 class InfrastructureError(RuntimeError):
     """The test could not be carried out (a cluster did not come up, a node vanished)."""
 
@@ -178,7 +189,7 @@ class TestRunner:
                             if cluster.kafka_bootstrap
                             else {}
                         ),
-                        "zookeeper": cluster.zookeeper_connect,
+                        "zookeeper": cluster.zookeeper_connect or None,
                         "brokers": {name: broker_id_of(name) for name in sorted(cluster.brokers)},
                         **(
                             {"clock": clock_section(self.clock_offsets)}
@@ -277,9 +288,9 @@ class TestRunner:
             with current_kept():  # a cluster brought up by hand stays the current one
                 return runtime.up(
                     run_id,
-                    None if spec.runtime == "ssh" else spec.nodes,
+                    None if spec.runtime in INVENTORY_RUNTIMES else spec.nodes,
                     inventory=Path(spec.inventory)
-                    if spec.runtime == "ssh" and spec.inventory
+                    if spec.runtime in INVENTORY_RUNTIMES and spec.inventory
                     else None,
                     settings=spec.broker_settings(),
                     progress=progress,
@@ -317,7 +328,7 @@ class TestRunner:
             schedule = generate_schedule(self._supported(spec.nemesis, cluster))
         watch = ScenarioWatch(
             cluster.roles,
-            EventTail(cluster),
+            EventTail(cluster) if cluster.deployed else NoEvents(),
             keys,
             schedule.spec.detectors
             if schedule is not None and schedule.spec is not None
@@ -393,6 +404,8 @@ class TestRunner:
         """Every replica's log of every key, read off its node after the final read
         (`squall.replica_reads`); a failure is noted, never the end of the run."""
         workload = self.spec.workload
+        if not cluster.deployed:  # its disks are its own, and their format too
+            return
         try:
             record_replica_reads(
                 cluster, workload.topic, workload.partitions, writer, scratch=run_dir.path
@@ -438,6 +451,9 @@ class TestRunner:
     # --- collect, merge SUT events -------------------------------------------------------
 
     def _collect(self, cluster: Cluster, run_dir: RunDirectory) -> None:
+        if not cluster.deployed:  # its logs and events are not squall's to fetch
+            self._record_clock_drift(cluster, run_dir)
+            return
         for name in cluster.brokers:
             with contextlib.suppress(Exception):
                 cluster.broker(name).fetch_logs(run_dir.node_dir(name))
@@ -560,6 +576,7 @@ RUNTIME_CAPABILITIES: dict[str, frozenset[str]] = {
     "local": frozenset({"disks"}),
     "docker": frozenset({"partitions", "freeze", "netem", "disks"}),
     "ssh": frozenset({"partitions", "netem", "disks"}),
+    "external": frozenset(),
 }
 """What each runtime can offer beyond process faults at best (netem also needs sch_netem in
 the nodes' kernel, which only bringing a cluster up tells). ``lazy-disk`` comes with the
@@ -571,8 +588,14 @@ def check_runnable(spec: TestSpec) -> None:
     the ssh runtime without an inventory, or faults asked for by name that the runtime can
     never apply, or that need lazy disks the spec does without (the default mix adapts to
     the runtime instead, and says what it left out)."""
-    if spec.runtime == "ssh" and not spec.inventory:
-        raise SpecError("the ssh runtime needs an inventory of hosts: --inventory FILE")
+    if spec.runtime in INVENTORY_RUNTIMES and not spec.inventory:
+        raise SpecError(f"the {spec.runtime} runtime needs an inventory of hosts: --inventory FILE")
+    if spec.runtime == "external" and not speaks_kafka(spec.workload.client):
+        raise SpecError(
+            "a cluster squall did not deploy is tested through a Kafka client: add --client "
+            "confluent-kafka or --client kafka-python (squall's own client speaks only our "
+            "brokers' protocol)"
+        )
     nemesis = spec.nemesis
     if nemesis is None or nemesis.generator in DEFAULT_GENERATORS:
         return

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from squall.cluster.external import ExternalInventoryFile
 from squall.cluster.inventory import InventoryFile
 from squall.config.schedule_file import ScheduleDocument
 from squall.spec import TestDocument, TestSpec
@@ -25,6 +26,10 @@ SCHEMAS: dict[str, tuple[type[BaseModel], str]] = {
     "test.schema.json": (TestDocument, "squall test.json (a run's resolved spec)"),
     "schedule.schema.json": (ScheduleDocument, "squall schedule.json (a fault schedule)"),
     "inventory.schema.json": (InventoryFile, "squall inventory (TOML, the ssh runtime's hosts)"),
+    "external-inventory.schema.json": (
+        ExternalInventoryFile,
+        "squall external inventory (TOML, a running cluster squall did not deploy)",
+    ),
 }
 """Published file name -> (the model, the schema's title)."""
 

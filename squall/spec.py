@@ -3,7 +3,7 @@
 Written as TOML (``squall run --spec FILE``) or assembled from CLI flags::
 
     name = "acks-all-leader-kills"
-    runtime = "docker"            # docker | ssh | local; default: docker where an engine answers
+    runtime = "docker"            # docker | ssh | local | external; default: docker where an engine answers
     nodes = 3
     lazy_disk = true              # brokers' data on lazyfs; default: on for docker only
     kafka_listener = false        # brokers also speak Kafka's protocol, on port 9093
@@ -137,8 +137,9 @@ class TestSpec(ConfigModel):
     """A short name for the test: its store directory."""
     description: str = ""
     """What the test is for."""
-    runtime: Literal["docker", "ssh", "local"] | None = None
-    """Where the nodes run (default: docker where an engine answers, else local)."""
+    runtime: Literal["docker", "ssh", "local", "external"] | None = None
+    """Where the nodes run (default: docker where an engine answers, else local); external:
+    a running cluster squall did not deploy, described by its inventory."""
     nodes: Nodes = 3
     """Brokers (plus one ZooKeeper node), at most 200."""
     seed: Seed | None = None
@@ -148,7 +149,7 @@ class TestSpec(ConfigModel):
     recovery_wait_s: Seconds = 10.0
     """Seconds to wait after healing, before the final read."""
     inventory: str | None = None
-    """The inventory file naming the hosts, for the ssh runtime."""
+    """The inventory file naming the hosts, for the ssh and external runtimes."""
     lazy_disk: bool | None = None
     """The brokers' log.dirs on lazyfs, disks that can lose what was not fsynced, as a power
     loss does (default: on for docker, off for ssh and local, which need FUSE on the hosts)."""

@@ -26,6 +26,7 @@ from typing import Literal
 
 from workloads.acknowledged import AcknowledgedSends
 from workloads.client import ClientFactory
+from workloads.clients import speaks_kafka
 from workloads.consumer_worker import ConsumerWorker
 from workloads.counters import CounterSnapshot, WorkloadCounters
 from workloads.errors import WorkloadFailedError, WorkloadSpecError
@@ -103,10 +104,11 @@ class QueueWorkload:
         spec = self.spec
         if not time_limit_s > 0:
             raise WorkloadSpecError(f"time_limit_s is {time_limit_s!r}, expected > 0")
-        if spec.consumers > 0 and not zookeeper_connect:
+        if spec.consumers > 0 and not zookeeper_connect and not speaks_kafka(spec.client):
             raise WorkloadSpecError(
-                "the consumers keep their group's offsets in ZooKeeper: pass zookeeper_connect "
-                "(the cluster's HOST:PORT), or set consumers=0"
+                "squall's consumers keep their group's offsets in ZooKeeper: pass "
+                "zookeeper_connect (the cluster's HOST:PORT), or set consumers=0 (a Kafka "
+                "client's group commits through the brokers)"
             )
         if self._prepared != bootstrap:
             self.prepare(bootstrap)

@@ -93,6 +93,8 @@ class ClusterState:
     """The brokers' log.dirs are on lazyfs (``squall.cluster.lazy_disk``)."""
     kafka_listener: bool = False
     """Every broker also serves Kafka's own protocol, on ``KAFKA_PORT`` of its node."""
+    inventory: str | None = None
+    """The inventory file the cluster was described by (external runtime)."""
 
     def save(self) -> Path:
         check_run_id(self.run_id)
@@ -128,6 +130,7 @@ class ClusterState:
                 owner=doc.get("owner"),
                 lazy_disk=bool(doc.get("lazy_disk", False)),
                 kafka_listener=bool(doc.get("kafka_listener", False)),
+                inventory=doc.get("inventory"),
             )
         except FileNotFoundError:
             raise ClusterStateError(
@@ -181,6 +184,10 @@ def broker_id_of(node_name: str) -> int:
 class Cluster:
     """The live nodes of one test, their services and their runtime's abilities: squall's
     implementation of ``nemesis.protocols.FaultableCluster``."""
+
+    deployed = True
+    """squall deployed the system under test here: its brokers' logs, events and data
+    directories are squall's to read (not so on a cluster squall did not deploy)."""
 
     def __init__(
         self,

@@ -283,16 +283,16 @@ def parse_inventory(
 
 def _inventory(doc: Mapping[str, Any], *, source: str, base_dir: Path) -> Inventory:
     inventory = validate(InventoryFile, doc, source=source, error=InventoryError)
-    resolver = _HostResolver(source, base_dir, inventory.defaults)
+    resolver = HostResolver(source, base_dir, inventory.defaults)
     brokers = tuple(
         resolver.entry(f"brokers[{i}]", broker) for i, broker in enumerate(inventory.brokers)
     )
     zookeeper = resolver.entry("zookeeper", inventory.zookeeper)
-    _check_unique(source, brokers, zookeeper)
+    _check_unique(source, (*brokers, zookeeper))
     return Inventory(brokers, zookeeper, source)
 
 
-class _HostResolver:
+class HostResolver:
     """Turns a validated host table into a HostEntry: defaults merged, key file found, host
     key pinned (given, or read from known_hosts)."""
 
@@ -366,10 +366,11 @@ class _HostResolver:
         return f"{key.get_name()} {key.get_base64()}"
 
 
-def _check_unique(source: str, brokers: tuple[HostEntry, ...], zookeeper: HostEntry) -> None:
+def _check_unique(source: str, entries: tuple[HostEntry, ...]) -> None:
+    """InventoryError for a node named twice, or two nodes sharing a host and root."""
     seen: set[str] = set()
     places: dict[tuple[str, int, str], str] = {}
-    for entry in (*brokers, zookeeper):
+    for entry in entries:
         if entry.name in seen:
             raise InventoryError(
                 f"{source}: {entry.name}: named twice; every broker needs its own n<id>"

@@ -11,7 +11,7 @@ from squall.cluster.cluster import Cluster, ClusterState
 
 Progress = Callable[[str], None]
 
-RUNTIMES = ("docker", "ssh", "local")
+RUNTIMES = ("docker", "ssh", "local", "external")
 
 
 class RuntimeUnavailableError(RuntimeError):
@@ -82,6 +82,7 @@ def runtime_named(name: str) -> Runtime:
         "local": _local,
         "docker": _docker,
         "ssh": _ssh,
+        "external": _external,
     }
     if name not in factories:
         raise RuntimeUnavailableError(f"unknown runtime {name!r}; use one of {', '.join(RUNTIMES)}")
@@ -110,6 +111,12 @@ def _ssh() -> Runtime:
     from squall.cluster.ssh_runtime import SshRuntime
 
     return SshRuntime()
+
+
+def _external() -> Runtime:
+    from squall.cluster.external import ExternalRuntime
+
+    return ExternalRuntime()
 
 
 def attach(run_id: str | None = None) -> Cluster:

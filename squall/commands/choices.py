@@ -73,3 +73,4 @@ class RuntimeName(StrEnum):
     DOCKER = "docker"
     SSH = "ssh"
     LOCAL = "local"
+    EXTERNAL = "external"

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from squall.cluster.cluster import ClusterState, ClusterStateError
+from squall.cluster.cluster import Cluster, ClusterState, ClusterStateError
 from squall.cluster.runtimes import (
     RUNTIMES,
     RuntimeUnavailableError,
@@ -47,7 +47,10 @@ def up(
         3, "--nodes", min=1, max=32, metavar="N", help="Brokers n1..nN (plus zk1)."
     ),
     inventory: Path | None = typer.Option(
-        None, "--inventory", metavar="FILE", help="Hosts file; required for --runtime ssh."
+        None,
+        "--inventory",
+        metavar="FILE",
+        help="Hosts file; required for --runtime ssh, and for external (the running cluster).",
     ),
     settings: list[str] = typer.Option(
         [],
@@ -76,8 +79,8 @@ def up(
     except ConfigError as err:
         fail(str(err), ExitCode.USAGE)
     chosen = runtime or default_runtime()
-    if chosen == "ssh" and inventory is None:
-        fail("--runtime ssh needs --inventory FILE naming the hosts", ExitCode.USAGE)
+    if chosen in ("ssh", "external") and inventory is None:
+        fail(f"--runtime {chosen} needs --inventory FILE naming the hosts", ExitCode.USAGE)
     run = run_id or new_run_id()
     try:
         implementation = runtime_named(chosen)
@@ -85,14 +88,14 @@ def up(
             progress = lambda message: status.update(f"{run}: {message}")  # noqa: E731
             cluster = implementation.up(
                 run,
-                None if chosen == "ssh" else nodes,
+                None if chosen in ("ssh", "external") else nodes,
                 inventory=inventory,
                 settings=overrides,
                 progress=progress,
                 lazy_disk=lazy_disk,
                 kafka_listener=kafka_listener,
             )
-    except RuntimeUnavailableError as err:
+    except (RuntimeUnavailableError, ValueError) as err:  # an inventory's errors among them
         fail(str(err), ExitCode.USAGE)
     except (OSError, RuntimeError) as err:
         fail(
@@ -118,6 +121,8 @@ def _status(run_id: str | None) -> dict[str, Any]:
     from system_under_test.zookeeper import ClusterMetadataStore
 
     cluster = attach(run_id)
+    if not cluster.deployed:
+        return _external_status(cluster)
     nodes = []
     for name in cluster.brokers:
         broker = cluster.broker(name)
@@ -176,6 +181,29 @@ def _status(run_id: str | None) -> dict[str, Any]:
     return doc
 
 
+def _external_status(cluster: Cluster) -> dict[str, Any]:
+    """A cluster squall did not deploy: its brokers' processes by the inventory's running
+    command, its roles by Kafka's metadata."""
+    from squall.cluster.external import ExternalCluster
+
+    assert isinstance(cluster, ExternalCluster)
+    daemons = cluster.daemons
+    doc: dict[str, Any] = {
+        "run_id": cluster.run_id,
+        "runtime": cluster.runtime,
+        "bootstrap": cluster.bootstrap,
+        "nodes": [
+            {"node": name, "address": node.address, "broker_running": daemons.is_running(name)}
+            for name, node in sorted(cluster.brokers.items())
+        ],
+    }
+    try:
+        doc.update(cluster.roles.status())
+    except Exception as err:
+        doc["metadata_error"] = str(err)
+    return doc
+
+
 @cluster_app.command("status")
 def status(
     run_id: str | None = RunIdOption,
@@ -219,7 +247,7 @@ def status(
                 ",".join(map(str, p["isr"])),
             )
         console.print(parts)
-    for key in ("zookeeper_error",):
+    for key in ("zookeeper_error", "metadata_error"):
         if key in doc:
             console.print(f"[yellow]{key.replace('_', ' ')}:[/] {doc[key]}")
 

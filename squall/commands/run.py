@@ -127,9 +127,9 @@ NameOption = typer.Option(
 RuntimeOption = typer.Option(
     None,
     "--runtime",
-    metavar="docker|ssh|local",
-    help="Where the nodes run.  [default: the spec's, else docker where an engine answers, "
-    "else local]",
+    metavar="docker|ssh|local|external",
+    help="Where the nodes run; external: a running cluster squall did not deploy "
+    "(--inventory).  [default: the spec's, else docker where an engine answers, else local]",
 )
 NodesOption = typer.Option(
     None, "--nodes", min=1, metavar="N", help="Brokers." + _or_spec(_SPEC["nodes"].default)
@@ -226,7 +226,11 @@ SettingsOption = typer.Option(
     help="A broker setting, Kafka's names (log.segment.bytes=1048576); repeatable.",
 )
 InventoryOption = typer.Option(
-    None, "--inventory", metavar="FILE", help="The hosts, for --runtime ssh."
+    None,
+    "--inventory",
+    metavar="FILE",
+    help="The hosts, for --runtime ssh; the running cluster, for --runtime external "
+    "(docs/external.md).",
 )
 StoreOption = typer.Option(
     DEFAULT_STORE, "--store", metavar="DIR", help="Where run directories go."
@@ -507,12 +511,15 @@ def campaign(
     runtime: RuntimeName | None = typer.Option(
         None,
         "--runtime",
-        metavar="docker|ssh|local",
+        metavar="docker|ssh|local|external",
         help="Where every case's nodes run, over the file's.  [default: the file's, else "
         "docker where an engine answers, else local]",
     ),
     inventory: Path | None = typer.Option(
-        None, "--inventory", metavar="FILE", help="The ssh runtime's inventory, for every case."
+        None,
+        "--inventory",
+        metavar="FILE",
+        help="The ssh or external runtime's inventory, for every case.",
     ),
     spark_master: str | None = SparkMasterOption,
     spark_remote: str | None = SparkRemoteOption,

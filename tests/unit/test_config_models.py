@@ -72,7 +72,10 @@ def test_an_unknown_key_of_a_spec_is_named(doc: dict[str, object], message: str)
             '[nemesis].interval_s = "5,10": must be a valid tuple',
         ),
         ({"time_limit_s": "60"}, 'time_limit_s = "60": must be a valid number'),
-        ({"runtime": "dokcer"}, "must be 'docker', 'ssh' or 'local' (did you mean \"docker\"?)"),
+        (
+            {"runtime": "dokcer"},
+            "must be 'docker', 'ssh', 'local' or 'external' (did you mean \"docker\"?)",
+        ),
         ({"broker": {"num.partitions": "many"}}, "[broker]: num.partitions='many' is not valid"),
         ({"workload": {"acks": "all"}}, '[workload].acks = "all": must be -1, 0 or 1'),
         (

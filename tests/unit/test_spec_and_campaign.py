@@ -83,7 +83,10 @@ def test_lazy_disks_are_settled_when_the_runtime_is(
         ({"nodes": 3}, r"name: missing \(required\): a short name"),
         ({"name": "t", "broker": {"log.dirz": "x"}}, "unknown key"),
         ({"name": "t", "nodes": 1, "workload": {"replication_factor": 3}}, "needs at least"),
-        ({"name": "t", "runtime": "vm"}, "runtime = \"vm\": must be 'docker', 'ssh' or 'local'"),
+        (
+            {"name": "t", "runtime": "vm"},
+            "runtime = \"vm\": must be 'docker', 'ssh', 'local' or 'external'",
+        ),
     ],
 )
 def test_bad_specs_say_what_is_wrong(doc: dict[str, object], message: str) -> None:
