@@ -3,11 +3,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 # Two pytest-xdist workers, each test module whole on one (its module-scoped clusters stay
-# one per module). Most tests wait on brokers, ZooKeeper, Spark or containers, so two workers
-# finish the suite in well under half the serial time on two cores. PYTEST_WORKERS=0 runs
-# everything in one process.
+# one per module) and the Docker tests all on one (tests/conftest.py). Most tests wait on
+# brokers, ZooKeeper, Spark or containers, so two workers finish the suite in well under
+# half the serial time on two cores. PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= 2
-PYTEST := $(PY) -m pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
+PYTEST := $(PY) -m pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup)
 
 .PHONY: setup demo test lint imports typecheck unit integration bench clean
 

@@ -26,6 +26,7 @@ def _docker_engine_answers() -> str | None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     global _docker_skip_reason
+    _group_for_workers(items)
     docker_items = [item for item in items if item.get_closest_marker("docker")]
     if not docker_items:
         return
@@ -35,6 +36,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason=_docker_skip_reason)
     for item in docker_items:
         item.add_marker(skip)
+
+
+def _group_for_workers(items: list[pytest.Item]) -> None:
+    """pytest-xdist's groups (`--dist loadgroup`, as `make test` runs): each module whole on
+    one worker (its module-scoped clusters set up once), and every test that needs Docker on
+    one worker, one after the other. A `squall run` cleans up clusters whose owner is gone
+    before it starts, and a cluster brought up by `squall cluster up` has no live owner: on
+    two workers, one test's run could remove the cluster another test brought up."""
+    for item in items:
+        group = "docker" if item.get_closest_marker("docker") else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -36,6 +36,7 @@ Metadata (``squall.cluster.kafka_roles``).
 
 from __future__ import annotations
 
+import socket
 import string
 import time
 from collections.abc import Mapping
@@ -319,22 +320,26 @@ class CommandDaemons:
         return True
 
     def start(self, node: str, *, timeout_s: float) -> None:
-        """Start the broker, then wait until the cluster's metadata lists it as live."""
+        """Start the broker, then wait until it serves: the cluster's metadata lists it and
+        its advertised listener accepts connections (a killed broker may stay listed until
+        its session expires, its port closed until the new process binds it)."""
         deadline = time.monotonic() + timeout_s
         self._act(node, "start", timeout_s=timeout_s)
         broker = broker_id_of(node)
         last = "not listed yet"
         while time.monotonic() < deadline:
             try:
-                view = self._roles.observe((), controller=True, timeout_s=2.0)
-                if view.live is not None and broker in view.live:
-                    return
+                listener = self._roles.listener(broker, timeout_s=2.0)
+                if listener is None:
+                    last = "not listed in the cluster's metadata"
+                else:
+                    with socket.create_connection(listener, timeout=1.0):
+                        return
             except Exception as err:  # the cluster may not answer while it recovers
                 last = str(err)
             time.sleep(0.2)
         raise NodeError(
-            f"{node}: started, but the cluster's metadata did not list broker {broker} within "
-            f"{timeout_s:.0f} s ({last})"
+            f"{node}: started, but broker {broker} did not serve within {timeout_s:.0f} s ({last})"
         )
 
     def stop(self, node: str, *, timeout_s: float) -> None:

@@ -77,6 +77,18 @@ class KafkaRoles:
             live=tuple(sorted(int(b) for b in metadata.brokers)),
         )
 
+    def listener(self, broker: int, timeout_s: float = 5.0) -> tuple[str, int] | None:
+        """The host and port the cluster's metadata advertises for ``broker``; None when it
+        does not list it (TargetError when no broker answers)."""
+        try:
+            metadata = self._client().list_topics(timeout=timeout_s)
+        except KafkaException as err:
+            raise TargetError(
+                f"no broker of {self.bootstrap} answered a Metadata request ({err.args[0].str()})"
+            ) from None
+        found = metadata.brokers.get(broker)
+        return None if found is None else (str(found.host), int(found.port))
+
     def status(self, timeout_s: float = 5.0) -> dict[str, Any]:
         """The controller, the live brokers and every partition's leader, replicas and ISR,
         as ``squall cluster status`` shows them; TargetError when no broker answers."""
