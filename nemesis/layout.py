@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from nemesis.fault import Fault
 from nemesis.timing import Detectors, Span
 
-CAPABILITIES = frozenset({"partitions", "netem", "freeze", "disks", "lazy-disk"})
+CAPABILITIES = frozenset({"partitions", "netem", "freeze", "disks", "lazy-disk", "zookeeper"})
 """What a runtime may offer beyond process faults."""
 
 

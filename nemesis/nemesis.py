@@ -426,9 +426,10 @@ class Nemesis:
             among = value.setdefault("among", "all")
             brokers = sorted_nodes(self.cluster.brokers)
             zookeeper = self.cluster.zookeeper.name
+            with_zookeeper = among == "all" and self.cluster.capabilities.zookeeper
             grudge = shape_grudge(
                 value["shape"],
-                [*brokers, zookeeper] if among == "all" else brokers,
+                [*brokers, zookeeper] if with_zookeeper else brokers,
                 rng=self.rng,
                 targets=resolved.get("targets", []),
                 destinations=resolved.get("destinations", []),

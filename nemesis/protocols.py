@@ -194,6 +194,9 @@ class Capabilities:
     faults such as a power loss can be applied."""
     lazy_disk_missing: str = LAZY_DISK_MISSING
     """Why power loss is unavailable (when ``lazy_disk`` is false)."""
+    zookeeper: bool = True
+    """The cluster has a ZooKeeper node faults can reach (not so on a cluster the framework
+    did not deploy): partitions may cut it off, and ``among = "all"`` includes it."""
 
 
 class FaultableCluster(Protocol):

@@ -40,8 +40,8 @@ class Variant:
     name: str
     lay: Lay
     needs: str | tuple[str, ...] | None = None
-    """The capabilities it cannot do without (``partitions``, ``disks``, ``lazy-disk``: one
-    or several), or None."""
+    """The capabilities it cannot do without (``partitions``, ``disks``, ``lazy-disk``,
+    ``zookeeper``: one or several), or None."""
 
     @property
     def requires(self) -> tuple[str, ...]:
@@ -524,14 +524,14 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "leader-session-loss",
             "a leader fenced by ZooKeeper but not by its peers",
-            (Variant("isolate-zk", leader_session_loss, "partitions"),),
+            (Variant("isolate-zk", leader_session_loss, ("partitions", "zookeeper")),),
             reach.leader_deposed,
             aim="apart-from-controller",
         ),
         Scenario(
             "controller-session-loss",
             "a controller fenced by ZooKeeper",
-            (Variant("isolate-zk", controller_session_loss, "partitions"),),
+            (Variant("isolate-zk", controller_session_loss, ("partitions", "zookeeper")),),
             reach.new_controller,
         ),
         Scenario(

@@ -161,6 +161,8 @@ class ScheduleSpec:
             "detectors": self.detectors.to_json(),
             "brokers": list(self.brokers),
             "capabilities": sorted(self.capabilities),
+            # Said outright: a schedule written before this capability existed had ZooKeeper.
+            **({} if "zookeeper" in self.capabilities else {"zookeeper": False}),
         }
 
     @classmethod
@@ -180,7 +182,8 @@ class ScheduleSpec:
                 generator=doc.get("generator"),
                 detectors=Detectors.from_json(doc.get("detectors") or {}),
                 brokers=tuple(doc.get("brokers") or ("n1", "n2", "n3")),
-                capabilities=frozenset(doc.get("capabilities", CAPABILITIES)),
+                capabilities=frozenset(doc.get("capabilities", CAPABILITIES))
+                | (frozenset({"zookeeper"}) if doc.get("zookeeper", True) else frozenset()),
             )
         except (KeyError, TypeError, ValueError) as err:
             if isinstance(err, FaultError):

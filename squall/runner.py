@@ -429,6 +429,7 @@ class TestRunner:
                     ("freeze", capabilities.freeze),
                     ("disks", capabilities.disks),
                     ("lazy-disk", capabilities.lazy_disk),
+                    ("zookeeper", capabilities.zookeeper),
                 )
                 if able
             ),
@@ -573,14 +574,15 @@ class TestRunner:
 
 
 RUNTIME_CAPABILITIES: dict[str, frozenset[str]] = {
-    "local": frozenset({"disks"}),
-    "docker": frozenset({"partitions", "freeze", "netem", "disks"}),
-    "ssh": frozenset({"partitions", "netem", "disks"}),
-    "external": frozenset(),
+    "local": frozenset({"disks", "zookeeper"}),
+    "docker": frozenset({"partitions", "freeze", "netem", "disks", "zookeeper"}),
+    "ssh": frozenset({"partitions", "netem", "disks", "zookeeper"}),
+    "external": frozenset({"partitions"}),
 }
 """What each runtime can offer beyond process faults at best (netem also needs sch_netem in
-the nodes' kernel, which only bringing a cluster up tells). ``lazy-disk`` comes with the
-spec's ``lazy_disk`` (docker's default) on any runtime."""
+the nodes' kernel, which only bringing a cluster up tells; external's partitions need the
+inventory's consent). ``lazy-disk`` comes with the spec's ``lazy_disk`` (docker's default)
+on any runtime."""
 
 
 def check_runnable(spec: TestSpec) -> None:
@@ -603,8 +605,10 @@ def check_runnable(spec: TestSpec) -> None:
     missing = not_applicable(replace(nemesis, capabilities=offered | {"lazy-disk"}))
     if missing:
         listing = ", ".join(f"{name} (needs {need})" for name, need in sorted(missing.items()))
-        able = sorted(
-            r for r, caps in RUNTIME_CAPABILITIES.items() if set(missing.values()) <= caps
+        able = sorted(  # external is no substitute: its cluster is the one under test
+            r
+            for r, caps in RUNTIME_CAPABILITIES.items()
+            if r != "external" and set(missing.values()) <= caps
         )
         raise SpecError(
             f"the {spec.runtime} runtime cannot apply {listing}; use --runtime "

@@ -17,6 +17,9 @@ The inventory is a TOML file, the ssh runtime's host tables plus ``[kafka]`` and
     pause = "systemctl kill --signal=STOP kafka"
     resume = "systemctl kill --signal=CONT kafka"
 
+    [network]
+    partitions = true # squall may cut the network between brokers (iptables; default off)
+
     [defaults]
     user = "root"
     key_file = "~/.ssh/id_ed25519"
@@ -29,7 +32,8 @@ The inventory is a TOML file, the ssh runtime's host tables plus ``[kafka]`` and
 
 A command may name ``{name}``, ``{id}`` and ``{host}`` (the broker's node name, id and
 host). squall never installs, configures, stops for good or removes anything on these
-hosts: ``down`` forgets the cluster, and a run ends with every broker resumed and started.
+hosts (but its own iptables chain, where partitions are allowed): ``down`` forgets the
+cluster, and a run ends with every broker resumed and started.
 There is no ZooKeeper node: faults on ``zk1`` cannot be applied, and roles come from Kafka's
 Metadata (``squall.cluster.kafka_roles``).
 """
@@ -47,6 +51,7 @@ from typing import Any
 
 from pydantic import field_validator
 
+from nemesis.partitioner import CHAIN, Partitioner
 from nemesis.protocols import Capabilities
 from squall.cluster.cluster import ZOOKEEPER_NODE, Cluster, ClusterState, NodeState, broker_id_of
 from squall.cluster.inventory import (
@@ -132,6 +137,16 @@ class KafkaTable(ConfigModel):
         return ",".join(servers)
 
 
+class NetworkTable(ConfigModel):
+    """``[network]``: what squall may do to the hosts' network."""
+
+    partitions: bool = False
+    """Cut the network between brokers with iptables: squall adds a chain of its own,
+    SQUALL, jumped to from INPUT, and removes it when the cluster is taken down. Needs
+    iptables and a user allowed to change its rules on every host, and brokers that reach
+    one another at the inventory's host addresses."""
+
+
 class ExternalBroker(BrokerHost):
     """``[[brokers]]``: one broker's host, and its own commands where they differ."""
 
@@ -146,6 +161,8 @@ class ExternalInventoryFile(ConfigModel):
     """The [kafka] table: the bootstrap servers."""
     commands: CommandTable = CommandTable()
     """Commands for every broker; a broker's own table overrides them."""
+    network: NetworkTable = NetworkTable()
+    """What squall may do to the hosts' network (nothing by default)."""
     defaults: HostSettings = HostSettings()
     """How to log in to every host (the ssh runtime's host settings)."""
     brokers: list[ExternalBroker]
@@ -173,6 +190,8 @@ class ExternalInventory:
     brokers: tuple[HostEntry, ...]
     commands: Mapping[str, BrokerCommands]
     source: str
+    partitions: bool = False
+    """The inventory lets squall cut the network between brokers (``[network]``)."""
 
     def cluster_state(self, run_id: str) -> ClusterState:
         return ClusterState(
@@ -226,7 +245,9 @@ def external_inventory(doc: Mapping[str, Any], *, source: str, base_dir: Path) -
         commands[broker.name] = BrokerCommands(
             **{op: merged[op].format(**fill) for op in OPERATIONS}
         )
-    return ExternalInventory(parsed.kafka.bootstrap, tuple(entries), commands, source)
+    return ExternalInventory(
+        parsed.kafka.bootstrap, tuple(entries), commands, source, parsed.network.partitions
+    )
 
 
 class AbsentNode:
@@ -372,13 +393,14 @@ class ExternalCluster(Cluster):
             AbsentNode(),
             capabilities=Capabilities(
                 runtime=RUNTIME,
-                partitions=False,
+                partitions=inventory.partitions,
                 freeze=False,
                 netem=False,
                 netem_missing=NOT_DEPLOYED,
                 disks=False,
                 lazy_disk=False,
                 lazy_disk_missing=NOT_DEPLOYED,
+                zookeeper=False,
             ),
         )
         self.inventory = inventory
@@ -423,6 +445,21 @@ class ExternalCluster(Cluster):
     @property
     def zookeeper_connect(self) -> str:
         return ""
+
+
+def _check_iptables(cluster: ExternalCluster) -> None:
+    """NodeError unless iptables lists its rules on every host (partitions were allowed)."""
+    failed = []
+    for name, node in sorted(cluster.brokers.items()):
+        result = node.run("iptables -w -n -L INPUT >/dev/null", check=False)
+        if not result.ok:
+            failed.append(f"{name}: {result.output.strip()[-200:] or f'exit {result.exit_code}'}")
+    if failed:
+        raise NodeError(
+            "[network] partitions = true, but iptables does not answer on "
+            f"{'; '.join(failed)}; install iptables and log in as a user that may change its "
+            "rules, or leave partitions off"
+        )
 
 
 class ExternalRuntime:
@@ -477,6 +514,9 @@ class ExternalRuntime:
                     f"the cluster's metadata lists brokers {sorted(listed)}, not "
                     f"{', '.join(absent)} of the inventory; name each broker n<its broker.id>"
                 )
+            if described.partitions:
+                say("checking that iptables answers on every host")
+                _check_iptables(cluster)
             state.save()
         except BaseException:
             cluster.close()
@@ -489,9 +529,21 @@ class ExternalRuntime:
         return ExternalCluster(state, load_external_inventory(Path(state.inventory)))
 
     def down(self, state: ClusterState) -> list[str]:
-        """Forget the cluster; it keeps running, as it was before squall came."""
+        """Forget the cluster; it keeps running, as it was before squall came (squall's
+        iptables chain removed from its hosts, where partitions were allowed)."""
+        removed: list[str] = []
+        cluster = self.attach(state)
+        try:
+            if cluster.capabilities.partitions:
+                failures = Partitioner(cluster).remove_chain()
+                if failures:
+                    listing = "; ".join(f"{n}: {e}" for n, e in sorted(failures.items()))
+                    raise NodeError(f"squall's iptables chain not removed: {listing}")
+                removed = [f"iptables chain {CHAIN} on {n}" for n in sorted(cluster.brokers)]
+        finally:
+            cluster.close()
         state.forget()
-        return []
+        return removed
 
     def clean(self, run_id: str | None = None) -> list[str]:
         """Nothing to remove: squall left nothing on the hosts."""

@@ -129,6 +129,10 @@ class NemesisTable(ConfigModel):
     """The broker nodes a rolling bounce visits (default: the cluster's)."""
     capabilities: list[Capability] | None = None
     """What the runtime can do beyond process faults (default: the cluster's)."""
+    zookeeper: bool = True
+    """False: the cluster had no ZooKeeper node faults could reach (one squall did not
+    deploy); "zookeeper" among the capabilities either way, as lists written before that
+    capability existed leave it out."""
 
     @model_validator(mode="after")
     def _schedulable(self) -> NemesisTable:
@@ -159,9 +163,11 @@ class NemesisTable(ConfigModel):
             if self.detectors is not None
             else Detectors(),
             brokers=tuple(self.brokers) if self.brokers is not None else ("n1", "n2", "n3"),
-            capabilities=frozenset(self.capabilities)
-            if self.capabilities is not None
-            else CAPABILITIES,
+            capabilities=(
+                frozenset(self.capabilities) if self.capabilities is not None else CAPABILITIES
+            )
+            - (frozenset() if self.zookeeper else frozenset({"zookeeper"}))
+            | (frozenset({"zookeeper"}) if self.zookeeper else frozenset()),
         )
 
 

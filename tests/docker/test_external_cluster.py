@@ -11,6 +11,7 @@ import shlex
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -87,7 +88,7 @@ def inventory_bootstrap(cluster: Cluster) -> str:
     return ",".join(f"{s.address}:{KAFKA_PORT}" for s in cluster.state.brokers)
 
 
-def inventory(cluster: Cluster, path: Path) -> Path:
+def inventory(cluster: Cluster, path: Path, *, partitions: bool = True) -> Path:
     brokers = "".join(
         f'[[brokers]]\nname = "{s.name}"\nhost = "{s.address}"\nhost_key = "{s.host_key}"\n\n'
         for s in cluster.state.brokers
@@ -100,6 +101,7 @@ def inventory(cluster: Cluster, path: Path) -> Path:
     path.write_text(
         f'[kafka]\nbootstrap = "{inventory_bootstrap(cluster)}"\n\n'
         f"[commands]\n{commands}\n"
+        f"[network]\npartitions = {'true' if partitions else 'false'}\n\n"
         f'[defaults]\nuser = "{first.user}"\nkey_file = "{first.key_file}"\n\n{brokers}'
     )
     return path
@@ -118,7 +120,7 @@ def test_a_run_against_a_cluster_squall_did_not_deploy(by_hand: Cluster, tmp_pat
         "--time-limit",
         "15",
         "--faults",
-        "kill=1,pause=1,bounce=1",
+        "kill=1,pause=1,bounce=1,partition=1",
         "--interval",
         "2,3",
         "--duration",
@@ -150,9 +152,10 @@ def test_a_run_against_a_cluster_squall_did_not_deploy(by_hand: Cluster, tmp_pat
     acted = {f["f"] for f in faults if f.get("value", {}).get("outcome")}
     assert {"kill", "pause"} & acted, sorted(acted)
     # squall took nothing down: every broker runs under its own control script again,
-    # and the cluster's state is forgotten.
+    # squall's iptables chain is gone, and the cluster's state is forgotten.
     for node in by_hand.brokers.values():
         assert node.run(f"{CONTROL} running", check=False).ok
+        assert not node.run("iptables -w -n -L SQUALL", check=False).ok
     assert not list((tmp_path / ".squall" / "clusters").glob("*.json"))
 
 
@@ -201,15 +204,17 @@ def test_squall_cluster_and_nemesis_commands_act_on_it_and_down_leaves_it_runnin
     hosts = inventory(by_hand, tmp_path / "cluster.toml")
     home = tmp_path / ".squall"
 
-    def squall(*args: str) -> dict[str, object]:
+    def squall(*args: str) -> dict[str, Any]:
+        """The command's first JSON line."""
         done = run_squall(*args, cwd=tmp_path, home=home, timeout=300)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-        return json.loads(done.stdout) if done.stdout.strip().startswith("{") else {}
+        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+        return json.loads(lines[0]) if lines else {}
 
     up = squall("cluster", "up", "--runtime", "external", "--inventory", str(hosts))
     assert up["runtime"] == "external"
     status = squall("cluster", "status", "--json")
-    assert [n["broker_running"] for n in status["nodes"]] == [True, True, True]  # type: ignore[index]
+    assert [n["broker_running"] for n in status["nodes"]] == [True, True, True]
     assert status["registered_brokers"] == [1, 2, 3]
     # A topic to find a leader of, created as any Kafka client would.
     admin = AdminClient({"bootstrap.servers": str(up["bootstrap"])})
@@ -229,6 +234,16 @@ def test_squall_cluster_and_nemesis_commands_act_on_it_and_down_leaves_it_runnin
     assert not by_hand.brokers[leader].run(f"{CONTROL} running", check=False).ok
     squall("nemesis", "start", "--target", leader)
     assert by_hand.brokers[leader].run(f"{CONTROL} running", check=False).ok
+    # Partitions among the brokers only: there is no ZooKeeper node to cut off.
+    cut = squall("nemesis", "partition", "--shape", "isolate", "--target", leader)
+    grudge = cut["value"]["grudge"]
+    assert sorted(grudge) == ["n1", "n2", "n3"], cut
+    rules = by_hand.brokers[leader].run("iptables -w -S SQUALL").output
+    others = [s.address for s in by_hand.state.brokers if s.name != leader]
+    assert all(f"-s {address}/32 -j DROP" in rules for address in others), rules
+    squall("nemesis", "heal")
+    assert "DROP" not in by_hand.brokers[leader].run("iptables -w -S SQUALL").output
     squall("cluster", "down")
     for node in by_hand.brokers.values():
         assert node.run(f"{CONTROL} running", check=False).ok
+        assert not node.run("iptables -w -n -L SQUALL", check=False).ok

@@ -82,6 +82,14 @@ def test_commands_are_shared_filled_in_and_overridden_per_broker(home: Path) -> 
     ]
 
 
+def test_partitions_are_allowed_only_by_the_inventory(home: Path) -> None:
+    assert inventory(home, TWO_BROKERS).partitions is False
+    allowed = inventory(home, TWO_BROKERS, commands=COMMANDS + "\n[network]\npartitions = true\n")
+    assert allowed.partitions is True
+    with pytest.raises(InventoryError, match=r"\[network\]\.netem: unknown key"):
+        inventory(home, TWO_BROKERS, commands=COMMANDS + "\n[network]\nnetem = true\n")
+
+
 def test_a_missing_command_names_the_broker_and_where_to_give_it(home: Path) -> None:
     partial = COMMANDS.replace('pause = "systemctl kill --signal=STOP kafka"\n', "")
     with pytest.raises(InventoryError, match=r"brokers\[0\] \(n1\): no command to pause it"):

@@ -47,13 +47,13 @@ def test_a_cluster_squall_did_not_deploy_needs_its_inventory_a_kafka_client_and_
         check_runnable(spec(runtime="external", workload=kafka))
     with pytest.raises(SpecError, match="through a Kafka client: add --client confluent-kafka"):
         check_runnable(spec(runtime="external", inventory="cluster.toml"))
-    with pytest.raises(SpecError, match=r"external runtime cannot apply partition"):
+    with pytest.raises(SpecError, match=r"external runtime cannot apply freeze"):
         check_runnable(
             spec(
                 runtime="external",
                 inventory="cluster.toml",
                 workload=kafka,
-                nemesis={"faults": {"partition": 1}},
+                nemesis={"faults": {"freeze": 1}},
             )
         )
     check_runnable(
@@ -61,7 +61,7 @@ def test_a_cluster_squall_did_not_deploy_needs_its_inventory_a_kafka_client_and_
             runtime="external",
             inventory="cluster.toml",
             workload=kafka,
-            nemesis={"faults": {"kill": 1, "pause": 1, "bounce": 1}},
+            nemesis={"faults": {"kill": 1, "pause": 1, "bounce": 1, "partition": 1}},
         )
     )
     check_runnable(spec(runtime="external", inventory="cluster.toml", workload=kafka))
