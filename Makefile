@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # brokers, ZooKeeper, Spark or containers, so two workers finish the suite in well under
 # half the serial time on two cores. PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= 2
-PYTEST := $(PY) -m pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup)
+PYTEST := $(PY) -m pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 
 .PHONY: setup demo test lint imports typecheck unit integration bench clean
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -26,7 +27,6 @@ def _docker_engine_answers() -> str | None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     global _docker_skip_reason
-    _group_for_workers(items)
     docker_items = [item for item in items if item.get_closest_marker("docker")]
     if not docker_items:
         return
@@ -38,15 +38,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(skip)
 
 
-def _group_for_workers(items: list[pytest.Item]) -> None:
-    """pytest-xdist's groups (`--dist loadgroup`, as `make test` runs): each module whole on
-    one worker (its module-scoped clusters set up once), and every test that needs Docker on
-    one worker, one after the other. A `squall run` cleans up clusters whose owner is gone
-    before it starts, and a cluster brought up by `squall cluster up` has no live owner: on
-    two workers, one test's run could remove the cluster another test brought up."""
-    for item in items:
-        group = "docker" if item.get_closest_marker("docker") else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With `--dist loadfile` (as `make test` runs): each module whole on one worker (its
+    module-scoped clusters set up once), and every module under tests/docker on one worker,
+    one after the other: two Docker clusters at once would share two cores, and `squall
+    clean` in one test removes a cluster another test brought up with `squall cluster up`.
+    (`--dist loadgroup` would say it with marks, but pytest-xdist 3.8 cannot read them
+    under pytest 9.2.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesAndDockerTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "tests/docker" if path.startswith("tests/docker/") else path
+
+    return ModulesAndDockerTogether(config, log)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -38,7 +38,7 @@ from squall.cluster.cluster import (
     state_dir,
 )
 from squall.cluster.image import ensure_image
-from squall.cluster.owner import Owner, is_leftover
+from squall.cluster.owner import is_leftover, owner_label
 from squall.cluster.ssh import Progress
 from squall.cluster.ssh_runtime import (
     check_fault_support,
@@ -50,6 +50,8 @@ from squall.cluster.ssh_runtime import (
 LABEL_RUN = "squall.run"
 LABEL_NODE = "squall.node"
 LABEL_OWNER = "squall.owner"
+CONFLICT = 409
+"""The engine's answer to removing what another request is removing, or still uses."""
 SUBNET_CANDIDATES = tuple(f"10.213.{i}.0/24" for i in range(64))
 """Our own containers' subnets; one not used by another network or host route is taken."""
 NODE_ROOT = "/opt/squall"
@@ -202,7 +204,7 @@ class DockerRuntime:
 
     def __init__(self, client: docker.DockerClient | None = None) -> None:
         self._client = client
-        self._owner = Owner.current().label()
+        self._owner = owner_label()
 
     @property
     def client(self) -> docker.DockerClient:
@@ -228,11 +230,13 @@ class DockerRuntime:
         progress: Progress | None = None,
         lazy_disk: bool | None = None,
         kafka_listener: bool = False,
+        kept: bool = False,
     ) -> Cluster:
         """Containers for zk1 and n1..n<nodes> (3 by default), reachable over SSH, SUT
         deployed (on lazy disks unless ``lazy_disk`` is False); the cluster, its state saved.
         On failure, what was made is removed again."""
         say = progress or _quiet
+        self._owner = owner_label(kept=kept)
         if inventory is not None:
             raise ValueError("an inventory names existing hosts: use the ssh runtime for it")
         nodes = 3 if nodes is None else nodes
@@ -313,7 +317,7 @@ class DockerRuntime:
             settings={k: str(v) for k, v in (settings or {}).items()},
             network=network_name(run_id),
             created=datetime.now(UTC).isoformat(timespec="seconds"),
-            owner=Owner.current().label(),
+            owner=self._owner,
             lazy_disk=lazy_disk,
             kafka_listener=kafka_listener,
         )
@@ -408,7 +412,7 @@ class DockerRuntime:
         """Remove the run's containers, network, key pair and state."""
         return self.clean(state.run_id)
 
-    def clean(self, run_id: str | None = None) -> list[str]:
+    def clean(self, run_id: str | None = None, *, kept_too: bool = False) -> list[str]:
         """Remove the containers and network of one run, or (no run id) of every run whose
         owner is gone (``squall.cluster.owner``), with their keys and saved state; never a run
         in progress. What was removed. Idempotent."""
@@ -424,7 +428,7 @@ class DockerRuntime:
             live = {
                 labels.get(LABEL_RUN, "")
                 for labels in labelled
-                if not is_leftover(labels.get(LABEL_OWNER))
+                if not is_leftover(labels.get(LABEL_OWNER), kept_too=kept_too)
             }
         removed: list[str] = []
         runs = {run_id} if run_id else set()
@@ -433,24 +437,35 @@ class DockerRuntime:
             if run in live:
                 continue
             runs.add(run)
-            with contextlib.suppress(docker.errors.NotFound):
+            try:
                 if container.status == "paused":
                     container.unpause()
                 container.remove(force=True)
                 removed.append(f"container {container.name}")
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as err:
+                if err.status_code != CONFLICT:
+                    raise  # 409: another process (its run's own down) is removing it
         for network in networks:
             run = (network.attrs.get("Labels") or {}).get(LABEL_RUN, "")
             if run in live:
                 continue
             runs.add(run)
-            with contextlib.suppress(docker.errors.NotFound):
+            try:
                 network.remove()
                 removed.append(f"network {network.name}")
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as err:
+                if err.status_code != CONFLICT:
+                    raise  # 409: containers still on it, being removed by another process
         if run_id is None and (state_dir() / "keys").is_dir():
             runs.update(
                 p.name
                 for p in (state_dir() / "keys").iterdir()
-                if p.name not in live and is_leftover(_read_owner(p / OWNER_FILE))
+                if p.name not in live
+                and is_leftover(_read_owner(p / OWNER_FILE), kept_too=kept_too)
             )
         for run in sorted(r for r in runs if r and RUN_ID.match(r)):
             removed += self._forget(run)

@@ -63,7 +63,7 @@ from squall.cluster.inventory import (
 )
 from squall.cluster.kafka_roles import KafkaRoles
 from squall.cluster.node import Command, CommandResult, DaemonSpec, Node, NodeError
-from squall.cluster.owner import Owner
+from squall.cluster.owner import owner_label
 from squall.cluster.services import BrokerService
 from squall.cluster.ssh import SshNode
 from squall.config import ConfigModel, Text, read_toml, validate
@@ -193,14 +193,14 @@ class ExternalInventory:
     partitions: bool = False
     """The inventory lets squall cut the network between brokers (``[network]``)."""
 
-    def cluster_state(self, run_id: str) -> ClusterState:
+    def cluster_state(self, run_id: str, *, kept: bool = False) -> ClusterState:
         return ClusterState(
             run_id=run_id,
             runtime=RUNTIME,
             brokers=[b.node_state() for b in self.brokers],
             zookeeper=NodeState(name=ZOOKEEPER_NODE, address=""),
             created=datetime.now(UTC).isoformat(timespec="seconds"),
-            owner=Owner.current().label(),
+            owner=owner_label(kept=kept),
             kafka_listener=True,
             inventory=self.source,
         )
@@ -477,6 +477,7 @@ class ExternalRuntime:
         progress: Any = None,
         lazy_disk: bool | None = None,
         kafka_listener: bool = False,
+        kept: bool = False,
     ) -> ExternalCluster:
         """Check that every broker's host answers over SSH, that its broker runs and that
         the cluster's metadata lists it; state saved. Nothing on the hosts changes."""
@@ -492,7 +493,7 @@ class ExternalRuntime:
             raise ValueError(
                 f"{inventory} lists {len(described.brokers)} brokers, but {nodes} were asked for"
             )
-        state = described.cluster_state(run_id)
+        state = described.cluster_state(run_id, kept=kept)
         state.inventory = str(Path(inventory).resolve())  # attached from any directory
         cluster = ExternalCluster(state, described)
         try:
@@ -545,6 +546,6 @@ class ExternalRuntime:
         state.forget()
         return removed
 
-    def clean(self, run_id: str | None = None) -> list[str]:
+    def clean(self, run_id: str | None = None, *, kept_too: bool = False) -> list[str]:
         """Nothing to remove: squall left nothing on the hosts."""
         return []

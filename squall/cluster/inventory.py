@@ -50,7 +50,7 @@ import paramiko
 from pydantic import AfterValidator, Field, field_validator
 
 from squall.cluster.cluster import ZOOKEEPER_NODE, ClusterState, NodeState
-from squall.cluster.owner import Owner
+from squall.cluster.owner import owner_label
 from squall.config import (
     ConfigModel,
     ConfigurationError,
@@ -254,7 +254,12 @@ class Inventory:
     source: str
 
     def cluster_state(
-        self, run_id: str, *, runtime: str = "ssh", settings: Mapping[str, object] | None = None
+        self,
+        run_id: str,
+        *,
+        runtime: str = "ssh",
+        settings: Mapping[str, object] | None = None,
+        kept: bool = False,
     ) -> ClusterState:
         return ClusterState(
             run_id=run_id,
@@ -263,7 +268,7 @@ class Inventory:
             zookeeper=self.zookeeper.node_state(),
             settings={k: str(v) for k, v in (settings or {}).items()},
             created=datetime.now(UTC).isoformat(timespec="seconds"),
-            owner=Owner.current().label(),
+            owner=owner_label(kept=kept),
         )
 
 

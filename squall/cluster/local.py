@@ -46,7 +46,7 @@ from squall.cluster.node import (
     DaemonSpec,
     render,
 )
-from squall.cluster.owner import Owner, is_leftover
+from squall.cluster.owner import is_leftover, owner_label
 
 SIGNALS = {
     "KILL": signal.SIGKILL,
@@ -215,6 +215,7 @@ class LocalRuntime:
         progress: Progress | None = None,
         lazy_disk: bool | None = None,
         kafka_listener: bool = False,
+        kept: bool = False,
     ) -> Cluster:
         """Start zk1 and brokers n1..n<nodes> (3 by default), on lazy disks if asked; the
         cluster (state saved)."""
@@ -241,7 +242,7 @@ class LocalRuntime:
             zookeeper=NodeState(ZOOKEEPER_NODE, zk_address, root=str(root / ZOOKEEPER_NODE)),
             settings={k: str(v) for k, v in (settings or {}).items()},
             created=datetime.now(UTC).isoformat(timespec="seconds"),
-            owner=Owner.current().label(),
+            owner=owner_label(kept=kept),
             lazy_disk=bool(lazy_disk),
             kafka_listener=kafka_listener,
         )
@@ -287,7 +288,7 @@ class LocalRuntime:
         state.forget()
         return removed
 
-    def clean(self, run_id: str | None = None) -> list[str]:
+    def clean(self, run_id: str | None = None, *, kept_too: bool = False) -> list[str]:
         """Kill the processes of one local cluster (found by pidfile) and remove its files;
         with no run id, of every cluster whose owner is gone, never one in progress."""
         base = state_dir() / "local"
@@ -297,7 +298,7 @@ class LocalRuntime:
             roots = [
                 root
                 for root in (sorted(base.iterdir()) if base.exists() else [])
-                if RUN_ID.match(root.name) and is_leftover(_owner_of(root.name))
+                if RUN_ID.match(root.name) and is_leftover(_owner_of(root.name), kept_too=kept_too)
             ]
         removed: list[str] = []
         for root in roots:

@@ -5,7 +5,9 @@ networks), so that the clean at the start of a run removes only what crashed run
 behind, never another run in progress, another user's, or a ``squall cluster up`` that is
 still in use. An owner is gone when it ran on this host and its process no longer exists
 (a pid reused by another process does not count: the process start time must match); an
-owner on another host is never judged gone from here.
+owner on another host is never judged gone from here. A cluster brought up by ``squall
+cluster up`` is kept: its owner ends at once, but only an explicit ``squall clean`` (or
+``squall cluster down``) removes it.
 """
 
 from __future__ import annotations
@@ -64,8 +66,27 @@ class Owner:
         return _start_ticks(self.pid) != self.started
 
 
-def is_leftover(label: str | None) -> bool:
+KEPT = "kept:"
+"""Prefix of the owner label of a cluster brought up by ``squall cluster up``: it stays up
+after its control process ends, until ``squall cluster down`` or an explicit ``squall
+clean``."""
+
+
+def owner_label(*, kept: bool = False) -> str:
+    """The label of the current process as a cluster's owner; ``kept`` for a cluster that
+    outlives it (``squall cluster up``)."""
+    label = Owner.current().label()
+    return KEPT + label if kept else label
+
+
+def is_leftover(label: str | None, *, kept_too: bool = False) -> bool:
     """Whether what carries this owner label was left by a run that ended: no owner recorded
-    (an older squall), or an owner that is gone."""
+    (an older squall), or an owner that is gone. A kept cluster (``squall cluster up``) is
+    never a leftover to a run's start-up clean; with ``kept_too`` (an explicit ``squall
+    clean``) it is one once the command that brought it up has ended."""
+    if label is not None and label.startswith(KEPT):
+        if not kept_too:
+            return False
+        label = label.removeprefix(KEPT)
     owner = Owner.parse(label)
     return owner is None or owner.is_gone()

@@ -33,11 +33,14 @@ class Runtime(Protocol):
         progress: Progress | None = None,
         lazy_disk: bool | None = None,
         kafka_listener: bool = False,
+        kept: bool = False,
     ) -> Cluster:
         """A cluster of ``nodes`` brokers and ZooKeeper with the SUT deployed and running, its
         state saved. docker and local make the nodes (``nodes`` defaults to 3); ssh takes
         them from ``inventory``. ``lazy_disk``: the brokers' log.dirs on lazyfs, disks that
-        can lose what was not fsynced (None: the runtime's default, on for docker only)."""
+        can lose what was not fsynced (None: the runtime's default, on for docker only).
+        ``kept``: it outlives this process (``squall cluster up``), and no run's start-up
+        clean removes it."""
         ...
 
     def attach(self, state: ClusterState) -> Cluster:
@@ -48,8 +51,9 @@ class Runtime(Protocol):
         """Take the cluster down and forget its state; what was removed."""
         ...
 
-    def clean(self, run_id: str | None = None) -> list[str]:
-        """Remove what runs (one, or all) left behind; what was removed."""
+    def clean(self, run_id: str | None = None, *, kept_too: bool = False) -> list[str]:
+        """Remove what runs (one, or all) left behind; what was removed. Kept clusters
+        (``squall cluster up``) only with ``kept_too`` (an explicit ``squall clean``)."""
         ...
 
 

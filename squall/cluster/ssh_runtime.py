@@ -452,6 +452,7 @@ class SshRuntime:
         progress: Progress | None = None,
         lazy_disk: bool | None = None,
         kafka_listener: bool = False,
+        kept: bool = False,
     ) -> Cluster:
         """Reach every host of the inventory, check iptables/netem, stop leftovers, deploy;
         state saved. ``nodes``, when given, must match the inventory's brokers. ``lazy_disk``
@@ -461,7 +462,7 @@ class SshRuntime:
         say = progress or _quiet
         if inventory is None:
             raise ValueError("the ssh runtime needs an inventory of hosts (--inventory FILE)")
-        state = load_inventory(inventory).cluster_state(run_id, settings=settings)
+        state = load_inventory(inventory).cluster_state(run_id, settings=settings, kept=kept)
         state.lazy_disk = bool(lazy_disk)
         state.kafka_listener = kafka_listener
         if nodes is not None and nodes != len(state.brokers):
@@ -511,13 +512,13 @@ class SshRuntime:
         forget_capabilities(state.run_id)
         return removed
 
-    def clean(self, run_id: str | None = None) -> list[str]:
+    def clean(self, run_id: str | None = None, *, kept_too: bool = False) -> list[str]:
         """``down`` for one ssh cluster with saved state, or (no run id) for every one whose
         owner is gone (``squall.cluster.owner``), never a run in progress; unreachable hosts
         are reported, not fatal."""
         removed: list[str] = []
         for state in _saved_states(self.name, run_id):
-            if run_id is None and not is_leftover(state.owner):
+            if run_id is None and not is_leftover(state.owner, kept_too=kept_too):
                 continue
             try:
                 removed += self.down(state)

@@ -94,6 +94,7 @@ def up(
                 progress=progress,
                 lazy_disk=lazy_disk,
                 kafka_listener=kafka_listener,
+                kept=True,
             )
     except (RuntimeUnavailableError, ValueError) as err:  # an inventory's errors among them
         fail(str(err), ExitCode.USAGE)
@@ -270,12 +271,12 @@ def clean() -> None:
     removed: list[str] = []
     problems: list[str] = []
     try:  # ssh clusters whose owner is gone: daemons stopped, squall's host changes undone
-        removed += runtime_named("ssh").clean()
+        removed += runtime_named("ssh").clean(kept_too=True)
     except Exception as err:
         problems.append(f"ssh: {err}")
-    removed += runtime_named("local").clean()
+    removed += runtime_named("local").clean(kept_too=True)
     if docker_available() is None:
-        removed += runtime_named("docker").clean()
+        removed += runtime_named("docker").clean(kept_too=True)
     for line in removed:
         stderr.print(f"removed {line}")
     print(json.dumps({"removed": removed, "problems": problems}))

@@ -13,7 +13,7 @@ import pytest
 
 from squall.cluster.cluster import ClusterState, ClusterStateError, NodeState, check_run_id
 from squall.cluster.local import LocalRuntime
-from squall.cluster.owner import Owner, is_leftover
+from squall.cluster.owner import KEPT, Owner, is_leftover, owner_label
 
 
 def test_the_current_process_owns_and_an_ended_one_is_gone() -> None:
@@ -62,6 +62,28 @@ def test_the_local_clean_keeps_runs_in_progress(
     assert any("crashed" in line for line in removed)
     with pytest.raises(ClusterStateError):
         ClusterState.load("crashed")
+
+
+def test_a_cluster_brought_up_by_hand_outlives_its_command_until_an_explicit_clean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`squall cluster up` ends at once; the cluster it brought up is kept: a run's
+    start-up clean leaves it, an explicit `squall clean` removes it."""
+    monkeypatch.setenv("SQUALL_HOME", str(tmp_path))
+    me = Owner.current()
+    ended = Owner(me.user, me.host, 2**22 + 9, 1).label()
+    assert is_leftover(ended) and not is_leftover(KEPT + ended)
+    assert is_leftover(KEPT + ended, kept_too=True)
+    assert not is_leftover(KEPT + me.label(), kept_too=True)  # its command still runs
+    assert owner_label(kept=True) == KEPT + me.label()
+    base = tmp_path / "local"
+    (base / "by-hand" / "n1").mkdir(parents=True)
+    _state("by-hand", KEPT + ended, base).save()
+    runtime = LocalRuntime()
+    assert runtime.clean() == []
+    assert (base / "by-hand").is_dir()
+    assert any("by-hand" in line for line in runtime.clean(kept_too=True))
+    assert not (base / "by-hand").exists()
 
 
 @pytest.mark.parametrize("bad", ["../..", "/etc", "a/b", "", ".hidden", "x" * 42])
