@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -19,6 +19,9 @@ from confluent_kafka.admin import AdminClient
 from nemesis.errors import TargetError
 from nemesis.grudge import sorted_nodes
 from nemesis.targets import ClusterView, PartitionView, parse_key
+
+if TYPE_CHECKING:  # the type list_topics returns; confluent_kafka.admin does not export it
+    from confluent_kafka.admin._metadata import ClusterMetadata
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +42,16 @@ class KafkaRoles:
             )
         return self._admin
 
+    def _metadata(self, timeout_s: float, *, hint: str = "") -> ClusterMetadata:
+        """The cluster's Metadata (every topic); TargetError when no broker answers."""
+        try:
+            return self._client().list_topics(timeout=timeout_s)
+        except KafkaException as err:
+            raise TargetError(
+                f"no broker of {self.bootstrap} answered a Metadata request in "
+                f"{timeout_s:.0f} s ({err.args[0].str()}){hint}"
+            ) from None
+
     def observe(
         self, keys: Collection[str], *, controller: bool, timeout_s: float = 5.0
     ) -> ClusterView:
@@ -46,14 +59,7 @@ class KafkaRoles:
         metadata names; TargetError when no broker answers in ``timeout_s``."""
         if not keys and not controller:
             return ClusterView(self.brokers, self.zookeeper)
-        try:
-            metadata = self._client().list_topics(timeout=timeout_s)
-        except KafkaException as err:
-            raise TargetError(
-                f"cannot observe roles: no broker of {self.bootstrap} answered a Metadata "
-                f"request in {timeout_s:.0f} s ({err.args[0].str()}); target nodes by name "
-                "instead"
-            ) from None
+        metadata = self._metadata(timeout_s, hint="; target nodes by name instead")
         partitions: dict[str, PartitionView] = {}
         for key in keys:
             topic, partition = parse_key(key)
@@ -80,24 +86,13 @@ class KafkaRoles:
     def listener(self, broker: int, timeout_s: float = 5.0) -> tuple[str, int] | None:
         """The host and port the cluster's metadata advertises for ``broker``; None when it
         does not list it (TargetError when no broker answers)."""
-        try:
-            metadata = self._client().list_topics(timeout=timeout_s)
-        except KafkaException as err:
-            raise TargetError(
-                f"no broker of {self.bootstrap} answered a Metadata request ({err.args[0].str()})"
-            ) from None
-        found = metadata.brokers.get(broker)
+        found = self._metadata(timeout_s).brokers.get(broker)
         return None if found is None else (str(found.host), int(found.port))
 
     def status(self, timeout_s: float = 5.0) -> dict[str, Any]:
         """The controller, the live brokers and every partition's leader, replicas and ISR,
         as ``squall cluster status`` shows them; TargetError when no broker answers."""
-        try:
-            metadata = self._client().list_topics(timeout=timeout_s)
-        except KafkaException as err:
-            raise TargetError(
-                f"no broker of {self.bootstrap} answered a Metadata request ({err.args[0].str()})"
-            ) from None
+        metadata = self._metadata(timeout_s)
         return {
             "controller": metadata.controller_id,
             "registered_brokers": sorted(int(b) for b in metadata.brokers),

@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 import secrets
 import shlex
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from squall.cluster.cluster import Cluster
 from squall.cluster.docker import DockerRuntime
@@ -107,9 +108,10 @@ def inventory(cluster: Cluster, path: Path, *, partitions: bool = True) -> Path:
     return path
 
 
-def test_a_run_against_a_cluster_squall_did_not_deploy(by_hand: Cluster, tmp_path: Path) -> None:
-    hosts = inventory(by_hand, tmp_path / "cluster.toml")
-    done = run_squall(
+def squall_run(cluster: Cluster, tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """`squall run` against the cluster through confluent-kafka, as a user runs it."""
+    hosts = inventory(cluster, tmp_path / "cluster.toml")
+    return run_squall(
         "run",
         "--runtime",
         "external",
@@ -117,6 +119,19 @@ def test_a_run_against_a_cluster_squall_did_not_deploy(by_hand: Cluster, tmp_pat
         str(hosts),
         "--client",
         "confluent-kafka",
+        "--store",
+        str(tmp_path / "store"),
+        *flags,
+        cwd=tmp_path,
+        home=tmp_path / ".squall",
+        timeout=600,
+    )
+
+
+def test_a_run_against_a_cluster_squall_did_not_deploy(by_hand: Cluster, tmp_path: Path) -> None:
+    done = squall_run(
+        by_hand,
+        tmp_path,
         "--time-limit",
         "15",
         "--faults",
@@ -131,11 +146,6 @@ def test_a_run_against_a_cluster_squall_did_not_deploy(by_hand: Cluster, tmp_pat
         "2",
         "--seed",
         "7",
-        "--store",
-        str(tmp_path / "store"),
-        cwd=tmp_path,
-        home=tmp_path / ".squall",
-        timeout=600,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run_dir = next((tmp_path / "store" / "queue").glob("2*"))
@@ -162,26 +172,10 @@ def test_a_run_against_a_cluster_squall_did_not_deploy(by_hand: Cluster, tmp_pat
 def test_a_broker_the_inventory_says_is_down_stops_the_run_before_anything_changes(
     by_hand: Cluster, tmp_path: Path
 ) -> None:
-    hosts = inventory(by_hand, tmp_path / "cluster.toml")
     n3 = by_hand.brokers["n3"]
     n3.run(f"{CONTROL} stop")
     try:
-        done = run_squall(
-            "run",
-            "--runtime",
-            "external",
-            "--inventory",
-            str(hosts),
-            "--client",
-            "confluent-kafka",
-            "--time-limit",
-            "5",
-            "--store",
-            str(tmp_path / "store"),
-            cwd=tmp_path,
-            home=tmp_path / ".squall",
-            timeout=300,
-        )
+        done = squall_run(by_hand, tmp_path, "--time-limit", "5")
     finally:
         n3.run(f"{CONTROL} start")
     assert done.returncode == 3, done.stdout[-2000:] + done.stderr[-2000:]

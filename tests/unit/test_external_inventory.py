@@ -7,11 +7,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from squall.cluster.external import ExternalInventory, external_inventory, load_external_inventory
 from squall.cluster.inventory import InventoryError
+from tests.unit.test_inventory import public_key
 
 COMMANDS = """
 [commands]
@@ -22,15 +21,6 @@ stop = "systemctl stop kafka"
 pause = "systemctl kill --signal=STOP kafka"
 resume = "systemctl kill --signal=CONT kafka"
 """
-
-
-def public_key() -> str:
-    raw = (
-        Ed25519PrivateKey.generate()
-        .public_key()
-        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
-    )
-    return raw.decode()
 
 
 @pytest.fixture
