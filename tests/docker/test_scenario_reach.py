@@ -162,7 +162,12 @@ def run_schedule(
         detectors=detectors,
         brokers=tuple(cluster.brokers),
         capabilities=frozenset(
-            {"partitions", "disks", *(["lazy-disk"] if cluster.capabilities.lazy_disk else [])}
+            {
+                "partitions",
+                "disks",
+                "zookeeper",
+                *(["lazy-disk"] if cluster.capabilities.lazy_disk else []),
+            }
         ),
     )
     nemesis = Nemesis(cluster, rng=random.Random(seed), topic_hint=KEYS[0], partitions=KEYS)
