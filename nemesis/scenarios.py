@@ -224,6 +224,15 @@ def follower_restart_leader_loss_rejoined(layout: Layout, start: float) -> float
     return back
 
 
+def _past_a_request(layout: Layout) -> float:
+    """A stall a little longer than the clients' request timeout, if that fits well within
+    the lag time; else a tenth of the lag time."""
+    past = layout.draw(Span(1.1, 1.3, "request"))
+    if past <= 0.8 * layout.detectors.unit("lag"):
+        return past
+    return layout.draw(Span(0.1, 0.15, "lag"))
+
+
 def _second_failover(layout: Layout, first: int, returns: float) -> float:
     """The old leader back, and the new leader killed while the old one truncates."""
     layout.add(returns, Fault("start"), heals=first)
@@ -244,8 +253,11 @@ def failover_during_truncation_cut_off(layout: Layout, start: float) -> float:
     what they last fetched and clients keep sending; what they send next it appends alone
     (a cut both ways, or paused followers, leaves clients waiting on writes the followers
     already fetched, and the leader with no tail of its own). The followers keep serving
-    what they lead."""
-    first_at = start + layout.draw(Span(0.1, 0.15, "lag"))
+    what they lead. The cut outlasts the clients' request timeout (within the lag time, so
+    the followers stay in the ISR): a connection whose acks=-1 produce the cut left waiting
+    holds every request pipelined behind it, so only once that produce times out does the
+    leader append what the clients send next alone."""
+    first_at = start + _past_a_request(layout)
     returns = first_at + layout.draw(Span(1.2, 1.5, "session"))
     cut = _one_way(layout, start, sources=["leader"], destinations=["followers"])
     first = layout.add(first_at, Fault("kill", {"targets": ["leader"]}), same_as=cut)

@@ -18,8 +18,9 @@ from typing import Any
 
 from nemesis.errors import FaultError
 
-UNITS = ("s", "session", "lag", "fetch")
-"""Seconds, or multiples of the session timeout, the replica lag time, the fetch wait."""
+UNITS = ("s", "session", "lag", "fetch", "request")
+"""Seconds, or multiples of the session timeout, the replica lag time, the fetch wait, the
+clients' request timeout."""
 _SPAN = re.compile(
     r"^\s*(?P<low>\d+(?:\.\d+)?)\s*(?:-\s*(?P<high>\d+(?:\.\d+)?))?\s*(?P<unit>[a-z]*)\s*$"
 )
@@ -35,9 +36,13 @@ class Detectors:
     """How long a follower may fall behind before the leader drops it from the ISR."""
     fetch_wait_s: float = 0.5
     """The longest a follower's fetch waits: the pace of replication when idle."""
+    request_timeout_s: float = 5.0
+    """How long a client waits on a request before giving it up: how long a broker that
+    cannot complete a request (an acks=-1 produce its followers do not fetch) holds the
+    requests the client pipelined behind it on that connection."""
 
     def __post_init__(self) -> None:
-        for name in ("session_timeout_s", "replica_lag_s", "fetch_wait_s"):
+        for name in ("session_timeout_s", "replica_lag_s", "fetch_wait_s", "request_timeout_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise FaultError(f"detectors: {name} must be seconds, got {value!r}")
@@ -52,6 +57,7 @@ class Detectors:
             "session": self.session_timeout_s,
             "lag": self.replica_lag_s,
             "fetch": self.fetch_wait_s,
+            "request": self.request_timeout_s,
         }[name]
 
     def to_json(self) -> dict[str, float]:
@@ -59,13 +65,14 @@ class Detectors:
             "session_timeout_s": self.session_timeout_s,
             "replica_lag_s": self.replica_lag_s,
             "fetch_wait_s": self.fetch_wait_s,
+            "request_timeout_s": self.request_timeout_s,
         }
 
     @classmethod
     def from_json(cls, doc: object) -> Detectors:
         if not isinstance(doc, Mapping):
             raise FaultError(f"detectors must be an object, got {doc!r}")
-        known = {"session_timeout_s", "replica_lag_s", "fetch_wait_s"}
+        known = {"session_timeout_s", "replica_lag_s", "fetch_wait_s", "request_timeout_s"}
         unknown = set(doc) - known
         if unknown:
             raise FaultError(f"detectors: unknown keys {sorted(unknown)}; known: {sorted(known)}")

@@ -229,7 +229,8 @@ class TestSpec(ConfigModel):
         return {**PROFILES[self.profile], **self.broker}
 
     def detectors(self) -> Detectors:
-        """The cluster's failure detectors, from the broker settings in force."""
+        """The cluster's failure detectors, from the broker settings in force (and the
+        producers' request timeout, from the workload's)."""
         settings = self.broker_settings()
 
         def seconds(key: str) -> float:
@@ -240,6 +241,7 @@ class TestSpec(ConfigModel):
             session_timeout_s=seconds("zookeeper.session.timeout.ms"),
             replica_lag_s=seconds("replica.lag.time.max.ms"),
             fetch_wait_s=seconds("replica.fetch.wait.max.ms"),
+            request_timeout_s=self.workload.producer_request_timeout_s(),
         )
 
     def promises_no_loss(self) -> bool:

@@ -396,6 +396,10 @@ class WorkloadSpec(BaseModel):
         settings[RETRIES_KEY] = self.producer_retries
         return settings
 
+    def producer_request_timeout_s(self) -> float:
+        """The producers' request.timeout.ms in force, in seconds."""
+        return int(str(self.producer_settings()[REQUEST_TIMEOUT_KEY])) / 1000
+
     def consumer_settings(self, zookeeper_connect: str | None) -> dict[str, object]:
         """A consumer's client config; with `zookeeper_connect`, a member of the group."""
         settings: dict[str, object] = {

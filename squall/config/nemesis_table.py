@@ -93,6 +93,8 @@ class DetectorsTable(ConfigModel):
     """replica.lag.time.max.ms: how long a lagging follower stays in the ISR."""
     fetch_wait_s: NonNegative = 0.5
     """replica.fetch.wait.max.ms: the longest a follower's fetch waits."""
+    request_timeout_s: Seconds = 5.0
+    """The workload clients' request.timeout.ms: how long a client waits on a request."""
 
 
 class NemesisTable(ConfigModel):

@@ -400,6 +400,25 @@ def test_a_missed_run_is_tried_again_another_way_and_replays_as_applied() -> Non
     assert what(replayer.applied) == what([f.fault for f in applied.faults])
 
 
+@pytest.mark.parametrize(
+    ("request_timeout_s", "low", "high"),
+    [(5.0, 5.5, 6.5), (30.0, 1.0, 1.5)],  # past the request timeout; else a tenth of the lag
+)
+def test_the_cut_before_a_failover_during_truncation_outlasts_a_client_request(
+    request_timeout_s: float, low: float, high: float
+) -> None:
+    """A produce the cut leaves waiting holds the requests pipelined behind it, so the leader
+    appends a tail of its own only after that produce times out; the followers must stay in
+    the ISR, so the cut ends well within the lag time."""
+    for seed in range(20):
+        detectors = Detectors(6.0, 10.0, 0.5, request_timeout_s)
+        layout = Layout(random.Random(seed), detectors, BROKERS, 120.0)
+        SCENARIOS["failover-during-truncation"].variant("cut-off").lay(layout, 0.0)
+        cut, killed = layout.steps[0], layout.steps[1]
+        assert (cut.fault.f, killed.fault.f) == ("start-partition", "kill")
+        assert low <= killed.at_s - cut.at_s <= high
+
+
 def test_the_next_way_is_the_next_variant_the_runtime_can_apply() -> None:
     truncation = SCENARIOS["failover-during-truncation"]
     both = Layout(random.Random(0), FAST, BROKERS, 600)
