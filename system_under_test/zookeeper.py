@@ -11,6 +11,7 @@
     /admin/preferred_replica_election              a request for preferred-leader election
     /isr_change_notification/isr_change_<seq>      leaders tell the controller of ISR changes
     /consumers/<group>/offsets/<topic>/<partition> committed consumer offsets
+    /latest_producer_id_block                      the last block of producer ids a broker claimed
 
 Every controller write is fenced: it runs in a transaction that checks the znode version of
 ``/controller_epoch`` the controller saw when it was elected, so a deposed controller's write
@@ -45,6 +46,7 @@ TOPIC_CONFIGS = "/config/topics"
 PREFERRED_ELECTION = "/admin/preferred_replica_election"
 ISR_CHANGES = "/isr_change_notification"
 CONSUMERS = "/consumers"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 NO_LEADER = -1
 KAFKA_LISTENER = "KAFKA"
 """The listener name under which a broker registers its Kafka-protocol endpoint."""
@@ -391,6 +393,37 @@ class ClusterMetadataStore:
         if self.controller_id() == broker_id:
             with contextlib.suppress(NoNodeError):
                 self.client.delete(CONTROLLER)
+
+    # producer ids
+
+    def claim_producer_id_block(self, broker_id: int, size: int) -> tuple[int, int]:
+        """Claim the next ``size`` producer ids (first and last) for this broker: a write of
+        ``/latest_producer_id_block`` conditional on the version read, tried again when another
+        broker claimed a block in between (Kafka's ZooKeeper-era layout)."""
+        while True:
+            try:
+                data, stat = self.client.get(PRODUCER_ID_BLOCK)
+            except NoNodeError:
+                first, version = 0, None
+            else:
+                first, version = int(_load(data, PRODUCER_ID_BLOCK)["block_end"]) + 1, stat.version
+            last = first + size - 1
+            doc = json.dumps(
+                {
+                    "version": 1,
+                    "broker": broker_id,
+                    "block_start": str(first),
+                    "block_end": str(last),
+                }
+            ).encode()
+            try:
+                if version is None:
+                    self.client.create(PRODUCER_ID_BLOCK, doc)
+                else:
+                    self.client.set(PRODUCER_ID_BLOCK, doc, version=version)
+            except (NodeExistsError, BadVersionError):
+                continue
+            return first, last
 
     # topics
 
