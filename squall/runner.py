@@ -452,16 +452,14 @@ class TestRunner:
     # --- collect, merge SUT events -------------------------------------------------------
 
     def _collect(self, cluster: Cluster, run_dir: RunDirectory) -> None:
-        if not cluster.deployed:  # its logs and events are not squall's to fetch
-            self._record_clock_drift(cluster, run_dir)
-            return
-        for name in cluster.brokers:
+        if cluster.deployed:  # else its logs and events are not squall's to fetch
+            for name in cluster.brokers:
+                with contextlib.suppress(Exception):
+                    cluster.broker(name).fetch_logs(run_dir.node_dir(name))
             with contextlib.suppress(Exception):
-                cluster.broker(name).fetch_logs(run_dir.node_dir(name))
-        with contextlib.suppress(Exception):
-            cluster.zookeeper_service().fetch_logs(run_dir.node_dir(cluster.zookeeper.name))
+                cluster.zookeeper_service().fetch_logs(run_dir.node_dir(cluster.zookeeper.name))
         self._record_clock_drift(cluster, run_dir)
-        if run_dir.history.exists() and hasattr(self, "start_wall_ns"):
+        if cluster.deployed and run_dir.history.exists() and hasattr(self, "start_wall_ns"):
             self._merge_sut_events(run_dir)
 
     @staticmethod

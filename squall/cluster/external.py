@@ -407,6 +407,7 @@ class ExternalCluster(Cluster):
         self._roles = KafkaRoles(
             brokers=list(brokers), zookeeper=ZOOKEEPER_NODE, bootstrap=inventory.bootstrap
         )
+        self._daemons = CommandDaemons(self.brokers, inventory.commands, self._roles)
 
     def node(self, name: str) -> Node:
         try:
@@ -428,7 +429,7 @@ class ExternalCluster(Cluster):
 
     @property
     def daemons(self) -> CommandDaemons:  # type: ignore[override]
-        return CommandDaemons(self.brokers, self.inventory.commands, self._roles)
+        return self._daemons
 
     @property
     def roles(self) -> KafkaRoles:  # type: ignore[override]
