@@ -1,14 +1,21 @@
 """Producer ids for idempotent producers (InitProducerId), handed out by each broker from blocks
-of ids it claims in ZooKeeper, as Kafka's ZooKeeper era did: ids are unique across the cluster
-and across restarts, since a block is never claimed twice and a restarted broker claims a new
-one."""
+of ids it claims, as Kafka's ZooKeeper era did: ids are unique across the cluster and across
+restarts, since a block is never claimed twice and a restarted broker claims a new one. In a
+cluster the blocks are claimed in ZooKeeper (``ClusterMetadataStore.claim_producer_id_block``);
+a standalone broker claims them in a file of its first log dir (``FileBlockClaim``)."""
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 from collections.abc import Callable
+from pathlib import Path
+
+from system_under_test.log.checkpoint import fsync_directory
 
 BLOCK_SIZE = 1000
+PRODUCER_ID_BLOCK_FILE = "producer-id-block.json"
 
 
 class ProducerIdManager:
@@ -32,3 +39,31 @@ class ProducerIdManager:
             producer_id = self._next
             self._next += 1
             return producer_id
+
+
+class FileBlockClaim:
+    """Blocks claimed in ``<log dir>/producer-id-block.json`` (the last block's end), replaced
+    atomically and fsynced before any id of the block is handed out."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.path = log_dir / PRODUCER_ID_BLOCK_FILE
+
+    def __call__(self, size: int) -> tuple[int, int]:
+        first = 0
+        if self.path.exists():
+            try:
+                first = int(json.loads(self.path.read_text())["block_end"]) + 1
+            except (ValueError, KeyError, TypeError) as err:
+                raise ValueError(
+                    f"{self.path} is damaged ({err}); producer ids cannot be handed out without "
+                    "reusing some: restore it, or write a block_end above every id handed out"
+                ) from None
+        last = first + size - 1
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        with open(temporary, "w") as out:
+            json.dump({"version": 1, "block_start": first, "block_end": last}, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, self.path)
+        fsync_directory(self.path.parent)
+        return first, last

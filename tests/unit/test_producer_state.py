@@ -15,6 +15,7 @@ from system_under_test.log.producer_state import (
     ProducerStateManager,
     snapshot_path,
 )
+from system_under_test.producer_ids import FileBlockClaim, ProducerIdManager
 
 
 def batch(
@@ -144,3 +145,13 @@ def test_only_the_newest_snapshots_are_kept(tmp_path: Path) -> None:
         state.take_snapshot()
     assert state.snapshots() == [6, 8]
     assert snapshot_path(tmp_path, 8).name == "00000000000000000008.snapshot"
+
+
+def test_a_standalone_broker_claims_blocks_in_its_log_dir(tmp_path: Path) -> None:
+    ids = ProducerIdManager(FileBlockClaim(tmp_path), block_size=3)
+    assert [ids.next_id() for _ in range(4)] == [0, 1, 2, 3]
+    restarted = ProducerIdManager(FileBlockClaim(tmp_path), block_size=3)
+    assert restarted.next_id() == 6  # the block 3-5 was claimed before the restart
+    (tmp_path / "producer-id-block.json").write_text("{")
+    with pytest.raises(ValueError, match="damaged"):
+        ProducerIdManager(FileBlockClaim(tmp_path)).next_id()
