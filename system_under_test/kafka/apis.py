@@ -12,13 +12,17 @@ from system_under_test.kafka.find_coordinator import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
 )
+from system_under_test.kafka.heartbeat import HeartbeatRequest, HeartbeatResponse
 from system_under_test.kafka.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from system_under_test.kafka.join_group import JoinGroupRequest, JoinGroupResponse
+from system_under_test.kafka.leave_group import LeaveGroupRequest, LeaveGroupResponse
 from system_under_test.kafka.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from system_under_test.kafka.metadata import MetadataRequest, MetadataResponse
 from system_under_test.kafka.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from system_under_test.kafka.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from system_under_test.kafka.produce import ProduceRequest, ProduceResponse
 from system_under_test.kafka.schema import Body
+from system_under_test.kafka.sync_group import SyncGroupRequest, SyncGroupResponse
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +55,10 @@ APIS: dict[int, Api] = {
         Api(ApiKey.OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse),
         Api(ApiKey.OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse),
         Api(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest, FindCoordinatorResponse),
+        Api(ApiKey.JOIN_GROUP, JoinGroupRequest, JoinGroupResponse),
+        Api(ApiKey.HEARTBEAT, HeartbeatRequest, HeartbeatResponse),
+        Api(ApiKey.LEAVE_GROUP, LeaveGroupRequest, LeaveGroupResponse),
+        Api(ApiKey.SYNC_GROUP, SyncGroupRequest, SyncGroupResponse),
         Api(ApiKey.API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse),
         Api(ApiKey.CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse),
         Api(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse),

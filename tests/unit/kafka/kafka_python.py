@@ -13,10 +13,18 @@ from kafka.protocol.admin.topics import CreateTopicsRequest, CreateTopicsRespons
 from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.consumer.group import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
@@ -71,6 +79,14 @@ CLASSES: dict[str, Any] = {
         OffsetFetchResponse,
         FindCoordinatorRequest,
         FindCoordinatorResponse,
+        JoinGroupRequest,
+        JoinGroupResponse,
+        SyncGroupRequest,
+        SyncGroupResponse,
+        HeartbeatRequest,
+        HeartbeatResponse,
+        LeaveGroupRequest,
+        LeaveGroupResponse,
     )
 }
 """kafka-python's message classes, by the name ours share."""
