@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Generic, TypeVar
@@ -97,6 +97,19 @@ class JoinResult:
 class SyncResult:
     error: ErrorCode
     assignment: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    """What a member says of itself when it joins."""
+
+    client_id: str
+    client_host: str
+    session_timeout_s: float
+    rebalance_timeout_s: float
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    """The protocols it supports, most preferred first, with its metadata for each."""
 
 
 @dataclass(slots=True)
@@ -200,13 +213,8 @@ class GroupCoordinator:
         self,
         group_id: str,
         member_id: str,
+        request: JoinRequest,
         *,
-        client_id: str,
-        client_host: str,
-        session_timeout_s: float,
-        rebalance_timeout_s: float,
-        protocol_type: str,
-        protocols: Sequence[tuple[str, bytes]],
         now: float,
         require_known_member_id: bool = False,
     ) -> Pending[JoinResult]:
@@ -216,79 +224,57 @@ class GroupCoordinator:
         if not group_id:
             return Pending.of(JoinResult(ErrorCode.INVALID_GROUP_ID, member_id=member_id))
         limits = self.limits
-        if not limits.min_session_timeout_s <= session_timeout_s <= limits.max_session_timeout_s:
+        timeout = request.session_timeout_s
+        if not limits.min_session_timeout_s <= timeout <= limits.max_session_timeout_s:
             return Pending.of(JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id))
         group = self._groups.get(group_id)
         if group is None:
             if member_id:
                 return Pending.of(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id))
             group = self._groups[group_id] = Group(group_id)
-        if not protocols or not self._supports(
-            group, protocol_type, protocols, excluding=member_id
-        ):
+        if not request.protocols or not self._supports(group, request, excluding=member_id):
             return Pending.of(
                 JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
             )
         if not member_id:
-            new_id = self._new_member_id(client_id)
+            new_id = self._new_member_id(request.client_id)
             if require_known_member_id:
                 group.pending_member_ids.add(new_id)
                 return Pending.of(JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id))
-            return self._add_member(
-                group, new_id, client_id, client_host, session_timeout_s, rebalance_timeout_s,
-                protocol_type, protocols, now,
-            )  # fmt: skip
+            return self._add_member(group, new_id, request, now)
         if member_id in group.pending_member_ids:
             group.pending_member_ids.discard(member_id)
-            return self._add_member(
-                group, member_id, client_id, client_host, session_timeout_s, rebalance_timeout_s,
-                protocol_type, protocols, now,
-            )  # fmt: skip
+            return self._add_member(group, member_id, request, now)
         member = group.members.get(member_id)
         if member is None:
             return Pending.of(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id))
-        return self._rejoin(group, member, tuple(protocols), now)
+        return self._rejoin(group, member, request.protocols, now)
 
     @staticmethod
-    def _supports(
-        group: Group,
-        protocol_type: str,
-        protocols: Sequence[tuple[str, bytes]],
-        *,
-        excluding: str = "",
-    ) -> bool:
+    def _supports(group: Group, request: JoinRequest, *, excluding: str) -> bool:
         """Kafka's rule: the first member names the protocol type; a later one must share it
         and support a protocol that every other member supports."""
         others = [m for m in group.members.values() if m.member_id != excluding]
         if not others:
-            return bool(protocol_type)
-        if protocol_type != group.protocol_type:
+            return bool(request.protocol_type)
+        if request.protocol_type != group.protocol_type:
             return False
         common = set.intersection(*({n for n, _ in m.protocols} for m in others))
-        return bool(common & {name for name, _ in protocols})
+        return bool(common & {name for name, _ in request.protocols})
 
     def _add_member(
-        self,
-        group: Group,
-        member_id: str,
-        client_id: str,
-        client_host: str,
-        session_timeout_s: float,
-        rebalance_timeout_s: float,
-        protocol_type: str,
-        protocols: Sequence[tuple[str, bytes]],
-        now: float,
+        self, group: Group, member_id: str, request: JoinRequest, now: float
     ) -> Pending[JoinResult]:
         if not group.members:
-            group.protocol_type = protocol_type
+            group.protocol_type = request.protocol_type
         member = Member(
             member_id,
-            client_id,
-            client_host,
-            session_timeout_s,
-            rebalance_timeout_s,
-            tuple(protocols),
-            session_deadline=now + session_timeout_s,
+            request.client_id,
+            request.client_host,
+            request.session_timeout_s,
+            request.rebalance_timeout_s,
+            request.protocols,
+            session_deadline=now + request.session_timeout_s,
         )
         pending = member.join = Pending()
         group.members[member_id] = member

@@ -18,6 +18,7 @@ from system_under_test.group_coordinator import (
     Assigned,
     GroupCoordinator,
     GroupLimits,
+    JoinRequest,
     JoinResult,
     Pending,
     Rebalanced,
@@ -58,19 +59,20 @@ class GroupService:
         protocols: Sequence[tuple[str, bytes]],
         require_known_member_id: bool,
     ) -> JoinResult:
+        # JoinGroup v0 has no rebalance timeout: the session timeout serves, as in Kafka
+        rebalance_ms = rebalance_timeout_ms if rebalance_timeout_ms >= 0 else session_timeout_ms
+        request = JoinRequest(
+            client_id,
+            client_host,
+            session_timeout_ms / 1000,
+            rebalance_ms / 1000,
+            protocol_type,
+            tuple(protocols),
+        )
         pending = self.coordinator.join(
             group_id,
             member_id,
-            client_id=client_id,
-            client_host=client_host,
-            session_timeout_s=session_timeout_ms / 1000,
-            # JoinGroup v0 has no rebalance timeout: the session timeout serves, as in Kafka
-            rebalance_timeout_s=(
-                rebalance_timeout_ms if rebalance_timeout_ms >= 0 else session_timeout_ms
-            )
-            / 1000,
-            protocol_type=protocol_type,
-            protocols=protocols,
+            request,
             now=self._clock(),
             require_known_member_id=require_known_member_id,
         )

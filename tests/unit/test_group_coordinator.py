@@ -14,6 +14,7 @@ from system_under_test.group_coordinator import (
     GroupCoordinator,
     GroupLimits,
     GroupState,
+    JoinRequest,
     JoinResult,
     Pending,
     Rebalanced,
@@ -47,17 +48,11 @@ class Cluster:
         rebalance_s: float = 30.0,
         protocol_type: str = "consumer",
     ) -> Pending[JoinResult]:
+        request = JoinRequest(
+            client, "/10.0.0.1", session_s, rebalance_s, protocol_type, tuple(protocols)
+        )
         return self.coordinator.join(
-            G,
-            member_id,
-            client_id=client,
-            client_host="/10.0.0.1",
-            session_timeout_s=session_s,
-            rebalance_timeout_s=rebalance_s,
-            protocol_type=protocol_type,
-            protocols=protocols,
-            now=self.now,
-            require_known_member_id=self.require_ids,
+            G, member_id, request, now=self.now, require_known_member_id=self.require_ids
         )
 
     def at(self, now: float) -> None:
@@ -208,10 +203,9 @@ def test_joins_that_cannot_be_taken() -> None:
     assert cluster.join(protocol_type="connect").result().error is (
         ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     )
-    assert cluster.coordinator.join(
-        "", "", client_id="c", client_host="h", session_timeout_s=10, rebalance_timeout_s=10,
-        protocol_type="consumer", protocols=RANGE, now=0,
-    ).result().error is ErrorCode.INVALID_GROUP_ID  # fmt: skip
+    request = JoinRequest("c", "h", 10, 10, "consumer", RANGE)
+    nameless = cluster.coordinator.join("", "", request, now=0)
+    assert nameless.result().error is ErrorCode.INVALID_GROUP_ID
 
 
 def test_the_protocol_most_members_prefer_among_those_all_support() -> None:
