@@ -7,12 +7,11 @@ a standalone broker claims them in a file of its first log dir (``FileBlockClaim
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from system_under_test.log.checkpoint import fsync_directory
+from system_under_test.log.checkpoint import replace_file
 
 BLOCK_SIZE = 1000
 PRODUCER_ID_BLOCK_FILE = "producer-id-block.json"
@@ -59,11 +58,6 @@ class FileBlockClaim:
                     "reusing some: restore it, or write a block_end above every id handed out"
                 ) from None
         last = first + size - 1
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        with open(temporary, "w") as out:
-            json.dump({"version": 1, "block_start": first, "block_end": last}, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, self.path)
-        fsync_directory(self.path.parent)
+        block = {"version": 1, "block_start": first, "block_end": last}
+        replace_file(self.path, json.dumps(block).encode())
         return first, last

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from system_under_test.config import BrokerConfig
 from system_under_test.errors import ErrorCode
-from system_under_test.log.checkpoint import fsync_directory
+from system_under_test.log.checkpoint import replace_file
 from system_under_test.log.log import LogConfig
 from system_under_test.log.log_manager import (
     LogManager,
@@ -76,14 +75,7 @@ class StandaloneTopicStore:
                 for name, spec in sorted(topics.items())
             },
         }
-        temp = self.path.with_name(self.path.name + ".tmp")
-        with open(temp, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=True)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp, self.path)
-        fsync_directory(self.path.parent)
+        replace_file(self.path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
 
 
 class StandaloneController:

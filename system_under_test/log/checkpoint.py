@@ -49,6 +49,26 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+def replace_file(path: Path, data: bytes) -> None:
+    """Replace ``path``'s contents with ``data`` atomically and durably: a temp file, fsync,
+    rename, directory fsync. A write that fails leaves the old file and no temp file."""
+    temp = path.with_name(path.name + TEMP_SUFFIX)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)  # the old file stays as it was
+        raise
+    fsync_directory(path.parent)
+
+
 def _parse_int(path: Path, number: int, text: str, what: str) -> int:
     if not _INTEGER.fullmatch(text):
         raise CheckpointError(path, number, f"{what} {text!r} is not an integer")
@@ -115,22 +135,7 @@ class _CheckpointFile(Generic[EntryT]):
         that fails leaves the old file and no temp file."""
         lines = [str(CHECKPOINT_VERSION), str(len(entries))]
         lines.extend(self._format(entry) for entry in entries)
-        data = ("\n".join(lines) + "\n").encode("utf-8")
-        temp = self.path.with_name(self.path.name + TEMP_SUFFIX)
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(temp, self.path)
-        except BaseException:
-            temp.unlink(missing_ok=True)  # the old file stays as it was
-            raise
-        fsync_directory(self.path.parent)
+        replace_file(self.path, ("\n".join(lines) + "\n").encode("utf-8"))
 
 
 def _parse_offset_entry(path: Path, number: int, fields: list[str]) -> tuple[str, int, int]:

@@ -21,7 +21,6 @@ As Kafka's ZooKeeper era (2.4) does it:
 
 from __future__ import annotations
 
-import os
 import struct
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -31,7 +30,7 @@ from pathlib import Path
 import crc32c
 
 from system_under_test.errors import BrokerError, ErrorCode
-from system_under_test.log.checkpoint import fsync_directory
+from system_under_test.log.checkpoint import replace_file
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -44,7 +43,7 @@ MAX_SEQUENCE = 2**31 - 1
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
 SNAPSHOTS_KEPT = 2
-_SNAPSHOT_HEAD = struct.Struct(">hIi")  # version, CRC-32C of what follows the CRC, count
+_SNAPSHOT_HEAD = struct.Struct(">hI")  # version, CRC-32C of the body (the count and entries)
 _SNAPSHOT_COUNT = struct.Struct(">i")
 _SNAPSHOT_ENTRY = struct.Struct(">qhiiqqq")
 # producer id, epoch, first and last sequence, first and last offset, max timestamp
@@ -120,9 +119,6 @@ class ProducerStateManager:
         self._producers: dict[int, ProducerEntry] = {}
         self.end_offset = 0
 
-    def __len__(self) -> int:
-        return len(self._producers)
-
     def entry(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.get(producer_id)
 
@@ -175,10 +171,6 @@ class ProducerStateManager:
         entry.batches.append(batch)
         self.end_offset = max(self.end_offset, batch.last_offset + 1)
 
-    def advance(self, end_offset: int) -> None:
-        """The log now ends at ``end_offset`` (batches of no idempotent producer appended)."""
-        self.end_offset = max(self.end_offset, end_offset)
-
     # -- snapshots ----------------------------------------------------------------------------
 
     def snapshots(self) -> list[int]:
@@ -208,14 +200,7 @@ class ProducerStateManager:
                     b.last_offset,
                     b.max_timestamp,
                 )
-        head = struct.pack(">hI", SNAPSHOT_VERSION, crc32c.crc32c(bytes(body)))
-        temporary = path.with_name(path.name + ".tmp")
-        with open(temporary, "wb") as out:
-            out.write(head + body)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-        fsync_directory(self.directory)
+        replace_file(path, _SNAPSHOT_HEAD.pack(SNAPSHOT_VERSION, crc32c.crc32c(body)) + body)
         for old in self.snapshots()[:-SNAPSHOTS_KEPT]:
             snapshot_path(self.directory, old).unlink(missing_ok=True)
         return path
@@ -248,21 +233,18 @@ class ProducerStateManager:
             self.update(batch)
         self.end_offset = log_end_offset
 
-    def delete_snapshots(self) -> None:
-        for offset in self.snapshots():
-            snapshot_path(self.directory, offset).unlink(missing_ok=True)
-
 
 def _read_snapshot(path: Path) -> Iterator[ProducerBatch]:
     data = path.read_bytes()
-    if len(data) < _SNAPSHOT_HEAD.size:
+    if len(data) < _SNAPSHOT_HEAD.size + _SNAPSHOT_COUNT.size:
         raise CorruptSnapshotError(path, f"{len(data)} bytes, shorter than its header")
-    version, crc, count = _SNAPSHOT_HEAD.unpack_from(data)
+    version, crc = _SNAPSHOT_HEAD.unpack_from(data)
     if version != SNAPSHOT_VERSION:
         raise CorruptSnapshotError(path, f"version {version}, not {SNAPSHOT_VERSION}")
-    body = data[6:]
+    body = data[_SNAPSHOT_HEAD.size :]
     if crc32c.crc32c(body) != crc:
         raise CorruptSnapshotError(path, "its CRC-32C does not match its contents")
+    (count,) = _SNAPSHOT_COUNT.unpack_from(body)
     if count < 0 or len(body) != _SNAPSHOT_COUNT.size + count * _SNAPSHOT_ENTRY.size:
         raise CorruptSnapshotError(path, f"{len(body)} bytes do not hold {count} entries")
     for i in range(count):
