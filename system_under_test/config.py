@@ -34,6 +34,13 @@ def _parse_int(text: str) -> int:
     return int(text.strip().replace("_", ""))
 
 
+def _parse_commit_acks(text: str) -> int:
+    value = _parse_int(text)
+    if value not in (-1, 1):
+        raise ValueError("expected -1 (all in-sync replicas) or 1 (the leader alone)")
+    return value
+
+
 def _parse_str(text: str) -> str:
     return text.strip()
 
@@ -178,6 +185,77 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             "leader-epoch",
             "how a new follower truncates: leader-epoch (KIP-101) or high-watermark (pre-0.11, unsafe)",
             choices=("leader-epoch", "high-watermark"),
+        ),
+        _key(
+            "offsets.storage",
+            _parse_str,
+            "kafka",
+            "where consumer groups' committed offsets live: kafka (the replicated "
+            "__consumer_offsets topic) or zookeeper (Kafka 0.8's /consumers/<group>/offsets)",
+            choices=("kafka", "zookeeper"),
+        ),
+        _key(
+            "offsets.topic.num.partitions",
+            _parse_int,
+            12,
+            "partitions of __consumer_offsets when it is created (Kafka's default is 50)",
+            minimum=1,
+        ),
+        _key(
+            "offsets.topic.replication.factor",
+            _parse_int,
+            3,
+            "replicas of __consumer_offsets; it is not created while fewer brokers are alive",
+            minimum=1,
+        ),
+        _key(
+            "offsets.topic.min.insync.replicas",
+            _parse_int,
+            None,
+            "min.insync.replicas of __consumer_offsets when it is created (unset: the "
+            "broker's min.insync.replicas, as Kafka does)",
+            minimum=1,
+        ),
+        _key(
+            "offsets.commit.required.acks",
+            _parse_commit_acks,
+            -1,
+            "acks of a commit's write to __consumer_offsets (-1, or 1: unsafe)",
+        ),
+        _key(
+            "offsets.commit.timeout.ms",
+            _parse_int,
+            5000,
+            "longest a commit waits for its write to be replicated",
+            minimum=1,
+        ),
+        _key(
+            "offset.metadata.max.bytes",
+            _parse_int,
+            4096,
+            "longest metadata string a commit may carry",
+            minimum=0,
+        ),
+        _key(
+            "group.min.session.timeout.ms",
+            _parse_int,
+            6000,
+            "shortest session timeout a group member may ask for",
+            minimum=1,
+        ),
+        _key(
+            "group.max.session.timeout.ms",
+            _parse_int,
+            1800000,
+            "longest session timeout a group member may ask for",
+            minimum=1,
+        ),
+        _key(
+            "group.initial.rebalance.delay.ms",
+            _parse_int,
+            3000,
+            "how long an empty group's first rebalance waits for more members",
+            minimum=0,
         ),
         _key(
             "replica.fetch.wait.max.ms",

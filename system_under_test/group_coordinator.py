@@ -157,6 +157,8 @@ class Group:
     """Ids handed out with MEMBER_ID_REQUIRED whose member has not joined with them yet."""
     rebalance_deadline: float = 0.0
     initial_delay_deadline: float | None = None
+    storing: bool = False
+    """The leader's assignment is being stored; the members get it once it is."""
 
     def has(self, member_id: str) -> bool:
         return member_id in self.members
@@ -195,10 +197,14 @@ class GroupCoordinator:
         *,
         listener: Callable[[Rebalanced | Assigned], None] | None = None,
         new_member_id: Callable[[str], str] | None = None,
+        store: Callable[[Group], None] | None = None,
     ) -> None:
+        """``store``: persist a group (its leader's assignment, or its emptying); the
+        assignment is given to the members only once ``stored`` says it was written."""
         self.limits = limits or GroupLimits()
         self._groups: dict[str, Group] = {}
         self._listener = listener
+        self._store = store
         self._new_member_id = new_member_id or (lambda client_id: f"{client_id}-{uuid.uuid4()}")
 
     def group(self, group_id: str) -> Group | None:
@@ -206,6 +212,27 @@ class GroupCoordinator:
 
     def groups(self) -> Iterator[Group]:
         return iter(self._groups.values())
+
+    def restore(self, group: Group) -> None:
+        """Take over a group loaded from where a previous coordinator stored it."""
+        self.unload(group.group_id)
+        self._groups[group.group_id] = group
+
+    def unload(self, group_id: str) -> None:
+        """Stop coordinating a group (another broker does now): whoever waits on it is told
+        NOT_COORDINATOR, and finds the new coordinator."""
+        group = self._groups.pop(group_id, None)
+        if group is None:
+            return
+        for member in group.members.values():
+            if member.join is not None:
+                member.join.complete(
+                    JoinResult(ErrorCode.NOT_COORDINATOR, member_id=member.member_id)
+                )
+                member.join = None
+            if member.sync is not None:
+                member.sync.complete(SyncResult(ErrorCode.NOT_COORDINATOR))
+                member.sync = None
 
     # -- JoinGroup -----------------------------------------------------------------------------
 
@@ -320,6 +347,7 @@ class GroupCoordinator:
 
     def _prepare_rebalance(self, group: Group, now: float, *, initial: bool = False) -> None:
         if group.state is GroupState.COMPLETING_REBALANCE:
+            group.storing = False
             for member in group.members.values():
                 if member.sync is not None:
                     member.sync.complete(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
@@ -346,7 +374,7 @@ class GroupCoordinator:
         group.initial_delay_deadline = None
         group.generation_id += 1
         if not group.members:
-            group.state, group.protocol_name, group.leader_id = GroupState.EMPTY, "", ""
+            self._empty(group)
             return
         group.state = GroupState.COMPLETING_REBALANCE
         group.protocol_name = self._vote(group)
@@ -419,17 +447,52 @@ class GroupCoordinator:
         if group.state is GroupState.STABLE:
             return Pending.of(SyncResult(ErrorCode.NONE, member.assignment))
         pending = member.sync = member.sync or Pending()
-        if member_id == group.leader_id:
+        if member_id == group.leader_id and not group.storing:
             for other in group.members.values():
                 other.assignment = bytes(assignments.get(other.member_id, b""))
-            group.state = GroupState.STABLE
-            if self._listener is not None:
-                self._listener(Assigned(group_id, generation_id, group.assignments()))
-            for other in group.members.values():
-                if other.sync is not None:
-                    other.sync.complete(SyncResult(ErrorCode.NONE, other.assignment))
-                    other.sync = None
+            if self._store is None:
+                self._stabilize(group)
+            else:
+                group.storing = True
+                self._store(group)
         return pending
+
+    def stored(self, group_id: str, generation_id: int, error: ErrorCode, *, now: float) -> None:
+        """What became of storing a generation's assignment: written (the members get it)
+        or not (they get the error, as Kafka answers, and the group rebalances)."""
+        group = self._groups.get(group_id)
+        if (
+            group is None
+            or not group.storing
+            or group.generation_id != generation_id
+            or group.state is not GroupState.COMPLETING_REBALANCE
+        ):
+            return
+        group.storing = False
+        if error is ErrorCode.NONE:
+            self._stabilize(group)
+            return
+        for member in group.members.values():
+            member.assignment = b""
+            if member.sync is not None:
+                member.sync.complete(SyncResult(error))
+                member.sync = None
+        self._prepare_rebalance(group, now)
+        self._maybe_complete_join(group, now)
+
+    def _stabilize(self, group: Group) -> None:
+        group.state = GroupState.STABLE
+        if self._listener is not None:
+            self._listener(Assigned(group.group_id, group.generation_id, group.assignments()))
+        for member in group.members.values():
+            if member.sync is not None:
+                member.sync.complete(SyncResult(ErrorCode.NONE, member.assignment))
+                member.sync = None
+
+    def _empty(self, group: Group) -> None:
+        group.state, group.protocol_name, group.leader_id = GroupState.EMPTY, "", ""
+        if self._store is not None:
+            self._store(group)  # so that a later coordinator goes on from this generation
 
     def heartbeat(
         self, group_id: str, generation_id: int, member_id: str, *, now: float
@@ -465,7 +528,7 @@ class GroupCoordinator:
             self._maybe_complete_join(group, now)
         else:  # the last member of a stable group: an empty group of a new generation
             group.generation_id += 1
-            group.state, group.protocol_name, group.leader_id = GroupState.EMPTY, "", ""
+            self._empty(group)
 
     # -- OffsetCommit --------------------------------------------------------------------------
 

@@ -9,29 +9,41 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from system_under_test.errors import ErrorCode, KafkaCodecError
 from system_under_test.event_log import EventLog
 from system_under_test.group_coordinator import (
     Assigned,
+    Group,
     GroupCoordinator,
     GroupLimits,
+    GroupState,
     JoinRequest,
     JoinResult,
+    Member,
     Pending,
     Rebalanced,
     SyncResult,
 )
 from system_under_test.kafka.consumer_protocol import decode_assignment
+from system_under_test.kafka.group_metadata import GroupMetadataValue, MemberMetadata
 
 log = logging.getLogger(__name__)
 ResultT = TypeVar("ResultT")
 
+GroupStore = Callable[[str, GroupMetadataValue], Awaitable[ErrorCode]]
+"""Writes a group's metadata where a later coordinator will find it: the error, if any."""
+
 
 class GroupService:
-    """One broker's groups; ``close`` stops its timer and answers what still waits."""
+    """One broker's groups; ``close`` stops its timer and answers what still waits.
+
+    With a ``store``, each generation's assignment reaches the members only once it is
+    stored, and an emptied group is stored too, so that a coordinator that takes the group
+    over (``restore``) goes on from its generation. ``before_expiry`` runs before each timer
+    expiry (the broker drops the groups it no longer coordinates there)."""
 
     def __init__(
         self,
@@ -39,12 +51,19 @@ class GroupService:
         *,
         events: EventLog | None = None,
         clock: Callable[[], float] = time.monotonic,
+        store: GroupStore | None = None,
+        before_expiry: Callable[[], None] | None = None,
     ) -> None:
-        self.coordinator = GroupCoordinator(limits, listener=self._heard)
+        self.coordinator = GroupCoordinator(
+            limits, listener=self._heard, store=None if store is None else self._store_group
+        )
         self._events = events
         self._clock = clock
+        self._store = store
+        self._before_expiry = before_expiry
         self._timer: asyncio.TimerHandle | None = None
         self._waiting: set[asyncio.Future[Any]] = set()
+        self._writes: set[asyncio.Task[None]] = set()
 
     async def join(
         self,
@@ -99,6 +118,41 @@ class GroupService:
     def check_commit(self, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
         return self.coordinator.check_commit(group_id, generation_id, member_id)
 
+    def restore(self, group_id: str, stored: GroupMetadataValue) -> None:
+        """Coordinate a group from its stored metadata: its members keep their generation
+        and assignment, each with a new session (they heartbeat here from now on)."""
+        now = self._clock()
+        protocol = stored.protocol or ""
+        members = {
+            m.member_id: Member(
+                m.member_id,
+                m.client_id,
+                m.client_host,
+                m.session_timeout / 1000,
+                m.rebalance_timeout / 1000,
+                ((protocol, m.subscription),),
+                session_deadline=now + m.session_timeout / 1000,
+                assignment=m.assignment,
+            )
+            for m in stored.members
+        }
+        self.coordinator.restore(
+            Group(
+                group_id,
+                protocol_type=stored.protocol_type,
+                state=GroupState.STABLE if members else GroupState.EMPTY,
+                generation_id=stored.generation,
+                protocol_name=protocol,
+                leader_id=stored.leader or "",
+                members=members,
+            )
+        )
+        self._reschedule()
+
+    def unload(self, group_id: str) -> None:
+        self.coordinator.unload(group_id)
+        self._reschedule()
+
     def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
@@ -107,6 +161,48 @@ class GroupService:
             if not future.done():
                 future.cancel()
         self._waiting.clear()
+        for task in self._writes:
+            task.cancel()
+
+    def _store_group(self, group: Group) -> None:
+        stored = GroupMetadataValue(
+            protocol_type=group.protocol_type,
+            generation=group.generation_id,
+            protocol=group.protocol_name or None,
+            leader=group.leader_id or None,
+            current_state_timestamp=time.time_ns() // 1_000_000,
+            members=[
+                MemberMetadata(
+                    member_id=m.member_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    rebalance_timeout=round(m.rebalance_timeout_s * 1000),
+                    session_timeout=round(m.session_timeout_s * 1000),
+                    subscription=m.metadata(group.protocol_name),
+                    assignment=m.assignment,
+                )
+                for m in group.members.values()
+            ],
+        )
+        # Tasks start in the order they are made, and each appends before it first waits:
+        # a group's records reach the log in the order they were stored.
+        task = asyncio.get_running_loop().create_task(
+            self._write(group.group_id, group.generation_id, stored)
+        )
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _write(self, group_id: str, generation_id: int, stored: GroupMetadataValue) -> None:
+        assert self._store is not None
+        try:
+            code = await self._store(group_id, stored)
+        except Exception:
+            log.exception("storing group %s failed", group_id)
+            code = ErrorCode.UNKNOWN_SERVER_ERROR
+        if code is not ErrorCode.NONE:
+            log.info("group %s: generation %d not stored: %s", group_id, generation_id, code.name)
+        self.coordinator.stored(group_id, generation_id, code, now=self._clock())
+        self._reschedule()
 
     async def _answer(self, pending: Pending[ResultT]) -> ResultT:
         self._reschedule()
@@ -138,6 +234,8 @@ class GroupService:
 
     def _expire(self) -> None:
         self._timer = None
+        if self._before_expiry is not None:
+            self._before_expiry()
         self.coordinator.expire(self._clock())
         self._reschedule()
 

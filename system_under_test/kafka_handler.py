@@ -13,10 +13,11 @@ to the high watermark and returns them as one RecordBatch v2 built from them.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from system_under_test.errors import (
     BrokerError,
@@ -25,16 +26,21 @@ from system_under_test.errors import (
     UnsupportedCompressionError,
     UnsupportedRequestVersionError,
 )
+from system_under_test.group_metadata_manager import GroupMetadataManager
 from system_under_test.kafka import (
     api_versions,
     create_topics,
     fetch,
     find_coordinator,
+    heartbeat,
+    join_group,
+    leave_group,
     list_offsets,
     metadata,
     offset_commit,
     offset_fetch,
     produce,
+    sync_group,
 )
 from system_under_test.kafka.api_keys import ApiKey
 from system_under_test.kafka.apis import supported_versions
@@ -59,7 +65,6 @@ from system_under_test.request_handler import (
     _ProduceResult,
     check_leader_epoch,
 )
-from system_under_test.zookeeper import MetadataError
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +79,17 @@ SERVED_APIS = frozenset(
         ApiKey.FIND_COORDINATOR,
         ApiKey.OFFSET_COMMIT,
         ApiKey.OFFSET_FETCH,
+        ApiKey.JOIN_GROUP,
+        ApiKey.SYNC_GROUP,
+        ApiKey.HEARTBEAT,
+        ApiKey.LEAVE_GROUP,
     }
 )
 """The APIs this listener answers. InitProducerId is left out (and not advertised) until the
 idempotent producer exists: clients must run with idempotence off."""
+
+_client_host: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
+"""The address of the client whose request is being handled (a group member's client_host)."""
 
 READ_COMMITTED = 1
 
@@ -85,18 +97,6 @@ KafkaEndpoints = Callable[[list[BrokerEndpoint]], Awaitable[dict[int, tuple[str,
 """Given the brokers the controller says are alive, their Kafka listeners' addresses."""
 NO_OFFSET = -1
 """OffsetFetch's committed offset of a partition the group never committed."""
-
-
-class OffsetStorage(Protocol):
-    """Where consumer groups' committed offsets live (ZooKeeper: ``ClusterMembership``)."""
-
-    async def commit_offsets(
-        self, group: str, offsets: Mapping[tuple[str, int], int]
-    ) -> dict[tuple[str, int], str | None]: ...
-
-    async def committed_offsets(
-        self, group: str, partitions: Sequence[tuple[str, int]] | None
-    ) -> dict[tuple[str, int], int | None]: ...
 
 
 class KafkaRecordsError(BrokerError):
@@ -190,16 +190,13 @@ class KafkaRequestHandler:
         *,
         endpoints: KafkaEndpoints,
         cluster_id: str | None = None,
-        offsets: OffsetStorage | None = None,
-        own_endpoint: Callable[[], tuple[int, str, int] | None] = lambda: None,
+        groups: GroupMetadataManager | None = None,
     ) -> None:
-        """`offsets`: where groups' commits go (None: a standalone broker keeps none);
-        `own_endpoint`: this broker's id and advertised Kafka listener, once bound."""
+        """`groups`: the broker's consumer groups and their offsets (None: none here)."""
         self.core = core
         self.endpoints = endpoints
         self.cluster_id = cluster_id
-        self.offsets = offsets
-        self.own_endpoint = own_endpoint
+        self.groups = groups
         self.handlers: dict[int, Callable[[Any], Awaitable[Body | None]]] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
@@ -210,6 +207,10 @@ class KafkaRequestHandler:
             ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
             ApiKey.OFFSET_COMMIT: self.handle_offset_commit,
             ApiKey.OFFSET_FETCH: self.handle_offset_fetch,
+            ApiKey.JOIN_GROUP: self.handle_join_group,
+            ApiKey.SYNC_GROUP: self.handle_sync_group,
+            ApiKey.HEARTBEAT: self.handle_heartbeat,
+            ApiKey.LEAVE_GROUP: self.handle_leave_group,
         }
 
     async def handle_frame(self, frame: bytearray, peer: str) -> tuple[bytes | None, bool]:
@@ -239,6 +240,7 @@ class KafkaRequestHandler:
                 header.api_key,
             )
             return None, True
+        _client_host.set("/" + peer.rsplit(":", 1)[0])
         try:
             body = await handler(request)
             if body is None:
@@ -348,76 +350,154 @@ class KafkaRequestHandler:
             topics=[results[i] for i in range(len(body.topics))]
         )
 
-    # --- FindCoordinator, OffsetCommit, OffsetFetch ---------------------------------------
+    # --- groups: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup ---------------
 
     async def handle_find_coordinator(
         self, request: Request
     ) -> find_coordinator.FindCoordinatorResponse:
-        """Every broker coordinates every group's offsets (they live in ZooKeeper, as with
-        Kafka 0.8's `offsets.storage=zookeeper`), so the answer is this broker. No groups
-        with members and no transactions: those keys get COORDINATOR_NOT_AVAILABLE."""
+        """A group's coordinator: the leader of its partition of __consumer_offsets (the
+        topic is created on the first request). No transactions: that key type gets
+        COORDINATOR_NOT_AVAILABLE."""
         body = request.body
         assert isinstance(body, find_coordinator.FindCoordinatorRequest)
-        own = self.own_endpoint()
         why = None
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
         if body.key_type != find_coordinator.GROUP_KEY:
             why = "transactions are not supported: there is no transaction coordinator"
-        elif self.offsets is None:
-            why = "a standalone broker keeps no committed offsets (it has no ZooKeeper)"
-        elif own is None:
-            why = "this broker's Kafka listener is not bound yet"
-        if why is not None or own is None:
-            return find_coordinator.FindCoordinatorResponse(
-                error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                error_message=why,
-                node_id=-1,
-                host="",
-                port=-1,
-            )
-        node, host, port = own
+        elif self.groups is None:
+            why = "this broker coordinates no groups"
+        else:
+            found = await self.groups.find_coordinator(body.key)
+            code, why = found.error, found.message
+            broker = self.core.metadata.brokers.get(found.broker_id)
+            if code is ErrorCode.NONE and broker is not None:
+                address = (await self.endpoints([broker])).get(found.broker_id)
+                if address is not None:
+                    host, port = address
+                    return find_coordinator.FindCoordinatorResponse(
+                        error_code=0,
+                        error_message=None,
+                        node_id=found.broker_id,
+                        host=host,
+                        port=port,
+                    )
+            if code is ErrorCode.NONE:
+                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                why = f"the coordinator, broker {found.broker_id}, has no Kafka listener known"
         return find_coordinator.FindCoordinatorResponse(
-            error_code=0, error_message=None, node_id=node, host=host, port=port
+            error_code=int(code), error_message=why, node_id=-1, host="", port=-1
         )
 
+    async def _ready(self, group_id: str) -> ErrorCode:
+        if self.groups is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return await self.groups.ready(group_id)
+
+    async def handle_join_group(self, request: Request) -> join_group.JoinGroupResponse:
+        body = request.body
+        assert isinstance(body, join_group.JoinGroupRequest)
+        code = await self._ready(body.group_id)
+        if code is ErrorCode.NONE and body.group_instance_id is not None:
+            code = ErrorCode.INVALID_REQUEST  # static membership (KIP-345) is not supported
+        if code is not ErrorCode.NONE or self.groups is None:
+            return join_group.JoinGroupResponse(
+                error_code=int(code),
+                generation_id=-1,
+                protocol_name="",
+                leader="",
+                member_id=body.member_id,
+                members=[],
+            )
+        result = await self.groups.service.join(
+            body.group_id,
+            body.member_id,
+            client_id=request.header.client_id or "",
+            client_host=_client_host.get(),
+            session_timeout_ms=body.session_timeout_ms,
+            rebalance_timeout_ms=body.rebalance_timeout_ms,
+            protocol_type=body.protocol_type,
+            protocols=[(p.name, p.metadata) for p in body.protocols],
+            require_known_member_id=request.header.api_version >= 4,
+        )
+        return join_group.JoinGroupResponse(
+            error_code=int(result.error),
+            generation_id=result.generation_id,
+            protocol_name=result.protocol_name,
+            leader=result.leader_id,
+            member_id=result.member_id,
+            members=[
+                join_group.JoinGroupResponseMember(member_id=member, metadata=meta)
+                for member, meta in result.members
+            ],
+        )
+
+    async def handle_sync_group(self, request: Request) -> sync_group.SyncGroupResponse:
+        body = request.body
+        assert isinstance(body, sync_group.SyncGroupRequest)
+        code = await self._ready(body.group_id)
+        if code is ErrorCode.NONE and body.group_instance_id is not None:
+            code = ErrorCode.INVALID_REQUEST
+        if code is not ErrorCode.NONE or self.groups is None:
+            return sync_group.SyncGroupResponse(error_code=int(code), assignment=b"")
+        result = await self.groups.service.sync(
+            body.group_id,
+            body.generation_id,
+            body.member_id,
+            {a.member_id: a.assignment for a in body.assignments},
+        )
+        return sync_group.SyncGroupResponse(
+            error_code=int(result.error), assignment=result.assignment
+        )
+
+    async def handle_heartbeat(self, request: Request) -> heartbeat.HeartbeatResponse:
+        body = request.body
+        assert isinstance(body, heartbeat.HeartbeatRequest)
+        code = await self._ready(body.group_id)
+        if code is ErrorCode.NONE and body.group_instance_id is not None:
+            code = ErrorCode.INVALID_REQUEST
+        if code is ErrorCode.NONE and self.groups is not None:
+            code = self.groups.service.heartbeat(body.group_id, body.generation_id, body.member_id)
+        return heartbeat.HeartbeatResponse(error_code=int(code))
+
+    async def handle_leave_group(self, request: Request) -> leave_group.LeaveGroupResponse:
+        body = request.body
+        assert isinstance(body, leave_group.LeaveGroupRequest)
+        code = await self._ready(body.group_id)
+        if code is ErrorCode.NONE and self.groups is not None:
+            code = self.groups.service.leave(body.group_id, body.member_id)
+        return leave_group.LeaveGroupResponse(error_code=int(code))
+
+    # --- OffsetCommit, OffsetFetch --------------------------------------------------------
+
     async def handle_offset_commit(self, request: Request) -> offset_commit.OffsetCommitResponse:
-        """Simple commits (generation -1, no member id: a consumer that `assign`s) of
-        partitions that exist, written to ZooKeeper one partition at a time. There are no
-        group members yet: a commit naming a generation or a member is refused, and a
-        metadata string, which ZooKeeper's offsets cannot keep, is refused rather than
-        dropped (OFFSET_METADATA_TOO_LARGE)."""
+        """A group's commit, from a member of its current generation or (generation -1, no
+        member id) a consumer that `assign`s while the group has no members; stored in
+        __consumer_offsets (or ZooKeeper, with offsets.storage=zookeeper). Partitions that do
+        not exist, and negative offsets, are refused one by one."""
         body = request.body
         assert isinstance(body, offset_commit.OffsetCommitRequest)
-        refused: ErrorCode | None = None
-        if self.offsets is None:
-            refused = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        elif body.generation_id_or_member_epoch >= 0:
-            refused = ErrorCode.ILLEGAL_GENERATION
-        elif body.member_id:
-            refused = ErrorCode.UNKNOWN_MEMBER_ID
         codes: dict[tuple[str, int], ErrorCode] = {}
-        wanted: dict[tuple[str, int], int] = {}
+        wanted: dict[tuple[str, int], tuple[int, str]] = {}
         for topic in body.topics:
             known = set(self.core.metadata.partitions(topic.name) or {})
             for part in topic.partitions:
                 key = (topic.name, part.partition_index)
-                if refused is not None:
-                    codes[key] = refused
-                elif part.partition_index not in known:
+                if part.partition_index not in known:
                     codes[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif part.committed_metadata:
-                    codes[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 elif part.committed_offset < 0:
                     codes[key] = ErrorCode.INVALID_COMMIT_OFFSET_SIZE
                 else:
-                    wanted[key] = part.committed_offset
-        if wanted and self.offsets is not None:
-            written = await self.offsets.commit_offsets(body.group_id, wanted)
-            for key, failure in written.items():
-                if failure is not None:
-                    log.info("commit of group %s, %s-%d: %s", body.group_id, *key, failure)
-                codes[key] = (
-                    ErrorCode.NONE if failure is None else ErrorCode.COORDINATOR_NOT_AVAILABLE
+                    wanted[key] = (part.committed_offset, part.committed_metadata or "")
+        if body.group_instance_id is not None:
+            codes.update(dict.fromkeys(wanted, ErrorCode.INVALID_REQUEST))
+        elif self.groups is None:
+            codes.update(dict.fromkeys(wanted, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+        elif wanted:
+            codes.update(
+                await self.groups.commit(
+                    body.group_id, body.generation_id_or_member_epoch, body.member_id, wanted
                 )
+            )
         return offset_commit.OffsetCommitResponse(
             topics=[
                 offset_commit.OffsetCommitResponseTopic(
@@ -435,8 +515,8 @@ class KafkaRequestHandler:
         )
 
     async def handle_offset_fetch(self, request: Request) -> offset_fetch.OffsetFetchResponse:
-        """The group's committed offsets from ZooKeeper (-1 where it committed none); a
-        null topic list (v2+) asks for every partition it committed."""
+        """The group's committed offsets (-1 where it committed none); a null topic list
+        (v2+) asks for every partition it committed."""
         body = request.body
         assert isinstance(body, offset_fetch.OffsetFetchRequest)
         asked = (
@@ -444,25 +524,19 @@ class KafkaRequestHandler:
             if body.topics is None
             else [(t.name, p) for t in body.topics for p in t.partition_indexes]
         )
-        error = ErrorCode.NONE
-        found: dict[tuple[str, int], int | None] = {}
-        if self.offsets is None:
-            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        else:
-            try:
-                found = await self.offsets.committed_offsets(body.group_id, asked)
-            except MetadataError as err:
-                log.info("offsets of group %s: %s", body.group_id, err)
-                error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        found: dict[tuple[str, int], tuple[int, str]] = {}
+        if self.groups is not None:
+            error, found = await self.groups.committed(body.group_id, asked)
         keys = asked if asked is not None else sorted(found)
         by_topic: dict[str, list[offset_fetch.OffsetFetchResponsePartition]] = {}
         for name, index in keys:
-            offset = found.get((name, index))
+            offset, meta = found.get((name, index), (NO_OFFSET, ""))
             by_topic.setdefault(name, []).append(
                 offset_fetch.OffsetFetchResponsePartition(
                     partition_index=index,
-                    committed_offset=NO_OFFSET if offset is None else offset,
-                    metadata="",
+                    committed_offset=offset,
+                    metadata=meta,
                     error_code=int(error),
                 )
             )

@@ -160,6 +160,22 @@ class RequestHandler:
             [protocol.ProduceTopicResponse(name, parts) for name, parts in by_topic.items()]
         )
 
+    async def append_and_wait(
+        self, topic: str, partition: int, records: bytes, *, acks: int, timeout_ms: int
+    ) -> tuple[ErrorCode, int]:
+        """Append log-layout records as this partition's leader, as a Produce with these
+        acks would (for the broker's own writes): the error and the last offset written."""
+        result = _ProduceResult(topic, partition)
+        try:
+            found = self._partition(topic, partition)
+            info = found.append_as_leader(bytearray(records), required_acks=acks)
+        except BrokerError as err:
+            return err.code, -1
+        if acks == -1:
+            result.awaiting = (found, info.last_offset)
+            await self._await_commit([result], timeout_ms)
+        return result.code, info.last_offset
+
     async def _await_commit(self, results: list[_ProduceResult], timeout_ms: int) -> None:
         """acks=-1: wait until the HW passes each append, up to timeout_ms."""
         deadline = time.monotonic() + max(0, timeout_ms) / 1000

@@ -51,6 +51,7 @@ from system_under_test.tasks import cancel_and_wait
 from system_under_test.zookeeper import MetadataError
 
 if TYPE_CHECKING:
+    from system_under_test.group_metadata_manager import GroupMetadataManager
     from system_under_test.kafka_handler import KafkaRequestHandler
 
 log = logging.getLogger("system_under_test.broker")
@@ -384,17 +385,22 @@ class Broker:
             replica_manager=self.replica_manager,
         )
         self.kafka_handler: KafkaRequestHandler | None = None
+        self.groups: GroupMetadataManager | None = None
         if config.kafka_listener is not None:
             # Imported only for a broker that has the listener: Kafka's codec needs the
             # crc32c C extension, which squall ships to no node yet.
+            from system_under_test.group_metadata_manager import GroupMetadataManager
             from system_under_test.kafka_handler import KafkaRequestHandler
 
-            self.kafka_handler = KafkaRequestHandler(
+            self.groups = GroupMetadataManager(
+                config,
                 self.handler,
-                endpoints=self._kafka_endpoints,
-                cluster_id=None,
-                offsets=self.membership,
-                own_endpoint=self._own_kafka_endpoint,
+                events=self.events,
+                zookeeper=self.membership,
+                standalone=standalone,
+            )
+            self.kafka_handler = KafkaRequestHandler(
+                self.handler, endpoints=self._kafka_endpoints, cluster_id=None, groups=self.groups
             )
         self._server: asyncio.Server | None = None
         self._kafka_server: asyncio.Server | None = None
@@ -534,12 +540,6 @@ class Broker:
         host = self.config.kafka_listener[0] if self.config.kafka_listener else self.host
         return host, int(bound)
 
-    def _own_kafka_endpoint(self) -> tuple[int, str, int] | None:
-        """This broker's id and advertised Kafka listener, once bound."""
-        if self.kafka_endpoint is None:
-            return None
-        return self.broker_id, *self.kafka_endpoint
-
     async def _kafka_endpoints(self, brokers: list[BrokerEndpoint]) -> dict[int, tuple[str, int]]:
         """The Kafka listeners of `brokers`: this broker's own; the others' from ZooKeeper."""
         if self.membership is not None:
@@ -580,6 +580,8 @@ class Broker:
                 await asyncio.wait_for(self._kafka_server.wait_closed(), 1.0)
         if self._background is not None:
             await cancel_and_wait(self._background)
+        if self.groups is not None:
+            self.groups.close()
         if self.membership is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.membership.shutdown)
         if self.replica_manager is not None:

@@ -16,7 +16,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import (
+    KafkaAdminClient,
+    KafkaConsumer,
+    KafkaProducer,
+    OffsetAndMetadata,
+    TopicPartition,
+)
 from kafka.admin import NewTopic
 from kafka.errors import (
     InvalidRecordError,
@@ -26,7 +32,6 @@ from kafka.errors import (
 )
 
 from squall.cluster.zookeeper_server import ZooKeeperServer, free_port
-from system_under_test.client.offset_store import ZooKeeperOffsetStore
 from system_under_test.errors import ErrorCode
 from system_under_test.kafka import find_coordinator, offset_commit, offset_fetch
 from system_under_test.kafka.api_keys import ApiKey
@@ -52,13 +57,16 @@ RETRYING: dict[str, dict[str, object]] = {
 class KafkaCluster(LocalCluster):
     """A LocalCluster whose brokers also serve Kafka's protocol, each on its own port."""
 
-    def __init__(self, root: Path, zookeeper: ZooKeeperServer) -> None:
+    def __init__(self, root: Path, zookeeper: ZooKeeperServer, **settings: str) -> None:
+        """``settings``: broker settings for every broker (``offsets_storage`` is
+        ``offsets.storage``)."""
         self.kafka_ports = {i: free_port(HOST) for i in (1, 2, 3)}
+        common = {k.replace("_", "."): v for k, v in settings.items()}
         super().__init__(
             root,
             zookeeper,
             3,
-            per_broker=lambda i: {"kafka.listeners": f"{HOST}:{self.kafka_ports[i]}"},
+            per_broker=lambda i: {"kafka.listeners": f"{HOST}:{self.kafka_ports[i]}", **common},
         )
 
     def kafka_bootstrap(self) -> list[str]:
@@ -176,8 +184,8 @@ def test_each_client_writes_and_reads_back_exactly(
 def test_each_client_commits_a_groups_offset_and_a_new_member_resumes_there(
     shared_cluster: KafkaCluster, client: KafkaClient
 ) -> None:
-    """Offsets committed through the Kafka listener land in ZooKeeper (any broker
-    coordinates), where the broker's own protocol's consumers keep theirs."""
+    """Offsets committed through the Kafka listener by a consumer that `assign`s (no
+    generation) are kept by the group's coordinator and found by the next one."""
     topic, group = f"commits-{client.name}", f"group-{client.name}"
     create_topic(shared_cluster, topic)
     bootstrap = ",".join(shared_cluster.kafka_bootstrap())
@@ -186,8 +194,6 @@ def test_each_client_commits_a_groups_offset_and_a_new_member_resumes_there(
     assert client.resume(bootstrap, group, topic, 30) == (None, 0)  # nothing committed yet
     client.commit(bootstrap, group, topic, 12)
     assert client.resume(bootstrap, group, topic, 30) == (12, 12)
-    with ZooKeeperOffsetStore(group, shared_cluster.zookeeper_connect) as offsets:
-        assert offsets.committed(topic, 0) == 12
 
 
 @pytest.mark.parametrize("client", CLIENTS, ids=lambda c: c.name)
@@ -269,6 +275,10 @@ def test_unknown_versions_get_kafkas_answers(shared_cluster: KafkaCluster) -> No
         8: (2, 7),
         9: (1, 5),
         10: (0, 2),
+        11: (2, 5),
+        12: (0, 3),
+        13: (0, 2),
+        14: (0, 3),
         18: (0, 2),
         19: (2, 3),
     }
@@ -288,49 +298,73 @@ def _ask(address: tuple[str, int], body: Body, version: int) -> Body:
     return answer
 
 
-def test_commits_the_listener_refuses_and_why(shared_cluster: KafkaCluster) -> None:
-    """No group members and no metadata strings yet: a commit naming a generation or a
-    member, or carrying metadata, is refused, never half kept; transactions have no
+def test_commits_through_the_coordinator_and_what_it_refuses(shared_cluster: KafkaCluster) -> None:
+    """A group's coordinator is the leader of its partition of __consumer_offsets (created on
+    the first FindCoordinator); another broker answers NOT_COORDINATOR. A commit outside any
+    generation is taken while the group has no members, with its metadata; one naming a
+    generation of a group that has none is refused, never half kept; transactions have no
     coordinator; a partition that does not exist is unknown."""
-    create_topic(shared_cluster, "refused-commits")
-    address = (HOST, shared_cluster.kafka_ports[2])
+    create_topic(shared_cluster, "coordinated-commits")
+    group = "coordinated"
 
-    found = _ask(address, find_coordinator.FindCoordinatorRequest(key="g", key_type=0), 2)
-    assert isinstance(found, find_coordinator.FindCoordinatorResponse)
-    assert (found.error_code, found.node_id, found.port) == (0, 2, address[1])
+    def coordinator() -> find_coordinator.FindCoordinatorResponse | None:
+        address = (HOST, shared_cluster.kafka_ports[2])
+        found = _ask(address, find_coordinator.FindCoordinatorRequest(key=group, key_type=0), 2)
+        assert isinstance(found, find_coordinator.FindCoordinatorResponse)
+        return found if found.error_code == 0 else None
+
+    deadline = time.monotonic() + 30
+    while (found := coordinator()) is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert found is not None, "no coordinator within 30 s"
+    assert found.port == shared_cluster.kafka_ports[found.node_id]
+    address = (HOST, found.port)
+    other = next(i for i in shared_cluster.kafka_ports if i != found.node_id)
     txn = _ask(address, find_coordinator.FindCoordinatorRequest(key="t", key_type=1), 2)
     assert isinstance(txn, find_coordinator.FindCoordinatorResponse)
     assert txn.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
     assert txn.error_message is not None and "transactions" in txn.error_message
 
-    def commit(partition: int, *, generation: int = -1, member: str = "", meta: str = "") -> int:
+    def commit(
+        partition: int,
+        *,
+        generation: int = -1,
+        meta: str = "",
+        to: tuple[str, int] = address,
+    ) -> int:
         part = offset_commit.OffsetCommitRequestPartition(
             partition_index=partition, committed_offset=3, committed_metadata=meta
         )
         request = offset_commit.OffsetCommitRequest(
-            group_id="refused",
+            group_id=group,
             generation_id_or_member_epoch=generation,
-            member_id=member,
+            member_id="",
             topics=[
-                offset_commit.OffsetCommitRequestTopic(name="refused-commits", partitions=[part])
+                offset_commit.OffsetCommitRequestTopic(
+                    name="coordinated-commits", partitions=[part]
+                )
             ],
         )
-        answer = _ask(address, request, 7)
+        answer = _ask(to, request, 7)
         assert isinstance(answer, offset_commit.OffsetCommitResponse)
         return answer.topics[0].partitions[0].error_code
 
+    def committed() -> list[tuple[str, list[tuple[int, int, str | None]]]]:
+        fetched = _ask(address, offset_fetch.OffsetFetchRequest(group_id=group, topics=None), 5)
+        assert isinstance(fetched, offset_fetch.OffsetFetchResponse)
+        assert fetched.error_code == 0
+        return [
+            (t.name, [(p.partition_index, p.committed_offset, p.metadata) for p in t.partitions])
+            for t in fetched.topics
+        ]
+
     assert commit(0, generation=4) == ErrorCode.ILLEGAL_GENERATION
-    assert commit(0, member="m-1") == ErrorCode.UNKNOWN_MEMBER_ID
-    assert commit(0, meta="where I was") == ErrorCode.OFFSET_METADATA_TOO_LARGE
     assert commit(7) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    fetched = _ask(address, offset_fetch.OffsetFetchRequest(group_id="refused", topics=None), 5)
-    assert isinstance(fetched, offset_fetch.OffsetFetchResponse)
-    assert (fetched.error_code, fetched.topics) == (0, [])  # none of them landed
-    assert commit(0) == ErrorCode.NONE
-    fetched = _ask(address, offset_fetch.OffsetFetchRequest(group_id="refused", topics=None), 5)
-    assert isinstance(fetched, offset_fetch.OffsetFetchResponse)
-    assert [(t.name, [(p.partition_index, p.committed_offset) for p in t.partitions])
-            for t in fetched.topics] == [("refused-commits", [(0, 3)])]  # fmt: skip
+    assert commit(0, to=(HOST, shared_cluster.kafka_ports[other])) == ErrorCode.NOT_COORDINATOR
+    assert commit(0, meta="x" * 4097) == ErrorCode.OFFSET_METADATA_TOO_LARGE
+    assert committed() == []  # none of them landed
+    assert commit(0, meta="where I was") == ErrorCode.NONE
+    assert committed() == [("coordinated-commits", [(0, 3, "where I was")])]
 
 
 # --- one standalone broker, in process ---------------------------------------------------------
@@ -386,8 +420,18 @@ def test_a_standalone_broker_serves_kafka_clients_and_refuses_what_its_log_canno
     finally:
         consumer.close()
     assert got == [b"acks=0 %d" % i for i in range(20)] + [b"acks=1"]
-    # No ZooKeeper, nowhere to keep a group's offsets.
+    # It coordinates every group itself, in its own __consumer_offsets (one replica).
+    committer = KafkaConsumer(bootstrap_servers=bootstrap, group_id="alone-group")
+    try:
+        committer.assign([partition])
+        committer.commit({partition: OffsetAndMetadata(7, "", -1)})
+    finally:
+        committer.close()
+    reader = KafkaConsumer(bootstrap_servers=bootstrap, group_id="alone-group")
+    try:
+        assert reader.committed(partition) == 7
+    finally:
+        reader.close()
     found = _ask((HOST, broker.kafka_port), find_coordinator.FindCoordinatorRequest(key="g"), 1)
     assert isinstance(found, find_coordinator.FindCoordinatorResponse)
-    assert found.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
-    assert found.error_message is not None and "standalone" in found.error_message
+    assert (found.error_code, found.node_id, found.port) == (0, broker.broker_id, broker.kafka_port)

@@ -253,3 +253,77 @@ def test_the_next_deadline_is_the_earliest_session_end(session_s: float) -> None
     assert cluster.coordinator.next_deadline() == session_s
     cluster.coordinator.heartbeat(G, a.generation_id, a.member_id, now=2.0)
     assert cluster.coordinator.next_deadline() == 2.0 + session_s
+
+
+# -- storing each generation's assignment (a coordinator that can fail over) ------------------
+
+
+class StoringCluster(Cluster):
+    """A coordinator whose groups are stored: ``stores`` lists each (generation, state,
+    members) it was asked to write, and the test says when each write is done."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stores: list[tuple[int, GroupState, tuple[str, ...]]] = []
+        self.coordinator = GroupCoordinator(
+            self.coordinator.limits,
+            listener=self.heard.append,
+            new_member_id=self.coordinator._new_member_id,
+            store=lambda g: self.stores.append((g.generation_id, g.state, tuple(g.members))),
+        )
+
+
+def test_an_assignment_reaches_the_members_only_once_it_is_stored() -> None:
+    cluster = StoringCluster()
+    a = cluster.join(client="a").result()
+    sync = cluster.coordinator.sync(G, 1, a.member_id, {a.member_id: b"mine"}, now=0.0)
+    assert not sync.done and cluster.stores == [
+        (1, GroupState.COMPLETING_REBALANCE, (a.member_id,))
+    ]
+    assert cluster.coordinator.check_commit(G, 1, a.member_id) is ErrorCode.REBALANCE_IN_PROGRESS
+    # A retried sync of the leader does not store twice.
+    cluster.coordinator.sync(G, 1, a.member_id, {a.member_id: b"other"}, now=0.0)
+    assert len(cluster.stores) == 1
+    cluster.coordinator.stored(G, 1, ErrorCode.NONE, now=0.1)
+    assert sync.result().assignment == b"mine" and cluster.state is GroupState.STABLE
+    assert [type(h).__name__ for h in cluster.heard] == ["Rebalanced", "Assigned"]
+
+
+def test_an_assignment_not_stored_is_an_error_to_every_member_and_the_group_rebalances() -> None:
+    cluster = StoringCluster()
+    a = cluster.join(client="a").result()
+    sync = cluster.coordinator.sync(G, 1, a.member_id, {a.member_id: b"mine"}, now=0.0)
+    cluster.coordinator.stored(G, 1, ErrorCode.NOT_COORDINATOR, now=0.1)
+    assert sync.result().error is ErrorCode.NOT_COORDINATOR
+    assert cluster.state is GroupState.PREPARING_REBALANCE
+    assert not any(isinstance(h, Assigned) for h in cluster.heard)
+    # The answer to an earlier generation's store changes nothing.
+    again = cluster.join(a.member_id).result()
+    assert again.generation_id == 2
+    cluster.coordinator.stored(G, 1, ErrorCode.NONE, now=0.2)
+    assert cluster.state is GroupState.COMPLETING_REBALANCE
+
+
+def test_an_emptied_group_is_stored_so_that_its_generation_is_not_reused() -> None:
+    cluster = StoringCluster()
+    a = cluster.join(client="a").result()
+    cluster.coordinator.sync(G, 1, a.member_id, {}, now=0.0)
+    cluster.coordinator.stored(G, 1, ErrorCode.NONE, now=0.0)
+    assert cluster.coordinator.leave(G, a.member_id, now=1.0) is ErrorCode.NONE
+    assert cluster.stores[-1] == (2, GroupState.EMPTY, ())
+
+
+def test_a_restored_group_keeps_its_generation_and_an_unloaded_one_sends_its_members_away() -> None:
+    from system_under_test.group_coordinator import Group, Member
+
+    cluster = Cluster()
+    member = Member("m-1", "c", "/h", 10.0, 30.0, RANGE, session_deadline=10.0, assignment=b"a")
+    cluster.coordinator.restore(
+        Group(G, "consumer", GroupState.STABLE, 7, "range", "m-1", {"m-1": member})
+    )
+    assert cluster.coordinator.heartbeat(G, 7, "m-1", now=1.0) is ErrorCode.NONE
+    assert cluster.coordinator.check_commit(G, 6, "m-1") is ErrorCode.ILLEGAL_GENERATION
+    joining = cluster.join(client="b")  # a rebalance begins: m-1 must join again
+    cluster.coordinator.unload(G)
+    assert joining.result().error is ErrorCode.NOT_COORDINATOR
+    assert cluster.coordinator.group(G) is None
