@@ -607,7 +607,7 @@ class KafkaRequestHandler:
                         raise BrokerError(
                             ErrorCode.INVALID_REQUEST, "transactions are not supported yet"
                         )
-                    partition = self.core._partition(topic.name, data.index)
+                    partition = self.core.client_writable(topic.name, data.index)
                     records = bytearray(log_records_of(data.records))
                     info = partition.append_as_leader(records, required_acks=acks)
                 except BrokerError as err:

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from system_under_test import protocol
 from system_under_test.errors import BrokerError, ErrorCode
+from system_under_test.kafka.group_metadata import OFFSETS_TOPIC
 from system_under_test.log.log_manager import InvalidTopicError, validate_topic_partition
 from system_under_test.metadata_cache import NO_LEADER, MetadataCache
 from system_under_test.replication.partition import Partition
@@ -23,6 +24,10 @@ from system_under_test.replication.replica_manager import ReplicaManager
 log = logging.getLogger(__name__)
 
 VALID_ACKS = (-1, 0, 1)
+
+
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
+"""Topics only the brokers write: clients may read them, not produce to them."""
 
 
 class _ProduceResult:
@@ -119,6 +124,15 @@ class RequestHandler:
             )
         return found
 
+    def client_writable(self, topic: str, partition: int) -> Partition:
+        """A partition a client's Produce may write: not an internal topic's, which only the
+        broker itself writes (as Kafka refuses them to clients)."""
+        if topic in INTERNAL_TOPICS:
+            raise BrokerError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {topic}"
+            )
+        return self._partition(topic, partition)
+
     # --- Produce -------------------------------------------------------------------------
 
     async def produce(
@@ -134,7 +148,7 @@ class RequestHandler:
                     result.fail(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks}: use -1, 0 or 1")
                     continue
                 try:
-                    partition = self._partition(topic.name, data.partition)
+                    partition = self.client_writable(topic.name, data.partition)
                     info = partition.append_as_leader(_writable(data.records), required_acks=acks)
                 except BrokerError as err:
                     if err.code is not ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:

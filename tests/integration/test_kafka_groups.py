@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
+from kafka.errors import InvalidTopicError
 
 from squall.cluster.zookeeper_server import ZooKeeperServer
 from system_under_test.client.offset_store import ZooKeeperOffsetStore
@@ -310,6 +311,14 @@ def test_commits_land_as_records_in_the_offsets_topic(
     finally:
         reader.close()
     assert found == dict.fromkeys(range(PARTITIONS), 6)
+    # Only the brokers write it: a client's produce is refused, as Kafka refuses it.
+    with (
+        KafkaProducer(
+            bootstrap_servers=cluster.kafka_bootstrap(), enable_idempotence=False, retries=0
+        ) as sender,
+        pytest.raises(InvalidTopicError),
+    ):
+        sender.send(OFFSETS_TOPIC, b"forged", partition=0).get(timeout=30)
 
 
 def test_offsets_in_zookeeper_with_the_historical_switch(
