@@ -132,6 +132,24 @@ class Consumer(Protocol):
     def close(self) -> None: ...
 
 
+class GroupConsumer(Consumer, Protocol):
+    """A member of a consumer group: the group's coordinator gives it its partitions, and
+    takes them back and hands them out again at each rebalance (eager: all at once)."""
+
+    def subscribe(self, topic: str) -> None:
+        """Join the group's rebalancing for `topic`; partitions come with later polls."""
+        ...
+
+    def assignment(self) -> list[TopicPartition]:
+        """The partitions the coordinator gave this member, as of the last poll."""
+        ...
+
+    def assignments(self) -> int:
+        """How many assignments this member has been given so far (one per rebalance it
+        took part in, even one that gave it the same partitions again)."""
+        ...
+
+
 class Admin(Protocol):
     """Topic set-up and the cluster's view of a topic."""
 
@@ -171,5 +189,12 @@ class ClientFactory(Protocol):
     def consumer(
         self, bootstrap: str, *, settings: Mapping[str, object], client_id: str
     ) -> Consumer: ...
+
+    def group_consumer(
+        self, bootstrap: str, *, settings: Mapping[str, object], client_id: str
+    ) -> GroupConsumer:
+        """A consumer that joins its group's rebalancing (`group_membership`); clients
+        without it raise OperationError."""
+        ...
 
     def admin(self, bootstrap: str, *, request_timeout_ms: int) -> Admin: ...

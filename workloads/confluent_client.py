@@ -32,6 +32,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from workloads.client import (
+    GroupConsumer,
     OperationError,
     PartitionState,
     Record,
@@ -385,6 +386,14 @@ class ConfluentClientFactory:
             in_group="group.id" in settings,
             reset=str(settings.get("auto.offset.reset", "earliest")),
             timeout_s=_request_timeout_ms(settings) / 1000,
+        )
+
+    def group_consumer(
+        self, bootstrap: str, *, settings: Mapping[str, object], client_id: str
+    ) -> GroupConsumer:
+        raise OperationError(
+            "UnsupportedClient",
+            "confluent-kafka does not join consumer groups yet: use kafka-python",
         )
 
     def admin(self, bootstrap: str, *, request_timeout_ms: int) -> ConfluentAdmin:

@@ -25,6 +25,14 @@ next step opens a fresh client, records its assign or subscribe, and resumes fro
 group's committed offsets: the `ok` assign or subscribe carries `positions`, the offset the
 new client starts reading at per key. subscribe assigns every partition (the consumer has no group
 rebalancing); assign takes the worker's share of them.
+
+With `group_membership`, a consumer joins the group instead: its `ok` subscribe holds no keys,
+and the group's coordinator gives it partitions at each rebalance. A poll during which the
+member was given an assignment is preceded in the history by what happened, as the eager
+protocol does it: an `ok` assign of no keys (everything revoked), then an `ok` assign of the
+partitions given, with the `positions` the member resumed them at (the group's commits); the
+poll itself is written after the fetch, as in at-most-once mode. The member commits only
+the partitions it owns.
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from workloads.client import ClientFactory, Consumer, Record, TopicPartition
+from workloads.client import ClientFactory, Consumer, GroupConsumer, Record, TopicPartition
 from workloads.rate import RateLimiter
 from workloads.recorder import OperationRecorder
 from workloads.spec import WorkloadSpec, key_name
@@ -81,6 +89,9 @@ class ConsumerWorker:
         self.client = recorder.new_client()
         self.partitions: list[TopicPartition] = [(spec.topic, p) for p in spec.assignment(index)]
         self.consumer: Consumer | None = None
+        self.member: GroupConsumer | None = None
+        """The open client, when it is a member of the group (`group_membership`)."""
+        self.assignments_seen = 0
         self.delivered: dict[TopicPartition, int] = {}
         mix = spec.mix
         self._poll_below = mix.poll / mix.consumer_total
@@ -109,6 +120,8 @@ class ConsumerWorker:
         a commit or a crash, which neither start nor end a run of failed polls)."""
         draw = self.rng.random()
         if draw < self._poll_below:
+            if self.member is not None:
+                return self.poll_as_member(self.member)
             if self.spec.consumer_mode == "at-least-once":
                 return self.poll()
             return self.poll_at_most_once()
@@ -163,6 +176,48 @@ class ConsumerWorker:
         self.recorder.complete_poll(pending, records)
         return True
 
+    def poll_as_member(self, member: GroupConsumer) -> bool:
+        """At-least-once, as a member of the group: fetch, write down any assignment the
+        poll brought, then deliver; False if the fetch failed."""
+        try:
+            records = member.poll(self.spec.poll_timeout_ms)
+        except Exception as err:
+            self._rewind(member)
+            self.recorder.complete_poll(self.recorder.invoke_poll(self.client), err)
+            return False
+        if member.assignments() != self.assignments_seen:
+            self.assignments_seen = member.assignments()
+            self._reassigned(member, records)
+        pending = self.recorder.invoke_poll(self.client)
+        self._advance(records)
+        self.recorder.complete_poll(pending, records)
+        return True
+
+    def _reassigned(self, member: GroupConsumer, records: Sequence[Record]) -> None:
+        """Write down a rebalance: everything revoked, then the partitions given, each
+        resumed where this poll's first record of it is (else the member's position)."""
+        owned = member.assignment()
+        self.recorder.record_assign(self.client, "assign", [], lambda: None)
+        first: dict[TopicPartition, int] = {}
+        for record in records:
+            first.setdefault((record.topic, record.partition), record.offset)
+
+        def starts() -> tuple[Consumer, dict[TopicPartition, int]]:
+            found = {}
+            for tp in owned:
+                if tp in first:
+                    found[tp] = first[tp]
+                    continue
+                with contextlib.suppress(Exception):  # not known yet: no position recorded
+                    found[tp] = member.position(tp)
+            return member, found
+
+        keys = [key_name(t, p) for t, p in owned]
+        _, given = self.recorder.record_assign(
+            self.client, "assign", keys, starts, ok_fields=_positions
+        )
+        self.delivered = dict(given[1]) if given is not None else {}
+
     def poll_at_most_once(self) -> bool:
         """At-most-once: fetch, commit past the fetched records, then deliver them; False
         if the fetch failed."""
@@ -209,7 +264,7 @@ class ConsumerWorker:
     def crash(self) -> None:
         """Throw the client away; the next step opens a fresh one."""
         consumer = self._require_consumer()
-        self.consumer = None
+        self.consumer = self.member = None
         self.delivered = {}
         self.crash_at = None
         self.crashes += 1
@@ -227,6 +282,8 @@ class ConsumerWorker:
             self.stop.wait(delay)
 
     def _connect(self) -> tuple[Consumer, dict[TopicPartition, int]]:
+        if self.spec.group_membership:
+            return self._join()
         consumer = self.client_factory.consumer(
             self.bootstrap,
             settings=self.spec.consumer_settings(self.zookeeper_connect),
@@ -241,6 +298,22 @@ class ConsumerWorker:
             raise
         return consumer, positions
 
+    def _join(self) -> tuple[Consumer, dict[TopicPartition, int]]:
+        """A member of the group, subscribed; its partitions come with its polls."""
+        member = self.client_factory.group_consumer(
+            self.bootstrap,
+            settings=self.spec.consumer_settings(self.zookeeper_connect),
+            client_id=f"squall-consumer-{self.index}",
+        )
+        try:
+            member.subscribe(self.spec.topic)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                member.close()
+            raise
+        self.member, self.assignments_seen = member, 0
+        return member, {}
+
     def _require_consumer(self) -> Consumer:
         if self.consumer is None:
             raise RuntimeError(f"consumer worker {self.index} has no client; open() first")
@@ -251,8 +324,10 @@ class ConsumerWorker:
             self.delivered[(record.topic, record.partition)] = record.offset + 1
 
     def _rewind(self, consumer: Consumer) -> None:
+        owned = set(self.member.assignment()) if self.member is not None else None
         for tp, offset in self.delivered.items():
-            consumer.seek(tp, offset)
+            if owned is None or tp in owned:  # a member may have lost some in the poll
+                consumer.seek(tp, offset)
 
 
 def _positions(opened: tuple[Consumer, dict[TopicPartition, int]]) -> dict[str, Any]:

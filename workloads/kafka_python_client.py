@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import kafka
 import kafka.errors as kerrors
+from kafka import ConsumerRebalanceListener
 from kafka.admin import NewTopic
 from kafka.producer.future import FutureRecordMetadata
 from kafka.structs import OffsetAndMetadata
@@ -210,6 +211,36 @@ class KafkaPythonConsumer:
             raise _error_of(err) from err
 
 
+class KafkaPythonGroupConsumer(KafkaPythonConsumer):
+    """A KafkaConsumer that subscribes: a member of its group, whose coordinator assigns it
+    partitions at each rebalance (kafka-python's eager protocol: all revoked, then given)."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        super().__init__(settings)
+        self._assignments = 0
+
+    def subscribe(self, topic: str) -> None:
+        member = self
+
+        class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+            def on_partitions_revoked(self, revoked: object) -> None:
+                pass
+
+            def on_partitions_assigned(self, assigned: object) -> None:
+                member._assignments += 1
+
+        try:
+            self._consumer.subscribe([topic], listener=Listener())
+        except (kerrors.KafkaError, AssertionError, ValueError) as err:
+            raise _error_of(err, definite=True) from err
+
+    def assignment(self) -> list[TopicPartition]:
+        return sorted((tp.topic, tp.partition) for tp in self._consumer.assignment())
+
+    def assignments(self) -> int:
+        return self._assignments
+
+
 class KafkaPythonAdmin:
     """KafkaAdminClient, and a consumer of no group for the high watermarks."""
 
@@ -310,6 +341,11 @@ class KafkaPythonClientFactory:
         self, bootstrap: str, *, settings: Mapping[str, object], client_id: str
     ) -> KafkaPythonConsumer:
         return KafkaPythonConsumer(consumer_settings(bootstrap, settings, client_id=client_id))
+
+    def group_consumer(
+        self, bootstrap: str, *, settings: Mapping[str, object], client_id: str
+    ) -> KafkaPythonGroupConsumer:
+        return KafkaPythonGroupConsumer(consumer_settings(bootstrap, settings, client_id=client_id))
 
     def admin(self, bootstrap: str, *, request_timeout_ms: int) -> KafkaPythonAdmin:
         return KafkaPythonAdmin(bootstrap, request_timeout_ms=request_timeout_ms)

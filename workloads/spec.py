@@ -214,6 +214,10 @@ class WorkloadSpec(BaseModel):
     """Commit after processing (at-least-once) or before (at-most-once)."""
     subscription: Subscription = "subscribe"
     """subscribe: every consumer reads every partition; assign: they share them out."""
+    group_membership: bool = False
+    """With subscribe: each consumer joins the group, whose coordinator shares the partitions
+    out among the members and rebalances them as members come and go (kafka-python only,
+    at-least-once only, for now)."""
     group_id: str | None = None
     """The consumer group (default: squall-<topic>)."""
     poll_timeout_ms: Size = 100
@@ -309,7 +313,27 @@ class WorkloadSpec(BaseModel):
                 f"{RETRIES_KEY}={configured!r}; set one of them"
             )
         self._check_workers()
+        self._check_groups()
         return self
+
+    def _check_groups(self) -> None:
+        if not self.group_membership:
+            return
+        if self.subscription != "subscribe":
+            raise ValueError(
+                'group_membership needs subscription = "subscribe" (assign takes partitions '
+                "outside the group's rebalancing); set one of them"
+            )
+        if self.client != "kafka-python":
+            raise ValueError(
+                f"group_membership is not supported through client {self.client!r} yet: use "
+                'client = "kafka-python"'
+            )
+        if self.consumer_mode != "at-least-once":
+            raise ValueError(
+                "group_membership is at-least-once only for now: set consumer_mode = "
+                '"at-least-once"'
+            )
 
     def _check_workers(self) -> None:
         mix = self.mix
@@ -378,8 +402,11 @@ class WorkloadSpec(BaseModel):
         """The partitions consumer number `consumer` reads.
 
         subscribe: all of them (our consumer has no group rebalancing). assign: a share,
-        round-robin, so that the consumers together cover every partition.
+        round-robin, so that the consumers together cover every partition. A member of a
+        group (`group_membership`): none until its coordinator gives it some.
         """
+        if self.group_membership:
+            return []
         if self.subscription == "subscribe":
             return list(range(self.partitions))
         if self.consumers >= self.partitions:

@@ -31,6 +31,7 @@ from system_under_test.errors import (
     TopicAlreadyExistsError,
 )
 from workloads.client import (
+    GroupConsumer,
     OperationError,
     PartitionState,
     Record,
@@ -260,6 +261,14 @@ class SquallClientFactory:
         except SQUALL_ERRORS as err:
             raise operation_error(err) from err
         return SquallConsumer(consumer)
+
+    def group_consumer(
+        self, bootstrap: str, *, settings: Mapping[str, object], client_id: str
+    ) -> GroupConsumer:
+        raise OperationError(
+            "UnsupportedClient",
+            "squall's own client does not join consumer groups yet: use kafka-python",
+        )
 
     def admin(self, bootstrap: str, *, request_timeout_ms: int) -> SquallAdmin:
         try:

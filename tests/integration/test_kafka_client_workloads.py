@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from checkers import check_history as check_with_spark
 from histories import HistoryWriter
 from squall.cluster.cluster import Cluster
 from squall.cluster.local import LocalRuntime
@@ -20,6 +21,7 @@ from tests.integration.test_queue_workload import (
     run_through_a_kill_of_n1,
     spec_for,
 )
+from tests.spark_session import shared_spark
 from workloads import QueueWorkload
 from workloads.clients import client_factory
 
@@ -97,3 +99,51 @@ def test_a_leader_killed_under_confluent_kafka_loses_nothing_acknowledged(
     killed_at = next(op.index for op in ops if op.f == "kill")
     later = [op for op in ops[killed_at:] if op.f == "send" and op.type == "ok"]
     assert len({op.key for op in later}) == 3, "a key was never written again after the kill"
+
+
+def test_group_members_share_the_partitions_through_rebalances_and_the_checkers_agree(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """group_membership through kafka-python: three consumers join the group, whose
+    coordinator shares six partitions out and rebalances them as consumers crash and come
+    back; each rebalance is in the history (everything revoked, then what was given, with
+    where each partition resumed), every acknowledged value is read by some member, and
+    the checkers find nothing wrong in a history full of rebalances."""
+    spec = spec_for(
+        "grouped",
+        client="kafka-python",
+        partitions=6,
+        consumers=3,
+        long_lived_consumers=1,
+        consumer_crash_interval_s=3.0,
+        group_membership=True,
+        consumer_config={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
+    )
+    workload = QueueWorkload(spec, client_factory=client_factory("kafka-python"))
+    bootstrap = kafka_bootstrap(cluster)
+    workload.prepare(bootstrap)
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path) as writer:
+        summary = workload.run(
+            bootstrap,
+            cluster.zookeeper_connect,
+            writer,
+            stop_event=threading.Event(),
+            time_limit_s=20.0,
+            rng=random.Random(23),
+        )
+        final = workload.final_read(bootstrap, writer)
+    assert summary.stopped_by == "time-limit" and summary.abandoned == 0
+    ops, counts = check_history(path, final)
+    given = [op for op in ops if op.f == "assign" and op.type == "ok" and not op.final]
+    revoked = [op for op in given if op.value == []]
+    assert len(revoked) >= 3, f"too few rebalances to judge: {counts}"
+    owned = [op for op in given if op.value]
+    assert {key for op in owned for key in op.value} == set(spec.keys)
+    assert all(set(op.extra["positions"]) <= set(op.value) for op in owned)
+    # A member's subscribe holds no keys: the coordinator gives them.
+    assert all(op.value == [] for op in ops if op.f == "subscribe" and not op.final)
+
+    shared_spark()
+    results = check_with_spark(path)
+    assert results["valid"] is True, results["anomaly_types"]

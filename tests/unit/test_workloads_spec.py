@@ -217,3 +217,14 @@ def test_poll_backoff_bounds_are_checked_and_named() -> None:
         WorkloadSpec(consumer_crash_interval_s=0)
     with pytest.raises(ValidationError, match="long_lived_consumers"):
         WorkloadSpec(long_lived_consumers=-1)
+
+
+def test_group_membership_is_a_subscribing_kafka_python_at_least_once_consumer() -> None:
+    spec = WorkloadSpec(client="kafka-python", group_membership=True)
+    assert spec.assignment(0) == [] and spec.to_dict()["group_membership"] is True
+    with pytest.raises(ValidationError, match='needs subscription = "subscribe"'):
+        WorkloadSpec(client="kafka-python", group_membership=True, subscription="assign")
+    with pytest.raises(ValidationError, match="not supported through client 'squall' yet"):
+        WorkloadSpec(group_membership=True)
+    with pytest.raises(ValidationError, match="at-least-once only"):
+        WorkloadSpec(client="kafka-python", group_membership=True, consumer_mode="at-most-once")
