@@ -388,17 +388,20 @@ class KafkaRequestHandler:
             error_code=int(code), error_message=why, node_id=-1, host="", port=-1
         )
 
-    async def _ready(self, group_id: str) -> ErrorCode:
+    async def _ready(self, group_id: str, instance_id: str | None = None) -> ErrorCode:
+        """Whether this broker answers for the group now; static members (KIP-345, a
+        `group_instance_id`) are refused with INVALID_REQUEST."""
         if self.groups is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return await self.groups.ready(group_id)
+        code = await self.groups.ready(group_id)
+        if code is ErrorCode.NONE and instance_id is not None:
+            return ErrorCode.INVALID_REQUEST
+        return code
 
     async def handle_join_group(self, request: Request) -> join_group.JoinGroupResponse:
         body = request.body
         assert isinstance(body, join_group.JoinGroupRequest)
-        code = await self._ready(body.group_id)
-        if code is ErrorCode.NONE and body.group_instance_id is not None:
-            code = ErrorCode.INVALID_REQUEST  # static membership (KIP-345) is not supported
+        code = await self._ready(body.group_id, body.group_instance_id)
         if code is not ErrorCode.NONE or self.groups is None:
             return join_group.JoinGroupResponse(
                 error_code=int(code),
@@ -434,9 +437,7 @@ class KafkaRequestHandler:
     async def handle_sync_group(self, request: Request) -> sync_group.SyncGroupResponse:
         body = request.body
         assert isinstance(body, sync_group.SyncGroupRequest)
-        code = await self._ready(body.group_id)
-        if code is ErrorCode.NONE and body.group_instance_id is not None:
-            code = ErrorCode.INVALID_REQUEST
+        code = await self._ready(body.group_id, body.group_instance_id)
         if code is not ErrorCode.NONE or self.groups is None:
             return sync_group.SyncGroupResponse(error_code=int(code), assignment=b"")
         result = await self.groups.service.sync(
@@ -452,9 +453,7 @@ class KafkaRequestHandler:
     async def handle_heartbeat(self, request: Request) -> heartbeat.HeartbeatResponse:
         body = request.body
         assert isinstance(body, heartbeat.HeartbeatRequest)
-        code = await self._ready(body.group_id)
-        if code is ErrorCode.NONE and body.group_instance_id is not None:
-            code = ErrorCode.INVALID_REQUEST
+        code = await self._ready(body.group_id, body.group_instance_id)
         if code is ErrorCode.NONE and self.groups is not None:
             code = self.groups.service.heartbeat(body.group_id, body.generation_id, body.member_id)
         return heartbeat.HeartbeatResponse(error_code=int(code))

@@ -24,6 +24,8 @@ from tests.integration.test_queue_workload import (
 from tests.spark_session import shared_spark
 from workloads import QueueWorkload
 from workloads.clients import client_factory
+from workloads.final_read import FinalReadResult
+from workloads.queue_workload import WorkloadRunSummary
 
 pytestmark = pytest.mark.integration
 
@@ -50,6 +52,23 @@ def kafka_bootstrap(cluster: Cluster) -> str:
     return bootstrap
 
 
+def run_for(
+    workload: QueueWorkload, cluster: Cluster, path: Path, *, seconds: float, seed: int
+) -> tuple[WorkloadRunSummary, FinalReadResult]:
+    """Run the workload for `seconds`, then its final read, into the history at `path`."""
+    bootstrap = kafka_bootstrap(cluster)
+    with HistoryWriter(path) as writer:
+        summary = workload.run(
+            bootstrap,
+            cluster.zookeeper_connect,
+            writer,
+            stop_event=threading.Event(),
+            time_limit_s=seconds,
+            rng=random.Random(seed),
+        )
+        return summary, workload.final_read(bootstrap, writer)
+
+
 @pytest.mark.parametrize("client", KAFKA_CLIENTS)
 def test_a_healthy_run_through_a_kafka_client_reads_every_acknowledged_value(
     cluster: Cluster, tmp_path: Path, client: str
@@ -61,16 +80,7 @@ def test_a_healthy_run_through_a_kafka_client_reads_every_acknowledged_value(
     bootstrap = kafka_bootstrap(cluster)
     workload.prepare(bootstrap)
     path = tmp_path / "history.jsonl"
-    with HistoryWriter(path) as writer:
-        summary = workload.run(
-            bootstrap,
-            cluster.zookeeper_connect,
-            writer,
-            stop_event=threading.Event(),
-            time_limit_s=5.0,
-            rng=random.Random(21),
-        )
-        final = workload.final_read(bootstrap, writer)
+    summary, final = run_for(workload, cluster, path, seconds=5.0, seed=21)
     assert summary.stopped_by == "time-limit" and summary.abandoned == 0
     assert summary.counters.ok > 300
     ops, counts = check_history(path, final)
@@ -123,16 +133,7 @@ def test_group_members_share_the_partitions_through_rebalances_and_the_checkers_
     bootstrap = kafka_bootstrap(cluster)
     workload.prepare(bootstrap)
     path = tmp_path / "history.jsonl"
-    with HistoryWriter(path) as writer:
-        summary = workload.run(
-            bootstrap,
-            cluster.zookeeper_connect,
-            writer,
-            stop_event=threading.Event(),
-            time_limit_s=20.0,
-            rng=random.Random(23),
-        )
-        final = workload.final_read(bootstrap, writer)
+    summary, final = run_for(workload, cluster, path, seconds=20.0, seed=23)
     assert summary.stopped_by == "time-limit" and summary.abandoned == 0
     ops, counts = check_history(path, final)
     given = [op for op in ops if op.f == "assign" and op.type == "ok" and not op.final]
