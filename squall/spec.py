@@ -225,8 +225,16 @@ class TestSpec(ConfigModel):
         )
 
     def broker_settings(self) -> dict[str, str]:
-        """The broker settings in force: the profile's, then the spec's own."""
-        return {**PROFILES[self.profile], **self.broker}
+        """The broker settings in force: the profile's, then the spec's own. The workload's
+        min.insync.replicas also becomes __consumer_offsets' (where a Kafka client's group
+        commits), unless the spec's broker settings say otherwise: the group's commits are
+        the workload's writes too, and the broker default (1, as in Kafka) would let an ISR
+        of one acknowledge them."""
+        settings = {**PROFILES[self.profile], **self.broker}
+        insync = self.workload.topic_config.get("min.insync.replicas")
+        if insync is not None:
+            settings.setdefault("offsets.topic.min.insync.replicas", str(insync))
+        return settings
 
     def detectors(self) -> Detectors:
         """The cluster's failure detectors, from the broker settings in force (and the
