@@ -1,6 +1,6 @@
 """Consumer groups: `at-least-once-violation`, and how often the group consumed each value.
 
-The group's members are the processes with an `ok` subscribe or an `ok` commit. A commit
+The group's members are the processes with an `ok` subscribe or a completed commit. A commit
 `{key: offset}` says the group is done with everything below `offset`. An `ok` write at a
 known offset below an offset committed after the write was invoked, never read by an `ok`
 poll of a member, is an at-least-once violation: the group moved past it without consuming

@@ -96,8 +96,8 @@ class SharedFacts:
     """What the pass tells every key: `assignments`, every
     `ok` or `info` assign/subscribe (process_id, index, invoke_index, keys: null when
     unknown, positions: the offsets the consumer said it starts each key at, parallel to
-    keys, null when not said), in history order; `members`, the processes with an `ok` subscribe or commit (a
-    consumer group's); `commits`, how many `ok` commits the history holds; `seen`, the
+    keys, null when not said), in history order; `members`, the processes with an `ok` subscribe or a completed commit
+    (a consumer group's); `commits`, how many `ok` commits the history holds; `seen`, the
     `invoke_index` of the `info` (or never completed) send operations that sent to more
     than one key and one of whose values an `ok` poll read; `told`,
     what a key's rows must be told of their operation (`TOLD`), one row per operation that

@@ -176,10 +176,14 @@ def shared_facts(ops: DataFrame, mops: DataFrame, assign: DataFrame) -> SharedFa
     changes = assign.filter(
         F.col("f").isin("assign", "subscribe") & F.col("type").isin("ok", "info")
     )
+    # A process that completed a commit in any way acted for the group: a consumer whose
+    # client goes on under a new process number after an `info` (a commit the coordinator
+    # could not confirm) has no `ok` subscribe of its own.
+    attempted = (F.col("f") == "commit") & (F.col("type") != "invoke")
     members = (
-        assign.filter(ok & F.col("f").isin("subscribe", "commit"))
+        assign.filter((ok & (F.col("f") == "subscribe")) | attempted)
         .groupBy("process_id")
-        .agg(F.count(F.when(F.col("f") == "commit", 1)).alias("commits"))
+        .agg(F.count(F.when((F.col("f") == "commit") & ok, 1)).alias("commits"))
     )
     told = told_operations(ops).select(
         F.lit("told").alias("fact"), F.col("invoke_index").alias("index"), *TOLD_ROW[1:]

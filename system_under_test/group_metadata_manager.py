@@ -155,8 +155,10 @@ class GroupMetadataManager:
         self.service = GroupService(
             limits, events=events, store=self._store_group, before_expiry=self.drop_lost
         )
-        self._loaded: dict[int, int] = {}
-        """Partitions loaded, with the leader epoch they were loaded in."""
+        self._loaded: dict[int, tuple[Partition, int]] = {}
+        """Partitions loaded, each with the replica loaded and its `leaderships_ended` then:
+        the state stands while that replica leads without a break (a new leader epoch of the
+        same leader, after an ISR change, keeps it, as Kafka keeps a leader's groups)."""
         self._loading: dict[int, asyncio.Task[None]] = {}
         self._groups_of: dict[int, set[str]] = {}
         self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
@@ -220,7 +222,7 @@ class GroupMetadataManager:
         if partition is None:
             self._unload(number)
             return ErrorCode.NOT_COORDINATOR
-        if self._loaded.get(number) == partition.leader_epoch:
+        if self._still_loaded(number):
             self._groups_of.setdefault(number, set()).add(group_id)
             return ErrorCode.NONE
         task = self._loading.get(number)
@@ -233,11 +235,20 @@ class GroupMetadataManager:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return await self.ready(group_id)
 
+    def _still_loaded(self, number: int) -> bool:
+        """Whether the partition's state loaded here still stands: the replica loaded has
+        led it since without a break."""
+        loaded = self._loaded.get(number)
+        if loaded is None:
+            return False
+        replica, ended = loaded
+        return self._led(number) is replica and replica.leaderships_ended == ended
+
     def drop_lost(self) -> None:
-        """Drop the groups of partitions this broker no longer leads (in the epoch loaded)."""
-        for number, epoch in list(self._loaded.items()):
-            partition = self._led(number)
-            if partition is None or partition.leader_epoch != epoch:
+        """Drop the groups of partitions this broker has not led without a break since it
+        loaded them."""
+        for number in list(self._loaded):
+            if not self._still_loaded(number):
                 self._unload(number)
 
     def _unload(self, number: int) -> None:
@@ -253,7 +264,7 @@ class GroupMetadataManager:
 
     async def _load(self, number: int, partition: Partition) -> None:
         """Read the partition's log to its end (as Kafka does) and take over its groups."""
-        epoch = partition.leader_epoch
+        epoch, ended = partition.leader_epoch, partition.leaderships_ended
         started = time.monotonic()
         groups: dict[str, GroupMetadataValue | None] = {}
         offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
@@ -284,7 +295,7 @@ class GroupMetadataManager:
                     )
             position = found[-1].offset + 1
             await asyncio.sleep(0)  # let the broker serve others between chunks
-        if self._led(number) is not partition or partition.leader_epoch != epoch:
+        if self._led(number) is not partition or partition.leaderships_ended != ended:
             return  # lost the partition while loading
         self._unload(number)
         names = self._groups_of.setdefault(number, set())
@@ -297,7 +308,7 @@ class GroupMetadataManager:
         for group_id, committed in offsets.items():
             names.add(group_id)
             self._offsets[group_id] = committed
-        self._loaded[number] = epoch
+        self._loaded[number] = (partition, ended)
         log.info(
             "%s: loaded %d groups and the offsets of %d in epoch %d (%d records, %.3f s)",
             partition.name,
@@ -366,7 +377,7 @@ class GroupMetadataManager:
         if self.offsets_in_zookeeper:
             return await self._commit_to_zookeeper(group_id, offsets)
         number = self.partition_of(group_id)
-        epoch = self._loaded.get(number)
+        loaded = self._loaded.get(number)
         now_ms = time.time_ns() // 1_000_000
         code, last = await self._append(
             group_id,
@@ -380,7 +391,7 @@ class GroupMetadataManager:
         )
         if code is not ErrorCode.NONE:
             return dict.fromkeys(offsets, _commit_error(code))
-        if self._loaded.get(number) == epoch:  # not dropped (or reloaded) while it was written
+        if self._loaded.get(number) is loaded:  # not dropped (or reloaded) while written
             committed = self._offsets.setdefault(group_id, {})
             first = last - len(offsets) + 1
             for i, (key, (offset, metadata)) in enumerate(offsets.items()):

@@ -88,6 +88,9 @@ class Partition:
         self.log = log
         self.local_broker_id = local_broker_id
         self.role = Role.LEADER
+        self.leaderships_ended = 0
+        """How often this replica stopped leading (made a follower, or fenced): while it
+        leads with the same count it has led without a break, whatever its epoch became."""
         self.leader_id = local_broker_id
         self.leader_epoch = leader_epoch
         self.zk_version = 0
@@ -194,6 +197,8 @@ class Partition:
         elr: tuple[int, ...] = (),
     ) -> None:
         """Follow ``leader`` (-1: no leader yet); waiting acks=-1 produces learn it at once."""
+        if self.role is Role.LEADER:
+            self.leaderships_ended += 1
         self.role = Role.FOLLOWER
         self.leader_id = leader
         self.leader_epoch = leader_epoch
@@ -208,6 +213,7 @@ class Partition:
     def fence(self) -> None:
         """Stop acting as leader (the ZooKeeper session was lost) until told again."""
         if self.role is Role.LEADER:
+            self.leaderships_ended += 1
             self.role = Role.FENCED
             self.tracker = None
             self._wake_waiters()

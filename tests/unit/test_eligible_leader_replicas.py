@@ -94,3 +94,31 @@ def test_the_state_znode_carries_the_elr_and_old_ones_load_without_it() -> None:
     assert LeaderAndIsr.from_json(state.to_json(), "/s") == state
     old = b'{"version": 1, "leader": 1, "leader_epoch": 4, "controller_epoch": 2, "isr": [1]}'
     assert LeaderAndIsr.from_json(old, "/s") == LeaderAndIsr(1, 4, (1,), 2)
+
+
+def test_a_leader_that_stops_leading_counts_it_whatever_its_epochs(tmp_path: Path) -> None:
+    """`leaderships_ended` tells a leader that led without a break (a new epoch after an
+    ISR change) from one that was a follower or fenced in between (the group coordinator
+    keeps its groups only in the first case)."""
+    partition = leader(tmp_path, 2)
+    assert partition.leaderships_ended == 0
+
+    def lead(epoch: int) -> None:
+        partition.make_leader(
+            leader_epoch=epoch,
+            isr=[1, 2],
+            replicas=[1, 2, 3],
+            zk_version=epoch,
+            lag_time_max_ms=LAG_MS,
+            lag_max_messages=0,
+            now_ms=0,
+        )
+
+    lead(1)  # the same leader in a new epoch (an ISR change)
+    assert partition.leaderships_ended == 0
+    partition.make_follower(leader=2, leader_epoch=2, isr=[1, 2], replicas=[1, 2, 3], zk_version=2)
+    lead(3)
+    assert partition.leaderships_ended == 1
+    partition.fence()
+    partition.fence()  # fenced once: only the end of a leadership counts
+    assert partition.leaderships_ended == 2

@@ -281,6 +281,23 @@ def group_consumes_everything(b: HistoryBuilder, k: str) -> Outcome:
     return Outcome()
 
 
+def group_member_after_an_info(b: HistoryBuilder, k: str) -> Outcome:
+    """A member's client goes on under a new process after an `info` commit, with no
+    subscribe of its own: what it reads the group consumed, so a commit past it is fine."""
+    v = _log(b, k, 2)
+    first = b.process()
+    b.subscribe(first, [k])
+    b.poll(first, {k: [(0, v[0])]})
+    b.commit(first, {k: 1}, result="info")
+    later = b.process()  # the same client, retired after the info
+    b.poll(later, {k: [(1, v[1])]})
+    b.commit(later, {k: 2}, result="info")
+    other = b.process()
+    b.subscribe(other, [k])
+    b.commit(other, {k: 2})
+    return Outcome()
+
+
 def unclean_election_loss(b: HistoryBuilder, k: str) -> Outcome:
     """Acked writes past what followers had are lost when an out-of-sync replica leads."""
     v = _log(b, k, 4)
@@ -464,6 +481,7 @@ def acks1_truncation_steps_back(b: HistoryBuilder, k: str) -> Outcome:
 
 DEFAULT_SCENARIOS: dict[str, Scenario] = {
     "clean": clean_log,
+    "groupinfo": group_member_after_an_info,
     "incons": inconsistent_offsets,
     "overwrite": overwritten_write,
     "dup": duplicate,
