@@ -70,7 +70,7 @@ class CommittedOffset:
     offset: int
     metadata: str
     log_offset: int
-    """Where the commit's record is in ``__consumer_offsets`` (-1: from ZooKeeper)."""
+    """Where the commit's record is in ``__consumer_offsets``: the later record wins."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +137,7 @@ class GroupMetadataManager:
     ) -> None:
         self.core = core
         self.events = events
-        self.zookeeper = zookeeper if config["offsets.storage"] == "zookeeper" else None
+        self.zookeeper = zookeeper
         self.offsets_in_zookeeper = config["offsets.storage"] == "zookeeper"
         self.configured_partitions = int(config["offsets.topic.num.partitions"])
         self.replication_factor = (
@@ -361,21 +361,23 @@ class GroupMetadataManager:
             code = self.service.check_commit(group_id, generation_id, member_id)
         if code is not ErrorCode.NONE or not offsets:
             return dict.fromkeys(offsets, code)
-        too_large = {
-            key
+        codes = {
+            key: ErrorCode.OFFSET_METADATA_TOO_LARGE
             for key, (_, metadata) in offsets.items()
             if len(metadata.encode()) > self.max_metadata_bytes
         }
-        if too_large:
-            written = await self.commit(
-                group_id,
-                generation_id,
-                member_id,
-                {k: v for k, v in offsets.items() if k not in too_large},
-            )
-            return {**dict.fromkeys(too_large, ErrorCode.OFFSET_METADATA_TOO_LARGE), **written}
+        wanted = {key: value for key, value in offsets.items() if key not in codes}
+        if not wanted:
+            return codes
         if self.offsets_in_zookeeper:
-            return await self._commit_to_zookeeper(group_id, offsets)
+            return {**codes, **await self._commit_to_zookeeper(group_id, wanted)}
+        return {**codes, **await self._commit_to_log(group_id, wanted)}
+
+    async def _commit_to_log(
+        self, group_id: str, offsets: Mapping[TopicPartition, tuple[int, str]]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Each partition a record of the group's partition of the topic, answered once
+        replicated; the coordinator's view takes them only then."""
         number = self.partition_of(group_id)
         loaded = self._loaded.get(number)
         now_ms = time.time_ns() // 1_000_000

@@ -229,6 +229,14 @@ def _committed(cluster: KafkaCluster, group: str, topic: str) -> dict[int, int |
         consumer.close()
 
 
+def wait_until_committed(cluster: KafkaCluster, group: str, topic: str, offset: int) -> None:
+    """Until the group has committed `offset` on every partition of `topic`."""
+    wait_until(
+        lambda: _committed(cluster, group, topic) == dict.fromkeys(range(PARTITIONS), offset),
+        f"every partition committed to {offset}",
+    )
+
+
 def test_a_new_coordinator_loads_the_groups_commits_and_generation_from_the_offsets_topic(
     cluster: KafkaCluster, members: list[Member], tmp_path: Path
 ) -> None:
@@ -239,10 +247,7 @@ def test_a_new_coordinator_loads_the_groups_commits_and_generation_from_the_offs
     for i in range(2):
         members.append(Member("kafka-python", bootstrap, group, topic, tmp_path / f"m{i}.log"))
     wait_until(lambda: owned_once(members), "each partition owned by one member")
-    wait_until(
-        lambda: _committed(cluster, group, topic) == dict.fromkeys(range(PARTITIONS), 20),
-        "every partition committed to its end",
-    )
+    wait_until_committed(cluster, group, topic, 20)
     old = _coordinator(cluster, group)
     generations = [
         e["generation"]
@@ -288,10 +293,7 @@ def test_commits_land_as_records_in_the_offsets_topic(
             "kafka-python", ",".join(cluster.kafka_bootstrap()), group, topic, tmp_path / "m.log"
         )
     )
-    wait_until(
-        lambda: _committed(cluster, group, topic) == dict.fromkeys(range(PARTITIONS), 6),
-        "every partition committed to its end",
-    )
+    wait_until_committed(cluster, group, topic, 6)
     reader = KafkaConsumer(bootstrap_servers=cluster.kafka_bootstrap(), group_id=None)
     try:
         partitions = [
@@ -334,10 +336,7 @@ def test_offsets_in_zookeeper_with_the_historical_switch(
         produce(cluster, topic, 0, 4 * PARTITIONS)
         bootstrap = ",".join(cluster.kafka_bootstrap())
         members.append(Member("kafka-python", bootstrap, group, topic, tmp_path / "m.log"))
-        wait_until(
-            lambda: _committed(cluster, group, topic) == dict.fromkeys(range(PARTITIONS), 4),
-            "every partition committed to its end",
-        )
+        wait_until_committed(cluster, group, topic, 4)
         with ZooKeeperOffsetStore(group, cluster.zookeeper_connect) as offsets:
             assert [offsets.committed(topic, p) for p in range(PARTITIONS)] == [4] * PARTITIONS
     finally:
