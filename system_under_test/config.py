@@ -360,8 +360,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             "message.max.bytes",
             _parse_int,
             1048588,
-            "largest record accepted",
-            minimum=64,
+            "largest record batch accepted",
+            minimum=68,  # a batch's 61-byte header and one empty record
             topic_level="max.message.bytes",
         ),
         _key(

@@ -127,9 +127,21 @@ class EventLog:
         )
 
     def truncation(
-        self, *, key: str, from_offset: int, to_offset: int, leader_epoch: int, reason: str
+        self,
+        *,
+        key: str,
+        from_offset: int,
+        to_offset: int,
+        leader_epoch: int,
+        reason: str,
+        requested_offset: int | None = None,
     ) -> dict[str, Any]:
-        """A replica dropping the end of its log (``reason``: the rule that chose the point)."""
+        """A replica dropping the end of its log (``reason``: the rule that chose the point;
+        ``requested_offset``, when the log was cut below it: the point the rule chose, inside
+        a batch that went whole)."""
+        extra = (
+            {} if requested_offset in (None, to_offset) else {"requested_offset": requested_offset}
+        )
         return self.write(
             "truncation",
             key=key,
@@ -137,6 +149,7 @@ class EventLog:
             to_offset=to_offset,
             leader_epoch=leader_epoch,
             reason=reason,
+            **extra,
         )
 
     def log_recovery(

@@ -6,9 +6,9 @@ the codec of ``system_under_test.kafka``. Every partition is reached through the
 ``Partition`` objects and replica manager as the broker's own protocol (``RequestHandler``),
 so leadership, the ISR, the high watermark and min.insync.replicas behave identically.
 
-The log keeps its own record layout (log/record.py): a produced RecordBatch v2 is decoded and
-its records appended as the existing produce path appends ours; a fetch reads whole records up
-to the high watermark and returns them as one RecordBatch v2 built from them.
+The log stores RecordBatch v2 (log/record.py): a produced batch is appended as it came, its
+offsets and leader epoch assigned in place; a fetch returns the stored batches as they lie
+in the log, up to the high watermark.
 """
 
 from __future__ import annotations
@@ -45,17 +45,15 @@ from system_under_test.kafka import (
 from system_under_test.kafka.api_keys import ApiKey
 from system_under_test.kafka.apis import supported_versions
 from system_under_test.kafka.framing import Request, decode_request, encode_response
-from system_under_test.kafka.record import Record as KafkaRecord
 from system_under_test.kafka.record_batch import (
-    HEADER_BYTES,
+    CONTROL_BIT,
     NO_PRODUCER_ID,
-    RecordBatch,
-    encode_batch,
+    TRANSACTIONAL_BIT,
+    check_compression,
     split_batches,
 )
 from system_under_test.kafka.schema import Body
 from system_under_test.log.log_manager import InvalidTopicError, validate_topic_partition
-from system_under_test.log.record import decode_records, encode_records
 from system_under_test.metadata_cache import NO_LEADER, BrokerEndpoint
 from system_under_test.protocol import CreatableTopic, TopicConfigEntry
 from system_under_test.replication.partition import CONSUMER_REPLICA_ID, Partition
@@ -108,16 +106,16 @@ def api_version_ranges() -> list[api_versions.ApiVersion]:
     return [v for v in supported_versions() if v.api_key in SERVED_APIS]
 
 
-# --- records: RecordBatch v2 <-> the log's layout -------------------------------------------
+# --- records: what a produce may store -------------------------------------------------------
 
 
-def log_records_of(records: bytes | None) -> bytes:
-    """The log-layout bytes of a produce's records (exactly one uncompressed RecordBatch v2,
-    as Kafka requires from Produce v3): key, value and timestamp of each record.
+def produced_batch(records: bytes | None) -> bytearray:
+    """A produce's records as the log will store them: exactly one whole, uncompressed
+    RecordBatch v2, as Kafka requires from Produce v3, copied so the leader can assign its
+    offsets in place. Its records are checked when the log appends it.
 
     Refused (KafkaRecordsError, nothing written): more or fewer than one batch, a bad CRC,
-    compression, idempotent or transactional batches, and records with headers, which the
-    log cannot keep.
+    compression, and idempotent or transactional batches (not supported yet).
     """
     if records is None:
         raise KafkaRecordsError(ErrorCode.CORRUPT_MESSAGE, "null records")
@@ -129,53 +127,23 @@ def log_records_of(records: bytes | None) -> bytes:
                 f"a produce carries exactly one whole record batch per partition, not "
                 f"{len(found.batches)}{' and a partial one' if found.partial else ''}",
             )
-        batch = found.batches[0].decode()
+        batch = found.batches[0]
+        check_compression(batch.attributes)
     except UnsupportedCompressionError as err:
         raise KafkaRecordsError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(err)) from None
     except KafkaCodecError as err:
         raise KafkaRecordsError(ErrorCode.CORRUPT_MESSAGE, str(err)) from None
-    if batch.is_transactional or batch.is_control or batch.producer_id != NO_PRODUCER_ID:
+    if not batch.crc_ok():
+        raise KafkaRecordsError(
+            ErrorCode.CORRUPT_MESSAGE, "the record batch's CRC-32C does not match its bytes"
+        )
+    if batch.attributes & (TRANSACTIONAL_BIT | CONTROL_BIT) or batch.producer_id != NO_PRODUCER_ID:
         raise KafkaRecordsError(
             ErrorCode.INVALID_RECORD,
             "idempotent and transactional producers are not supported yet: "
             "set enable.idempotence=false",
         )
-    if not batch.records:
-        raise KafkaRecordsError(ErrorCode.INVALID_RECORD, "a record batch with no records")
-    if any(record.headers for record in batch.records):
-        raise KafkaRecordsError(
-            ErrorCode.INVALID_RECORD, "record headers are not supported: the log cannot keep them"
-        )
-    now_ms = time.time_ns() // 1_000_000
-    return encode_records(
-        (r.key, r.value, now_ms if batch.log_append_time else batch.timestamp_of(r))
-        for r in batch.records
-    )
-
-
-def batch_of_log_records(data: bytes) -> bytes:
-    """Whole log-layout records as one RecordBatch v2 (CreateTime), at their own offsets."""
-    if not data:
-        return b""
-    records = decode_records(data)
-    first = records[0]
-    return encode_batch(
-        RecordBatch(
-            base_offset=first.offset,
-            last_offset_delta=records[-1].offset - first.offset,
-            base_timestamp=first.timestamp,
-            max_timestamp=max(r.timestamp for r in records),
-            records=tuple(
-                KafkaRecord(
-                    offset_delta=r.offset - first.offset,
-                    timestamp_delta=r.timestamp - first.timestamp,
-                    key=r.key,
-                    value=r.value,
-                )
-                for r in records
-            ),
-        )
-    )
+    return bytearray(records)
 
 
 # --- the handler -------------------------------------------------------------------------------
@@ -607,7 +575,7 @@ class KafkaRequestHandler:
                             ErrorCode.INVALID_REQUEST, "transactions are not supported yet"
                         )
                     partition = self.core.client_writable(topic.name, data.index)
-                    records = bytearray(log_records_of(data.records))
+                    records = produced_batch(data.records)
                     info = partition.append_as_leader(records, required_acks=acks)
                 except BrokerError as err:
                     if err.code is not ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
@@ -685,9 +653,7 @@ class KafkaRequestHandler:
                     check_leader_epoch(partition, wanted.current_leader_epoch)
                     hw, start = partition.high_watermark, partition.log_start_offset
                     read.append(partition)
-                    # A batch built from the log's records is at most a batch header longer
-                    # than they are (a v2 record takes fewer bytes than the log's own).
-                    limit = min(wanted.partition_max_bytes, body.max_bytes - total) - HEADER_BYTES
+                    limit = min(wanted.partition_max_bytes, body.max_bytes - total)
                     if limit > 0 or total == 0:
                         data = partition.read(
                             wanted.fetch_offset,
@@ -695,7 +661,7 @@ class KafkaRequestHandler:
                             replica_id=CONSUMER_REPLICA_ID,
                             min_one_record=total == 0,
                         )
-                        records = batch_of_log_records(data.records)
+                        records = data.records
                     code = ErrorCode.NONE
                 except BrokerError as err:
                     code = err.code

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from system_under_test.client.batch import ProduceBatch, RecordItem, SendFuture
 from system_under_test.client.exceptions import ProducerClosedError
-from system_under_test.log.record import RECORD_OVERHEAD
+from system_under_test.log.record import MAX_RECORD_OVERHEAD
 
 TopicPartition = tuple[str, int]
 
@@ -64,7 +64,7 @@ class RecordAccumulator:
             if self._incomplete >= self.max_records and not self._wait_for_space():
                 return None
             self._incomplete += 1
-            size = RECORD_OVERHEAD + len(item[1] or b"") + len(item[0] or b"")
+            size = MAX_RECORD_OVERHEAD + len(item[1] or b"") + len(item[0] or b"")
             batch = self._open.get(key)
             if batch is not None and batch.size + size <= MAX_BATCH_BYTES:
                 items = batch.items

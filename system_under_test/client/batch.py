@@ -72,7 +72,7 @@ class ProduceBatch:
         self.size = 0
         """Bytes the records take once encoded."""
         self.encoded: bytes | None = None
-        """The records in record.py's batch format, once encoded for sending."""
+        """The records as one RecordBatch v2, once encoded for sending."""
         self.created = created
         self.attempts = 0
         """Attempts concluded so far, sent or not."""

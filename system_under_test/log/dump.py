@@ -2,13 +2,14 @@
 
 ``python -m system_under_test dump-log --log-dir DIR [--topic T] [--partition N]`` prints,
 per partition, its checkpoints (high watermark, recovery point, leader epochs), its
-segments, every record (offset, position, segment, timestamp, leader epoch, CRC validity,
-key, value) and where a full recovery would cut the log (the first record whose length, CRC
-or offset is wrong; every later segment goes too, as in `recovery.load_segments`).
+segments, every record batch (offsets, position, size, partition leader epoch, producer id,
+epoch and base sequence, CRC validity) and every record in it (offset, timestamp, key,
+value), and where a full recovery would cut the log (the first batch whose length, CRC or
+offset is wrong; every later segment goes too, as in `recovery.load_segments`).
 
 It only reads: files are opened read-only, nothing is locked, rebuilt or truncated, so it
 may run beside a live broker (a record appended meanwhile may show as a partial tail). It is
-built on the log's own readers (`record.iter_record_positions`, `record.decode_records`,
+built on the log's own readers (`record.iter_batches`, `record.decode_records`,
 the checkpoint files), so it sees exactly what the broker's recovery would.
 """
 
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from system_under_test.kafka.record_batch import split_batches
 from system_under_test.log.checkpoint import (
     LEADER_EPOCH_CHECKPOINT_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,
@@ -34,11 +36,12 @@ from system_under_test.log.checkpoint import (
     OffsetCheckpointFile,
 )
 from system_under_test.log.record import (
-    BODY_OVERHEAD,
     LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
     CorruptRecordError,
+    Record,
     decode_records,
-    iter_record_positions,
+    iter_batches,
     validate_records,
 )
 
@@ -108,9 +111,9 @@ def _text(raw: bytes | None) -> tuple[str | None, str | None]:
         return None, raw.hex()
 
 
-def _records_of(path: Path) -> Iterator[tuple[int, bytes] | CorruptRecordError]:
-    """(position, bytes) of each record of a segment file whose length fields hold, read in
-    chunks; a `CorruptRecordError` (absolute position) where the lengths stop making sense,
+def _batches_of(path: Path) -> Iterator[tuple[int, bytes] | CorruptRecordError]:
+    """(position, bytes) of each batch of a segment file whose header holds, read in
+    chunks; a `CorruptRecordError` (absolute position) where the headers stop making sense,
     after which nothing more of the file can be walked."""
     with path.open("rb") as fh:
         size = os.fstat(fh.fileno()).st_size
@@ -122,9 +125,9 @@ def _records_of(path: Path) -> Iterator[tuple[int, bytes] | CorruptRecordError]:
             at_eof = not chunk or base + len(buf) >= size
             consumed = 0
             try:
-                for record in iter_record_positions(buf, check_crc=False):
-                    end = record.position + record.size
-                    yield base + record.position, buf[record.position : end]
+                for batch in iter_batches(buf, check_crc=False):
+                    end = batch.position + batch.size
+                    yield base + batch.position, buf[batch.position : end]
                     consumed = end
             except CorruptRecordError as err:
                 consumed = err.position
@@ -136,16 +139,16 @@ def _records_of(path: Path) -> Iterator[tuple[int, bytes] | CorruptRecordError]:
             if at_eof and not buf:
                 return
             if not chunk:
-                yield CorruptRecordError(base, f"{len(buf)} bytes at the end are no whole record")
+                yield CorruptRecordError(base, f"{len(buf)} bytes at the end are no whole batch")
                 return
 
 
 def _runs_past(buf: bytes, position: int) -> bool:
-    """Whether the record at `position` merely runs past the end of `buf`."""
+    """Whether the batch at `position` merely runs past the end of `buf`."""
     if len(buf) - position < LOG_OVERHEAD:
         return True
     size = int.from_bytes(buf[position + 8 : position + 12], "big", signed=True)
-    return size >= BODY_OVERHEAD and position + LOG_OVERHEAD + size > len(buf)
+    return size >= MIN_BATCH_LENGTH and position + LOG_OVERHEAD + size > len(buf)
 
 
 def _epoch_of(epochs: Sequence[tuple[int, int]], starts: Sequence[int], offset: int) -> int | None:
@@ -154,8 +157,9 @@ def _epoch_of(epochs: Sequence[tuple[int, int]], starts: Sequence[int], offset: 
 
 
 def dump_partition(part: PartitionDir, log_dir: Path) -> Iterator[dict[str, Any]]:
-    """The lines of one partition: `partition`, then per segment `segment` and its
-    `record`s (and `unreadable` where its lengths stop making sense), then `end`."""
+    """The lines of one partition: `partition`, then per segment `segment` and, per batch,
+    `batch` and its `record`s (and `unreadable` where the headers stop making sense), then
+    `end`."""
     key = (part.topic, part.partition)
     problems: list[str] = []
     high_watermark = _checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT_FILE, key, problems)
@@ -197,7 +201,7 @@ def dump_partition(part: PartitionDir, log_dir: Path) -> Iterator[dict[str, Any]
                 "reason": f"segment {base} does not start at the previous one's end {log_end}",
             }
         expected = base
-        for item in _records_of(path):
+        for item in _batches_of(path):
             if isinstance(item, CorruptRecordError):
                 yield {
                     "type": "unreadable",
@@ -215,50 +219,73 @@ def dump_partition(part: PartitionDir, log_dir: Path) -> Iterator[dict[str, Any]
                     }
                 break
             position, data = item
-            (record,) = decode_records(data, check_crc=False)
+            (view,) = split_batches(data).batches
             problem = None
             try:
                 validate_records(data)
             except CorruptRecordError as err:
                 problem = err.reason
-            if stop is None and problem is None and record.offset != expected:
-                reason = (
-                    f"record at byte {position} has offset {record.offset}, expected {expected}"
-                )
+            decoded: list[Record] = []
+            try:
+                decoded = decode_records(data, check_crc=False)
+            except CorruptRecordError as err:
+                problem = problem or err.reason
+            first, last = view.base_offset, view.last_offset
+            if stop is None and problem is None and first != expected:
+                reason = f"batch at byte {position} has offset {first}, expected {expected}"
                 stop = {"segment": base, "position": position, "offset": expected, "reason": reason}
             if stop is None and problem is not None:
                 stop = {
                     "segment": base,
                     "position": position,
                     "offset": expected,
-                    "reason": f"corrupt record at byte {position}: {problem}",
+                    "reason": f"corrupt record batch at byte {position}: {problem}",
                 }
-            key_text, key_hex = _text(record.key)
-            value_text, value_hex = _text(record.value)
-            line: dict[str, Any] = {
-                "type": "record",
+            stored_epoch = view.partition_leader_epoch
+            epoch = stored_epoch if stored_epoch >= 0 else _epoch_of(epochs, starts, first)
+            batch_line: dict[str, Any] = {
+                "type": "batch",
                 **where,
-                "offset": record.offset,
+                "base_offset": first,
+                "last_offset": last,
                 "segment": base,
                 "position": position,
                 "size": len(data),
-                "timestamp": record.timestamp,
-                "leader_epoch": _epoch_of(epochs, starts, record.offset),
+                "leader_epoch": epoch,
+                "producer_id": view.producer_id,
+                "producer_epoch": view.producer_epoch,
+                "base_sequence": view.base_sequence,
                 "crc_valid": problem is None,
-                "key": key_text,
-                "value": value_text,
             }
-            if key_hex is not None:
-                line["key_hex"] = key_hex
-            if value_hex is not None:
-                line["value_hex"] = value_hex
             if problem is not None:
-                line["problem"] = problem
-                invalid += 1
-            yield line
-            records += 1
-            cut += stop is not None
-            expected = record.offset + 1
+                batch_line["problem"] = problem
+                invalid += last - first + 1
+            yield batch_line
+            for record in decoded:
+                key_text, key_hex = _text(record.key)
+                value_text, value_hex = _text(record.value)
+                line: dict[str, Any] = {
+                    "type": "record",
+                    **where,
+                    "offset": record.offset,
+                    "segment": base,
+                    "position": position,
+                    "timestamp": record.timestamp,
+                    "leader_epoch": epoch,
+                    "crc_valid": problem is None,
+                    "key": key_text,
+                    "value": value_text,
+                }
+                if key_hex is not None:
+                    line["key_hex"] = key_hex
+                if value_hex is not None:
+                    line["value_hex"] = value_hex
+                if problem is not None:
+                    line["problem"] = problem
+                yield line
+            records += last - first + 1
+            cut += (last - first + 1) if stop is not None else 0
+            expected = last + 1
         log_end = expected
     if stop is not None:
         stop["records_cut"] = cut
@@ -316,7 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m system_under_test dump-log",
         description=(
             "Print a log dir's partitions as they lie on disk: checkpoints, segments, every "
-            "record (offset, position, timestamp, leader epoch, CRC validity, key, value) and "
+            "record batch (offsets, position, leader epoch, producer, CRC validity) and record "
+            "(offset, timestamp, key, value) and "
             "where a full recovery would cut each log. Read-only; safe beside a live broker."
         ),
     )

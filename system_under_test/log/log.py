@@ -24,7 +24,7 @@ from typing import Any
 from system_under_test.config import TOPIC_KEYS, ConfigError, resolve_topic_config
 from system_under_test.log import record
 from system_under_test.log.checkpoint import fsync_directory
-from system_under_test.log.record import BatchInfo, CorruptRecordError, iter_record_positions
+from system_under_test.log.record import BatchInfo, CorruptRecordError, iter_batches
 from system_under_test.log.recovery import RecoveryReport, load_segments
 from system_under_test.log.segment import LogSegment
 
@@ -61,13 +61,13 @@ class OffsetOutOfRangeError(LogError):
 
 
 class RecordTooLargeError(LogError):
-    """A record larger than max.message.bytes; nothing of its batch was written."""
+    """A record batch larger than max.message.bytes; nothing of the append was written."""
 
     def __init__(self, size: int, max_message_bytes: int, position: int) -> None:
         super().__init__(
-            f"record of {size} bytes at byte {position} of the batch exceeds max.message.bytes="
-            f"{max_message_bytes}; nothing was written. Send smaller records or raise "
-            f"max.message.bytes for the topic"
+            f"record batch of {size} bytes at byte {position} exceeds max.message.bytes="
+            f"{max_message_bytes} (Kafka applies it to whole batches); nothing was written. "
+            f"Send smaller batches or raise max.message.bytes for the topic"
         )
         self.size = size
         self.max_message_bytes = max_message_bytes
@@ -131,7 +131,7 @@ class LogConfig:
             "retention_bytes": -1,
             "flush_messages": 1,
             "flush_ms": 0,
-            "max_message_bytes": record.RECORD_OVERHEAD,
+            "max_message_bytes": record.MIN_BATCH_BYTES,
             "min_insync_replicas": 1,
         }
         for name, minimum in minimums.items():
@@ -171,7 +171,7 @@ class AppendInfo:
 
 @dataclass(frozen=True, slots=True)
 class FetchData:
-    """The result of a read: whole records, the first of which has first_offset."""
+    """The result of a read: whole batches, the first of which has base offset first_offset."""
 
     records: bytes
     first_offset: int
@@ -294,13 +294,18 @@ class Log:
     # -- appending ---------------------------------------------------------------------------
 
     def append(
-        self, batch: bytes | bytearray | memoryview, *, assign_offsets: bool = True
+        self,
+        batch: bytes | bytearray | memoryview,
+        *,
+        assign_offsets: bool = True,
+        leader_epoch: int = -1,
     ) -> AppendInfo:
-        """Validate and append a batch (records end to end) with one write.
+        """Validate and append record batches (end to end) with one write.
 
-        assign_offsets (a leader) rewrites the batch's offsets in place from the LEO, so batch
-        must be a bytearray; otherwise (a follower) the batch's offsets must start at the LEO
-        and be consecutive. Nothing is written if any record is invalid or too large.
+        assign_offsets (a leader) rewrites the batches' base offsets from the LEO and their
+        partition leader epochs to leader_epoch in place, so batch must be a bytearray;
+        otherwise (a follower) the batches' offsets must start at the LEO and be consecutive.
+        Nothing is written if any batch is invalid or too large.
         """
         self._check_open()
         log_end = self.log_end_offset
@@ -312,11 +317,11 @@ class Log:
                     "append with assign_offsets rewrites offsets in place: pass a bytearray "
                     "or a writable memoryview"
                 )
-            info = record.assign_offsets(batch, log_end)
+            info = record.assign_offsets(batch, log_end, leader_epoch=leader_epoch)
         else:
             info = self._validate_replicated(batch, log_end)
-        if info.max_record_size > self.config.max_message_bytes:
-            self._check_record_sizes(batch)
+        if info.max_batch_size > self.config.max_message_bytes:
+            self._check_batch_sizes(batch)
         now = self._clock()
         segment = self._segment_for(info, now)
         if segment.size == 0:
@@ -339,8 +344,8 @@ class Log:
         except CorruptRecordError as err:
             if record.valid_prefix_length(batch) == len(batch):
                 raise NonMonotonicOffsetError(
-                    f"replicated batch for {self.dir.name} is not in offset order ({err.reason}); "
-                    f"the leader's log or the fetch response is damaged"
+                    f"replicated batches for {self.dir.name} do not have consecutive offsets "
+                    f"({err.reason}); the leader's log or the fetch response is damaged"
                 ) from err
             raise
         if info.first_offset != log_end:
@@ -356,12 +361,12 @@ class Log:
             )
         return info
 
-    def _check_record_sizes(self, batch: bytes | bytearray | memoryview) -> None:
-        """Raise RecordTooLargeError for the first record above max.message.bytes."""
+    def _check_batch_sizes(self, batch: bytes | bytearray | memoryview) -> None:
+        """Raise RecordTooLargeError for the first batch above max.message.bytes."""
         limit = self.config.max_message_bytes
-        for position in iter_record_positions(batch, check_crc=False):
-            if position.size > limit:
-                raise RecordTooLargeError(position.size, limit, position.position)
+        for found in iter_batches(batch, check_crc=False):
+            if found.size > limit:
+                raise RecordTooLargeError(found.size, limit, found.position)
 
     def _segment_for(self, info: BatchInfo, now: int) -> LogSegment:
         """The active segment, rolled first if the batch must go into a new one."""
@@ -431,9 +436,11 @@ class Log:
         max_offset: int | None = None,
         min_one_record: bool = True,
     ) -> FetchData:
-        """Whole records from offset: at most max_bytes, none at or beyond max_offset.
+        """Whole batches from the one holding offset: at most max_bytes, none holding an offset
+        at or beyond max_offset. The first batch may start below offset (readers skip what
+        they did not ask for, as Kafka's clients do).
 
-        With min_one_record the first record is returned even if larger than max_bytes (KIP-74).
+        With min_one_record the first batch is returned even if larger than max_bytes (KIP-74).
         A read stops at the end of the segment holding offset, as Kafka's does; the next read
         continues in the next segment. offset == LEO gives no records.
         """
@@ -470,7 +477,11 @@ class Log:
     # -- truncation and retention ------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> None:
-        """Remove every record at or after offset (a follower discarding a diverged suffix)."""
+        """Remove every record at or after offset (a follower discarding a diverged suffix).
+
+        Batches are removed whole, as Kafka's are: when offset falls inside one, the log
+        ends at that batch's base offset, below offset.
+        """
         self._check_open()
         if offset < 0:
             raise ValueError(f"cannot truncate {self.dir.name} to negative offset {offset}")

@@ -1,280 +1,451 @@
-"""The on-disk and on-wire record format, and batch encoding.
+"""The log's record format: Kafka's RecordBatch v2, as produced, stored, replicated and fetched.
 
-One record, all integers big-endian (Kafka's v0/v1 message layout, which the seeds use)::
+A segment file, a produce's records and a fetch's answer are the same bytes: batches laid end
+to end, each a 61-byte header (``kafka/record_batch.py``: base offset, length, partition
+leader epoch, magic 2, CRC-32C, attributes, last offset delta, base and max timestamp,
+producer id, epoch and base sequence, record count) and its records (``kafka/record.py``).
 
-    offset      int64   assigned by the leader; not covered by the CRC
-    size        int32   bytes after this field
-    crc         uint32  CRC32 of everything after this field
-    magic       int8    RECORD_MAGIC
-    attributes  int8    0 (no compression)
-    timestamp   int64   milliseconds since the epoch
-    key length  int32   -1 for a null key
-    key         bytes
-    value length int32  -1 for a null value
-    value       bytes
-
-A batch is records laid end to end, so a produce of many records is one write and a fetch
-returns a slice of a segment file as it is.
+The log keeps Kafka's rules for uncompressed batches without compaction: a batch holds at
+least one record, its records' offset deltas run 0, 1, ... to its last offset delta, and each
+batch starts where the previous one ended, so offsets stay consecutive across the log. A
+leader assigns offsets and its leader epoch by rewriting them in place (the CRC does not
+cover them); a follower appends its leader's batches byte for byte.
 """
 
 from __future__ import annotations
 
 import struct
-import zlib
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-RECORD_MAGIC = 1
-LOG_OVERHEAD = 12
-"""Bytes of offset and size that precede every record's sized body."""
-BODY_OVERHEAD = 22
-"""Bytes of crc, magic, attributes, timestamp and the two lengths."""
-RECORD_OVERHEAD = LOG_OVERHEAD + BODY_OVERHEAD
-NULL_LENGTH = -1
+from crc32c import crc32c
 
-_HEAD = struct.Struct(">qiI")  # offset, size, crc
-_BODY_HEAD = struct.Struct(">bbqi")  # magic, attributes, timestamp, key length
-_LENGTH = struct.Struct(">i")
-_OFFSET = struct.Struct(">q")
-_TIMESTAMP = struct.Struct(">q")
+from system_under_test.errors import KafkaCodecError
+from system_under_test.kafka.record import MIN_RECORD_BYTES
+from system_under_test.kafka.record_batch import (
+    COMPRESSION_CODECS,
+    COMPRESSION_MASK,
+    CONTROL_BIT,
+    CRC_START,
+    HEADER_BYTES,
+    LOG_OVERHEAD,
+    MAGIC,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    TIMESTAMP_TYPE_BIT,
+    NewRecord,
+    RecordBatch,
+    batch_of,
+    decode_batch,
+    encode_batch,
+)
+
+__all__ = [
+    "BATCH_OVERHEAD",
+    "LOG_OVERHEAD",
+    "MAX_RECORD_OVERHEAD",
+    "MIN_BATCH_BYTES",
+    "BatchInfo",
+    "BatchPosition",
+    "CorruptRecordError",
+    "Record",
+    "assign_offsets",
+    "decode_records",
+    "encode_record",
+    "encode_records",
+    "iter_batches",
+    "read_base_offset",
+    "records_from",
+    "valid_prefix_length",
+    "validate_records",
+]
+
+BATCH_OVERHEAD = HEADER_BYTES
+"""Bytes of a batch's header, before its records."""
+MIN_BATCH_BYTES = HEADER_BYTES + MIN_RECORD_BYTES
+"""The smallest batch: a header and one record of six one-byte fields."""
+MIN_BATCH_LENGTH = MIN_BATCH_BYTES - LOG_OVERHEAD
+"""The smallest value of a batch's length field."""
+MAX_RECORD_OVERHEAD = 32
+"""The most bytes a record without headers adds to a batch beyond its key and value: its
+length, attributes, timestamp and offset deltas, key and value lengths, header count."""
+
+# base offset, length, (leader epoch), magic, crc, attributes, last offset delta,
+# base timestamp, max timestamp, (producer id, epoch, base sequence), record count
+_WALK = struct.Struct(">qi4xbIhiqq14xi")
+_BASE_OFFSET = struct.Struct(">q")
+_EPOCH = struct.Struct(">i")
+_EPOCH_AT = 12
+_CRC = struct.Struct(">I")
+_CRC_AT = 17
+_MAX_TIMESTAMP = struct.Struct(">q")
+_MAX_TIMESTAMP_AT = 35
+_ATTRIBUTES = struct.Struct(">h")
+_ATTRIBUTES_AT = 21
 
 
 class CorruptRecordError(ValueError):
-    """A record whose length, CRC or fields are wrong."""
+    """A batch whose length, CRC, header or records are wrong."""
 
     def __init__(self, position: int, reason: str) -> None:
-        super().__init__(f"corrupt record at byte {position}: {reason}")
+        super().__init__(f"corrupt record batch at byte {position}: {reason}")
         self.position = position
         self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """One decoded record."""
+    """One decoded record, at its absolute offset and timestamp."""
 
     offset: int
     timestamp: int
     key: bytes | None
     value: bytes | None
 
-    @property
-    def size(self) -> int:
-        """Bytes this record takes on disk."""
-        return RECORD_OVERHEAD + len(self.key or b"") + len(self.value or b"")
-
 
 @dataclass(frozen=True, slots=True)
-class RecordPosition:
-    """Where one valid record sits in a buffer, for scans that rebuild indexes."""
+class BatchPosition:
+    """Where one batch sits in a buffer, read from its header, for scans and index rebuilds."""
 
     position: int
-    offset: int
-    timestamp: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
     size: int
 
 
 @dataclass(frozen=True, slots=True)
 class BatchInfo:
-    """What validating a batch learned about it."""
+    """What validating the batches of one append learned about them."""
 
     count: int
+    """Records in all the batches."""
     first_offset: int
     last_offset: int
     max_timestamp: int
     offset_of_max_timestamp: int
+    """The last offset of the batch holding the max timestamp (Kafka's shallow offset)."""
     size: int
-    max_record_size: int
+    max_batch_size: int
+    batches: int
 
 
-def encode_record(offset: int, timestamp: int, key: bytes | None, value: bytes | None) -> bytes:
-    """Encode one record."""
-    return encode_records([(key, value, timestamp)], base_offset=offset)
+def _batch_of_items(
+    items: Iterable[tuple[bytes | None, bytes | None, int]],
+    base_offset: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+) -> RecordBatch:
+    return batch_of(
+        (NewRecord(timestamp=timestamp, key=key, value=value) for key, value, timestamp in items),
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+    )
 
 
 def encode_records(
-    items: Iterable[tuple[bytes | None, bytes | None, int]], *, base_offset: int = 0
+    items: Iterable[tuple[bytes | None, bytes | None, int]],
+    *,
+    base_offset: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
 ) -> bytes:
-    """Encode (key, value, timestamp) items as one batch with consecutive offsets."""
-    parts: list[bytes] = []
-    append = parts.append
-    head_pack = _HEAD.pack
-    body_pack = _BODY_HEAD.pack
-    length_pack = _LENGTH.pack
-    crc32 = zlib.crc32
-    offset = base_offset
-    for key, value, timestamp in items:
-        if key is None:
-            key_part = body_pack(RECORD_MAGIC, 0, timestamp, NULL_LENGTH)
-        else:
-            key_part = body_pack(RECORD_MAGIC, 0, timestamp, len(key)) + key
-        if value is None:
-            value_part = length_pack(NULL_LENGTH)
-            crc = crc32(value_part, crc32(key_part))
-            size = 4 + len(key_part) + 4
-            append(head_pack(offset, size, crc))
-            append(key_part)
-            append(value_part)
-        else:
-            value_len = length_pack(len(value))
-            crc = crc32(value, crc32(value_len, crc32(key_part)))
-            size = 4 + len(key_part) + 4 + len(value)
-            append(head_pack(offset, size, crc))
-            append(key_part)
-            append(value_len)
-            append(value)
-        offset += 1
-    return b"".join(parts)
+    """(key, value, timestamp) items as one batch at consecutive offsets from base_offset."""
+    return encode_batch(
+        _batch_of_items(items, base_offset, producer_id, producer_epoch, base_sequence)
+    )
 
 
-def _check_record(
+def encode_record(offset: int, timestamp: int, key: bytes | None, value: bytes | None) -> bytes:
+    """One record as a batch of its own."""
+    return encode_records([(key, value, timestamp)], base_offset=offset)
+
+
+def _check_batch(
     buf: bytes | bytearray | memoryview, position: int, end: int, check_crc: bool
-) -> tuple[int, int, int]:
-    """Validate the record at position; return (offset, timestamp, total size)."""
-    if end - position < _HEAD.size:
+) -> BatchPosition:
+    """Validate the header (and CRC) of the batch at position."""
+    available = end - position
+    if available < LOG_OVERHEAD:
         raise CorruptRecordError(
-            position, f"{end - position} bytes left, header needs {_HEAD.size}"
+            position, f"{available} bytes left, a batch's offset and length need {LOG_OVERHEAD}"
         )
-    offset, size, crc = _HEAD.unpack_from(buf, position)
-    if size < BODY_OVERHEAD:
-        raise CorruptRecordError(position, f"size {size} is below the minimum {BODY_OVERHEAD}")
-    record_end = position + LOG_OVERHEAD + size
-    if record_end > end:
-        raise CorruptRecordError(position, f"size {size} runs past the end of the data")
-    body = position + 16
-    magic, _attributes, timestamp, key_len = _BODY_HEAD.unpack_from(buf, body)
-    if magic != RECORD_MAGIC:
-        raise CorruptRecordError(position, f"magic {magic}, expected {RECORD_MAGIC}")
-    key_bytes = 0 if key_len == NULL_LENGTH else key_len
-    if key_bytes < 0 or 14 + key_bytes + 4 > size - 4:
-        raise CorruptRecordError(position, f"key length {key_len} does not fit size {size}")
-    (value_len,) = _LENGTH.unpack_from(buf, body + 14 + key_bytes)
-    value_bytes = 0 if value_len == NULL_LENGTH else value_len
-    if value_bytes < 0 or BODY_OVERHEAD + key_bytes + value_bytes != size:
+    if available < HEADER_BYTES:
+        length = int.from_bytes(buf[position + 8 : position + 12], "big", signed=True)
+        if length < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(
+                position, f"batch length {length} is below the minimum {MIN_BATCH_LENGTH}"
+            )
         raise CorruptRecordError(
-            position, f"key length {key_len} and value length {value_len} disagree with size {size}"
+            position, f"{available} bytes left, a batch header needs {HEADER_BYTES}"
         )
+    base, length, magic, crc, attributes, last_delta, _base_ts, max_ts, count = _WALK.unpack_from(
+        buf, position
+    )
+    if length < MIN_BATCH_LENGTH:
+        raise CorruptRecordError(
+            position, f"batch length {length} is below the minimum {MIN_BATCH_LENGTH}"
+        )
+    size = LOG_OVERHEAD + length
+    if position + size > end:
+        raise CorruptRecordError(position, f"batch length {length} runs past the end of the data")
+    if magic != MAGIC:
+        raise CorruptRecordError(position, f"magic {magic}, expected {MAGIC} (RecordBatch v2)")
     if check_crc:
         view = buf if isinstance(buf, memoryview) else memoryview(buf)
-        actual = zlib.crc32(view[body:record_end])
+        actual = crc32c(view[position + CRC_START : position + size])
         if actual != crc:
             raise CorruptRecordError(
-                position, f"crc {actual:#010x} does not match stored {crc:#010x}"
+                position, f"CRC-32C {actual:#010x} does not match stored {crc:#010x}"
             )
-    return offset, timestamp, LOG_OVERHEAD + size
+    codec = attributes & COMPRESSION_MASK
+    if codec:
+        name = COMPRESSION_CODECS.get(codec, f"unknown codec {codec}")
+        raise CorruptRecordError(position, f"compressed batches ({name}) are not supported")
+    if attributes & CONTROL_BIT:
+        raise CorruptRecordError(position, "control batches are not supported")
+    if last_delta < 0 or count != last_delta + 1:
+        raise CorruptRecordError(
+            position,
+            f"{count} record(s) but last offset delta {last_delta}: a batch holds records at "
+            f"consecutive offsets, at least one",
+        )
+    if count * MIN_RECORD_BYTES > size - HEADER_BYTES:
+        raise CorruptRecordError(
+            position, f"{count} records cannot fit in the batch's {size - HEADER_BYTES} bytes"
+        )
+    return BatchPosition(position, base, base + last_delta, max_ts, size)
 
 
-def iter_record_positions(
+def iter_batches(
     buf: bytes | bytearray | memoryview, start: int = 0, *, check_crc: bool = True
-) -> Iterator[RecordPosition]:
-    """Yield every record from start to the end of buf; raise at the first invalid one."""
+) -> Iterator[BatchPosition]:
+    """Every batch from start to the end of buf, headers checked; raises at the first invalid."""
     end = len(buf)
     position = start
     while position < end:
-        offset, timestamp, size = _check_record(buf, position, end, check_crc)
-        yield RecordPosition(position, offset, timestamp, size)
-        position += size
+        batch = _check_batch(buf, position, end, check_crc)
+        yield batch
+        position += batch.size
 
 
 def valid_prefix_length(buf: bytes | bytearray | memoryview, start: int = 0) -> int:
-    """Length of the longest prefix of buf (from start) made of whole valid records."""
+    """Length of the longest prefix of buf (from start) made of whole valid batches."""
     position = start
     try:
-        for record in iter_record_positions(buf, start):
-            position = record.position + record.size
+        for batch in iter_batches(buf, start):
+            position = batch.position + batch.size
     except CorruptRecordError:
         pass
     return position - start
 
 
-def validate_records(buf: bytes | bytearray | memoryview, *, check_crc: bool = True) -> BatchInfo:
-    """Check a whole batch; raise CorruptRecordError if any byte of it is not a valid record."""
-    return _walk(buf, None, check_crc)
+def _decode(view: memoryview, batch: BatchPosition) -> RecordBatch:
+    """The batch's records, every one checked: lengths, and offset deltas 0, 1, ..."""
+    try:
+        decoded = decode_batch(view[batch.position : batch.position + batch.size], verify_crc=False)
+    except KafkaCodecError as err:
+        raise CorruptRecordError(batch.position, str(err)) from None
+    for index, record in enumerate(decoded.records):
+        if record.offset_delta != index:
+            raise CorruptRecordError(
+                batch.position,
+                f"record {index} has offset delta {record.offset_delta}, expected {index}",
+            )
+    return decoded
 
 
-def assign_offsets(buf: bytearray | memoryview, base_offset: int) -> BatchInfo:
-    """Validate a batch and rewrite its offsets to base_offset, base_offset + 1, ..."""
-    return _walk(buf, base_offset, True)
-
-
-def _walk(
-    buf: bytes | bytearray | memoryview, base_offset: int | None, check_crc: bool
-) -> BatchInfo:
-    end = len(buf)
+def _assign(view: memoryview, base_offset: int, leader_epoch: int) -> BatchInfo:
+    end = len(view)
     if end == 0:
-        raise CorruptRecordError(0, "the batch holds no records")
-    position = 0
-    count = 0
-    first_offset = last_offset = -1
-    max_timestamp = -1
-    offset_of_max = -1
-    max_record_size = 0
-    pack_into = _OFFSET.pack_into
-    while position < end:
-        offset, timestamp, size = _check_record(buf, position, end, check_crc)
-        if base_offset is not None:
-            offset = base_offset + count
-            pack_into(buf, position, offset)
-        if count == 0:
-            first_offset = offset
-        elif base_offset is None and offset <= last_offset:
-            raise CorruptRecordError(position, f"offset {offset} does not follow {last_offset}")
-        last_offset = offset
-        if timestamp > max_timestamp:
-            max_timestamp = timestamp
-            offset_of_max = offset
-        if size > max_record_size:
-            max_record_size = size
-        count += 1
-        position += size
+        raise CorruptRecordError(0, "no record batch")
+    count = batches = 0
+    max_timestamp = offset_of_max = -1
+    max_batch_size = 0
+    next_offset = base_offset
+    for batch in iter_batches(view):
+        decoded = _decode(view, batch)
+        if decoded.log_append_time:
+            _set_max_timestamp(view, batch.position, batch.size)
+            max_ts = _read_max_timestamp(view, batch.position)
+        else:
+            max_ts = max(decoded.timestamp_of(r) for r in decoded.records)
+            if max_ts != batch.max_timestamp:
+                _MAX_TIMESTAMP.pack_into(view, batch.position + _MAX_TIMESTAMP_AT, max_ts)
+                _refresh_crc(view, batch.position, batch.size)
+        _BASE_OFFSET.pack_into(view, batch.position, next_offset)
+        _EPOCH.pack_into(view, batch.position + _EPOCH_AT, leader_epoch)
+        last = next_offset + batch.last_offset - batch.base_offset
+        if max_ts > max_timestamp:
+            max_timestamp, offset_of_max = max_ts, last
+        max_batch_size = max(max_batch_size, batch.size)
+        count += last - next_offset + 1
+        batches += 1
+        next_offset = last + 1
     return BatchInfo(
-        count, first_offset, last_offset, max_timestamp, offset_of_max, end, max_record_size
+        count,
+        base_offset,
+        next_offset - 1,
+        max_timestamp,
+        offset_of_max,
+        end,
+        max_batch_size,
+        batches,
     )
+
+
+def _read_max_timestamp(view: memoryview, position: int) -> int:
+    return int(_MAX_TIMESTAMP.unpack_from(view, position + _MAX_TIMESTAMP_AT)[0])
+
+
+def _set_max_timestamp(view: memoryview, position: int, size: int) -> None:
+    """Stamp a LogAppendTime batch with the broker's clock, as Kafka's leader does."""
+    _MAX_TIMESTAMP.pack_into(view, position + _MAX_TIMESTAMP_AT, time.time_ns() // 1_000_000)
+    _refresh_crc(view, position, size)
+
+
+def _refresh_crc(view: memoryview, position: int, size: int) -> None:
+    _CRC.pack_into(view, position + _CRC_AT, crc32c(view[position + CRC_START : position + size]))
+
+
+def validate_records(buf: bytes | bytearray | memoryview, *, check_crc: bool = True) -> BatchInfo:
+    """Check replicated batches from their headers and CRCs: each whole, consecutive offsets.
+
+    Raises CorruptRecordError if any byte of buf is not part of a valid batch.
+    """
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    return _walk_headers(view, check_crc=check_crc)
+
+
+def _walk_headers(view: memoryview, *, check_crc: bool) -> BatchInfo:
+    end = len(view)
+    if end == 0:
+        raise CorruptRecordError(0, "no record batch")
+    count = batches = 0
+    first_offset = last_offset = -1
+    max_timestamp = offset_of_max = -1
+    max_batch_size = 0
+    for batch in iter_batches(view, check_crc=check_crc):
+        if batches == 0:
+            first_offset = batch.base_offset
+        elif batch.base_offset != last_offset + 1:
+            raise CorruptRecordError(
+                batch.position,
+                f"batch starts at offset {batch.base_offset}, expected {last_offset + 1}",
+            )
+        if batch.max_timestamp > max_timestamp:
+            max_timestamp, offset_of_max = batch.max_timestamp, batch.last_offset
+        max_batch_size = max(max_batch_size, batch.size)
+        count += batch.last_offset - batch.base_offset + 1
+        batches += 1
+        last_offset = batch.last_offset
+    return BatchInfo(
+        count, first_offset, last_offset, max_timestamp, offset_of_max, end, max_batch_size, batches
+    )
+
+
+def assign_offsets(
+    buf: bytearray | memoryview, base_offset: int, *, leader_epoch: int = NO_PARTITION_LEADER_EPOCH
+) -> BatchInfo:
+    """Validate a producer's batches, every record decoded, and rewrite in place their base
+    offsets (from base_offset on) and partition leader epochs; LogAppendTime batches get the
+    broker's clock as their max timestamp."""
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    return _assign(view, base_offset, leader_epoch)
 
 
 def decode_records(
     buf: bytes | bytearray | memoryview, *, check_crc: bool = True, allow_partial_tail: bool = False
 ) -> list[Record]:
-    """Decode a batch. A partial last record is dropped only if allow_partial_tail is set."""
+    """The records of every batch in buf. A partial last batch is dropped only if
+    allow_partial_tail is set (a fetch may end inside one)."""
     view = buf if isinstance(buf, memoryview) else memoryview(buf)
     end = len(view)
     out: list[Record] = []
     position = 0
     while position < end:
         try:
-            offset, timestamp, size = _check_record(view, position, end, check_crc)
+            batch = _check_batch(view, position, end, check_crc)
         except CorruptRecordError:
             if allow_partial_tail and _is_partial_tail(view, position, end):
                 break
             raise
-        body = position + 16
-        (key_len,) = _LENGTH.unpack_from(view, body + 10)
-        cursor = body + 14
-        key: bytes | None = None
-        if key_len != NULL_LENGTH:
-            key = bytes(view[cursor : cursor + key_len])
-            cursor += key_len
-        (value_len,) = _LENGTH.unpack_from(view, cursor)
-        cursor += 4
-        value: bytes | None = None
-        if value_len != NULL_LENGTH:
-            value = bytes(view[cursor : cursor + value_len])
-        out.append(Record(offset, timestamp, key, value))
-        position += size
+        decoded = _decode(view, batch)
+        base = batch.base_offset
+        if decoded.log_append_time:
+            stamp = decoded.max_timestamp
+            out.extend(
+                Record(base + r.offset_delta, stamp, r.key, r.value) for r in decoded.records
+            )
+        else:
+            base_ts = decoded.base_timestamp
+            out.extend(
+                Record(base + r.offset_delta, base_ts + r.timestamp_delta, r.key, r.value)
+                for r in decoded.records
+            )
+        position += batch.size
     return out
 
 
 def _is_partial_tail(view: memoryview, position: int, end: int) -> bool:
-    if end - position < _HEAD.size:
+    if end - position < LOG_OVERHEAD:
         return True
-    size = int(_HEAD.unpack_from(view, position)[1])
-    return size >= BODY_OVERHEAD and position + LOG_OVERHEAD + size > end
+    length = int.from_bytes(view[position + 8 : position + 12], "big", signed=True)
+    return length >= MIN_BATCH_LENGTH and position + LOG_OVERHEAD + length > end
 
 
-def read_offset(buf: bytes | bytearray | memoryview, position: int = 0) -> int:
-    """The offset field of the record at position."""
-    return int(_OFFSET.unpack_from(buf, position)[0])
+def records_from(buf: bytes | bytearray | memoryview, offset: int) -> bytes:
+    """The batches of buf without their records below offset: whole batches below it dropped,
+    a batch holding it re-encoded from it on (producer fields and attributes kept, its base
+    sequence moved on as far). For a follower whose log ends inside its leader's batch."""
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    parts: list[bytes | memoryview] = []
+    for batch in iter_batches(view):
+        if batch.last_offset < offset:
+            continue
+        if batch.base_offset >= offset:
+            parts.append(view[batch.position : batch.position + batch.size])
+            continue
+        decoded = _decode(view, batch)
+        skip = offset - batch.base_offset
+        kept = decoded.records[skip:]
+        base_ts = decoded.base_timestamp
+        rebuilt = batch_of(
+            (
+                NewRecord(
+                    timestamp=base_ts + r.timestamp_delta,
+                    key=r.key,
+                    value=r.value,
+                    headers=tuple((h.key, h.value) for h in r.headers),
+                )
+                for r in kept
+            ),
+            base_offset=offset,
+            producer_id=decoded.producer_id,
+            producer_epoch=decoded.producer_epoch,
+            base_sequence=(
+                NO_SEQUENCE if decoded.base_sequence < 0 else decoded.base_sequence + skip
+            ),
+        )
+        encoded = bytearray(encode_batch(rebuilt))
+        _EPOCH.pack_into(encoded, _EPOCH_AT, decoded.partition_leader_epoch)
+        attributes = decoded.attributes
+        if attributes != rebuilt.attributes:
+            _ATTRIBUTES.pack_into(encoded, _ATTRIBUTES_AT, attributes)
+            if attributes & TIMESTAMP_TYPE_BIT:
+                _MAX_TIMESTAMP.pack_into(encoded, _MAX_TIMESTAMP_AT, decoded.max_timestamp)
+            _refresh_crc(memoryview(encoded), 0, len(encoded))
+        parts.append(bytes(encoded))
+    return b"".join(parts)
 
 
-def read_timestamp(buf: bytes | bytearray | memoryview, position: int = 0) -> int:
-    """The timestamp of the record at position."""
-    return int(_TIMESTAMP.unpack_from(buf, position + 18)[0])
+def read_base_offset(buf: bytes | bytearray | memoryview, position: int = 0) -> int:
+    """The base offset of the batch at position."""
+    return int(_BASE_OFFSET.unpack_from(buf, position)[0])

@@ -3,10 +3,10 @@
 Loading removes leftovers (``.tmp``, ``.deleted``, ``.cleaned``, ``.swap`` files, index files
 without a log file) and opens every segment, checking its indexes against its log. After an
 unclean shutdown every segment from the one holding the recovery point onwards is recovered:
-its records are revalidated (length, CRC, consecutive offsets from the base offset), the
-segment is cut at the first bad record and its indexes rebuilt. After a cut, or when the next
+its batches are revalidated (length, header, CRC-32C, offsets consecutive from the base
+offset), the segment is cut at the first bad batch and its indexes rebuilt. After a cut, or when the next
 segment does not start where this one ends, all later segments are deleted: the log comes
-back as its longest valid prefix, and a corrupt record is never served.
+back as its longest valid prefix, and a corrupt batch is never served.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from system_under_test.log.record import (
-    BODY_OVERHEAD,
     LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    BatchPosition,
     CorruptRecordError,
-    RecordPosition,
-    iter_record_positions,
+    iter_batches,
 )
 from system_under_test.log.segment import LogSegment
 
@@ -68,10 +68,10 @@ class RecoveryReport:
         return bool(self.deleted_segments) or any(r.truncated_bytes for r in self.recovered)
 
 
-def _scan(segment: LogSegment) -> Iterator[RecordPosition]:
-    """Every valid record of the segment (CRC checked), read in chunks; positions are absolute.
+def _scan(segment: LogSegment) -> Iterator[BatchPosition]:
+    """Every valid batch of the segment (CRC checked), read in chunks; positions are absolute.
 
-    Raises CorruptRecordError (with an absolute position) at the first invalid record.
+    Raises CorruptRecordError (with an absolute position) at the first invalid batch.
     """
     file_size = segment.size
     position = 0
@@ -81,11 +81,15 @@ def _scan(segment: LogSegment) -> Iterator[RecordPosition]:
         at_eof = position + len(buf) >= file_size
         consumed = 0
         try:
-            for record in iter_record_positions(buf):
-                yield RecordPosition(
-                    position + record.position, record.offset, record.timestamp, record.size
+            for batch in iter_batches(buf):
+                yield BatchPosition(
+                    position + batch.position,
+                    batch.base_offset,
+                    batch.last_offset,
+                    batch.max_timestamp,
+                    batch.size,
                 )
-                consumed = record.position + record.size
+                consumed = batch.position + batch.size
         except CorruptRecordError as err:
             if at_eof:
                 raise CorruptRecordError(position + err.position, err.reason) from None
@@ -94,7 +98,7 @@ def _scan(segment: LogSegment) -> Iterator[RecordPosition]:
                 raise CorruptRecordError(position + err.position, err.reason) from None
             if position + err.position + needed > file_size:
                 raise CorruptRecordError(
-                    position + err.position, f"a {needed}-byte record runs past the end of the file"
+                    position + err.position, f"a {needed}-byte batch runs past the end of the file"
                 ) from None
             consumed = err.position
             length = max(RECOVERY_CHUNK, needed)
@@ -105,37 +109,40 @@ def _scan(segment: LogSegment) -> Iterator[RecordPosition]:
 
 
 def _bytes_needed(buf: bytes, position: int) -> int | None:
-    """Bytes the record at position needs if it merely runs past the chunk, else None."""
+    """Bytes the batch at position needs if it merely runs past the chunk, else None."""
     if len(buf) - position < LOG_OVERHEAD:
-        return LOG_OVERHEAD + BODY_OVERHEAD
+        return LOG_OVERHEAD + MIN_BATCH_LENGTH
     size = int.from_bytes(buf[position + 8 : position + 12], "big", signed=True)
-    if size < BODY_OVERHEAD or position + LOG_OVERHEAD + size <= len(buf):
+    if size < MIN_BATCH_LENGTH or position + LOG_OVERHEAD + size <= len(buf):
         return None
     return LOG_OVERHEAD + size
 
 
 def recover_segment(segment: LogSegment, *, index_interval_bytes: int) -> SegmentRecovery:
-    """Revalidate every record, cut the segment at the first bad one, rebuild its indexes."""
+    """Revalidate every batch, cut the segment at the first bad one, rebuild its indexes."""
     segment.reset_indexes()
     segment.mark_unsynced()
     expected = segment.base_offset
     valid = 0
     problem: str | None = None
     try:
-        for record in _scan(segment):
-            if record.offset != expected:
-                problem = f"record at byte {record.position} has offset {record.offset}, expected {expected}"
+        for batch in _scan(segment):
+            if batch.base_offset != expected:
+                problem = (
+                    f"batch at byte {batch.position} has offset {batch.base_offset}, "
+                    f"expected {expected}"
+                )
                 break
             segment.track(
-                record.offset,
-                record.position,
-                record.size,
-                record.timestamp,
-                record.offset,
+                batch.base_offset,
+                batch.position,
+                batch.size,
+                batch.max_timestamp,
+                batch.last_offset,
                 index_interval_bytes=index_interval_bytes,
             )
-            expected += 1
-            valid = record.position + record.size
+            expected = batch.last_offset + 1
+            valid = batch.position + batch.size
     except CorruptRecordError as err:
         problem = str(err)
     truncated = segment.size - valid

@@ -1,4 +1,4 @@
-"""A log segment: one ``.log`` file of records with its offset index and time index.
+"""A log segment: one ``.log`` file of record batches with its offset index and time index.
 
 Files are named by the segment's base offset, zero-padded to 20 digits. The log file is a raw
 file descriptor (no Python buffering): a batch is one ``os.write`` and is in the kernel when
@@ -13,14 +13,15 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
+from system_under_test.kafka.record_batch import MAGIC
 from system_under_test.log.offset_index import INT32_MAX, CorruptIndexError, OffsetIndex
 from system_under_test.log.record import (
-    BODY_OVERHEAD,
     LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
     BatchInfo,
     CorruptRecordError,
-    read_offset,
-    read_timestamp,
+    decode_records,
+    read_base_offset,
 )
 from system_under_test.log.time_index import NO_TIMESTAMP, TimeIndex
 
@@ -28,9 +29,11 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 SCAN_CHUNK = 64 * 1024
-"""Bytes read at a time when walking record headers."""
+"""Bytes read at a time when walking batch headers."""
 
-_HEADER = struct.Struct(">qi6xq")  # offset, size, (crc, magic, attributes), timestamp
+# base offset, length, (leader epoch), magic, (crc, attributes), last offset delta,
+# (base timestamp), max timestamp
+_HEADER = struct.Struct(">qi4xb6xi8xq")
 _SIZE = struct.Struct(">i")
 
 logger = logging.getLogger(__name__)
@@ -148,20 +151,18 @@ class LogSegment:
                     f"offset index entry at byte {position} is beyond the log's {self._size} bytes"
                 )
             header = os.pread(self._fd, LOG_OVERHEAD, position)
-            if len(header) < LOG_OVERHEAD or read_offset(header) != expected:
+            if len(header) < LOG_OVERHEAD or read_base_offset(header) != expected:
                 return f"offset index entry ({expected}, {position}) does not point at offset {expected}"
         max_ts, offset_of_max = self.time_index.last_entry()
         try:
-            for record_position, offset, _size, timestamp in self.walk(position):
-                if offset != expected:
-                    return (
-                        f"record at byte {record_position} has offset {offset}, expected {expected}"
-                    )
+            for batch_position, base, last, _size, timestamp in self.walk(position):
+                if base != expected:
+                    return f"batch at byte {batch_position} has offset {base}, expected {expected}"
                 if timestamp > max_ts:
-                    max_ts, offset_of_max = timestamp, offset
-                expected += 1
+                    max_ts, offset_of_max = timestamp, last
+                expected = last + 1
         except CorruptRecordError as err:
-            return f"records after the last index entry are unreadable: {err}"
+            return f"batches after the last index entry are unreadable: {err}"
         if self.time_index.entries and self.time_index.last_entry()[1] >= expected:
             return f"time index points past the segment's last offset {expected - 1}"
         self.next_offset = expected
@@ -187,9 +188,10 @@ class LogSegment:
         return os.fstat(self._fd).st_mtime_ns // 1_000_000
 
     def first_timestamp(self) -> int | None:
-        """The timestamp of the segment's first record, None if it is empty."""
+        """The max timestamp of the segment's first batch (Kafka's rolling base), None if
+        it is empty."""
         header = os.pread(self._fd, _HEADER.size, 0)
-        return read_timestamp(header) if len(header) == _HEADER.size else None
+        return int(_HEADER.unpack_from(header)[4]) if len(header) == _HEADER.size else None
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -231,10 +233,10 @@ class LogSegment:
         *,
         index_interval_bytes: int,
     ) -> None:
-        """Account for records written at position: the max timestamp and index entries.
+        """Account for batches written at position: the max timestamp and index entries.
 
         An entry is added when at least index_interval_bytes were written since the last one
-        (Kafka's bytesSinceLastIndexEntry); it points at the first record of this write.
+        (Kafka's bytesSinceLastIndexEntry); it points at the first batch of this write.
         """
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
@@ -268,7 +270,8 @@ class LogSegment:
             self.rolling_base_ms = None
 
     def truncate_to(self, offset: int) -> int:
-        """Remove every record at or after offset; return the bytes removed."""
+        """Remove every batch that holds an offset at or after offset (a batch holding it is
+        removed whole: the segment then ends below offset); return the bytes removed."""
         found = self.translate_offset(offset)
         if found is None:
             return 0
@@ -290,9 +293,9 @@ class LogSegment:
         """
         max_ts, offset_of_max = self.time_index.last_entry()
         start = self.offset_index.entry(-2)[1] if self.offset_index.entries >= 2 else 0
-        for _position, offset, _size, timestamp in self.walk(start):
-            if timestamp > max_ts or (timestamp == max_ts and offset < offset_of_max):
-                max_ts, offset_of_max = timestamp, offset
+        for _position, _base, last, _size, timestamp in self.walk(start):
+            if timestamp > max_ts or (timestamp == max_ts and last < offset_of_max):
+                max_ts, offset_of_max = timestamp, last
         self.max_timestamp, self.offset_of_max_timestamp = max_ts, offset_of_max
 
     def on_become_inactive(self) -> None:
@@ -339,10 +342,11 @@ class LogSegment:
         """Up to size bytes of the log file from position."""
         return os.pread(self._fd, size, position)
 
-    def walk(self, start: int) -> Iterator[tuple[int, int, int, int]]:
-        """(position, offset, size, timestamp) of each record from start, reading headers only.
+    def walk(self, start: int) -> Iterator[tuple[int, int, int, int, int]]:
+        """(position, base offset, last offset, size, max timestamp) of each batch from start,
+        reading headers only.
 
-        start must be a record boundary; raises CorruptRecordError on an impossible header.
+        start must be a batch boundary; raises CorruptRecordError on an impossible header.
         """
         end = self._size
         position = start
@@ -352,20 +356,27 @@ class LogSegment:
             n = len(buf)
             if n < header_size:
                 raise CorruptRecordError(
-                    position, f"{n} bytes left, a record header needs {header_size}"
+                    position, f"{n} bytes left, a batch header needs {header_size}"
                 )
             i = 0
             while i + header_size <= n:
-                offset, size, timestamp = _HEADER.unpack_from(buf, i)
-                total = LOG_OVERHEAD + size
-                if size < BODY_OVERHEAD or position + i + total > end:
-                    raise CorruptRecordError(position + i, f"size {size} does not fit the segment")
-                yield position + i, offset, total, timestamp
+                base, length, magic, last_delta, max_ts = _HEADER.unpack_from(buf, i)
+                total = LOG_OVERHEAD + length
+                if length < MIN_BATCH_LENGTH or position + i + total > end:
+                    raise CorruptRecordError(
+                        position + i, f"batch length {length} does not fit the segment"
+                    )
+                if magic != MAGIC or last_delta < 0:
+                    raise CorruptRecordError(
+                        position + i, f"magic {magic}, last offset delta {last_delta}"
+                    )
+                yield position + i, base, base + last_delta, total, max_ts
                 i += total
             position += i
 
     def translate_offset(self, offset: int) -> tuple[int, int] | None:
-        """(position, offset) of the first record with offset >= offset; None if there is none."""
+        """(position, base offset) of the first batch whose last offset is >= offset (the
+        batch holding offset); None if there is none."""
         if offset >= self.next_offset:
             return None
         if offset <= self.base_offset:
@@ -373,18 +384,19 @@ class LogSegment:
         indexed_offset, position = self.offset_index.lookup(offset)
         if indexed_offset == offset:
             return position, offset
-        for record_position, record_offset, _size, _ts in self.walk(position):
-            if record_offset >= offset:
-                return record_position, record_offset
+        for batch_position, base, last, _size, _ts in self.walk(position):
+            if last >= offset:
+                return batch_position, base
         return None
 
     def read(
         self, offset: int, max_bytes: int, *, max_offset: int | None, min_one_record: bool
     ) -> tuple[bytes, int] | None:
-        """Whole records from the first one at or after offset: (data, its offset).
+        """Whole batches from the one holding offset: (data, its base offset).
 
-        At most max_bytes unless min_one_record lets one bigger record through; never a
-        record at or after max_offset. None if the segment has no record at or after offset.
+        At most max_bytes unless min_one_record lets one bigger batch through; never a batch
+        holding max_offset or a later offset. None if the segment has nothing at or after
+        offset.
         """
         found = self.translate_offset(offset)
         if found is None:
@@ -392,14 +404,14 @@ class LogSegment:
         position, first_offset = found
         limit = self._size
         if max_offset is not None and max_offset < self.next_offset:
-            if max_offset <= first_offset:
-                return b"", first_offset
             bound = self.translate_offset(max_offset)
-            assert bound is not None  # first_offset < max_offset < next_offset
+            assert bound is not None  # max_offset < next_offset
+            if bound[0] <= position:
+                return b"", first_offset
             limit = bound[0]
         want = min(max_bytes, limit - position)
         data = os.pread(self._fd, want, position) if want > 0 else b""
-        end = self._whole_records_end(data, position)
+        end = self._whole_batches_end(data, position)
         if end == 0:
             if not min_one_record:
                 return b"", first_offset
@@ -410,10 +422,10 @@ class LogSegment:
             return os.pread(self._fd, LOG_OVERHEAD + size, position), first_offset
         return (data if end == len(data) else data[:end]), first_offset
 
-    def _whole_records_end(self, data: bytes, position: int) -> int:
-        """Length of the longest prefix of data (read at position) made of whole records.
+    def _whole_batches_end(self, data: bytes, position: int) -> int:
+        """Length of the longest prefix of data (read at position) made of whole batches.
 
-        Starts at the last indexed record boundary inside data, so it walks only a few headers.
+        Starts at the last indexed batch boundary inside data, so it walks only a few headers.
         """
         n = len(data)
         i = max(position, self.offset_index.floor_position(position + n)) - position
@@ -429,9 +441,11 @@ class LogSegment:
         """The first offset >= start_offset whose record timestamp is >= timestamp, or None."""
         _ts, indexed_offset = self.time_index.lookup(timestamp)
         _offset, position = self.offset_index.lookup(max(indexed_offset, start_offset))
-        for _position, offset, _size, record_ts in self.walk(position):
-            if offset >= start_offset and record_ts >= timestamp:
-                return offset
+        for batch_position, _base, last, size, max_ts in self.walk(position):
+            if last >= start_offset and max_ts >= timestamp:
+                for record in decode_records(os.pread(self._fd, size, batch_position)):
+                    if record.offset >= start_offset and record.timestamp >= timestamp:
+                        return record.offset
         return None
 
     def can_hold(self, info: BatchInfo) -> bool:

@@ -28,7 +28,12 @@ from system_under_test.log.log import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
-from system_under_test.log.record import CorruptRecordError, read_timestamp
+from system_under_test.log.record import (
+    CorruptRecordError,
+    decode_records,
+    read_base_offset,
+    records_from,
+)
 from system_under_test.replication.eligible_leader_replicas import (
     effective_min_isr,
     elr_after_isr_change,
@@ -229,7 +234,8 @@ class Partition:
                 self.events.truncation(
                     key=self.name,
                     from_offset=end,
-                    to_offset=offset,
+                    to_offset=self.log.log_end_offset,
+                    requested_offset=offset,
                     leader_epoch=self.leader_epoch,
                     reason=reason,
                 )
@@ -269,7 +275,7 @@ class Partition:
                 "send smaller batches",
             )
         try:
-            info = self.log.append(batch, assign_offsets=True)
+            info = self.log.append(batch, assign_offsets=True, leader_epoch=self.leader_epoch)
         except CorruptRecordError as err:
             raise BrokerError(ErrorCode.CORRUPT_MESSAGE, str(err)) from None
         except RecordTooLargeError as err:
@@ -337,7 +343,8 @@ class Partition:
         if offset is None or offset >= self.fetch_limit(replica_id):
             return -1, -1
         found = self.log.read(offset, 1, min_one_record=True)
-        return (read_timestamp(found.records) if found.records else -1), offset
+        stamps = [r.timestamp for r in decode_records(found.records) if r.offset == offset]
+        return (stamps[0] if stamps else -1), offset
 
     # --- waiting -------------------------------------------------------------------------
 
@@ -453,7 +460,14 @@ class Partition:
         leader_hw: int,
         epoch_starts: list[tuple[int, int]],
     ) -> int:
-        """Append what the leader sent (offsets as the leader gave them); the new LEO."""
+        """Append what the leader sent (offsets as the leader gave them); the new LEO.
+
+        The leader sends whole batches from the one holding the fetch offset: where this log
+        ends inside one of them (it was cut at a point the leader's batches do not share),
+        only the records from the log end on are kept, re-encoded as a batch of their own.
+        """
+        if records and read_base_offset(records) < self.log.log_end_offset:
+            records = records_from(records, self.log.log_end_offset)
         if records:
             self.log.append(records, assign_offsets=False)
         end = self.log.log_end_offset

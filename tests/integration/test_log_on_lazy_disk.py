@@ -74,7 +74,8 @@ def test_a_truncation_outlives_a_power_loss(disk: LazyMount) -> None:
     log = open_log(directory)
     cache = LeaderEpochCache(directory)
     cache.assign(3, 0)
-    log.append(batch([b"a", b"b", b"c", b"old-at-3"]), assign_offsets=True)
+    log.append(batch([b"a", b"b", b"c"]), assign_offsets=True)
+    log.append(batch([b"old-at-3"]), assign_offsets=True)
     log.flush()  # a roll or the flush policy made offsets 0-3 durable
 
     log.truncate_to(3)  # the follower drops what its new leader never had

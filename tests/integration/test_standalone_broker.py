@@ -374,8 +374,7 @@ def test_fetch_respects_max_bytes_but_returns_at_least_one_record(
         broker_thread.bootstrap, mode="async", config={"queue.buffering.max.ms": 1}
     ) as producer:
         for i in range(20):
-            producer.send("sizes", bytes([i]) * 1000)
-        producer.flush(10)
+            producer.send("sizes", bytes([i]) * 1000).result(5)  # a batch each
     with Consumer(broker_thread.bootstrap) as consumer:
         small = consumer.fetch("sizes", 0, 0, max_bytes=3500, max_wait_ms=0)
         tiny = consumer.fetch("sizes", 0, 5, max_bytes=10, max_wait_ms=0)
@@ -657,7 +656,8 @@ def test_oversized_frame_closes_only_that_connection(tmp_path: Path) -> None:
 
 
 def test_large_frames_within_the_limit_are_accepted(busy_broker: BrokerThread) -> None:
-    records = encode_records([(None, os.urandom(500), 1)] * 6000)  # ~3 MB, several buffer growths
+    # ~3 MB (several buffer growths) in batches below max.message.bytes
+    records = b"".join(encode_records([(None, os.urandom(500), 1)] * 1000) for _ in range(6))
     assert len(records) > 3 * (1 << 20) - 300_000
     with raw_connect(busy_broker.port) as sock:
         frame = raw_frame(protocol.ApiKey.PRODUCE, produce_body("data", 0, records))

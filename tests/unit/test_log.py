@@ -18,10 +18,11 @@ from system_under_test.log import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
-from system_under_test.log.record import RECORD_OVERHEAD, Record, decode_records, encode_records
+from system_under_test.log.record import Record, decode_records, encode_records
 
-VALUE = b"v" * 66
-RECORD_SIZE = RECORD_OVERHEAD + len(VALUE)  # 100 bytes
+VALUE = b"v" * 32
+RECORD_SIZE = len(encode_records([(None, VALUE, 1000)]))  # one record in a batch of its own
+assert RECORD_SIZE == 100
 
 
 class FakeClock:
@@ -33,8 +34,12 @@ class FakeClock:
 
 
 def batch(count: int, *, timestamp: int = 1000, value: bytes = VALUE, base: int = 0) -> bytearray:
+    """count batches of one record each (so every offset is a batch boundary)."""
     return bytearray(
-        encode_records([(None, value, timestamp + i) for i in range(count)], base_offset=base)
+        b"".join(
+            encode_records([(None, value, timestamp + i)], base_offset=base + i)
+            for i in range(count)
+        )
     )
 
 

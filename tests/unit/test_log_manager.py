@@ -68,10 +68,11 @@ def test_unclean_shutdown_recovers_from_the_checkpointed_recovery_point(tmp_path
     manager = started([tmp_path], LogConfig(segment_bytes=400))
     log = manager.get_or_create_log("t", 0)
     for _ in range(4):
-        log.append(batch(4))  # 400-byte batches: segments at 0, 4, 8, 12 (rolls fsync)
+        log.append(batch(4))  # 357-byte batches: segments at 0, 4, 8, 12 (rolls fsync)
     manager.checkpoint_recovery_points()
     assert OffsetCheckpointFile(tmp_path / RECOVERY_POINT_CHECKPOINT_FILE).read() == {("t", 0): 12}
-    log.append(batch(2))  # a fifth segment, at 16
+    log.append(batch(1))  # a fifth segment, at 16
+    log.append(batch(1))
     # Simulate SIGKILL: no shutdown, locks released as the process would release them.
     manager._unlock_all()
     active = tmp_path / "t-0" / f"{16:020d}.log"

@@ -53,7 +53,7 @@ def write_partition(cluster: Cluster, node: str, count: int, *, start: int = 0) 
     directory = log_dir(cluster, node) / KEY
     log = Log.open(directory, CONFIG, recovery_point=0, clean_shutdown=True)
     for offset in range(start, start + count):
-        log.append(bytearray(encode_records([(None, b"%04d" % offset + b"r" * 62, offset)])))
+        log.append(bytearray(encode_records([(None, b"%04d" % offset + b"r" * 28, offset)])))
     log.close()
     events = log_dir(cluster, node) / "squall-events.jsonl"
     with events.open("a") as out:

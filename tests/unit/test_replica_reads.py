@@ -37,7 +37,7 @@ def test_a_dump_becomes_each_partitions_replica_log(tmp_path: Path) -> None:
     write(tmp_path, "squall-queue", 1, list(range(100, 160)))
     segment = max((tmp_path / "squall-queue-1").glob("*.log"))  # the active segment
     data = bytearray(segment.read_bytes())
-    data[-1] ^= 0x01  # the last record's last value byte: its CRC no longer holds
+    data[-2] ^= 0x01  # the last record's last value byte (before its header count): its CRC fails
     segment.write_bytes(bytes(data))
     text = [json.dumps(line) for line in dump_lines(tmp_path)]
 

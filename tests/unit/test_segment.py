@@ -6,17 +6,18 @@ from pathlib import Path
 
 import pytest
 
-from system_under_test.log.record import (
-    RECORD_OVERHEAD,
-    assign_offsets,
-    decode_records,
-    encode_records,
-)
+from system_under_test.log.record import assign_offsets, decode_records, encode_records
 from system_under_test.log.segment import LogSegment
 
 BASE = 100
-VALUE = b"x" * 66  # records of 100 bytes
-RECORD_SIZE = RECORD_OVERHEAD + len(VALUE)
+VALUE = b"x" * 66
+BATCH_SIZE = len(encode_records([(None, VALUE, 1000 + i) for i in range(3)]))
+"""Bytes of one of the fixture's batches of three records."""
+
+
+def batch_start(offset: int) -> int:
+    """The base offset of the fixture's batch that holds offset."""
+    return BASE + (offset - BASE) // 3 * 3
 
 
 def append_batch(segment: LogSegment, timestamps: list[int], interval: int) -> None:
@@ -35,16 +36,17 @@ def segment(tmp_path: Path) -> LogSegment:
 
 
 def test_append_tracks_size_offsets_and_max_timestamp(segment: LogSegment) -> None:
-    assert segment.size == 30 * RECORD_SIZE
+    assert segment.size == 10 * BATCH_SIZE
     assert segment.next_offset == 130
     assert segment.max_timestamp == 1129
     assert segment.offset_of_max_timestamp == 129
 
 
 def test_index_entry_after_interval_bytes_points_at_batch_start(segment: LogSegment) -> None:
-    # A batch is 300 bytes, the interval 250: every batch but the first gets an entry.
+    # A batch is 286 bytes, the interval 250: every batch but the first gets an entry.
+    assert BATCH_SIZE == 286
     entries = [segment.offset_index.entry(i) for i in range(segment.offset_index.entries)]
-    assert entries == [(BASE + 3 * b, 3 * b * RECORD_SIZE) for b in range(1, 10)]
+    assert entries == [(BASE + 3 * b, b * BATCH_SIZE) for b in range(1, 10)]
     # The time index holds the max timestamp so far (including the indexed batch).
     assert segment.time_index.lookup(1105) == (1105, 105)
 
@@ -59,31 +61,35 @@ def test_interval_zero_indexes_every_batch(tmp_path: Path) -> None:
 
 def test_translate_offset_scans_from_the_index_entry(segment: LogSegment) -> None:
     for offset in range(BASE, 130):
-        assert segment.translate_offset(offset) == ((offset - BASE) * RECORD_SIZE, offset)
+        start = batch_start(offset)
+        assert segment.translate_offset(offset) == ((start - BASE) // 3 * BATCH_SIZE, start)
     assert segment.translate_offset(50) == (0, BASE)
     assert segment.translate_offset(130) is None
 
 
-def test_read_returns_whole_records_within_max_bytes(segment: LogSegment) -> None:
-    found = segment.read(104, 3 * RECORD_SIZE + 50, max_offset=None, min_one_record=True)
+def test_read_returns_whole_batches_from_the_one_holding_the_offset(segment: LogSegment) -> None:
+    found = segment.read(104, 2 * BATCH_SIZE + 50, max_offset=None, min_one_record=True)
     assert found is not None
     data, first = found
-    assert first == 104
-    assert [r.offset for r in decode_records(data)] == [104, 105, 106]
+    assert first == 103
+    assert [r.offset for r in decode_records(data)] == list(range(103, 109))
 
 
-def test_read_min_one_record_returns_a_record_larger_than_max_bytes(segment: LogSegment) -> None:
+def test_read_min_one_record_returns_a_batch_larger_than_max_bytes(segment: LogSegment) -> None:
     found = segment.read(107, 10, max_offset=None, min_one_record=True)
     assert found is not None
-    assert [r.offset for r in decode_records(found[0])] == [107]
-    assert segment.read(107, 10, max_offset=None, min_one_record=False) == (b"", 107)
+    assert [r.offset for r in decode_records(found[0])] == [106, 107, 108]
+    assert segment.read(107, 10, max_offset=None, min_one_record=False) == (b"", 106)
 
 
-def test_read_stops_before_max_offset(segment: LogSegment) -> None:
+def test_read_stops_before_the_batch_holding_max_offset(segment: LogSegment) -> None:
     found = segment.read(110, 10_000, max_offset=113, min_one_record=True)
     assert found is not None
-    assert [r.offset for r in decode_records(found[0])] == [110, 111, 112]
-    assert segment.read(110, 10_000, max_offset=110, min_one_record=True) == (b"", 110)
+    assert [r.offset for r in decode_records(found[0])] == [109, 110, 111]
+    found = segment.read(110, 10_000, max_offset=112, min_one_record=True)
+    assert found is not None
+    assert [r.offset for r in decode_records(found[0])] == [109, 110, 111]
+    assert segment.read(110, 10_000, max_offset=110, min_one_record=True) == (b"", 109)
 
 
 def test_find_offset_by_timestamp_matches_brute_force(tmp_path: Path) -> None:
@@ -99,19 +105,21 @@ def test_find_offset_by_timestamp_matches_brute_force(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("cut", [100, 101, 105, 106, 113, 128, 129])
 def test_truncate_to_cuts_data_and_indexes(segment: LogSegment, cut: int) -> None:
+    end = batch_start(cut)  # a batch holding the cut goes whole
+    kept = (end - BASE) // 3
     removed = segment.truncate_to(cut)
-    assert removed == (130 - cut) * RECORD_SIZE
-    assert segment.size == (cut - BASE) * RECORD_SIZE
-    assert segment.next_offset == cut
-    assert segment.offset_index.last_entry()[0] < cut or segment.offset_index.entries == 0
-    assert segment.time_index.last_entry()[1] < cut or segment.time_index.entries == 0
-    if cut > BASE:
-        assert (segment.max_timestamp, segment.offset_of_max_timestamp) == (1000 + cut - 1, cut - 1)
+    assert removed == (10 - kept) * BATCH_SIZE
+    assert segment.size == kept * BATCH_SIZE
+    assert segment.next_offset == end
+    assert segment.offset_index.last_entry()[0] < end or segment.offset_index.entries == 0
+    assert segment.time_index.last_entry()[1] < end or segment.time_index.entries == 0
+    if end > BASE:
+        assert (segment.max_timestamp, segment.offset_of_max_timestamp) == (1000 + end - 1, end - 1)
     else:
         assert segment.max_timestamp == -1
-    assert segment.truncate_to(cut) == 0
+    assert segment.truncate_to(end) == 0
     append_batch(segment, [5], interval=250)
-    assert segment.translate_offset(cut) == ((cut - BASE) * RECORD_SIZE, cut)
+    assert segment.translate_offset(end) == (kept * BATCH_SIZE, end)
 
 
 def test_truncate_recomputes_the_exact_max_timestamp(tmp_path: Path) -> None:
@@ -141,7 +149,7 @@ def test_reopen_reports_an_index_that_points_at_the_wrong_record(
     segment.close()
     index_path = tmp_path / "00000000000000000100.index"
     data = bytearray(index_path.read_bytes())
-    data[-4:] = (2 * RECORD_SIZE).to_bytes(4, "big")  # last entry: right offset, wrong position
+    data[-4:] = (2 * BATCH_SIZE).to_bytes(4, "big")  # last entry: right offset, wrong position
     index_path.write_bytes(bytes(data))
     reopened = LogSegment.open(tmp_path, BASE, index_size=4096)
     assert reopened.index_problem is not None
