@@ -13,6 +13,7 @@ in the log, up to the high watermark.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import logging
 import time
@@ -33,6 +34,7 @@ from system_under_test.kafka import (
     fetch,
     find_coordinator,
     heartbeat,
+    init_producer_id,
     join_group,
     leave_group,
     list_offsets,
@@ -55,6 +57,7 @@ from system_under_test.kafka.record_batch import (
 from system_under_test.kafka.schema import Body
 from system_under_test.log.log_manager import InvalidTopicError, validate_topic_partition
 from system_under_test.metadata_cache import NO_LEADER, BrokerEndpoint
+from system_under_test.producer_ids import ProducerIdManager
 from system_under_test.protocol import CreatableTopic, TopicConfigEntry
 from system_under_test.replication.partition import CONSUMER_REPLICA_ID, Partition
 from system_under_test.request_handler import (
@@ -81,10 +84,10 @@ SERVED_APIS = frozenset(
         ApiKey.SYNC_GROUP,
         ApiKey.HEARTBEAT,
         ApiKey.LEAVE_GROUP,
+        ApiKey.INIT_PRODUCER_ID,
     }
 )
-"""The APIs this listener answers. InitProducerId is left out (and not advertised) until the
-idempotent producer exists: clients must run with idempotence off."""
+"""The APIs this listener answers (and advertises)."""
 
 _client_host: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
 """The address of the client whose request is being handled (a group member's client_host)."""
@@ -115,7 +118,8 @@ def produced_batch(records: bytes | None) -> bytearray:
     offsets in place. Its records are checked when the log appends it.
 
     Refused (KafkaRecordsError, nothing written): more or fewer than one batch, a bad CRC,
-    compression, and idempotent or transactional batches (not supported yet).
+    compression, and transactional batches (not supported yet). An idempotent producer's
+    batches are checked against its sequence when the log appends them.
     """
     if records is None:
         raise KafkaRecordsError(ErrorCode.CORRUPT_MESSAGE, "null records")
@@ -137,11 +141,18 @@ def produced_batch(records: bytes | None) -> bytearray:
         raise KafkaRecordsError(
             ErrorCode.CORRUPT_MESSAGE, "the record batch's CRC-32C does not match its bytes"
         )
-    if batch.attributes & (TRANSACTIONAL_BIT | CONTROL_BIT) or batch.producer_id != NO_PRODUCER_ID:
+    if batch.attributes & (TRANSACTIONAL_BIT | CONTROL_BIT):
         raise KafkaRecordsError(
             ErrorCode.INVALID_RECORD,
-            "idempotent and transactional producers are not supported yet: "
-            "set enable.idempotence=false",
+            "transactional producers are not supported yet: use no transactional.id",
+        )
+    if batch.producer_id != NO_PRODUCER_ID and (
+        batch.producer_epoch < 0 or batch.base_sequence < 0
+    ):
+        raise KafkaRecordsError(
+            ErrorCode.INVALID_RECORD,
+            f"producer {batch.producer_id}'s batch has epoch {batch.producer_epoch} and base "
+            f"sequence {batch.base_sequence}: an idempotent batch needs both",
         )
     return bytearray(records)
 
@@ -159,12 +170,16 @@ class KafkaRequestHandler:
         endpoints: KafkaEndpoints,
         cluster_id: str | None = None,
         groups: GroupMetadataManager | None = None,
+        producer_ids: ProducerIdManager | None = None,
     ) -> None:
-        """`groups`: the broker's consumer groups and their offsets (None: none here)."""
+        """`groups`: the broker's consumer groups and their offsets (None: none here);
+        `producer_ids`: where InitProducerId takes ids (None: it answers
+        COORDINATOR_NOT_AVAILABLE)."""
         self.core = core
         self.endpoints = endpoints
         self.cluster_id = cluster_id
         self.groups = groups
+        self.producer_ids = producer_ids
         self.handlers: dict[int, Callable[[Any], Awaitable[Body | None]]] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
@@ -179,6 +194,7 @@ class KafkaRequestHandler:
             ApiKey.SYNC_GROUP: self.handle_sync_group,
             ApiKey.HEARTBEAT: self.handle_heartbeat,
             ApiKey.LEAVE_GROUP: self.handle_leave_group,
+            ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
         }
 
     async def handle_frame(self, frame: bytearray, peer: str) -> tuple[bytes | None, bool]:
@@ -433,6 +449,41 @@ class KafkaRequestHandler:
         if code is ErrorCode.NONE and self.groups is not None:
             code = self.groups.service.leave(body.group_id, body.member_id)
         return leave_group.LeaveGroupResponse(error_code=int(code))
+
+    # --- InitProducerId ---------------------------------------------------------------------
+
+    async def handle_init_producer_id(
+        self, request: Request
+    ) -> init_producer_id.InitProducerIdResponse:
+        """A producer id and epoch 0 for an idempotent producer, from this broker's block
+        (claimed in ZooKeeper, so ids never repeat across the cluster or its restarts).
+        Transactional ids are refused: transactions are not supported yet."""
+        body = request.body
+        assert isinstance(body, init_producer_id.InitProducerIdRequest)
+        if body.transactional_id is not None:
+            log.info("InitProducerId for transactional id %r refused", body.transactional_id)
+            return init_producer_id.InitProducerIdResponse(
+                throttle_time_ms=0, error_code=int(ErrorCode.INVALID_REQUEST), producer_epoch=-1
+            )
+        if self.producer_ids is None:
+            return init_producer_id.InitProducerIdResponse(
+                throttle_time_ms=0,
+                error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                producer_epoch=-1,
+            )
+        try:
+            # A new block may be claimed in ZooKeeper: not on the event loop.
+            producer_id = await asyncio.to_thread(self.producer_ids.next_id)
+        except Exception as err:  # ZooKeeper unreachable, a damaged block file
+            log.warning("no producer id could be handed out: %s", err)
+            return init_producer_id.InitProducerIdResponse(
+                throttle_time_ms=0,
+                error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                producer_epoch=-1,
+            )
+        return init_producer_id.InitProducerIdResponse(
+            throttle_time_ms=0, error_code=0, producer_id=producer_id, producer_epoch=0
+        )
 
     # --- OffsetCommit, OffsetFetch --------------------------------------------------------
 

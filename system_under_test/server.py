@@ -43,6 +43,7 @@ from system_under_test.event_log import EventLog
 from system_under_test.log.log import LogConfig, LogError
 from system_under_test.log.log_manager import LogManager
 from system_under_test.metadata_cache import BrokerEndpoint, MetadataCache
+from system_under_test.producer_ids import FileBlockClaim, ProducerIdManager
 from system_under_test.replication.partition import Partition
 from system_under_test.replication.replica_manager import ReplicaManager
 from system_under_test.request_handler import CloseConnection, RequestHandler, TopicCreator
@@ -400,7 +401,11 @@ class Broker:
                 standalone=standalone,
             )
             self.kafka_handler = KafkaRequestHandler(
-                self.handler, endpoints=self._kafka_endpoints, cluster_id=None, groups=self.groups
+                self.handler,
+                endpoints=self._kafka_endpoints,
+                cluster_id=None,
+                groups=self.groups,
+                producer_ids=ProducerIdManager(self._claim_producer_id_block),
             )
         self._server: asyncio.Server | None = None
         self._kafka_server: asyncio.Server | None = None
@@ -539,6 +544,13 @@ class Broker:
             return advertised
         host = self.config.kafka_listener[0] if self.config.kafka_listener else self.host
         return host, int(bound)
+
+    def _claim_producer_id_block(self, size: int) -> tuple[int, int]:
+        """The next block of producer ids for this broker: claimed in ZooKeeper in a cluster,
+        in the first log dir's file on a standalone broker."""
+        if self.membership is None:
+            return FileBlockClaim(self.config.log_dirs[0])(size)
+        return self.membership.store.claim_producer_id_block(self.broker_id, size)
 
     async def _kafka_endpoints(self, brokers: list[BrokerEndpoint]) -> dict[int, tuple[str, int]]:
         """The Kafka listeners of `brokers`: this broker's own; the others' from ZooKeeper."""

@@ -22,9 +22,17 @@ from pathlib import Path
 from typing import Any
 
 from system_under_test.config import TOPIC_KEYS, ConfigError, resolve_topic_config
+from system_under_test.errors import BrokerError, ErrorCode
 from system_under_test.log import record
 from system_under_test.log.checkpoint import fsync_directory
-from system_under_test.log.record import BatchInfo, CorruptRecordError, iter_batches
+from system_under_test.log.producer_state import (
+    MAX_SEQUENCE,
+    NO_PRODUCER_ID,
+    ProducerBatch,
+    ProducerStateManager,
+    in_sequence,
+)
+from system_under_test.log.record import BatchInfo, BatchPosition, CorruptRecordError, iter_batches
 from system_under_test.log.recovery import RecoveryReport, load_segments
 from system_under_test.log.segment import LogSegment
 
@@ -167,6 +175,9 @@ class AppendInfo:
     size: int
     log_append_time: int | None = None
     """Kafka's LogAppendTime; None because records keep their CreateTime timestamps."""
+    duplicate: bool = False
+    """An idempotent producer's batch already written: nothing was appended, and the
+    offsets are those of its first write."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +219,8 @@ class Log:
         active = segments[-1]
         if active.size:
             active.rolling_base_ms = active.first_timestamp()
+        self.producer_state = ProducerStateManager(directory)
+        """The idempotent producers of this partition, as of the log end."""
 
     @classmethod
     def open(
@@ -246,6 +259,7 @@ class Log:
         for segment in segments:
             segment.flush()
         log.flush()
+        log._load_producer_state()
         return log
 
     # -- state -------------------------------------------------------------------------------
@@ -322,11 +336,26 @@ class Log:
             info = self._validate_replicated(batch, log_end)
         if info.max_batch_size > self.config.max_message_bytes:
             self._check_batch_sizes(batch)
+        produced = _producer_batches(batch)
+        if produced and assign_offsets:
+            duplicate = self._check_producers(produced, info)
+            if duplicate is not None:
+                return AppendInfo(
+                    duplicate.first_offset,
+                    duplicate.last_offset,
+                    duplicate.last_offset - duplicate.first_offset + 1,
+                    duplicate.max_timestamp,
+                    0,
+                    duplicate=True,
+                )
         now = self._clock()
         segment = self._segment_for(info, now)
         if segment.size == 0:
             segment.rolling_base_ms = now
         segment.append(batch, info, index_interval_bytes=self.config.index_interval_bytes)
+        for produced_batch in produced:
+            self.producer_state.update(produced_batch)
+        self.producer_state.end_offset = self.log_end_offset
         self._unflushed_messages += info.count
         if self._first_unflushed_ms is None:
             self._first_unflushed_ms = now
@@ -360,6 +389,54 @@ class Log:
                 f"{info.last_offset} in {info.count} records; offsets must be consecutive"
             )
         return info
+
+    def _check_producers(
+        self, produced: list[ProducerBatch], info: BatchInfo
+    ) -> ProducerBatch | None:
+        """Kafka's sequence checks for an idempotent producer's batches, before a leader
+        appends them: the batch already written that a lone batch repeats (append nothing),
+        else None; BrokerError with Kafka's code when they are refused."""
+        last_in_append: dict[int, ProducerBatch] = {}
+        for produced_batch in produced:
+            before = last_in_append.get(produced_batch.producer_id)
+            if before is None:
+                duplicate = self.producer_state.check(produced_batch)
+                if duplicate is not None:
+                    if info.batches == 1:
+                        return duplicate
+                    raise BrokerError(
+                        ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
+                        f"producer {produced_batch.producer_id} repeated sequences "
+                        f"{produced_batch.first_sequence}-{produced_batch.last_sequence} among "
+                        f"other batches; nothing was written",
+                    )
+            elif produced_batch.epoch != before.epoch or not in_sequence(
+                before.last_sequence, produced_batch.first_sequence
+            ):
+                raise BrokerError(
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"producer {produced_batch.producer_id}'s batches in one append do not "
+                    f"follow each other (sequence {produced_batch.first_sequence} after "
+                    f"{before.last_sequence}); nothing was written",
+                )
+            last_in_append[produced_batch.producer_id] = produced_batch
+        return None
+
+    def _load_producer_state(self) -> None:
+        """Rebuild the producer state as of the log end: the newest snapshot at or below it,
+        then the batches after the snapshot, read from the log."""
+        state = self.producer_state
+        offset = max(state.load(self.log_end_offset), self.log_start_offset)
+        end = self.log_end_offset
+        while offset < end:
+            data = self.read(offset, 1 << 20).records
+            if not data:
+                break
+            for found in iter_batches(data, check_crc=False):
+                if found.last_offset >= offset and found.producer_id != NO_PRODUCER_ID:
+                    state.update(_producer_batch(found))
+                offset = found.last_offset + 1
+        state.end_offset = end
 
     def _check_batch_sizes(self, batch: bytes | bytearray | memoryview) -> None:
         """Raise RecordTooLargeError for the first batch above max.message.bytes."""
@@ -401,6 +478,7 @@ class Log:
         self._bases.append(segment.base_offset)
         self._dir_dirty = True
         self.flush()
+        self.producer_state.take_snapshot()
         return segment
 
     # -- flushing ----------------------------------------------------------------------------
@@ -503,10 +581,11 @@ class Log:
             removed,
         )
         self._make_cut_durable()
-        self._recovery_point = min(self._recovery_point, offset)
+        self._recovery_point = min(self._recovery_point, self.log_end_offset)
         self._unflushed_messages = self.log_end_offset - self._recovery_point
         if not self._unflushed_messages:
             self._first_unflushed_ms = None
+        self._load_producer_state()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start empty at offset."""
@@ -521,6 +600,7 @@ class Log:
         self._unflushed_messages = 0
         self._first_unflushed_ms = None
         self._make_cut_durable()
+        self._load_producer_state()
         logger.info("%s: truncated fully, starting at offset %d", self.dir, offset)
 
     def _make_cut_durable(self) -> None:
@@ -586,6 +666,7 @@ class Log:
         if self._closed:
             return
         self.flush()
+        self.producer_state.take_snapshot()
         active = self._segments[-1]
         active.on_become_inactive()
         active.flush()
@@ -609,3 +690,26 @@ class Log:
             f"Log({self.dir}, log_start_offset={self.log_start_offset}, "
             f"log_end_offset={self.log_end_offset}, segments={len(self._segments)})"
         )
+
+
+def _producer_batch(found: BatchPosition) -> ProducerBatch:
+    """What the producer state keeps of an idempotent producer's batch."""
+    count = found.last_offset - found.base_offset + 1
+    return ProducerBatch(
+        producer_id=found.producer_id,
+        epoch=found.producer_epoch,
+        first_sequence=found.base_sequence,
+        last_sequence=(found.base_sequence + count - 1) % (MAX_SEQUENCE + 1),
+        first_offset=found.base_offset,
+        last_offset=found.last_offset,
+        max_timestamp=found.max_timestamp,
+    )
+
+
+def _producer_batches(batch: bytes | bytearray | memoryview) -> list[ProducerBatch]:
+    """The idempotent producers' batches among batch's (their offsets as they stand)."""
+    return [
+        _producer_batch(found)
+        for found in iter_batches(batch, check_crc=False)
+        if found.producer_id != NO_PRODUCER_ID
+    ]

@@ -74,8 +74,8 @@ MAX_RECORD_OVERHEAD = 32
 length, attributes, timestamp and offset deltas, key and value lengths, header count."""
 
 # base offset, length, (leader epoch), magic, crc, attributes, last offset delta,
-# base timestamp, max timestamp, (producer id, epoch, base sequence), record count
-_WALK = struct.Struct(">qi4xbIhiqq14xi")
+# base timestamp, max timestamp, producer id, producer epoch, base sequence, record count
+_WALK = struct.Struct(">qi4xbIhiqqqhii")
 _BASE_OFFSET = struct.Struct(">q")
 _EPOCH = struct.Struct(">i")
 _EPOCH_AT = 12
@@ -115,6 +115,9 @@ class BatchPosition:
     last_offset: int
     max_timestamp: int
     size: int
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    base_sequence: int = NO_SEQUENCE
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,9 +189,20 @@ def _check_batch(
         raise CorruptRecordError(
             position, f"{available} bytes left, a batch header needs {HEADER_BYTES}"
         )
-    base, length, magic, crc, attributes, last_delta, _base_ts, max_ts, count = _WALK.unpack_from(
-        buf, position
-    )
+    (
+        base,
+        length,
+        magic,
+        crc,
+        attributes,
+        last_delta,
+        _base_ts,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    ) = _WALK.unpack_from(buf, position)
     if length < MIN_BATCH_LENGTH:
         raise CorruptRecordError(
             position, f"batch length {length} is below the minimum {MIN_BATCH_LENGTH}"
@@ -221,7 +235,16 @@ def _check_batch(
         raise CorruptRecordError(
             position, f"{count} records cannot fit in the batch's {size - HEADER_BYTES} bytes"
         )
-    return BatchPosition(position, base, base + last_delta, max_ts, size)
+    return BatchPosition(
+        position,
+        base,
+        base + last_delta,
+        max_ts,
+        size,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+    )
 
 
 def iter_batches(

@@ -16,7 +16,7 @@ import os
 import re
 from bisect import bisect_right
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from system_under_test.log.record import (
@@ -82,13 +82,7 @@ def _scan(segment: LogSegment) -> Iterator[BatchPosition]:
         consumed = 0
         try:
             for batch in iter_batches(buf):
-                yield BatchPosition(
-                    position + batch.position,
-                    batch.base_offset,
-                    batch.last_offset,
-                    batch.max_timestamp,
-                    batch.size,
-                )
+                yield replace(batch, position=position + batch.position)
                 consumed = batch.position + batch.size
         except CorruptRecordError as err:
             if at_eof:

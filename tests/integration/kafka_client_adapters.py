@@ -42,8 +42,7 @@ class KafkaClient:
 def _kafka_python_produce(
     bootstrap: str, topic: str, values: Sequence[bytes], acks: Acks, extra: dict[str, Any]
 ) -> Sent:
-    settings: dict[str, Any] = {"enable_idempotence": False, **extra}
-    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks=acks, **settings)
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks=acks, **extra)
     offsets: list[int | None] = []
     errors: list[str] = []
     try:
@@ -118,7 +117,7 @@ def _confluent_produce(
     bootstrap: str, topic: str, values: Sequence[bytes], acks: Acks, extra: dict[str, Any]
 ) -> Sent:
     producer = confluent_kafka.Producer(
-        {"bootstrap.servers": bootstrap, "acks": str(acks), "enable.idempotence": False, **extra}
+        {"bootstrap.servers": bootstrap, "acks": str(acks), **extra}
     )
     offsets: list[int | None] = [None] * len(values)
     errors: list[str] = []

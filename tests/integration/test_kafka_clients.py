@@ -2,8 +2,9 @@
 Kafka-protocol listeners (ZooKeeper and 3 brokers).
 
 Each broker listens twice: its own protocol (which the cluster fixtures and squall use) and
-Kafka's (``kafka.listeners``), which it advertises in Kafka Metadata answers. kafka-python's
-idempotent producer (its default) is turned off: InitProducerId is not served yet.
+Kafka's (``kafka.listeners``), which it advertises in Kafka Metadata answers. Each client
+runs with its own defaults (kafka-python's idempotent producer on, with acks=all), and with
+idempotence turned on where a test says so.
 """
 
 from __future__ import annotations
@@ -33,10 +34,13 @@ from kafka.errors import (
 from squall.cluster.zookeeper_server import ZooKeeperServer, free_port
 from system_under_test.errors import ErrorCode
 from system_under_test.kafka import find_coordinator, offset_commit, offset_fetch
+from system_under_test.kafka import produce as produce_api
 from system_under_test.kafka.api_keys import ApiKey
 from system_under_test.kafka.api_versions import ApiVersionsResponse
 from system_under_test.kafka.framing import decode_response, encode_request
+from system_under_test.kafka.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from system_under_test.kafka.schema import Body
+from system_under_test.log.record import encode_records
 from tests.integration.cluster import LocalCluster
 from tests.integration.kafka_client_adapters import CLIENTS, KafkaClient
 from tests.integration.test_standalone_broker import BrokerThread
@@ -51,6 +55,11 @@ RETRYING: dict[str, dict[str, object]] = {
     "aiokafka": {"retry_backoff_ms": 200, "request_timeout_ms": 5000},
 }
 """What each client needs to ride out a leader's death (their own retry settings)."""
+IDEMPOTENT: dict[str, dict[str, object]] = {
+    "kafka-python": {"enable_idempotence": True},
+    "confluent-kafka": {"enable.idempotence": True},
+    "aiokafka": {"enable_idempotence": True},
+}
 
 
 class KafkaCluster(LocalCluster):
@@ -223,6 +232,34 @@ def test_a_leader_killed_mid_stream_loses_nothing_acknowledged_with_acks_all(
     assert {o: got.get(o) for o in acknowledged} == acknowledged
 
 
+@pytest.mark.parametrize("client", CLIENTS, ids=lambda c: c.name)
+def test_each_idempotent_producer_writes_every_record_once_through_a_leader_kill(
+    cluster: KafkaCluster, client: KafkaClient
+) -> None:
+    """Producer ids from InitProducerId, sequences checked by the leader, and the producer
+    state the new leader built as a follower: the retries after the kill land once."""
+    create_topic(cluster, "once")
+    leader = cluster.describe("once").leader
+    bootstrap = ",".join(cluster.kafka_bootstrap())
+    values = [b"once %d" % i for i in range(2000)]
+    timer = threading.Timer(0.3, cluster.brokers[leader].kill)
+    timer.start()
+    try:
+        settings = {**RETRYING[client.name], **IDEMPOTENT[client.name]}
+        sent = client.produce(bootstrap, "once", values, "all", settings)
+    finally:
+        timer.join()
+    cluster.wait_for_leader("once", lambda d: d.leader not in (-1, leader), "a new leader")
+    acknowledged = {o: v for o, v in zip(sent.offsets, values, strict=True) if o is not None}
+    assert acknowledged, f"nothing acknowledged: {sent.errors[:3]}"
+    end = cluster.describe("once")
+    assert end.leader != leader
+    stored = cluster.read_all("once")
+    assert {o: stored.get(o) for o in acknowledged} == acknowledged
+    written = list(stored.values())
+    assert len(written) == len(set(written)), "a record was written twice"
+
+
 def test_acks_all_below_min_insync_replicas_is_refused(cluster: KafkaCluster) -> None:
     create_topic(cluster, "below-min-isr")
     with producer(cluster, retries=0) as sender:
@@ -280,6 +317,7 @@ def test_unknown_versions_get_kafkas_answers(shared_cluster: KafkaCluster) -> No
         14: (0, 3),
         18: (0, 2),
         19: (2, 3),
+        22: (0, 1),
     }
 
     # Another API at a version the broker does not know: the connection is closed.
@@ -434,6 +472,36 @@ def test_a_standalone_broker_serves_kafka_clients_and_refuses_what_its_log_canno
         assert reader.committed(partition) == 7
     finally:
         reader.close()
+    # An idempotent producer's retried batch is answered with its first offsets, once.
+    address = (HOST, broker.kafka_port)
+    init = _ask(address, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=0), 1)
+    assert isinstance(init, InitProducerIdResponse) and init.error_code == 0
+    again = _ask(address, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=0), 1)
+    assert isinstance(again, InitProducerIdResponse) and again.producer_id != init.producer_id
+
+    def produce(sequence: int) -> tuple[int, int]:
+        records = encode_records(
+            [(None, b"seq %d" % sequence, 1)],
+            producer_id=init.producer_id,
+            producer_epoch=init.producer_epoch,
+            base_sequence=sequence,
+        )
+        data = produce_api.TopicProduceData(
+            name="alone",
+            partition_data=[produce_api.PartitionProduceData(index=0, records=records)],
+        )
+        answer = _ask(
+            address, produce_api.ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[data]), 7
+        )
+        assert isinstance(answer, produce_api.ProduceResponse)
+        part = answer.responses[0].partition_responses[0]
+        return part.error_code, part.base_offset
+
+    first = produce(0)
+    assert first[0] == 0
+    assert produce(0) == first  # the retry: the same offset, nothing written twice
+    assert produce(5) == (int(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER), -1)
+    assert produce(1) == (0, first[1] + 1)
     found = _ask((HOST, broker.kafka_port), find_coordinator.FindCoordinatorRequest(key="g"), 1)
     assert isinstance(found, find_coordinator.FindCoordinatorResponse)
     assert (found.error_code, found.node_id, found.port) == (0, broker.broker_id, broker.kafka_port)
