@@ -5,7 +5,8 @@ From a run's `test.json` the checkers read only
 `topic.flush_messages`, `topic.flush_ms` and `topic.flush_setting` (the flush policy in
 force: fsync every so many messages, or data older than so many ms; 2**63-1: never),
 `workload.acks` (-1, 0, 1 or "all"), `workload.producer_retries` (an integer >= 0: how
-often the producer, without idempotence, may send a record again), `workload.client` (the
+often the producer, without idempotence, may send a record again), `workload.idempotence`
+(true: the producer was idempotent, so nothing it sent lands twice), `workload.client` (the
 client library; one that resends on its own whatever its retries, `RESENDING_CLIENTS`),
 `broker_in_force["replica.lag.time.max.ms"]`, `brokers` (each broker node's name and its
 broker id: `{"n1": 1, ...}`, which joins nemesis events to SUT events) and
@@ -23,8 +24,8 @@ measured clock offset; `checkers.conformance`). They decide:
   replica that held them (`checkers.power_losses`). They are reported as expected losses,
   not anomalies;
 - whether a retried send may have landed twice (producer_retries > 0, or a client that
-  resends on its own): a `duplicate` that such a retry explains is then reported as
-  expected, not as an anomaly.
+  resends on its own, and no idempotence): a `duplicate` that such a retry explains is
+  then reported as expected, not as an anomaly.
 Without `test.json` nothing was promised and nothing is allowed beyond what each
 operation's own `acks` field says; `--expect-loss` declares allowances by hand (for Jepsen
 histories, say): `acks0`, `acks1`, `unclean`, and `retries` (the producer may have retried
@@ -74,6 +75,7 @@ class TestSettings:
     unclean_leader_election: bool | None = None
     acks: int | None = None
     producer_retries: int | None = None
+    idempotence: bool | None = None
     client: str | None = None
     replica_lag_time_max_ms: int | None = None
     clock_tolerance_ns: int | None = None
@@ -109,13 +111,17 @@ class TestSettings:
 
     @property
     def client_resends(self) -> str | None:
-        """How the client resends on its own whatever its retries (None: it does not, or
-        the client is not known)."""
-        return RESENDING_CLIENTS.get(self.client) if self.client is not None else None
+        """How the client resends on its own whatever its retries (None: it does not, it is
+        idempotent, or the client is not known)."""
+        if self.idempotence or self.client is None:
+            return None
+        return RESENDING_CLIENTS.get(self.client)
 
     @property
     def retries_may_duplicate(self) -> bool:
         """The producer may send a record again without idempotence: it may land twice."""
+        if self.idempotence:
+            return False
         retries = self.producer_retries is not None and self.producer_retries > 0
         return retries or self.client_resends is not None
 
@@ -137,6 +143,7 @@ class TestSettings:
             "unclean_leader_election": self.unclean_leader_election,
             "acks": self.acks,
             "producer_retries": self.producer_retries,
+            "idempotence": self.idempotence,
             "client": self.client,
             "replica_lag_time_max_ms": self.replica_lag_time_max_ms,
             "clock_tolerance_ns": self.event_tolerance_ns,
@@ -224,6 +231,7 @@ def read_test_settings(path: Path) -> TestSettings:
         unclean_leader_election=_field(doc, where, "topic", "unclean_leader_election", bool),
         acks=acks,
         producer_retries=_producer_retries(where, doc),
+        idempotence=_field(doc, where, "workload", "idempotence", bool),
         client=_field(doc, where, "workload", "client", str),
         replica_lag_time_max_ms=_lag_time(where, doc),
         clock_tolerance_ns=_field(doc, where, "clock", "tolerance_ns", int),

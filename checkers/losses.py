@@ -98,7 +98,11 @@ class LossRules:
     def landings_per_send(self) -> int | None:
         """How often one send may land: test.json's producer retries + 1; None: no bound
         known (retries declared by hand, or test.json silent on them)."""
-        if "retries" in self.expect_loss or self.settings.producer_retries is None:
+        if "retries" in self.expect_loss:
+            return None
+        if self.settings.idempotence:
+            return 1
+        if self.settings.producer_retries is None:
             return None
         if self.settings.client_resends is not None:
             return None  # as often as leaders are deposed under it

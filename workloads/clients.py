@@ -17,7 +17,7 @@ CLIENT_NAMES: tuple[str, ...] = get_args(ClientName)
 SQUALL = "squall"
 RESERVED_PRODUCER_KEYS = ("retries", "message.send.max.retries", "enable.idempotence")
 """Producer settings a Kafka client's producer_config may not set: the retries are the
-workload's `producer_retries` (the checkers read them), and idempotence is not served."""
+workload's `producer_retries` and idempotence its `idempotence` (the checkers read both)."""
 
 
 _LIBRDKAFKA_LOG = logging.getLogger("workloads.confluent_client")
@@ -58,7 +58,7 @@ def check_kafka_settings(
         if reserved:
             raise ValueError(
                 f"sets {', '.join(reserved)}, which the workload owns for {client}: use "
-                "producer_retries for the retries; idempotence is not served yet"
+                "producer_retries for the retries and idempotence for the idempotent producer"
             )
     if client == "kafka-python":
         import kafka

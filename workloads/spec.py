@@ -43,6 +43,7 @@ MAX_VALUE_SIZE = 1 << 20
 _RESERVED_CONSUMER_KEYS = ("group.id", "zookeeper.connect", "auto.commit.enable")
 _ASYNC_PRODUCER_DEFAULTS: dict[str, object] = {"queue.buffering.max.ms": 5}
 REQUEST_TIMEOUT_KEY = "request.timeout.ms"
+IDEMPOTENCE_KEY = "enable.idempotence"
 RETRIES_KEY = "message.send.max.retries"
 """The producer setting (Kafka 0.8's name) for how often the client resends a failed send."""
 _MODEL_CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
@@ -184,7 +185,12 @@ class WorkloadSpec(BaseModel):
     producer_retries: Size = 0
     """How often the producer client itself resends a failed send (Kafka 0.8's
     message.send.max.retries; default: producer_config's, else 0). Above 0 a send may land
-    twice without the history showing a second attempt."""
+    twice without the history showing a second attempt, unless `idempotence` is on."""
+    idempotence: bool = False
+    """The Kafka client's idempotent producer (enable.idempotence): producer ids from
+    InitProducerId and sequences the leader checks, so that a retried send lands once and
+    the checkers count any duplicate as an anomaly. Needs a Kafka client, acks -1 and
+    producer_retries >= 1."""
     rate: Positive | None = 1000.0
     """Operations per second over every worker (none: as fast as the clients go)."""
     producers: Size = 2
@@ -314,7 +320,28 @@ class WorkloadSpec(BaseModel):
             )
         self._check_workers()
         self._check_groups()
+        self._check_idempotence()
         return self
+
+    def _check_idempotence(self) -> None:
+        if not self.idempotence:
+            return
+        if not speaks_kafka(self.client):
+            raise ValueError(
+                f"idempotence needs a Kafka client: client {self.client!r} has no idempotent "
+                'producer yet; use client = "kafka-python" or "confluent-kafka", or set '
+                "idempotence = false"
+            )
+        if self.acks != -1:
+            raise ValueError(
+                f"idempotence needs acks = -1 (Kafka's idempotent producer writes with "
+                f"acks=all), not {self.acks}; set one of them"
+            )
+        if self.producer_retries < 1:
+            raise ValueError(
+                "idempotence is what makes retries safe: set producer_retries >= 1 (the "
+                "clients refuse an idempotent producer that never retries)"
+            )
 
     def _check_groups(self) -> None:
         if not self.group_membership:
@@ -421,6 +448,8 @@ class WorkloadSpec(BaseModel):
             settings.update(_ASYNC_PRODUCER_DEFAULTS)
         settings.update(self.producer_config)
         settings[RETRIES_KEY] = self.producer_retries
+        if self.idempotence:
+            settings[IDEMPOTENCE_KEY] = True
         return settings
 
     def producer_request_timeout_s(self) -> float:

@@ -3,6 +3,7 @@ real local cluster's Kafka listeners: the same history, whichever client ran it.
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import uuid
@@ -148,3 +149,34 @@ def test_group_members_share_the_partitions_through_rebalances_and_the_checkers_
     shared_spark()
     results = check_with_spark(path)
     assert results["valid"] is True, results["anomaly_types"]
+
+
+@pytest.mark.parametrize("client", KAFKA_CLIENTS)
+def test_an_idempotent_producer_through_a_leader_kill_lands_every_send_once(
+    cluster: Cluster, tmp_path: Path, client: str
+) -> None:
+    """`idempotence = true` with retries: the clients resend what the kill left unanswered,
+    the new leaders recognise what they already hold, and the checkers, told by test.json
+    that the producer was idempotent, find no duplicate, expected or not."""
+    spec = spec_for(f"idempotent-{client}", client=client, idempotence=True, producer_retries=5)
+    workload = QueueWorkload(spec, client_factory=client_factory(client))
+    bootstrap = kafka_bootstrap(cluster)
+    workload.prepare(bootstrap)
+    path = tmp_path / "history.jsonl"
+    run_through_a_kill_of_n1(workload, cluster, bootstrap, path, seed=24)
+    test_json = {
+        "topic": {
+            "replication_factor": 3,
+            "min_insync_replicas": 2,
+            "unclean_leader_election": False,
+        },
+        "workload": spec.to_dict(),
+    }
+    (tmp_path / "test.json").write_text(json.dumps(test_json))
+
+    shared_spark()
+    results = check_with_spark(path)
+    assert results["config"]["test"]["idempotence"] is True
+    assert results["valid"] is True, results["anomaly_types"]
+    offsets = results["checkers"]["offsets"]
+    assert offsets["counts"]["duplicate"] == 0 and "expected" not in offsets

@@ -187,6 +187,25 @@ def test_test_json_carries_the_effective_producer_retries() -> None:
     assert again.workload == spec.workload
 
 
+def test_idempotence_needs_a_kafka_client_acks_all_and_retries() -> None:
+    assert "needs a Kafka client" in problem(
+        lambda: WorkloadSpec(idempotence=True, producer_retries=3)
+    )
+    assert "needs acks = -1" in problem(
+        lambda: WorkloadSpec(idempotence=True, client="kafka-python", acks=1, producer_retries=3)
+    )
+    assert "producer_retries >= 1" in problem(
+        lambda: WorkloadSpec(idempotence=True, client="confluent-kafka")
+    )
+    assert "the workload owns" in problem(
+        lambda: WorkloadSpec(client="kafka-python", producer_config={"enable.idempotence": True})
+    )
+    spec = WorkloadSpec(idempotence=True, client="kafka-python", producer_retries=3)
+    assert spec.producer_settings()["enable.idempotence"] is True
+    assert spec.to_dict()["idempotence"] is True
+    assert "enable.idempotence" not in WorkloadSpec().producer_settings()
+
+
 def test_producer_retries_set_twice_must_agree() -> None:
     message = problem(
         lambda: WorkloadSpec(producer_retries=1, producer_config={"message.send.max.retries": 2})

@@ -62,6 +62,32 @@ def declared(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     return _check(tmp_path_factory.mktemp("declared"), None, config)
 
 
+@pytest.fixture(scope="module")
+def idempotent(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    test_json = {"workload": {"acks": -1, "producer_retries": 3, "idempotence": True}}
+    return _check(tmp_path_factory.mktemp("idempotent"), test_json)
+
+
+def test_an_idempotent_producers_duplicate_is_an_anomaly_whatever_its_retries(
+    idempotent: Any,
+) -> None:
+    results, _ = idempotent
+    assert results["valid"] is False
+    assert results["anomaly_types"] == ["duplicate"]
+    assert results["expected_anomaly_types"] == []
+    config = results["config"]["test"]
+    assert (config["producer_retries"], config["idempotence"]) == (3, True)
+    assert config["retries_may_duplicate"] is False
+
+
+def test_idempotence_in_test_json_takes_the_resending_clients_excuse_too() -> None:
+    resending = TestSettings(producer_retries=0, client="confluent-kafka")
+    assert resending.retries_may_duplicate and resending.client_resends is not None
+    idempotent = TestSettings(producer_retries=5, client="confluent-kafka", idempotence=True)
+    assert not idempotent.retries_may_duplicate and idempotent.client_resends is None
+    assert LossRules(idempotent, frozenset()).landings_per_send == 1
+
+
 def test_retried_duplicate_is_expected_with_its_evidence(retries3: Any) -> None:
     results, send = retries3
     assert results["valid"] is True
