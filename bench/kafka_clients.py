@@ -4,7 +4,7 @@
         [--perf-records 50000] [--perf-sync-records 5000] [--skip-exact] [--skip-perf]
 
 1. Exactness (issue 32's first goal): each client (kafka-python, confluent-kafka, aiokafka),
-   with its own defaults (but idempotence off: InitProducerId is not served), produces
+   with its own defaults (kafka-python's idempotent producer on, with acks=all), produces
    `--records` records of 100 bytes with acks 0, 1 and all to one partition, against a
    standalone broker and against a 3-broker cluster (ZooKeeper, replication factor 3,
    min.insync.replicas 2, Kafka's default flush policy), and reads them back with `assign`

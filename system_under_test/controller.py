@@ -228,7 +228,8 @@ class Controller:
     def shutdown(self) -> None:
         """Stop acting and resign ``/controller`` if held."""
         self._enqueue("shutdown")
-        self._thread.join(timeout=10)
+        if self._thread.ident is not None:  # a broker that failed to start never started it
+            self._thread.join(timeout=10)
 
     def session_lost(self) -> None:
         """Called from ZooKeeper's thread: stop acting immediately, then re-elect later."""

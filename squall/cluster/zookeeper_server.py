@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -85,13 +86,40 @@ def find_zookeeper_classpath(jar_dir: Path = Path(JAR_DIR)) -> list[Path]:
     return jars
 
 
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LISTEN_PORTS_FROM = 10_000
+"""The lowest port `free_port` draws."""
+
+
+def _ephemeral_start() -> int:
+    """Where the kernel's ephemeral ports (those of outgoing connections) begin."""
+    try:
+        return int(EPHEMERAL_RANGE_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on `host` now (another process may still take it later)."""
+    """A TCP port that is free on `host` now (another process may still take it later).
+
+    Drawn below the kernel's ephemeral range, so that no outgoing connection of this
+    machine (a client's, a broker's) can be given it before its listener binds it; the
+    kernel's choice only when that range has no free port.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    top = _ephemeral_start()
+    for _ in range(50 if top > LISTEN_PORTS_FROM else 0):
+        port = random.randrange(LISTEN_PORTS_FROM, top)
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+        chosen: int = sock.getsockname()[1]
+        return chosen
 
 
 def four_letter_word(host: str, port: int, word: str, *, timeout: float = 2.0) -> str:

@@ -31,6 +31,7 @@ from kafka.errors import (
     UnsupportedCompressionTypeError,
 )
 
+from squall.cluster.broker_process import BrokerStartError
 from squall.cluster.zookeeper_server import ZooKeeperServer, free_port
 from system_under_test.errors import ErrorCode
 from system_under_test.kafka import find_coordinator, offset_commit, offset_fetch
@@ -505,3 +506,20 @@ def test_a_standalone_broker_serves_kafka_clients_and_refuses_what_its_log_canno
     found = _ask((HOST, broker.kafka_port), find_coordinator.FindCoordinatorRequest(key="g"), 1)
     assert isinstance(found, find_coordinator.FindCoordinatorResponse)
     assert (found.error_code, found.node_id, found.port) == (0, broker.broker_id, broker.kafka_port)
+
+
+def test_a_broker_whose_kafka_port_is_taken_says_so(
+    tmp_path: Path, zookeeper_server: ZooKeeperServer
+) -> None:
+    """A cluster broker that cannot bind its Kafka listener stops with the reason; its
+    controller, never started, does not hide it (it did: "cannot join thread")."""
+    cluster = KafkaCluster(tmp_path, zookeeper_server)
+    taken = socket.socket()
+    try:
+        taken.bind((HOST, cluster.kafka_ports[1]))
+        taken.listen()
+        with pytest.raises(BrokerStartError, match=r"cannot listen: .*another broker"):
+            cluster.brokers[1].start(timeout=20)
+    finally:
+        taken.close()
+        cluster.stop()
