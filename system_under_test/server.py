@@ -388,8 +388,8 @@ class Broker:
         self.kafka_handler: KafkaRequestHandler | None = None
         self.groups: GroupMetadataManager | None = None
         if config.kafka_listener is not None:
-            # Imported only for a broker that has the listener: Kafka's codec needs the
-            # crc32c C extension, which squall ships to no node yet.
+            # Imported only for a broker that has the listener: the groups and the Kafka
+            # handler have no other use.
             from system_under_test.group_metadata_manager import GroupMetadataManager
             from system_under_test.kafka_handler import KafkaRequestHandler
 

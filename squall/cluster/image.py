@@ -61,7 +61,7 @@ MaxStartups 64:30:128
 # ZooKeeper comes from libzookeeper-java (the server jar and its classpath): Debian's
 # `zookeeper` package adds only init scripts and depends on the full, X11-linked JRE.
 # fuse3 (fusermount3) and libfuse3-3 serve lazyfs, the brokers' disk (``lazy_disk.py``).
-# python3-crc32c: CRC-32C of Kafka's record batches, for a broker's Kafka listener.
+# python3-crc32c: CRC-32C of the record batches every broker's log stores (Kafka's).
 PACKAGES = (
     "python3",
     "openssh-server",

@@ -365,8 +365,8 @@ def _raise_first(failures: Mapping[str, BaseException]) -> None:
 
 
 def import_check_command(sut: str, python: str, *, kafka: bool = False) -> str:
-    """Whether the SUT and kazoo import from ``sut`` with the node's ``python``; with
-    ``kafka``, the Kafka listener too (it needs the crc32c C extension on the node)."""
+    """Whether the SUT (its log needs the crc32c C extension on the node) and kazoo import
+    from ``sut`` with the node's ``python``; with ``kafka``, the Kafka listener too."""
     directory = shlex.quote(sut)
     modules = "kazoo.client, system_under_test.server"
     if kafka:
@@ -393,9 +393,9 @@ def deploy_system_under_test(cluster: Cluster, say: Progress = _quiet) -> None:
         command = import_check_command(str(broker.root / "sut"), broker.python, kafka=kafka)
         check = node.run(command, check=False)
         if not check.ok:
-            needs = " and the crc32c module (Debian: python3-crc32c)" if kafka else ""
             raise SutImportError(
-                f"{name}: the SUT or kazoo{needs} does not import with the node's "
+                f"{name}: the SUT, kazoo or the crc32c module (Debian: python3-crc32c) does "
+                f"not import with the node's "
                 f"{broker.python} (it must be Python 3.11+):\n{check.output.strip()}"
             )
         if cluster.state.lazy_disk:

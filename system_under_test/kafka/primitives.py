@@ -125,6 +125,9 @@ class Reader:
     def varint(self) -> int:
         """A zigzag varint of at most 32 bits."""
         start = self.pos
+        if start < self.end and (byte := self._buf[start]) < 0x80:  # most are one byte
+            self.pos = start + 1
+            return (byte >> 1) ^ -(byte & 1)
         value = unzigzag(self._unsigned_varint(VARINT_MAX_BYTES, "varint"))
         if not -(1 << 31) <= value < 1 << 31:
             raise KafkaCodecError(f"varint at byte {start} does not fit in 32 bits")
@@ -133,6 +136,9 @@ class Reader:
     def varlong(self) -> int:
         """A zigzag varint of at most 64 bits."""
         start = self.pos
+        if start < self.end and (byte := self._buf[start]) < 0x80:
+            self.pos = start + 1
+            return (byte >> 1) ^ -(byte & 1)
         value = unzigzag(self._unsigned_varint(VARLONG_MAX_BYTES, "varlong"))
         if not -(1 << 63) <= value < 1 << 63:
             raise KafkaCodecError(f"varlong at byte {start} does not fit in 64 bits")

@@ -44,7 +44,6 @@ from system_under_test.kafka.record_batch import (
 )
 
 __all__ = [
-    "BATCH_OVERHEAD",
     "LOG_OVERHEAD",
     "MAX_RECORD_OVERHEAD",
     "MIN_BATCH_BYTES",
@@ -54,7 +53,6 @@ __all__ = [
     "Record",
     "assign_offsets",
     "decode_records",
-    "encode_record",
     "encode_records",
     "iter_batches",
     "read_base_offset",
@@ -63,8 +61,6 @@ __all__ = [
     "validate_records",
 ]
 
-BATCH_OVERHEAD = HEADER_BYTES
-"""Bytes of a batch's header, before its records."""
 MIN_BATCH_BYTES = HEADER_BYTES + MIN_RECORD_BYTES
 """The smallest batch: a header and one record of six one-byte fields."""
 MIN_BATCH_LENGTH = MIN_BATCH_BYTES - LOG_OVERHEAD
@@ -164,11 +160,6 @@ def encode_records(
     return encode_batch(
         _batch_of_items(items, base_offset, producer_id, producer_epoch, base_sequence)
     )
-
-
-def encode_record(offset: int, timestamp: int, key: bytes | None, value: bytes | None) -> bytes:
-    """One record as a batch of its own."""
-    return encode_records([(key, value, timestamp)], base_offset=offset)
 
 
 def _check_batch(
