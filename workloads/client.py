@@ -149,6 +149,11 @@ class GroupConsumer(Consumer, Protocol):
         took part in, even one that gave it the same partitions again)."""
         ...
 
+    def generation(self) -> int:
+        """The group generation of this member's current assignment (-1 before the first):
+        the one its commits are made under."""
+        ...
+
 
 class Admin(Protocol):
     """Topic set-up and the cluster's view of a topic."""

@@ -213,8 +213,13 @@ class ConsumerWorker:
             return member, found
 
         keys = [key_name(t, p) for t, p in owned]
+        generation = member.generation()
         _, given = self.recorder.record_assign(
-            self.client, "assign", keys, starts, ok_fields=_positions
+            self.client,
+            "assign",
+            keys,
+            starts,
+            ok_fields=lambda opened: {**_positions(opened), "generation": generation},
         )
         self.delivered = dict(given[1]) if given is not None else {}
 
@@ -255,10 +260,12 @@ class ConsumerWorker:
         offsets = dict(self.delivered)
         if not offsets:
             return
+        member = {"generation": self.member.generation()} if self.member is not None else {}
         self.recorder.record_commit(
             self.client,
             {key_name(t, p): o for (t, p), o in offsets.items()},
             lambda: consumer.commit(offsets),
+            **member,
         )
 
     def crash(self) -> None:

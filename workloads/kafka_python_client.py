@@ -218,6 +218,7 @@ class KafkaPythonGroupConsumer(KafkaPythonConsumer):
     def __init__(self, settings: dict[str, Any]) -> None:
         super().__init__(settings)
         self._assignments = 0
+        self._generation = -1
 
     def subscribe(self, topic: str) -> None:
         member = self
@@ -228,6 +229,7 @@ class KafkaPythonGroupConsumer(KafkaPythonConsumer):
 
             def on_partitions_assigned(self, assigned: object) -> None:
                 member._assignments += 1
+                member._generation = member._consumer.group_metadata().generation_id
 
         try:
             self._consumer.subscribe([topic], listener=Listener())
@@ -239,6 +241,9 @@ class KafkaPythonGroupConsumer(KafkaPythonConsumer):
 
     def assignments(self) -> int:
         return self._assignments
+
+    def generation(self) -> int:
+        return self._generation
 
 
 class KafkaPythonAdmin:

@@ -200,20 +200,25 @@ class OperationRecorder:
     # --- commits, assignment, crashes ----------------------------------------------------
 
     def record_commit(
-        self, client: Client, offsets: Mapping[str, int], commit: Callable[[], object]
+        self,
+        client: Client,
+        offsets: Mapping[str, int],
+        commit: Callable[[], object],
+        **fields: Any,
     ) -> Operation | None:
-        """Invoke a commit of `offsets` ({key: next offset}), run it, complete it."""
+        """Invoke a commit of `offsets` ({key: next offset}), run it, complete it; `fields`
+        (a group member's `generation`) go on both."""
         value = dict(offsets)
-        pending = self.invoke(client, "commit", value)
+        pending = self.invoke(client, "commit", value, **fields)
         try:
             commit()
         except Exception as err:
             outcome = commit_outcome(err)
-            extra: dict[str, Any] = {}
+            extra: dict[str, Any] = dict(fields)
             if isinstance(err, OperationError) and err.committed:
                 extra["committed"] = {key_name(t, p): o for (t, p), o in err.committed.items()}
             return self.complete(pending, outcome.type, value, error=outcome.error, **extra)
-        return self.complete(pending, "ok", value)
+        return self.complete(pending, "ok", value, **fields)
 
     def record_assign(
         self,

@@ -145,6 +145,15 @@ def test_group_members_share_the_partitions_through_rebalances_and_the_checkers_
     assert all(set(op.extra["positions"]) <= set(op.value) for op in owned)
     # A member's subscribe holds no keys: the coordinator gives them.
     assert all(op.value == [] for op in ops if op.f == "subscribe" and not op.final)
+    # Each assignment names its generation; within one, every key has one owner.
+    assert all(op.extra["generation"] >= 1 for op in owned)
+    owners: dict[tuple[int, str], set[int]] = {}
+    for op in owned:
+        for key in op.value:
+            owners.setdefault((op.extra["generation"], key), set()).add(op.process)
+    assert all(len(processes) == 1 for processes in owners.values()), owners
+    commits = [op for op in ops if op.f == "commit" and op.type == "ok" and not op.final]
+    assert commits and all(op.extra["generation"] >= 1 for op in commits)
 
     shared_spark()
     results = check_with_spark(path)
