@@ -24,12 +24,14 @@ from squall.commands.run import (
     ClientOption,
     DurationOption,
     FaultsOption,
+    IdempotenceOption,
     IntervalOption,
     InventoryOption,
     MinInsyncOption,
     NameOption,
     NodesOption,
     PartitionsOption,
+    ProducerRetriesOption,
     RateOption,
     ReplicationFactorOption,
     RuntimeOption,
@@ -154,6 +156,8 @@ def hunt(
     time_limit: float | None = TimeLimitOption,
     seed: int | None = SeedOption,
     client: str | None = ClientOption,
+    idempotence: bool | None = IdempotenceOption,
+    producer_retries: int | None = ProducerRetriesOption,
     acks: int | None = AcksOption,
     partitions: int | None = PartitionsOption,
     replication_factor: int | None = ReplicationFactorOption,
@@ -238,6 +242,8 @@ def hunt(
         settings=settings,
         inventory=inventory,
         client=client,
+        idempotence=idempotence,
+        producer_retries=producer_retries,
     )
     spark_master, spark_remote = spark_target(ctx, spark_master, spark_remote)
     require_spark(spark_master, spark_remote)

@@ -154,6 +154,20 @@ ClientOption = typer.Option(
     help="The client library the workload runs through (docs/clients.md); a Kafka client "
     "talks to the brokers' Kafka listeners, which it turns on." + _or_spec("squall"),
 )
+IdempotenceOption = typer.Option(
+    None,
+    "--idempotence/--no-idempotence",
+    help="The Kafka client's idempotent producer: a retried send lands once, and any "
+    "duplicate is an anomaly (needs a Kafka --client, acks -1 and --producer-retries >= 1)."
+    + _or_spec("no"),
+)
+ProducerRetriesOption = typer.Option(
+    None,
+    "--producer-retries",
+    metavar="N",
+    help="How often the producer client resends a failed send itself."
+    + _or_spec(_WORKLOAD["producer_retries"].default),
+)
 AcksOption = typer.Option(
     None,
     "--acks",
@@ -272,6 +286,8 @@ def spec_from_flags(
     inventory: Path | None,
     lazy_disk: bool | None = None,
     client: str | None = None,
+    idempotence: bool | None = None,
+    producer_retries: int | None = None,
 ) -> TestSpec:
     """The test the configuration flags describe, over the spec file if any; exits USAGE
     when they do not make a valid test."""
@@ -296,6 +312,8 @@ def spec_from_flags(
         "lazy_disk": lazy_disk,
         "workload/acks": acks,
         "workload/client": client,
+        "workload/idempotence": idempotence,
+        "workload/producer_retries": producer_retries,
         "workload/partitions": partitions,
         "workload/replication_factor": replication_factor,
         "workload/rate": rate,
@@ -322,6 +340,8 @@ def run(
     time_limit: float | None = TimeLimitOption,
     seed: int | None = SeedOption,
     client: str | None = ClientOption,
+    idempotence: bool | None = IdempotenceOption,
+    producer_retries: int | None = ProducerRetriesOption,
     acks: int | None = AcksOption,
     partitions: int | None = PartitionsOption,
     replication_factor: int | None = ReplicationFactorOption,
@@ -367,6 +387,8 @@ def run(
         inventory=inventory,
         lazy_disk=lazy_disk,
         client=client,
+        idempotence=idempotence,
+        producer_retries=producer_retries,
     )
     spark_master, spark_remote = spark_target(ctx, spark_master, spark_remote)
     _execute(

@@ -345,3 +345,35 @@ def test_campaign_ends_by_naming_each_report_uncut_at_80_columns(
         f"browse the campaign's and every run's report: squall serve --store {store}"
     )
     assert not lines[-1].startswith("{")  # the last line is not raw JSON
+
+
+def test_idempotence_flags_make_the_spec_or_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from squall.commands.run import spec_from_flags
+
+    flags: dict[str, Any] = {
+        "name": None,
+        "runtime": "local",
+        "nodes": None,
+        "time_limit": None,
+        "seed": None,
+        "acks": None,
+        "partitions": None,
+        "replication_factor": None,
+        "min_insync": None,
+        "unclean": None,
+        "truncation": None,
+        "rate": None,
+        "faults": None,
+        "interval": None,
+        "duration": None,
+        "settings": [],
+        "inventory": None,
+    }
+    spec = spec_from_flags(
+        None, **flags, client="confluent-kafka", idempotence=True, producer_retries=4
+    )
+    assert (spec.workload.idempotence, spec.workload.producer_retries) == (True, 4)
+    assert main(["run", "--runtime", "local", "--idempotence"]) == ExitCode.USAGE
+    assert "idempotence needs a Kafka client" in capsys.readouterr().err
