@@ -600,7 +600,7 @@ class Log:
         self._unflushed_messages = 0
         self._first_unflushed_ms = None
         self._make_cut_durable()
-        self._load_producer_state()
+        self.producer_state.clear(offset)
         logger.info("%s: truncated fully, starting at offset %d", self.dir, offset)
 
     def _make_cut_durable(self) -> None:

@@ -205,6 +205,14 @@ class ProducerStateManager:
             snapshot_path(self.directory, old).unlink(missing_ok=True)
         return path
 
+    def clear(self, end_offset: int) -> None:
+        """Forget every producer and delete every snapshot: the log was emptied and starts
+        again at ``end_offset`` (Kafka's truncateFullyAndStartAt)."""
+        self._producers.clear()
+        for offset in self.snapshots():
+            snapshot_path(self.directory, offset).unlink(missing_ok=True)
+        self.end_offset = end_offset
+
     def load(self, log_end_offset: int) -> int:
         """Forget everything, delete snapshots beyond ``log_end_offset`` (their batches are
         gone), and load the newest readable snapshot at or below it; the offset from which

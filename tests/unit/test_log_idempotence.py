@@ -101,3 +101,14 @@ def test_a_follower_keeps_the_state_and_a_truncation_takes_back_what_it_removed(
     again = follower.append(batch(4))  # what the truncation removed is written again
     assert not again.duplicate and again.first_offset == 4
     assert values(follower) == [b"s0", b"s1", b"s2", b"s3", b"s4", b"s5"]
+
+
+def test_a_log_emptied_to_start_elsewhere_forgets_its_producers(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=300)
+    for sequence in range(0, 10, 2):
+        log.append(batch(sequence))
+    log.truncate_fully_and_start_at(50)  # a follower far behind its leader's log start
+    assert not list((tmp_path / "t-0").glob("*.snapshot"))
+    assert refusal(log, batch(8)) == ErrorCode.UNKNOWN_PRODUCER_ID  # not a "duplicate"
+    log.close()
+    assert open_log(tmp_path, segment_bytes=300).producer_state.entry(PRODUCER) is None
