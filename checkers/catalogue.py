@@ -529,6 +529,29 @@ _CONFORMANCE = (
         "configuration",
         ("key", "process", "commit", "committed", "above", "since"),
     ),
+    _info(
+        "generation-double-owner",
+        "generations",
+        "Two consumer processes were given the same key in the same generation of their group.",
+        "`processes` are the group members whose `ok` assigns (`ops`) gave them the key "
+        "under `generation`.",
+        "no configuration: in each generation the group's leader gives every partition to "
+        "one member",
+        "never",
+        ("key", "generation", "processes", "ops"),
+    ),
+    _info(
+        "stale-generation-commit",
+        "generations",
+        "A group member's commit under an older generation was accepted after a newer "
+        "generation's assignment had been given.",
+        "`commit` is the `ok` commit by `process` under `generation`, invoked after the `ok` "
+        "assign `assign` of generation `newer` had completed; `key` lists the keys committed.",
+        "no configuration: the coordinator takes commits only under the group's current "
+        "generation (ILLEGAL_GENERATION otherwise)",
+        "never",
+        ("key", "process", "commit", "generation", "newer", "assign"),
+    ),
 )
 
 _REPLICAS = (
@@ -995,6 +1018,24 @@ def _backwards(case: Mapping[str, Any], key: str) -> str:
     )
 
 
+def _double_owner(case: Mapping[str, Any], key: str) -> str:
+    processes = case.get("processes")
+    names = _join(processes) if isinstance(processes, list) else _show(processes)
+    return (
+        f"key {key}: processes {names} were each given it in generation "
+        f"{_show(case.get('generation'))} of their group"
+    )
+
+
+def _stale_commit(case: Mapping[str, Any], key: str) -> str:
+    return (
+        f"key {key}: process {_show(case.get('process'))} committed under generation "
+        f"{_show(case.get('generation'))} in the {_line(case.get('commit'), 'commit')}, "
+        f"accepted after generation {_show(case.get('newer'))} was given in the "
+        f"{_line(case.get('assign'), 'assign')}"
+    )
+
+
 def _diverged(case: Mapping[str, Any], key: str) -> str:
     counts = [
         (case.get("differs"), "another value at {} offset{}"),
@@ -1046,6 +1087,8 @@ _TEXT: dict[str, tuple[str, Sentence]] = {
     "stale-isr-member": ("event", _stale_member),
     "poll-below-anchor": ("reader", _below_anchor),
     "commit-backwards": ("commit", _backwards),
+    "generation-double-owner": ("processes", _double_owner),
+    "stale-generation-commit": ("commit", _stale_commit),
     "replica-divergence": ("broker", _diverged),
 }
 """Per type: the field without which its cases get the generic sentence, and its sentence."""

@@ -18,6 +18,7 @@ from checkers.consumer_anchors import ConsumerAnchorsChecker
 from checkers.consumer_groups import ConsumerGroupsChecker
 from checkers.delivery import DeliveryChecker
 from checkers.errors import CheckerDefinitionError
+from checkers.generations import GenerationsChecker
 from checkers.offsets import OffsetsChecker
 from checkers.order import OrderChecker
 from checkers.replicas import ReplicasChecker
@@ -71,6 +72,7 @@ def default_checkers() -> tuple[Checker, ...]:
         OrderChecker(),
         ConsumerGroupsChecker(),
         ConsumerAnchorsChecker(),
+        GenerationsChecker(),
         UncleanChecker(),
         ConformanceChecker(),
         ReplicasChecker(),

@@ -47,6 +47,7 @@ from histories.parquet import (
     COMPRESSION,
     ParquetSummary,
     add_mop_rows,
+    assign_generation,
     assign_lists,
     assign_positions,
     event_row,
@@ -266,6 +267,7 @@ _ASSIGN_COLUMNS = pa.schema(
         ASSIGN_SCHEMA.field("keys"),
         ASSIGN_SCHEMA.field("offsets"),
         ASSIGN_SCHEMA.field("positions"),
+        ASSIGN_SCHEMA.field("generation"),
     ]
 )
 
@@ -507,6 +509,7 @@ def _parse_commits(
             pa.ListArray.from_arrays(bounds, offsets,
                                      type=_ASSIGN_COLUMNS.field("offsets").type, mask=mask),
             pa.nulls(len(rows), _ASSIGN_COLUMNS.field("positions").type),
+            pa.nulls(len(rows), _ASSIGN_COLUMNS.field("generation").type),
         ],
         schema=_ASSIGN_COLUMNS,
     )  # fmt: skip
@@ -565,7 +568,14 @@ def _tier2(lines: _Lines, rows: Ints, first_index: int) -> _Tier2:
                 if value is not None:
                     add_mop_rows(mops, row, value)
             elif f in KEY_LIST_FS or f == "commit":
-                assign.append((row, *assign_lists(value), assign_positions(f, value, record)))
+                assign.append(
+                    (
+                        row,
+                        *assign_lists(value),
+                        assign_positions(f, value, record),
+                        assign_generation(record),
+                    )
+                )
         except HistoryError as err:
             raise _Fallback(f"line {line}: {err}") from err
     op_columns = _columns(ops, _OPS_COLUMNS)

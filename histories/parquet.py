@@ -233,6 +233,13 @@ def assign_positions(f: str, value: Any, record: dict[str, Any]) -> list[int | N
     ]
 
 
+def assign_generation(record: dict[str, Any]) -> int | None:
+    """The `generation` column of an assign, subscribe or commit line: its integer
+    `generation` field, else None."""
+    generation = record.get("generation")
+    return generation if type(generation) is int else None
+
+
 def assign_lists(value: Any) -> tuple[list[str] | None, list[int] | None]:
     """The `keys` and `offsets` of an assign, subscribe or commit value."""
     if value is None:
@@ -341,7 +348,12 @@ class HistoryTables:
                     self._add_mops((*op_row, acks), value)
             elif f in KEY_LIST_FS or f == "commit":
                 self._assign.append(
-                    (*op_row, *assign_lists(value), assign_positions(f, value, record))
+                    (
+                        *op_row,
+                        *assign_lists(value),
+                        assign_positions(f, value, record),
+                        assign_generation(record),
+                    )
                 )
                 if len(self._assign) >= self._rg:
                     self._flush_rows("assign", self._assign)

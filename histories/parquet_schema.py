@@ -57,6 +57,10 @@ or with an empty results map, gives one row with a null key. Filter on
                          (`{key: offset}`), parallel to keys (null elements for keys it
                          does not name); null when the line has no such object. Tables
                          written before this column existed lack it.
+  generation int64       a group member's: the generation of its assignment (assign) or
+                         the one it committed under (commit), from the line's integer
+                         `generation`; null without one. Tables written before this column
+                         existed lack it.
 """
 
 from __future__ import annotations
@@ -151,6 +155,7 @@ ASSIGN_SCHEMA = _schema(
         ("keys", pa.list_(pa.field("element", STR)), True),
         ("offsets", pa.list_(pa.field("element", I64)), True),
         ("positions", pa.list_(pa.field("element", I64)), True),
+        ("generation", I64, True),
     ],
 )
 SCHEMAS = {"ops": OPS_SCHEMA, "mops": MOPS_SCHEMA, "events": EVENTS_SCHEMA, "assign": ASSIGN_SCHEMA}

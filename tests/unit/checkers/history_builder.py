@@ -45,10 +45,11 @@ class HistoryBuilder:
         return self._next_process
 
     def _op(self, process: int, f: str, invoke_value: Any, result: str, done_value: Any,
-            **fields: Any) -> None:  # fmt: skip
+            done_fields: Mapping[str, Any] | None = None, **fields: Any) -> None:  # fmt: skip
+        """`fields` go on the invocation, `done_fields` on the completion."""
         assert process not in self._retired, f"process {process} was retired by an info"
         invoke = self.writer.write(process, "invoke", f, invoke_value, time=self.tick(), **fields)
-        self.writer.complete(invoke, result, done_value, time=self.tick())
+        self.writer.complete(invoke, result, done_value, time=self.tick(), **(done_fields or {}))
         if result == "info":
             self._retired.add(process)
 
@@ -88,14 +89,19 @@ class HistoryBuilder:
         self._op(process, "poll", [["poll"] for _ in polls], result, done, **fields)
 
     def assign(self, process: int, keys: Sequence[str], *, f: str = "assign",
-               result: str = "ok") -> None:  # fmt: skip
-        self._op(process, f, list(keys), result, list(keys))
+               result: str = "ok", generation: int | None = None) -> None:  # fmt: skip
+        """`generation`: a group member's, on the completion."""
+        done = {} if generation is None else {"generation": generation}
+        self._op(process, f, list(keys), result, list(keys), done)
 
     def subscribe(self, process: int, keys: Sequence[str]) -> None:
         self.assign(process, keys, f="subscribe")
 
-    def commit(self, process: int, offsets: Mapping[str, int], *, result: str = "ok") -> None:
-        self._op(process, "commit", dict(offsets), result, dict(offsets))
+    def commit(self, process: int, offsets: Mapping[str, int], *, result: str = "ok",
+               generation: int | None = None) -> None:  # fmt: skip
+        """`generation`: a group member's, on the invocation and the completion."""
+        member = {} if generation is None else {"generation": generation}
+        self._op(process, "commit", dict(offsets), result, dict(offsets), member, **member)
 
     def log_ends(self, process: int, ends: Mapping[str, int], *, result: str = "ok") -> None:
         """The final read's question of where the logs end (`final: true`), as

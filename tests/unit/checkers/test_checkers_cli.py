@@ -130,6 +130,7 @@ def test_jepsen_history_checks_end_to_end(spark: Any, tmp_path: Path) -> None:
         "order",
         "consumer_groups",
         "consumer_anchors",
+        "generations",
         "unclean",
         "conformance",
         "replicas",

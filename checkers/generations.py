@@ -1,0 +1,112 @@
+"""Consumer group generations: `generation-double-owner` and `stale-generation-commit`.
+
+A group member's operations name their generation (`generation` on its `ok` assigns and its
+commits; docs/history.md). In each generation the group's leader gives every partition to
+one member, and the coordinator takes a member's commits only under the group's current
+generation (Kafka's ILLEGAL_GENERATION otherwise). So:
+
+- two processes whose `ok` assigns give them the same key under the same generation are
+  two owners of it at once (`generation-double-owner`);
+- an `ok` commit under generation g, invoked after an `ok` assign of a later generation had
+  completed (the coordinator had moved past g), was a stale generation's commit that the
+  coordinator accepted (`stale-generation-commit`): a zombie member's progress written over
+  the partitions' new owners'.
+
+Operations without a generation (consumers outside any group, histories of other tools) are
+not judged; the final read is never a member.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from checkers.checker import CheckContext
+from checkers.findings import Finding, finding
+from checkers.results import CheckerReport
+
+CHECKER = "generations"
+ANOMALIES = ("generation-double-owner", "stale-generation-commit")
+
+
+def _of_members(assign: DataFrame, f: str) -> DataFrame:
+    """The `ok` operations `f` of group members (with a generation), outside the final read."""
+    return assign.filter(
+        (F.col("f") == f)
+        & (F.col("type") == "ok")
+        & (F.col("generation") >= 0)
+        & ~F.coalesce(F.col("final"), F.lit(False))
+    )
+
+
+def double_owners(assign: DataFrame) -> DataFrame:
+    """Per (generation, key) given to more than one process: the processes, their assigns,
+    and the last of those (where the second owner appeared)."""
+    given = _of_members(assign, "assign").select(
+        "generation", "process_id", "index", F.explode("keys").alias("key")
+    )
+    return (
+        given.groupBy("generation", "key")
+        .agg(
+            F.array_sort(F.collect_set("process_id")).alias("processes"),
+            F.array_sort(F.collect_list("index")).alias("ops"),
+            F.max("index").alias("last"),
+        )
+        .filter(F.size("processes") > 1)
+    )
+
+
+def stale_commits(assign: DataFrame) -> DataFrame:
+    """`ok` commits under a generation older than one already given: each with the first
+    such assign (`assign`, of generation `newer`)."""
+    commits = _of_members(assign, "commit").select(
+        F.col("index").alias("commit"),
+        F.col("invoke_index").alias("invoked"),
+        F.col("process_id").alias("process"),
+        "generation",
+        F.array_join(F.array_sort("keys"), ",").alias("key"),
+    )
+    given = _of_members(assign, "assign").select(
+        F.col("index").alias("assign"), F.col("generation").alias("newer")
+    )
+    later = commits.join(
+        given, (given["assign"] < commits["invoked"]) & (given["newer"] > commits["generation"])
+    )
+    first = later.groupBy("commit").agg(F.min("assign").alias("assign"))
+    return later.join(first, ["commit", "assign"]).dropDuplicates(["commit"])
+
+
+class GenerationsChecker:
+    """Two owners of a key in one generation; a stale generation's commit accepted."""
+
+    name = CHECKER
+    anomalies = ANOMALIES
+
+    def check(self, context: CheckContext) -> CheckerReport:
+        assign = context.assign
+        if "generation" not in assign.columns:
+            note = (
+                "the history's tables predate the generation column: convert the history "
+                "again to judge generations"
+            )
+            return CheckerReport(self.name, [Finding(CHECKER, (), None)], notes=[note])
+        owners = finding(
+            CHECKER,
+            "generation-double-owner",
+            double_owners(assign),
+            order="last",
+            detail=["key", "generation", "processes", "ops"],
+            json_fields=(),
+        )
+        stale = finding(
+            CHECKER,
+            "stale-generation-commit",
+            stale_commits(assign),
+            order="commit",
+            detail=["key", "process", "commit", "generation", "newer", "assign"],
+            json_fields=(),
+        )
+        details: dict[str, Any] = {}
+        return CheckerReport(self.name, [owners, stale], details)

@@ -1,0 +1,93 @@
+"""Consumer group generations (checkers.generations) on hand-written histories: two owners
+of a key in one generation, a stale generation's commit accepted; and what does not count
+(shares that differ, a commit racing the rebalance, consumers outside any group, the final
+read, a history whose operations carry no generation)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checkers import CheckConfig, check_history
+from tests.unit.checkers.history_builder import HistoryBuilder
+
+ALL = CheckConfig(sample=100)
+
+
+def group_history(b: HistoryBuilder) -> dict[str, int]:
+    """Two members over k0, k1; generation 2 gives k0 to both, and member 1 commits under
+    generation 1 after it. Returns the indexes the cases name."""
+    for key in ("k0", "k1"):
+        p = b.process()
+        for i in range(3):
+            b.send1(p, key, f"{key}-{i}", i)
+    one, two = b.process(), b.process()
+    b.subscribe(one, [])
+    b.subscribe(two, [])
+    b.assign(one, ["k0"], generation=1)
+    b.assign(two, ["k1"], generation=1)
+    b.poll(one, {"k0": [(0, "k0-0")]})
+    b.commit(one, {"k0": 1}, generation=1)  # in its generation: fine
+    # Invoked before generation 2 was given, completed after: a race, not a case.
+    racing = b.writer.write(one, "invoke", "commit", {"k0": 1}, time=b.tick(), generation=1)
+    b.assign(two, ["k0", "k1"], generation=2)
+    given = b.writer.next_index - 1
+    b.writer.complete(racing, "ok", {"k0": 1}, time=b.tick())
+    b.assign(one, ["k0"], generation=2)
+    second = b.writer.next_index - 1
+    b.commit(one, {"k0": 1}, generation=1)  # generation 2 was given before: stale
+    stale = b.writer.next_index - 1
+    outsider = b.process()  # outside any group: no generation, not judged
+    b.assign(outsider, ["k0"])
+    b.commit(outsider, {"k0": 2})
+    final = b.process()
+    b.writer.write(final, "invoke", "assign", ["k0", "k1"], time=b.tick(), final=True)
+    return {"given": given, "second": second, "stale": stale, "one": one, "two": two}
+
+
+@pytest.fixture(scope="module")
+def checked(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, int]]:
+    builder = HistoryBuilder(tmp_path_factory.mktemp("generations"))
+    where = group_history(builder)
+    return check_history(builder.close(), config=ALL), where
+
+
+def test_two_owners_of_one_key_in_one_generation(checked: tuple[Any, dict[str, int]]) -> None:
+    results, where = checked
+    report = results["checkers"]["generations"]
+    assert report["counts"]["generation-double-owner"] == 1
+    (case,) = report["anomalies"]["generation-double-owner"]
+    assert case["key"] == "k0" and case["generation"] == 2
+    assert case["processes"] == sorted([where["one"], where["two"]])
+    assert case["ops"] == [where["given"], where["second"]]
+
+
+def test_a_stale_generations_commit_accepted(checked: tuple[Any, dict[str, int]]) -> None:
+    results, where = checked
+    report = results["checkers"]["generations"]
+    assert report["counts"]["stale-generation-commit"] == 1  # not the racing one
+    (case,) = report["anomalies"]["stale-generation-commit"]
+    assert (case["key"], case["process"], case["generation"], case["newer"]) == (
+        "k0",
+        where["one"],
+        1,
+        2,
+    )
+    assert (case["commit"], case["assign"]) == (where["stale"], where["given"])
+    assert results["valid"] is False
+    assert {"generation-double-owner", "stale-generation-commit"} <= set(results["anomaly_types"])
+
+
+def test_a_history_without_generations_is_not_judged(spark: Any, tmp_path: Path) -> None:
+    b = HistoryBuilder(tmp_path)
+    p, c = b.process(), b.process()
+    b.send1(p, "k0", "k0-0", 0)
+    b.assign(c, ["k0"])
+    b.poll(c, {"k0": [(0, "k0-0")]})
+    b.commit(c, {"k0": 1})
+    results = check_history(b.close(), config=ALL)
+    report = results["checkers"]["generations"]
+    assert report["counts"] == {"generation-double-owner": 0, "stale-generation-commit": 0}
+    assert report["valid"] is True
