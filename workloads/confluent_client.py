@@ -277,6 +277,73 @@ class ConfluentConsumer:
             raise OperationError(type(err).__name__, str(err)) from err
 
 
+class ConfluentGroupConsumer(ConfluentConsumer):
+    """A librdkafka consumer that subscribes: a member of its group, whose coordinator
+    assigns it partitions at each rebalance (librdkafka's eager protocols, range and
+    round-robin: everything revoked, then given). librdkafka does not tell its generation."""
+
+    def __init__(self, config: dict[str, Any], *, reset: str, timeout_s: float) -> None:
+        super().__init__(config, in_group=True, reset=reset, timeout_s=timeout_s)
+        self._assignments = 0
+        self._owned: list[TopicPartition] = []
+
+    def subscribe(self, topic: str) -> None:
+        def assigned(_consumer: object, partitions: list[KafkaTopicPartition]) -> None:
+            self._assignments += 1
+            self._owned = sorted((tp.topic, tp.partition) for tp in partitions)
+            self._positions = {}  # known again from each partition's first record
+
+        def revoked(_consumer: object, _partitions: list[KafkaTopicPartition]) -> None:
+            self._owned = []
+            self._positions = {}
+
+        try:
+            self._consumer.subscribe([topic], on_assign=assigned, on_revoke=revoked)
+        except KafkaException as err:
+            raise _error_of(err, definite=True) from err
+
+    def assignment(self) -> list[TopicPartition]:
+        return list(self._owned)
+
+    def assignments(self) -> int:
+        return self._assignments
+
+    def generation(self) -> int:
+        return -1
+
+    def position(self, tp: TopicPartition) -> int:
+        """Where the member reads `tp` next: known from its records, else the group's
+        committed offset (librdkafka starts there)."""
+        if tp in self._positions:
+            return self._positions[tp]
+        if tp not in self._owned:
+            raise OperationError("_UNKNOWN_PARTITION", f"{tp} is not assigned")
+        try:
+            committed = self._committed([tp]).get(tp, -1)
+        except KafkaException as err:
+            raise _error_of(err) from err
+        if committed < 0:
+            raise OperationError("_NO_OFFSET", f"{tp}: no committed offset to start from")
+        return committed
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        if tp not in self._owned:
+            raise OperationError("_UNKNOWN_PARTITION", f"{tp} is not assigned", definite=True)
+        self._positions[tp] = offset
+        try:
+            self._consumer.seek(KafkaTopicPartition(*tp, offset))
+        except KafkaException as err:
+            raise _error_of(err) from err
+
+    def _assign(self) -> None:
+        """Discard what was fetched before this poll, as `ConfluentConsumer.poll` does, by
+        seeking the partitions whose positions are known (assigning would leave the group)."""
+        for tp in self._owned:
+            if tp in self._positions:
+                with contextlib.suppress(KafkaException):  # not fetching yet: nothing kept
+                    self._consumer.seek(KafkaTopicPartition(*tp, self._positions[tp]))
+
+
 class ConfluentAdmin:
     """librdkafka's AdminClient, and a consumer of no group for the high watermarks."""
 
@@ -391,9 +458,12 @@ class ConfluentClientFactory:
     def group_consumer(
         self, bootstrap: str, *, settings: Mapping[str, object], client_id: str
     ) -> GroupConsumer:
-        raise OperationError(
-            "UnsupportedClient",
-            "confluent-kafka does not join consumer groups yet: use kafka-python",
+        config = consumer_config(bootstrap, settings)
+        config["client.id"] = client_id
+        return ConfluentGroupConsumer(
+            config,
+            reset=str(settings.get("auto.offset.reset", "earliest")),
+            timeout_s=_request_timeout_ms(settings) / 1000,
         )
 
     def admin(self, bootstrap: str, *, request_timeout_ms: int) -> ConfluentAdmin:
