@@ -80,21 +80,25 @@ def test_batches_the_log_cannot_keep_are_refused() -> None:
     assert produced_batch(idempotent) == idempotent  # its sequence is the log's to check
 
 
+ADVERTISED = {
+    0: (3, 7),
+    1: (4, 11),
+    2: (1, 5),
+    3: (0, 8),
+    8: (2, 7),
+    9: (1, 5),
+    10: (0, 2),
+    11: (2, 5),
+    12: (0, 3),
+    13: (0, 2),
+    14: (0, 3),
+    18: (0, 2),
+    19: (2, 3),
+    22: (0, 1),
+}
+"""The versions the Kafka listener advertises, by API key (InitProducerId's among them)."""
+
+
 def test_the_advertised_versions_include_init_producer_id() -> None:
     ranges = {v.api_key: (v.min_version, v.max_version) for v in api_version_ranges()}
-    assert ranges == {
-        0: (3, 7),
-        1: (4, 11),
-        2: (1, 5),
-        3: (0, 8),
-        8: (2, 7),
-        9: (1, 5),
-        10: (0, 2),
-        11: (2, 5),
-        12: (0, 3),
-        13: (0, 2),
-        14: (0, 3),
-        18: (0, 2),
-        19: (2, 3),
-        22: (0, 1),
-    }
+    assert ranges == ADVERTISED
