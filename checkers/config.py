@@ -6,7 +6,9 @@ From a run's `test.json` the checkers read only
 force: fsync every so many messages, or data older than so many ms; 2**63-1: never),
 `workload.acks` (-1, 0, 1 or "all"), `workload.producer_retries` (an integer >= 0: how
 often the producer, without idempotence, may send a record again), `workload.idempotence`
-(true: the producer was idempotent, so nothing it sent lands twice), `workload.client` (the
+(true: the producer was idempotent, so nothing it sent lands twice),
+`workload.consumer_mode` (`at-least-once`, or `at-most-once`: consumers commit what they
+fetched before delivering it), `workload.client` (the
 client library; one that resends on its own whatever its retries, `RESENDING_CLIENTS`),
 `broker_in_force["replica.lag.time.max.ms"]`, `brokers` (each broker node's name and its
 broker id: `{"n1": 1, ...}`, which joins nemesis events to SUT events) and
@@ -76,6 +78,8 @@ class TestSettings:
     acks: int | None = None
     producer_retries: int | None = None
     idempotence: bool | None = None
+    consumer_mode: str | None = None
+    """`at-least-once` or `at-most-once` (None: not known)."""
     client: str | None = None
     replica_lag_time_max_ms: int | None = None
     clock_tolerance_ns: int | None = None
@@ -144,6 +148,7 @@ class TestSettings:
             "acks": self.acks,
             "producer_retries": self.producer_retries,
             "idempotence": self.idempotence,
+            "consumer_mode": self.consumer_mode,
             "client": self.client,
             "replica_lag_time_max_ms": self.replica_lag_time_max_ms,
             "clock_tolerance_ns": self.event_tolerance_ns,
@@ -232,6 +237,7 @@ def read_test_settings(path: Path) -> TestSettings:
         acks=acks,
         producer_retries=_producer_retries(where, doc),
         idempotence=_field(doc, where, "workload", "idempotence", bool),
+        consumer_mode=_consumer_mode(where, doc),
         client=_field(doc, where, "workload", "client", str),
         replica_lag_time_max_ms=_lag_time(where, doc),
         clock_tolerance_ns=_field(doc, where, "clock", "tolerance_ns", int),
@@ -307,6 +313,20 @@ def _acks(path: str, doc: dict[str, Any]) -> int | None:
     if type(acks) is not int or acks not in (-1, 0, 1):
         raise TestConfigError(f'{path}: workload.acks is {acks!r}, expected -1, 0, 1 or "all"')
     return int(acks)
+
+
+CONSUMER_MODES = ("at-least-once", "at-most-once")
+
+
+def _consumer_mode(path: str, doc: dict[str, Any]) -> str | None:
+    """`workload.consumer_mode`: one of `CONSUMER_MODES`, or None when absent."""
+    mode = _field(doc, path, "workload", "consumer_mode", str)
+    if mode is not None and mode not in CONSUMER_MODES:
+        raise TestConfigError(
+            f"{path}: workload.consumer_mode is {mode!r}, expected one of "
+            f"{', '.join(CONSUMER_MODES)}"
+        )
+    return mode
 
 
 def _producer_retries(path: str, doc: dict[str, Any]) -> int | None:

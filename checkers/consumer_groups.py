@@ -8,7 +8,10 @@ it.
 When nobody at all read the value and its loss is allowed (acks=0/1, allowed unclean
 window), the violation is expected: the record was gone before the group got there. So is
 a commit of positions read before an allowed loss with power cut the log below them (the
-log restarted lower, and the group resumed past records written after the loss).
+log restarted lower, and the group resumed past records written after the loss). A workload
+that consumes at most once (test.json's `workload.consumer_mode`) commits what it fetched
+before delivering it, so a consumer that crashes in between skips it by design: every
+violation is then expected, with that reason.
 Values consumed more than once are allowed by at-least-once delivery and only counted.
 Both are found per key, in the per-key pass (`checkers.key_pass`).
 """
@@ -73,7 +76,27 @@ def at_least_once_violations(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
     found["commit_time"] = commits["time"].to_numpy(dtype=np.int64)[first[has_commit]]
     classified = losses.classify(found)
     classified["expected"] = classified["expected"] & ~classified["was_read"]
-    return _committed_before_a_power_loss(log, losses, classified)
+    judged = _committed_before_a_power_loss(log, losses, classified)
+    if losses.rules.settings.consumer_mode == "at-most-once":
+        judged = _consumed_at_most_once(judged)
+    return judged
+
+
+AT_MOST_ONCE = (
+    "consumer_mode at-most-once: the group commits what it fetched before delivering it, so "
+    "a consumer that stops in between skips it"
+)
+
+
+def _consumed_at_most_once(found: pd.DataFrame) -> pd.DataFrame:
+    """`found` with every open case expected: at most once, a commit promises nothing."""
+    open_cases = ~found["expected"].astype(bool)
+    if not open_cases.any():
+        return found
+    found = found.copy()
+    found.loc[open_cases, "expected"] = True
+    found.loc[open_cases, "expected_reason"] = AT_MOST_ONCE
+    return found
 
 
 def _committed_before_a_power_loss(

@@ -155,6 +155,11 @@ class LossRules:
                 f"{self.duplicate_reason}: a sent value at several offsets of its key{at_most} "
                 "is an expected duplicate"
             )
+        if self.settings.consumer_mode == "at-most-once":
+            notes.append(
+                "test.json's consumer_mode is at-most-once: consumers commit what they fetched "
+                "before delivering it, so an at-least-once violation is expected"
+            )
         return notes
 
 
