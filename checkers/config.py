@@ -320,7 +320,7 @@ CONSUMER_MODES = ("at-least-once", "at-most-once")
 
 def _consumer_mode(path: str, doc: dict[str, Any]) -> str | None:
     """`workload.consumer_mode`: one of `CONSUMER_MODES`, or None when absent."""
-    mode = _field(doc, path, "workload", "consumer_mode", str)
+    mode: str | None = _field(doc, path, "workload", "consumer_mode", str)
     if mode is not None and mode not in CONSUMER_MODES:
         raise TestConfigError(
             f"{path}: workload.consumer_mode is {mode!r}, expected one of "
