@@ -58,8 +58,9 @@ def key_tables(table: pa.Table) -> list[pa.Table]:
     return [table.filter(pc.equal(column, key)) for key in pc.unique(column).to_pylist()]
 
 
-def cost(run: Path, master: str, sample: int) -> dict[str, Any]:
-    """Milliseconds per key of the pass's parts on the history of `run`."""
+def cost(run: Path, master: str, sample: int, limit: int | None = None) -> dict[str, Any]:
+    """Milliseconds per key of the pass's parts on the history of `run` (its first `limit`
+    keys)."""
     spark = get_spark(SparkSettings(master=master))
     loaded = load_history(spark, run)
     settings = find_test_settings(loaded.location.run_dir)
@@ -75,7 +76,7 @@ def cost(run: Path, master: str, sample: int) -> dict[str, Any]:
         told = told_operations(loaded.ops).withColumn(
             "op_seen", F.col("invoke_index").isin(*shared.seen)
         )
-    keys = key_tables(_prepared(loaded.mops, loaded.assign, told).toArrow())
+    keys = key_tables(_prepared(loaded.mops, loaded.assign, told).toArrow())[:limit]
     checks = [check for check in REGISTRY if isinstance(check, KeyCheck)]
     function = _key_function(checks, rules, shared, events.replication, sample)
 
@@ -121,8 +122,9 @@ def main() -> None:
     parser.add_argument("run", type=Path, help="a run directory (bench/check_scale.py --keep)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--sample", type=int, default=100_000, help="as check_scale.py samples")
+    parser.add_argument("--limit", type=int, default=None, help="time only the first N keys")
     args = parser.parse_args()
-    print(json.dumps(cost(args.run, args.master, args.sample), indent=2))
+    print(json.dumps(cost(args.run, args.master, args.sample, args.limit), indent=2))
 
 
 if __name__ == "__main__":
