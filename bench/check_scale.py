@@ -2,16 +2,20 @@
 
 Generates a Kafka-workload history of N lines (16 keys; 8 producers; assign-mode consumers
 on keys 0-11; a two-member consumer group on keys 12-15 with commits and rebalances;
-nemesis partitions; a final read), written as JSON lines directly (fast), with a few
+nemesis partitions; a final read; `--shape jepsen --keys K`: Jepsen's shape, the assign
+consumers' keys rotating through K keys and sends of one to four keys an operation), written as JSON lines directly (fast), with a few
 anomalies of every type injected at known places. The generator keeps the ground truth,
 including the anomalies an injection causes as a side effect (a lost record makes every
 reader that crosses its offset skip an index). Then it times each stage with `local[2]`:
 Spark start, history.jsonl -> history.parquet (the bulk converter; `--loader exact`: the
 line-by-line one), checking; reports peak memory (this process, the JVM and its Python
 workers, from /proc) and precision/recall
-per anomaly type against the truth. Prints one JSON document.
+per anomaly type against the truth, and the check's time per line and per key (so that
+both growths show). `--reference` times bench/reference_check.py, a single-threaded
+in-memory Python check, on the same history and scores it too. Prints one JSON document.
 
     .venv/bin/python bench/check_scale.py --lines 1000000 [--loader auto|exact] [--dir /tmp]
+    .venv/bin/python bench/check_scale.py --lines 3000000 --shape jepsen --keys 1700 --reference
 
 `--keep` keeps the run directory (history.jsonl, truth.json, history.parquet/); `--reuse`
 checks a kept run again, converting it anew (or not, with `--reuse-parquet`).
@@ -33,9 +37,11 @@ from typing import Any
 
 from checkers import CheckConfig, check_history
 
-KEYS = [f"t-{i}" for i in range(16)]
-ASSIGN_KEYS = KEYS[:12]
-GROUP_KEYS = KEYS[12:]
+SHAPES = ("squall", "jepsen")
+"""`squall`: squall's own runs (16 keys for the whole history, one send a produce
+operation). `jepsen`: Jepsen's Kafka workload (keys rotate: the assign consumers move to
+fresh keys in fours through the history, and a produce operation sends to one to four
+keys)."""
 HOLE = None
 TEST_JSON = {
     "topic": {"replication_factor": 3, "min_insync_replicas": 2, "unclean_leader_election": False},
@@ -47,15 +53,26 @@ Truth = dict[str, set[tuple[Any, ...]]]
 class SyntheticHistory:
     """Writes a history line by line and remembers every anomaly it makes."""
 
-    def __init__(self, path: Path, lines: int, seed: int) -> None:
+    def __init__(
+        self, path: Path, lines: int, seed: int, *, keys: int = 16, shape: str = "squall"
+    ) -> None:
+        if keys < 16 or (shape == "squall" and keys != 16):
+            raise ValueError(f"keys: {keys}; the squall shape has 16, the jepsen shape 16 or more")
         self.rng = random.Random(seed)
+        self.shape = shape
+        names = [f"t-{i}" for i in range(keys)]
+        # The group's keys are the last four; the assign consumers' keys the rest, the first
+        # twelve active from the start, the others taken in fours as keys rotate.
+        self.group_keys = names[-4:]
+        self.fresh_keys = names[12:-4]
+        self.assign_keys = names[:12]
         self.out = open(path, "w", buffering=1 << 20)  # noqa: SIM115
         self.target = lines
         self.index = 0
         self.time = 0
         self.value = 0
         self.next_process = 0
-        self.log: dict[str, list[int | None]] = {k: [] for k in KEYS}
+        self.log: dict[str, list[int | None]] = {k: [] for k in names}
         self.truth: Truth = defaultdict(set)
         # Generic trackers, so that side effects are in the truth too.
         self.last_read_end: dict[tuple[int, str], int] = {}
@@ -64,8 +81,9 @@ class SyntheticHistory:
         self.consumers: list[tuple[int, list[str]]] = []
         self.position: dict[tuple[int, str], int] = {}
         self.group: dict[int, list[str]] = {}
-        self.committed: dict[str, int] = {k: 0 for k in GROUP_KEYS}
+        self.committed: dict[str, int] = {k: 0 for k in self.group_keys}
         self.elections = 0
+        self.rotations = 0
 
     # -- writing ---------------------------------------------------------------------
     def new_process(self) -> int:
@@ -114,12 +132,45 @@ class SyntheticHistory:
             self.note_send(process, key, offset, op)
         return value
 
+    def send_many(self, process: int, keys: list[str]) -> None:
+        """One operation that sends a value to each of `keys`, acknowledged."""
+        sent = [(key, self.fresh_value()) for key in keys]
+        located = [(key, self.append(key, value), value) for key, value in sent]
+        invoke = ",".join(f'["send","{key}",{value}]' for key, value in sent)
+        done = ",".join(f'["send","{key}",[{offset},{value}]]' for key, offset, value in located)
+        op = self.op(process, "send", f"[{invoke}]", "ok", f"[{done}]")
+        for key, offset, _ in located:
+            self.note_send(process, key, offset, op)
+
+    def rotate(self) -> None:
+        """Jepsen's keys rotate: the next assign consumer (in turn) moves to fresh keys, and
+        producers send to them from now on; the old keys are written no more."""
+        if not self.fresh_keys:
+            return
+        slot = self.rotations % len(self.consumers)
+        self.rotations += 1
+        process, old = self.consumers[slot]
+        new, self.fresh_keys = self.fresh_keys[:4], self.fresh_keys[4:]
+        text = ",".join(f'"{k}"' for k in new)
+        self.op(process, "assign", f"[{text}]", "ok", f"[{text}]")
+        for key in old:
+            self.last_read_end.pop((process, key), None)
+        for key in new:
+            self.position[(process, key)] = 0
+        self.consumers[slot] = (process, new)
+        self.assign_keys = [k for k in self.assign_keys if k not in old] + new
+
     def produce(self) -> None:
         slot = self.rng.randrange(len(self.producers))
         process = self.producers[slot]
-        key = self.rng.choice(KEYS)
+        key = self.rng.choice([*self.assign_keys, *self.group_keys])
         roll = self.rng.random()
-        if roll < 0.01:
+        if self.shape == "jepsen" and roll >= 0.02:
+            self.send_many(
+                process,
+                self.rng.sample([*self.assign_keys, *self.group_keys], self.rng.randrange(1, 5)),
+            )
+        elif roll < 0.01:
             self.send(process, key, result="fail", in_log=False)
         elif roll < 0.02:
             self.send(process, key, result="info", in_log=self.rng.random() < 0.5)
@@ -261,7 +312,7 @@ class SyntheticHistory:
         getattr(self, "inject_" + kind.replace("-", "_"))()
 
     def quiet_key(self) -> str:
-        return self.rng.choice(ASSIGN_KEYS)
+        return self.rng.choice(self.assign_keys)
 
     def inject_inconsistent_offsets(self) -> None:
         key = self.quiet_key()
@@ -411,6 +462,11 @@ class SyntheticHistory:
             f'{{"key":"{key}","leader":2,"leader_epoch":{self.elections},"isr":[2],'
             f'"previous_leader":1,"unclean":true}}',
         )
+        if self.shape == "jepsen":
+            # The old leader truncates and rejoins, as in a real cluster: the key's writes go
+            # on for long after, and an ISR left below min.insync.replicas makes each of their
+            # acknowledgements an ack-below-min-isr.
+            self.line("sut", "info", "isr-change", f'{{"key":"{key}","isr":[2,1,3],"leader":2}}')
         del self.log[key][start:]
         self.truth["unclean-loss-window"].add((key, election))
         for offset, value in enumerate(lost, start):
@@ -423,9 +479,9 @@ class SyntheticHistory:
     # -- the run ---------------------------------------------------------------------
     def final_read(self) -> None:
         process = self.new_process()
-        text = ",".join(f'"{k}"' for k in KEYS)
+        text = ",".join(f'"{k}"' for k in self.log)
         self.op(process, "assign", f"[{text}]", "ok", f"[{text}]", ',"final":true')
-        for key in KEYS:
+        for key in self.log:
             start = 0
             while start < len(self.log[key]):
                 records, start = self.read(key, start, 5000)
@@ -433,10 +489,10 @@ class SyntheticHistory:
 
     def run(self, injections_per_type: int) -> Truth:
         for i in range(3):
-            self.add_consumer(ASSIGN_KEYS[4 * i : 4 * i + 4])
+            self.add_consumer(self.assign_keys[4 * i : 4 * i + 4])
         members = [self.new_process(), self.new_process()]
-        self.subscribe(members[0], GROUP_KEYS[:2])
-        self.subscribe(members[1], GROUP_KEYS[2:])
+        self.subscribe(members[0], self.group_keys[:2])
+        self.subscribe(members[1], self.group_keys[2:])
         kinds = [
             "inconsistent-offsets", "duplicate", "g1a", "lost-write", "unseen", "poll-skip",
             "nonmonotonic-poll", "int-poll-skip", "int-nonmonotonic-poll", "nonmonotonic-send",
@@ -451,9 +507,15 @@ class SyntheticHistory:
             for _ in range(injections_per_type)
         )
         faulted = False
+        # Rotations spread evenly over the body, as Jepsen's keys rotate at a steady rate.
+        every = body // (len(self.fresh_keys) // 4 + 2)
+        rotate_at = every
         while self.index < body:
             while plan and plan[0][0] <= self.index:
                 self.inject(plan.pop(0)[1])
+            if self.fresh_keys and self.index >= rotate_at:
+                self.rotate()
+                rotate_at += every
             roll = self.rng.random()
             if roll < 0.5:
                 self.produce()
@@ -580,12 +642,19 @@ def load_truth(path: Path) -> Truth:
 
 
 def score(results: dict[str, Any], truth: Truth) -> dict[str, Any]:
+    """Precision and recall per anomaly type of the samples of `results` (results.json)."""
     found: dict[str, set[tuple[Any, ...]]] = defaultdict(set)
     for section in results["checkers"].values():
         for group in ("anomalies", "expected"):
             for kind, samples in section.get(group, {}).items():
                 for sample in samples:
                     found[kind].add(_identity(kind, sample))
+    return score_found(found, truth)
+
+
+def score_found(found: Truth, truth: Truth) -> dict[str, Any]:
+    """Precision and recall per anomaly type of `found` (identities as `_identity`'s)."""
+    found = defaultdict(set, found)
     out = {}
     for kind in sorted(set(found) | set(truth)):
         hits = len(found[kind] & truth[kind])
@@ -613,10 +682,31 @@ def main() -> None:
         "--reuse-parquet", action="store_true", help="with --reuse: keep its history.parquet too"
     )
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--shape", choices=SHAPES, default="squall", help="see SHAPES")
+    parser.add_argument(
+        "--keys", type=int, default=None, help="keys in the history (jepsen shape; default 1700)"
+    )
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="time the single-threaded Python check (bench/reference_check.py) too",
+    )
     args = parser.parse_args()
+    keys = args.keys or (1700 if args.shape == "jepsen" else 16)
+    if args.shape == "squall" and keys != 16:
+        parser.error("--keys: the squall shape has 16 keys; --shape jepsen for more")
+    if keys < 16:
+        parser.error("--keys: at least 16")
 
-    run = args.dir / f"squall-check-scale-{args.lines}"
-    figures: dict[str, Any] = {"lines": args.lines, "loader": args.loader, "master": args.master}
+    name = f"squall-check-scale-{args.lines}"
+    run = args.dir / (name if args.shape == "squall" else f"{name}-jepsen-{keys}")
+    figures: dict[str, Any] = {
+        "lines": args.lines,
+        "shape": args.shape,
+        "keys": keys,
+        "loader": args.loader,
+        "master": args.master,
+    }
     if args.reuse and (run / "truth.json").is_file():
         # The kept history is converted again unless --reuse-parquet.
         if not args.reuse_parquet:
@@ -627,7 +717,10 @@ def main() -> None:
         run.mkdir(parents=True)
         (run / "test.json").write_text(json.dumps(TEST_JSON))
         started = time.perf_counter()
-        truth = SyntheticHistory(run / "history.jsonl", args.lines, args.seed).run(args.injections)
+        history = SyntheticHistory(
+            run / "history.jsonl", args.lines, args.seed, keys=keys, shape=args.shape
+        )
+        truth = history.run(args.injections)
         figures["generate_s"] = round(time.perf_counter() - started, 2)
         save_truth(truth, run / "truth.json")
     figures["history_bytes"] = (run / "history.jsonl").stat().st_size
@@ -651,8 +744,21 @@ def main() -> None:
         "driver_jvm_and_workers_pss": round(sampler.peak_pss_kb / 1024),
     }
     figures["ops_per_s_end_to_end"] = round(args.lines / figures["end_to_end_s"])
+    # Both growths: a check's time per history line and per key.
+    figures["check_us_per_line"] = round(figures["check_s"] * 1e6 / args.lines, 2)
+    figures["check_ms_per_key"] = round(figures["check_s"] * 1e3 / keys, 2)
     figures["valid"] = results["valid"]
     figures["scores"] = score(results, truth)
+    if args.reference:
+        from reference_check import check  # beside this script
+
+        started = time.perf_counter()
+        found = check(run)
+        figures["reference_s"] = round(time.perf_counter() - started, 2)
+        figures["speedup_over_reference"] = round(
+            figures["reference_s"] / figures["end_to_end_s"], 2
+        )
+        figures["reference_scores"] = score_found(found, truth)
     figures["notes"] = results["notes"]
     print(json.dumps(figures, indent=2))
     if not (args.keep or args.reuse):
