@@ -103,12 +103,27 @@ class LocalCluster:
             )
         finally:
             admin.close()
-        return wait_for(
+        found = wait_for(
             lambda: (
                 (d := self.describe(topic)).leader >= 0 and len(d.isr) == replication_factor and d
             ),
             what=f"{topic} to have a leader and a full ISR",
         )
+        wait_for(
+            lambda: all(self._knows(broker, topic) for broker in self.brokers.values()),
+            what=f"every running broker's metadata to name {topic}'s leader",
+        )
+        return found
+
+    @staticmethod
+    def _knows(broker: BrokerProcess, topic: str) -> bool:
+        """Whether a stopped broker, or a running one's own metadata, gives topic a leader
+        (a client bootstrapped from a broker the controller has not told yet would be told
+        the topic does not exist)."""
+        if not broker.is_running():
+            return True
+        with AdminClient(broker.bootstrap) as admin:
+            return admin.describe_topics([topic])[0].partitions[0].leader >= 0
 
     def wait_for_leader(self, topic: str, predicate: Callable[[Any], bool], what: str) -> Any:
         return wait_for(lambda: (d := self.describe(topic)) and predicate(d) and d, what=what)
