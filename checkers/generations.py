@@ -18,8 +18,6 @@ not judged; the final read is never a member.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -108,5 +106,4 @@ class GenerationsChecker:
             detail=["key", "process", "commit", "generation", "newer", "assign"],
             json_fields=(),
         )
-        details: dict[str, Any] = {}
-        return CheckerReport(self.name, [owners, stale], details)
+        return CheckerReport(self.name, [owners, stale])

@@ -446,25 +446,15 @@ class ConfluentClientFactory:
     def consumer(
         self, bootstrap: str, *, settings: Mapping[str, object], client_id: str
     ) -> ConfluentConsumer:
-        config = consumer_config(bootstrap, settings)
-        config["client.id"] = client_id
         return ConfluentConsumer(
-            config,
+            **_consumer_arguments(bootstrap, settings, client_id),
             in_group="group.id" in settings,
-            reset=str(settings.get("auto.offset.reset", "earliest")),
-            timeout_s=_request_timeout_ms(settings) / 1000,
         )
 
     def group_consumer(
         self, bootstrap: str, *, settings: Mapping[str, object], client_id: str
     ) -> GroupConsumer:
-        config = consumer_config(bootstrap, settings)
-        config["client.id"] = client_id
-        return ConfluentGroupConsumer(
-            config,
-            reset=str(settings.get("auto.offset.reset", "earliest")),
-            timeout_s=_request_timeout_ms(settings) / 1000,
-        )
+        return ConfluentGroupConsumer(**_consumer_arguments(bootstrap, settings, client_id))
 
     def admin(self, bootstrap: str, *, request_timeout_ms: int) -> ConfluentAdmin:
         return ConfluentAdmin(bootstrap, request_timeout_ms=request_timeout_ms)
@@ -487,6 +477,19 @@ def producer_config(
         attempts = _retries(settings) + 1
         config["message.timeout.ms"] = _request_timeout_ms(settings) * attempts + 1_000
     return config
+
+
+def _consumer_arguments(
+    bootstrap: str, settings: Mapping[str, object], client_id: str
+) -> dict[str, Any]:
+    """A consumer's config, reset policy and request timeout, as its constructor takes them."""
+    config = consumer_config(bootstrap, settings)
+    config["client.id"] = client_id
+    return {
+        "config": config,
+        "reset": str(settings.get("auto.offset.reset", "earliest")),
+        "timeout_s": _request_timeout_ms(settings) / 1000,
+    }
 
 
 def consumer_config(bootstrap: str, settings: Mapping[str, object]) -> dict[str, Any]:

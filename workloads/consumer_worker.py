@@ -176,14 +176,21 @@ class ConsumerWorker:
         self.recorder.complete_poll(pending, records)
         return True
 
+    def _fetch(self, consumer: Consumer) -> Sequence[Record] | None:
+        """One poll fetched before it is delivered (written down); None if it failed, which
+        is written down as a failed poll after rewinding to what was delivered."""
+        try:
+            return consumer.poll(self.spec.poll_timeout_ms)
+        except Exception as err:
+            self._rewind(consumer)
+            self.recorder.complete_poll(self.recorder.invoke_poll(self.client), err)
+            return None
+
     def poll_as_member(self, member: GroupConsumer) -> bool:
         """At-least-once, as a member of the group: fetch, write down any assignment the
         poll brought, then deliver; False if the fetch failed."""
-        try:
-            records = member.poll(self.spec.poll_timeout_ms)
-        except Exception as err:
-            self._rewind(member)
-            self.recorder.complete_poll(self.recorder.invoke_poll(self.client), err)
+        records = self._fetch(member)
+        if records is None:
             return False
         if member.assignments() != self.assignments_seen:
             self.assignments_seen = member.assignments()
@@ -227,11 +234,8 @@ class ConsumerWorker:
         """At-most-once: fetch, commit past the fetched records, then deliver them; False
         if the fetch failed."""
         consumer = self._require_consumer()
-        try:
-            records = consumer.poll(self.spec.poll_timeout_ms)
-        except Exception as err:
-            self._rewind(consumer)
-            self.recorder.complete_poll(self.recorder.invoke_poll(self.client), err)
+        records = self._fetch(consumer)
+        if records is None:
             return False
         if records:
             after = dict(self.delivered)
@@ -260,12 +264,12 @@ class ConsumerWorker:
         offsets = dict(self.delivered)
         if not offsets:
             return
-        member = {"generation": self.member.generation()} if self.member is not None else {}
+        fields = {"generation": self.member.generation()} if self.member is not None else {}
         self.recorder.record_commit(
             self.client,
             {key_name(t, p): o for (t, p), o in offsets.items()},
             lambda: consumer.commit(offsets),
-            **member,
+            **fields,
         )
 
     def crash(self) -> None:

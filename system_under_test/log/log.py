@@ -336,7 +336,7 @@ class Log:
             info = self._validate_replicated(batch, log_end)
         if info.max_batch_size > self.config.max_message_bytes:
             self._check_batch_sizes(batch)
-        produced = _producer_batches(batch)
+        produced = [_producer_batch(found) for found in info.producers]
         if produced and assign_offsets:
             duplicate = self._check_producers(produced, info)
             if duplicate is not None:
@@ -704,12 +704,3 @@ def _producer_batch(found: BatchPosition) -> ProducerBatch:
         last_offset=found.last_offset,
         max_timestamp=found.max_timestamp,
     )
-
-
-def _producer_batches(batch: bytes | bytearray | memoryview) -> list[ProducerBatch]:
-    """The idempotent producers' batches among batch's (their offsets as they stand)."""
-    return [
-        _producer_batch(found)
-        for found in iter_batches(batch, check_crc=False)
-        if found.producer_id != NO_PRODUCER_ID
-    ]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from crc32c import crc32c
 
@@ -130,22 +130,8 @@ class BatchInfo:
     size: int
     max_batch_size: int
     batches: int
-
-
-def _batch_of_items(
-    items: Iterable[tuple[bytes | None, bytes | None, int]],
-    base_offset: int,
-    producer_id: int,
-    producer_epoch: int,
-    base_sequence: int,
-) -> RecordBatch:
-    return batch_of(
-        (NewRecord(timestamp=timestamp, key=key, value=value) for key, value, timestamp in items),
-        base_offset=base_offset,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-    )
+    producers: tuple[BatchPosition, ...] = ()
+    """The idempotent producers' batches among them, at their (assigned) offsets."""
 
 
 def encode_records(
@@ -158,7 +144,13 @@ def encode_records(
 ) -> bytes:
     """(key, value, timestamp) items as one batch at consecutive offsets from base_offset."""
     return encode_batch(
-        _batch_of_items(items, base_offset, producer_id, producer_epoch, base_sequence)
+        batch_of(
+            (NewRecord(timestamp=ts, key=key, value=value) for key, value, ts in items),
+            base_offset=base_offset,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+        )
     )
 
 
@@ -276,13 +268,29 @@ def _decode(view: memoryview, batch: BatchPosition) -> RecordBatch:
     return decoded
 
 
-def _assign(view: memoryview, base_offset: int, leader_epoch: int) -> BatchInfo:
-    end = len(view)
-    if end == 0:
+def _info_of(batches: list[BatchPosition], size: int) -> BatchInfo:
+    """What an append's batches (at their final offsets and max timestamps) add up to."""
+    if not batches:
         raise CorruptRecordError(0, "no record batch")
-    count = batches = 0
     max_timestamp = offset_of_max = -1
-    max_batch_size = 0
+    for batch in batches:
+        if batch.max_timestamp > max_timestamp:
+            max_timestamp, offset_of_max = batch.max_timestamp, batch.last_offset
+    return BatchInfo(
+        count=sum(b.last_offset - b.base_offset + 1 for b in batches),
+        first_offset=batches[0].base_offset,
+        last_offset=batches[-1].last_offset,
+        max_timestamp=max_timestamp,
+        offset_of_max_timestamp=offset_of_max,
+        size=size,
+        max_batch_size=max(b.size for b in batches),
+        batches=len(batches),
+        producers=tuple(b for b in batches if b.producer_id != NO_PRODUCER_ID),
+    )
+
+
+def _assign(view: memoryview, base_offset: int, leader_epoch: int) -> BatchInfo:
+    assigned: list[BatchPosition] = []
     next_offset = base_offset
     for batch in iter_batches(view):
         decoded = _decode(view, batch)
@@ -297,22 +305,11 @@ def _assign(view: memoryview, base_offset: int, leader_epoch: int) -> BatchInfo:
         _BASE_OFFSET.pack_into(view, batch.position, next_offset)
         _EPOCH.pack_into(view, batch.position + _EPOCH_AT, leader_epoch)
         last = next_offset + batch.last_offset - batch.base_offset
-        if max_ts > max_timestamp:
-            max_timestamp, offset_of_max = max_ts, last
-        max_batch_size = max(max_batch_size, batch.size)
-        count += last - next_offset + 1
-        batches += 1
+        assigned.append(
+            replace(batch, base_offset=next_offset, last_offset=last, max_timestamp=max_ts)
+        )
         next_offset = last + 1
-    return BatchInfo(
-        count,
-        base_offset,
-        next_offset - 1,
-        max_timestamp,
-        offset_of_max,
-        end,
-        max_batch_size,
-        batches,
-    )
+    return _info_of(assigned, len(view))
 
 
 def _read_max_timestamp(view: memoryview, position: int) -> int:
@@ -334,35 +331,16 @@ def validate_records(buf: bytes | bytearray | memoryview, *, check_crc: bool = T
 
     Raises CorruptRecordError if any byte of buf is not part of a valid batch.
     """
-    view = buf if isinstance(buf, memoryview) else memoryview(buf)
-    return _walk_headers(view, check_crc=check_crc)
-
-
-def _walk_headers(view: memoryview, *, check_crc: bool) -> BatchInfo:
-    end = len(view)
-    if end == 0:
-        raise CorruptRecordError(0, "no record batch")
-    count = batches = 0
-    first_offset = last_offset = -1
-    max_timestamp = offset_of_max = -1
-    max_batch_size = 0
-    for batch in iter_batches(view, check_crc=check_crc):
-        if batches == 0:
-            first_offset = batch.base_offset
-        elif batch.base_offset != last_offset + 1:
+    batches: list[BatchPosition] = []
+    for batch in iter_batches(buf, check_crc=check_crc):
+        if batches and batch.base_offset != batches[-1].last_offset + 1:
             raise CorruptRecordError(
                 batch.position,
-                f"batch starts at offset {batch.base_offset}, expected {last_offset + 1}",
+                f"batch starts at offset {batch.base_offset}, expected "
+                f"{batches[-1].last_offset + 1}",
             )
-        if batch.max_timestamp > max_timestamp:
-            max_timestamp, offset_of_max = batch.max_timestamp, batch.last_offset
-        max_batch_size = max(max_batch_size, batch.size)
-        count += batch.last_offset - batch.base_offset + 1
-        batches += 1
-        last_offset = batch.last_offset
-    return BatchInfo(
-        count, first_offset, last_offset, max_timestamp, offset_of_max, end, max_batch_size, batches
-    )
+        batches.append(batch)
+    return _info_of(batches, len(buf))
 
 
 def assign_offsets(
