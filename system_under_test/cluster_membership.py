@@ -23,10 +23,11 @@ from system_under_test.controller_channel import BrokerRequestChannel
 from system_under_test.errors import ErrorCode
 from system_under_test.event_log import EventLog
 from system_under_test.metadata_cache import NO_LEADER, BrokerEndpoint, MetadataCache
-from system_under_test.protocol import CreatableTopic, CreatableTopicResult
 from system_under_test.replication.assignment import AssignmentError, assign_replicas
 from system_under_test.replication.replica_manager import ReplicaManager
 from system_under_test.topic_spec import (
+    CreatableTopic,
+    CreatableTopicResult,
     CreateTopicError,
     TopicSpec,
     request_errors,

@@ -38,9 +38,9 @@ from system_under_test.kafka.group_metadata import (
 )
 from system_under_test.log.record import decode_records, encode_records
 from system_under_test.metadata_cache import NO_LEADER
-from system_under_test.protocol import CreatableTopic, TopicConfigEntry
 from system_under_test.replication.partition import Partition
 from system_under_test.request_handler import RequestHandler
+from system_under_test.topic_spec import CreatableTopic, TopicConfigEntry
 from system_under_test.zookeeper import MetadataError
 
 log = logging.getLogger(__name__)

@@ -58,7 +58,6 @@ from system_under_test.kafka.schema import Body
 from system_under_test.log.log_manager import InvalidTopicError, validate_topic_partition
 from system_under_test.metadata_cache import NO_LEADER, BrokerEndpoint
 from system_under_test.producer_ids import ProducerIdManager
-from system_under_test.protocol import CreatableTopic, TopicConfigEntry
 from system_under_test.replication.partition import CONSUMER_REPLICA_ID, Partition
 from system_under_test.request_handler import (
     VALID_ACKS,
@@ -66,6 +65,7 @@ from system_under_test.request_handler import (
     _ProduceResult,
     check_leader_epoch,
 )
+from system_under_test.topic_spec import CreatableTopic, TopicConfigEntry
 
 log = logging.getLogger(__name__)
 

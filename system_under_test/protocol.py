@@ -1,6 +1,8 @@
-"""The wire protocol: framing, primitive types, and every request and response.
+"""The APIs only brokers use among themselves: framing, primitive types, and their requests
+and responses.
 
-A message is a frozen dataclass whose fields are annotated with their wire types
+They travel on the broker's one listener beside Kafka's own APIs (``system_under_test/kafka``),
+with Kafka's framing and request header, at versions of their own (PROTOCOL.md). A message is a frozen dataclass whose fields are annotated with their wire types
 (``Int32``, ``String``, ``list[SomeStruct]``...); ``@wire`` derives its codec from the
 annotations, so adding an API is writing two dataclasses and one line in ``API_TABLE``.
 Decoding is total: any malformed, truncated or oversized input raises ProtocolError.
@@ -356,55 +358,6 @@ class ErrorResponse(Response):
     error_message: NullableString
 
 
-# --- Produce (0) ---------------------------------------------------------------------------
-
-
-@wire
-@dataclass(frozen=True, slots=True)
-class ProducePartitionData:
-    partition: Int32
-    records: RecordBytes
-
-
-@wire
-@dataclass(frozen=True, slots=True)
-class ProduceTopicData:
-    name: String
-    partitions: list[ProducePartitionData]
-
-
-@wire
-@dataclass(frozen=True, slots=True)
-class ProduceRequest(Request):
-    API_KEY: ClassVar[ApiKey] = ApiKey.PRODUCE
-    acks: Int16
-    timeout_ms: Int32
-    topics: list[ProduceTopicData]
-
-
-@wire
-@dataclass(frozen=True, slots=True)
-class ProducePartitionResponse:
-    partition: Int32
-    error_code: Int16
-    base_offset: Int64
-    log_append_time_ms: Int64
-    error_message: NullableString
-
-
-@wire
-@dataclass(frozen=True, slots=True)
-class ProduceTopicResponse:
-    name: String
-    partitions: list[ProducePartitionResponse]
-
-
-@wire
-@dataclass(frozen=True, slots=True)
-class ProduceResponse(Response):
-    topics: list[ProduceTopicResponse]
-
-
 # --- Fetch (1) -----------------------------------------------------------------------------
 
 
@@ -523,119 +476,6 @@ class ListOffsetsTopicResponse:
 @dataclass(frozen=True, slots=True)
 class ListOffsetsResponse(Response):
     topics: list[ListOffsetsTopicResponse]
-
-
-# --- Metadata (3) --------------------------------------------------------------------------
-
-
-@wire
-@dataclass(frozen=True, slots=True)
-class MetadataRequest(Request):
-    API_KEY: ClassVar[ApiKey] = ApiKey.METADATA
-    topics: list[String] | None
-    """None asks for every topic."""
-
-
-@wire
-@dataclass(frozen=True, slots=True)
-class MetadataBroker:
-    node_id: Int32
-    host: String
-    port: Int32
-
-
-@wire
-@dataclass(frozen=True, slots=True)
-class MetadataPartition:
-    error_code: Int16
-    partition: Int32
-    leader: Int32
-    leader_epoch: Int32
-    replicas: list[Int32]
-    isr: list[Int32]
-
-
-@wire
-@dataclass(frozen=True, slots=True)
-class MetadataTopic:
-    error_code: Int16
-    name: String
-    partitions: list[MetadataPartition]
-
-
-@wire
-@dataclass(frozen=True, slots=True)
-class MetadataResponse(Response):
-    brokers: list[MetadataBroker]
-    controller_id: Int32
-    topics: list[MetadataTopic]
-
-
-# --- ApiVersions (18) ----------------------------------------------------------------------
-
-
-@wire
-@dataclass(frozen=True, slots=True)
-class ApiVersionsRequest(Request):
-    API_KEY: ClassVar[ApiKey] = ApiKey.API_VERSIONS
-
-
-@wire
-@dataclass(frozen=True, slots=True)
-class ApiVersionRange:
-    api_key: Int16
-    min_version: Int16
-    max_version: Int16
-
-
-@wire
-@dataclass(frozen=True, slots=True)
-class ApiVersionsResponse(Response):
-    error_code: Int16
-    api_keys: list[ApiVersionRange]
-
-
-# --- CreateTopics (19) ---------------------------------------------------------------------
-
-
-@wire
-@dataclass(frozen=True, slots=True)
-class TopicConfigEntry:
-    name: String
-    value: NullableString
-
-
-@wire
-@dataclass(frozen=True, slots=True)
-class CreatableTopic:
-    name: String
-    num_partitions: Int32
-    """-1 uses the broker's num.partitions."""
-    replication_factor: Int16
-    """-1 uses the broker's default.replication.factor."""
-    configs: list[TopicConfigEntry]
-
-
-@wire
-@dataclass(frozen=True, slots=True)
-class CreateTopicsRequest(Request):
-    API_KEY: ClassVar[ApiKey] = ApiKey.CREATE_TOPICS
-    topics: list[CreatableTopic]
-    timeout_ms: Int32
-
-
-@wire
-@dataclass(frozen=True, slots=True)
-class CreatableTopicResult:
-    name: String
-    error_code: Int16
-    error_message: NullableString
-
-
-@wire
-@dataclass(frozen=True, slots=True)
-class CreateTopicsResponse(Response):
-    topics: list[CreatableTopicResult]
 
 
 # --- LeaderAndIsr (4) and UpdateMetadata (6): controller to brokers ------------------------
@@ -769,12 +609,8 @@ class ApiCodec:
 
 
 API_TABLE: dict[int, dict[int, ApiCodec]] = {
-    ApiKey.PRODUCE: {0: ApiCodec(ProduceRequest, ProduceResponse)},
     ApiKey.FETCH: {0: ApiCodec(FetchRequest, FetchResponse)},
     ApiKey.LIST_OFFSETS: {0: ApiCodec(ListOffsetsRequest, ListOffsetsResponse)},
-    ApiKey.METADATA: {0: ApiCodec(MetadataRequest, MetadataResponse)},
-    ApiKey.API_VERSIONS: {0: ApiCodec(ApiVersionsRequest, ApiVersionsResponse)},
-    ApiKey.CREATE_TOPICS: {0: ApiCodec(CreateTopicsRequest, CreateTopicsResponse)},
     ApiKey.LEADER_AND_ISR: {0: ApiCodec(LeaderAndIsrRequest, LeaderAndIsrResponse)},
     ApiKey.UPDATE_METADATA: {0: ApiCodec(UpdateMetadataRequest, UpdateMetadataResponse)},
     ApiKey.OFFSET_FOR_LEADER_EPOCH: {
@@ -782,6 +618,11 @@ API_TABLE: dict[int, dict[int, ApiCodec]] = {
     },
 }
 """api key -> version -> codec. StopReplica (5) and ControlledShutdown (7) are reserved."""
+
+
+def serves(api_key: int, api_version: int) -> bool:
+    """Whether a request of this API and version is one of the brokers' own."""
+    return api_version in API_TABLE.get(api_key, ())
 
 
 def api_codec(api_key: int, api_version: int) -> ApiCodec:
@@ -797,11 +638,6 @@ def api_codec(api_key: int, api_version: int) -> ApiCodec:
             f"supported versions: {min(versions)}..{max(versions)}"
         )
     return codec
-
-
-def supported_versions() -> list[ApiVersionRange]:
-    """Every implemented API with its version range, for ApiVersions."""
-    return [ApiVersionRange(key, min(v), max(v)) for key, v in sorted(API_TABLE.items())]
 
 
 # --- encoding and decoding -----------------------------------------------------------------

@@ -1,8 +1,9 @@
-"""The broker's request handlers, one per API (Kafka's KafkaApis).
+"""The handlers of the APIs brokers use among themselves, and what Kafka's APIs share with
+them: the partitions a request may touch, waiting for acks=-1 commits and for long polls.
 
-Each handler takes a decoded request and returns its response body, or None when no
-response is due (a produce with acks=0). Handlers run on the broker's event loop, one
-request per connection at a time, and touch logs only through Partition.
+Each handler takes a decoded request and returns its response body. Handlers run on the
+broker's event loop, one request per connection at a time, and touch logs only through
+Partition. Clients' APIs are Kafka's, answered by kafka_handler.py on top of this.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from typing import Any, Protocol
 from system_under_test import protocol
 from system_under_test.errors import BrokerError, ErrorCode
 from system_under_test.kafka.group_metadata import OFFSETS_TOPIC
-from system_under_test.log.log_manager import InvalidTopicError, validate_topic_partition
-from system_under_test.metadata_cache import NO_LEADER, MetadataCache
+from system_under_test.metadata_cache import MetadataCache
 from system_under_test.replication.partition import Partition
 from system_under_test.replication.replica_manager import ReplicaManager
+from system_under_test.topic_spec import CreatableTopic, CreatableTopicResult
 
 log = logging.getLogger(__name__)
 
@@ -51,15 +52,6 @@ class _ProduceResult:
         self.awaiting = None
 
 
-def _writable(records: bytes | bytearray | memoryview) -> bytearray | memoryview:
-    """The records as a buffer whose offsets can be assigned in place, copying only if needed."""
-    if isinstance(records, memoryview) and not records.readonly:
-        return records
-    if isinstance(records, bytearray):
-        return records
-    return bytearray(records)
-
-
 class CloseConnection(Exception):
     """Raised by a handler to close the client's connection instead of answering."""
 
@@ -68,8 +60,8 @@ class TopicCreator(Protocol):
     """Creates topics: the standalone controller now, the ZooKeeper controller later."""
 
     async def create_topics(
-        self, topics: list[protocol.CreatableTopic], timeout_ms: int
-    ) -> list[protocol.CreatableTopicResult]: ...
+        self, topics: list[CreatableTopic], timeout_ms: int
+    ) -> list[CreatableTopicResult]: ...
 
 
 Handler = Callable[[protocol.RequestHeader, Any], Awaitable[protocol.Response | None]]
@@ -92,12 +84,8 @@ class RequestHandler:
         self.replica_manager = replica_manager
         self.stopping = False
         self.handlers: dict[type[protocol.Request], Handler] = {
-            protocol.ProduceRequest: self.produce,
             protocol.FetchRequest: self.fetch,
             protocol.ListOffsetsRequest: self.list_offsets,
-            protocol.MetadataRequest: self.metadata_request,
-            protocol.ApiVersionsRequest: self.api_versions,
-            protocol.CreateTopicsRequest: self.create_topics,
             protocol.LeaderAndIsrRequest: self.leader_and_isr,
             protocol.UpdateMetadataRequest: self.update_metadata,
             protocol.OffsetForLeaderEpochRequest: self.offsets_for_leader_epoch,
@@ -133,46 +121,7 @@ class RequestHandler:
             )
         return self._partition(topic, partition)
 
-    # --- Produce -------------------------------------------------------------------------
-
-    async def produce(
-        self, header: protocol.RequestHeader, request: protocol.ProduceRequest
-    ) -> protocol.ProduceResponse | None:
-        acks = request.acks
-        results: list[_ProduceResult] = []
-        for topic in request.topics:
-            for data in topic.partitions:
-                result = _ProduceResult(topic.name, data.partition)
-                results.append(result)
-                if acks not in VALID_ACKS:
-                    result.fail(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks}: use -1, 0 or 1")
-                    continue
-                try:
-                    partition = self.client_writable(topic.name, data.partition)
-                    info = partition.append_as_leader(_writable(data.records), required_acks=acks)
-                except BrokerError as err:
-                    if err.code is not ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                        log.info("produce to %s-%d refused: %s", topic.name, data.partition, err)
-                    result.fail(err.code, err.message)
-                    continue
-                result.base_offset = info.first_offset
-                if acks == -1:
-                    result.awaiting = (partition, info.last_offset)
-        if acks == -1:
-            await self._await_commit(results, request.timeout_ms)
-        if acks == 0:
-            if any(r.code is not ErrorCode.NONE for r in results):
-                # Kafka's signal to an acks=0 producer that something went wrong.
-                raise CloseConnection("acks=0 produce failed")
-            return None
-        by_topic: dict[str, list[protocol.ProducePartitionResponse]] = {}
-        for r in results:
-            by_topic.setdefault(r.topic, []).append(
-                protocol.ProducePartitionResponse(r.partition, r.code, r.base_offset, -1, r.message)
-            )
-        return protocol.ProduceResponse(
-            [protocol.ProduceTopicResponse(name, parts) for name, parts in by_topic.items()]
-        )
+    # --- the leader's appends ------------------------------------------------------------
 
     async def append_and_wait(
         self, topic: str, partition: int, records: bytes, *, acks: int, timeout_ms: int
@@ -333,57 +282,6 @@ class RequestHandler:
                     )
             topics.append(protocol.ListOffsetsTopicResponse(topic.name, parts))
         return protocol.ListOffsetsResponse(topics)
-
-    # --- Metadata, ApiVersions, CreateTopics ---------------------------------------------
-
-    async def metadata_request(
-        self, header: protocol.RequestHeader, request: protocol.MetadataRequest
-    ) -> protocol.MetadataResponse:
-        cache = self.metadata
-        # Each topic once, as Kafka does: a topic named many times is answered once.
-        names = (
-            cache.topic_names() if request.topics is None else list(dict.fromkeys(request.topics))
-        )
-        topics: list[protocol.MetadataTopic] = []
-        for name in names:
-            try:
-                validate_topic_partition(name, 0)
-            except InvalidTopicError:
-                topics.append(protocol.MetadataTopic(ErrorCode.INVALID_TOPIC_EXCEPTION, name, []))
-                continue
-            states = cache.partitions(name)
-            if states is None:
-                topics.append(
-                    protocol.MetadataTopic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name, [])
-                )
-                continue
-            partitions = [
-                protocol.MetadataPartition(
-                    ErrorCode.LEADER_NOT_AVAILABLE if s.leader == NO_LEADER else ErrorCode.NONE,
-                    number,
-                    s.leader,
-                    s.leader_epoch,
-                    list(s.replicas),
-                    list(s.isr),
-                )
-                for number, s in sorted(states.items())
-            ]
-            topics.append(protocol.MetadataTopic(ErrorCode.NONE, name, partitions))
-        brokers = [
-            protocol.MetadataBroker(b.broker_id, b.host, b.port) for b in cache.alive_brokers()
-        ]
-        return protocol.MetadataResponse(brokers, cache.controller_id, topics)
-
-    async def api_versions(
-        self, header: protocol.RequestHeader, request: protocol.ApiVersionsRequest
-    ) -> protocol.ApiVersionsResponse:
-        return protocol.ApiVersionsResponse(ErrorCode.NONE, protocol.supported_versions())
-
-    async def create_topics(
-        self, header: protocol.RequestHeader, request: protocol.CreateTopicsRequest
-    ) -> protocol.CreateTopicsResponse:
-        results = await self.topic_creator.create_topics(request.topics, request.timeout_ms)
-        return protocol.CreateTopicsResponse(results)
 
     # --- controller to broker, follower to leader ----------------------------------------
 

@@ -33,13 +33,14 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from system_under_test import protocol
 from system_under_test.cluster_membership import ClusterMembership
 from system_under_test.config import BrokerConfig, ConfigError
 from system_under_test.errors import ErrorCode, ProtocolError
 from system_under_test.event_log import EventLog
+from system_under_test.group_metadata_manager import GroupMetadataManager
+from system_under_test.kafka_handler import KafkaRequestHandler
 from system_under_test.log.log import LogConfig, LogError
 from system_under_test.log.log_manager import LogManager
 from system_under_test.metadata_cache import BrokerEndpoint, MetadataCache
@@ -50,10 +51,6 @@ from system_under_test.request_handler import CloseConnection, RequestHandler, T
 from system_under_test.standalone import StandaloneController, TopicStoreError
 from system_under_test.tasks import cancel_and_wait
 from system_under_test.zookeeper import MetadataError
-
-if TYPE_CHECKING:
-    from system_under_test.group_metadata_manager import GroupMetadataManager
-    from system_under_test.kafka_handler import KafkaRequestHandler
 
 log = logging.getLogger("system_under_test.broker")
 
@@ -385,27 +382,31 @@ class Broker:
             topic_creator=topic_creator,
             replica_manager=self.replica_manager,
         )
-        self.kafka_handler: KafkaRequestHandler | None = None
-        self.groups: GroupMetadataManager | None = None
+        self.groups = GroupMetadataManager(
+            config,
+            self.handler,
+            events=self.events,
+            zookeeper=self.membership,
+            standalone=standalone,
+        )
+        producer_ids = ProducerIdManager(self._claim_producer_id_block)
+        self.kafka_handler = KafkaRequestHandler(
+            self.handler,
+            endpoints=self._listener_endpoints,
+            cluster_id=None,
+            groups=self.groups,
+            producer_ids=producer_ids,
+        )
+        """Kafka's APIs on the broker's listener, which advertises the brokers' listeners."""
+        self.second_kafka_handler: KafkaRequestHandler | None = None
+        """The same on kafka.listeners, if configured, which advertises those listeners."""
         if config.kafka_listener is not None:
-            # Imported only for a broker that has the listener: the groups and the Kafka
-            # handler have no other use.
-            from system_under_test.group_metadata_manager import GroupMetadataManager
-            from system_under_test.kafka_handler import KafkaRequestHandler
-
-            self.groups = GroupMetadataManager(
-                config,
-                self.handler,
-                events=self.events,
-                zookeeper=self.membership,
-                standalone=standalone,
-            )
-            self.kafka_handler = KafkaRequestHandler(
+            self.second_kafka_handler = KafkaRequestHandler(
                 self.handler,
                 endpoints=self._kafka_endpoints,
                 cluster_id=None,
                 groups=self.groups,
-                producer_ids=ProducerIdManager(self._claim_producer_id_block),
+                producer_ids=producer_ids,
             )
         self._server: asyncio.Server | None = None
         self._kafka_server: asyncio.Server | None = None
@@ -477,13 +478,15 @@ class Broker:
         self._record_recoveries()
         host, port = self.config.listener
         try:
+            serve = self._dispatcher(self.kafka_handler)
             self._server = await loop.create_server(
-                lambda: _ClientConnection(self, self._handle_frame), host, port, reuse_address=True
+                lambda: _ClientConnection(self, serve), host, port, reuse_address=True
             )
-            kafka, kafka_handler = self.config.kafka_listener, self.kafka_handler
+            kafka, kafka_handler = self.config.kafka_listener, self.second_kafka_handler
             if kafka is not None and kafka_handler is not None:
+                serve_second = self._dispatcher(kafka_handler)
                 self._kafka_server = await loop.create_server(
-                    lambda: _ClientConnection(self, kafka_handler.handle_frame),
+                    lambda: _ClientConnection(self, serve_second),
                     kafka[0],
                     kafka[1],
                     reuse_address=True,
@@ -551,6 +554,12 @@ class Broker:
         if self.membership is None:
             return FileBlockClaim(self.config.log_dirs[0])(size)
         return self.membership.store.claim_producer_id_block(self.broker_id, size)
+
+    async def _listener_endpoints(
+        self, brokers: list[BrokerEndpoint]
+    ) -> dict[int, tuple[str, int]]:
+        """The advertised listeners of `brokers`, as the controller told this broker."""
+        return {b.broker_id: (b.host, b.port) for b in brokers}
 
     async def _kafka_endpoints(self, brokers: list[BrokerEndpoint]) -> dict[int, tuple[str, int]]:
         """The Kafka listeners of `brokers`: this broker's own; the others' from ZooKeeper."""
@@ -631,10 +640,25 @@ class Broker:
         self._last_refusal_warning = now
         self._refusals_unlogged = 0
 
-    async def _handle_frame(
+    def _dispatcher(self, kafka_handler: KafkaRequestHandler) -> FrameHandler:
+        """A listener's frame handler: the brokers' own APIs (by key and version, as both
+        share Kafka's framing and request header) here, every other request to Kafka's."""
+
+        async def dispatch(frame: bytearray, peer: str) -> tuple[bytes | bytearray | None, bool]:
+            if len(frame) >= 4 and protocol.serves(
+                int.from_bytes(frame[0:2], "big", signed=True),
+                int.from_bytes(frame[2:4], "big", signed=True),
+            ):
+                return await self._handle_inter_broker(frame, peer)
+            return await kafka_handler.handle_frame(frame, peer)
+
+        return dispatch
+
+    async def _handle_inter_broker(
         self, frame: bytearray, peer: str
     ) -> tuple[bytes | bytearray | None, bool]:
-        """The response frame to send (None: no response) and whether to close afterwards."""
+        """A request of the brokers' own APIs: the response frame to send (None: no
+        response) and whether to close afterwards."""
         try:
             header, body_start = protocol.decode_request_header(frame)
         except ProtocolError as err:

@@ -21,9 +21,10 @@ from system_under_test.log.log_manager import (
     LogManager,
 )
 from system_under_test.metadata_cache import BrokerEndpoint, MetadataCache, PartitionState
-from system_under_test.protocol import CreatableTopic, CreatableTopicResult
 from system_under_test.replication.partition import Partition
 from system_under_test.topic_spec import (
+    CreatableTopic,
+    CreatableTopicResult,
     CreateTopicError,
     TopicSpec,
     request_errors,

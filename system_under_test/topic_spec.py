@@ -14,7 +14,6 @@ from system_under_test.config import BrokerConfig, ConfigError, resolve_topic_co
 from system_under_test.errors import ErrorCode
 from system_under_test.log.log import LogConfig
 from system_under_test.log.log_manager import InvalidTopicError, validate_topic_partition
-from system_under_test.protocol import CreatableTopic
 
 MAX_PARTITIONS = 10_000
 """A guard against typos: more partitions per topic than this is refused."""
@@ -30,6 +29,35 @@ MAX_MESSAGE_CHARS = 1_000
 string holds at most 32767 bytes."""
 MAX_NAMES_QUOTED = 10
 """A message listing names from the request quotes this many, then says how many more."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigEntry:
+    """One topic-level setting asked for at creation."""
+
+    name: str
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CreatableTopic:
+    """A topic a CreateTopics request asks for."""
+
+    name: str
+    num_partitions: int
+    """-1 uses the broker's num.partitions."""
+    replication_factor: int
+    """-1 uses the broker's default.replication.factor."""
+    configs: list[TopicConfigEntry]
+
+
+@dataclass(frozen=True, slots=True)
+class CreatableTopicResult:
+    """What became of one requested topic: NONE, or the error and why."""
+
+    name: str
+    error_code: int
+    error_message: str | None
 
 
 class CreateTopicError(Exception):

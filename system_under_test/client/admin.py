@@ -7,11 +7,22 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal
 
-from system_under_test import protocol
-from system_under_test.client.consumer import offset_from_response
+from system_under_test.client.consumer import list_offsets_request, offset_from_response
 from system_under_test.client.exceptions import BrokerUnavailableError
 from system_under_test.client.metadata import ClusterMetadata
 from system_under_test.errors import BrokerError, ErrorCode
+from system_under_test.kafka.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
+from system_under_test.kafka.create_topics import (
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+from system_under_test.kafka.list_offsets import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    ListOffsetsResponse,
+)
 
 DEFAULT = -1
 """num_partitions or replication_factor that asks for the broker's default."""
@@ -74,18 +85,15 @@ class AdminClient:
         config: Mapping[str, str] | None = None,
     ) -> None:
         """Create a topic; BrokerError (e.g. TopicAlreadyExistsError) with the broker's reason."""
-        request = protocol.CreateTopicsRequest(
-            [
-                protocol.CreatableTopic(
-                    name,
-                    partitions,
-                    replication_factor,
-                    [protocol.TopicConfigEntry(k, str(v)) for k, v in (config or {}).items()],
-                )
-            ],
-            self._timeout_ms,
+        topic = CreatableTopic(
+            name=name,
+            num_partitions=partitions,
+            replication_factor=replication_factor,
+            assignments=[],
+            configs=[CreatableTopicConfig(name=k, value=str(v)) for k, v in (config or {}).items()],
         )
-        response = self._to_controller(request, protocol.CreateTopicsResponse)
+        request = CreateTopicsRequest(topics=[topic], timeout_ms=self._timeout_ms)
+        response = self._to_controller(request)
         for result in response.topics:
             if result.name == name and result.error_code != ErrorCode.NONE:
                 raise BrokerError.for_code(
@@ -103,9 +111,13 @@ class AdminClient:
                 )
             partitions = [
                 PartitionDescription(
-                    p.partition, p.leader, p.leader_epoch, list(p.replicas), list(p.isr)
+                    p.partition_index,
+                    p.leader_id,
+                    p.leader_epoch,
+                    list(p.replica_nodes),
+                    list(p.isr_nodes),
                 )
-                for p in sorted(topic.partitions, key=lambda p: p.partition)
+                for p in sorted(topic.partitions, key=lambda p: p.partition_index)
             ]
             out.append(TopicDescription(topic.name, partitions))
         return sorted(out, key=lambda t: t.name)
@@ -116,9 +128,9 @@ class AdminClient:
         """The earliest offset, the latest (high watermark), or the first offset whose
         timestamp is >= spec ms (-1 if there is none)."""
         if spec == "earliest":
-            timestamp = protocol.EARLIEST_TIMESTAMP
+            timestamp = EARLIEST_TIMESTAMP
         elif spec == "latest":
-            timestamp = protocol.LATEST_TIMESTAMP
+            timestamp = LATEST_TIMESTAMP
         elif isinstance(spec, int) and spec >= 0:
             timestamp = spec
         else:
@@ -126,17 +138,8 @@ class AdminClient:
                 f"spec={spec!r}: expected 'earliest', 'latest' or a timestamp in ms >= 0"
             )
         conn = self._metadata.leader_connection(topic, partition)
-        request = protocol.ListOffsetsRequest(
-            protocol.CONSUMER_REPLICA_ID,
-            [
-                protocol.ListOffsetsTopic(
-                    topic, [protocol.ListOffsetsPartition(partition, timestamp)]
-                )
-            ],
-        )
-        response = conn.request(
-            request, protocol.ListOffsetsResponse, timeout_s=self._timeout_ms / 1000
-        )
+        request = list_offsets_request(topic, partition, timestamp)
+        response = conn.request(request, ListOffsetsResponse, timeout_s=self._timeout_ms / 1000)
         return offset_from_response(response, topic, partition)
 
     def brokers(self) -> list[BrokerDescription]:
@@ -147,25 +150,23 @@ class AdminClient:
             key=lambda b: b.id,
         )
 
-    def api_versions(self) -> list[protocol.ApiVersionRange]:
+    def api_versions(self) -> list[ApiVersion]:
         """The APIs and versions a broker supports."""
-        response = self._metadata.any_request(
-            protocol.ApiVersionsRequest(), protocol.ApiVersionsResponse
-        )
+        response = self._metadata.any_request(ApiVersionsRequest(), ApiVersionsResponse)
         return list(response.api_keys)
 
     def close(self) -> None:
         self._metadata.close()
 
-    def _to_controller(
-        self, request: protocol.Request, response_type: type[protocol.CreateTopicsResponse]
-    ) -> protocol.CreateTopicsResponse:
+    def _to_controller(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
         self._metadata.refresh([])
         controller = self._metadata.controller_id
         if controller in self._metadata.brokers:
             try:
                 conn = self._metadata.connection(controller)
-                return conn.request(request, response_type, timeout_s=self._timeout_ms / 1000 + 5)
+                return conn.request(
+                    request, CreateTopicsResponse, timeout_s=self._timeout_ms / 1000 + 5
+                )
             except BrokerUnavailableError:
                 pass
-        return self._metadata.any_request(request, response_type)
+        return self._metadata.any_request(request, CreateTopicsResponse)

@@ -54,7 +54,6 @@ class ProduceBatch:
         "base_offset",
         "created",
         "done",
-        "encoded",
         "error",
         "event",
         "items",
@@ -71,8 +70,6 @@ class ProduceBatch:
         self.items: list[RecordItem] = []
         self.size = 0
         """Bytes the records take once encoded."""
-        self.encoded: bytes | None = None
-        """The records as one RecordBatch v2, once encoded for sending."""
         self.created = created
         self.attempts = 0
         """Attempts concluded so far, sent or not."""

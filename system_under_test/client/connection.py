@@ -10,7 +10,6 @@ import threading
 from collections.abc import Sequence
 from typing import TypeVar
 
-from system_under_test import protocol
 from system_under_test.client.exceptions import (
     BrokerUnavailableError,
     ClientConfigError,
@@ -18,13 +17,49 @@ from system_under_test.client.exceptions import (
     CorruptResponseError,
     RequestTimeoutError,
 )
-from system_under_test.errors import BrokerError, ProtocolError
+from system_under_test.errors import KafkaCodecError
+from system_under_test.kafka import framing
+from system_under_test.kafka.api_keys import ApiKey
+from system_under_test.kafka.schema import Body
 
 MAX_RESPONSE_BYTES = 1 << 30
 """A response frame claiming more than this is treated as garbage."""
 
+REQUEST_VERSIONS: dict[int, int] = {
+    ApiKey.PRODUCE: 7,
+    ApiKey.FETCH: 11,
+    ApiKey.LIST_OFFSETS: 5,
+    ApiKey.METADATA: 8,
+    ApiKey.API_VERSIONS: 2,
+    ApiKey.CREATE_TOPICS: 3,
+    ApiKey.INIT_PRODUCER_ID: 1,
+}
+"""The version of each API the client sends: the newest non-flexible one, which every
+Kafka from 2.3 to 4.0 serves, as our brokers do (PROTOCOL.md)."""
+
 Address = tuple[str, int]
-_R = TypeVar("_R", bound=protocol.Response)
+_R = TypeVar("_R", bound=Body)
+
+
+def encode_request(body: Body, correlation_id: int, client_id: str) -> bytes:
+    """A whole request frame for `body` at the client's version of its API."""
+    return framing.encode_request(body, REQUEST_VERSIONS[body.API_KEY], correlation_id, client_id)
+
+
+def decode_response(payload: bytes | bytearray, response_type: type[_R]) -> tuple[int, _R]:
+    """The correlation id and body of a response frame's payload (KafkaCodecError if it is
+    not a `response_type` at the client's version)."""
+    api_key = response_type.API_KEY
+    correlation_id, body = framing.decode_response(payload, api_key, REQUEST_VERSIONS[api_key])
+    if not isinstance(body, response_type):
+        raise KafkaCodecError(f"expected a {response_type.__name__}", "response")
+    return correlation_id, body
+
+
+def response_size(prefix: bytes | bytearray) -> int:
+    """The payload size a response frame's 4-byte prefix announces (KafkaCodecError if it is
+    negative or over MAX_RESPONSE_BYTES)."""
+    return framing.frame_size(prefix, MAX_RESPONSE_BYTES)
 
 
 def parse_bootstrap(bootstrap: str | Sequence[str]) -> list[Address]:
@@ -101,25 +136,21 @@ class BrokerConnection:
     def __repr__(self) -> str:
         return f"BrokerConnection({self.address[0]}:{self.address[1]})"
 
-    def request(
-        self, request: protocol.Request, response_type: type[_R], *, timeout_s: float
-    ) -> _R:
+    def request(self, request: Body, response_type: type[_R], *, timeout_s: float) -> _R:
         """Send request and wait for its response.
 
-        Raises BrokerError for a broker's ErrorResponse, RequestTimeoutError,
-        ConnectionLostError or CorruptResponseError; on the last three the connection is closed.
+        Raises RequestTimeoutError, ConnectionLostError or CorruptResponseError, closing the
+        connection. Errors the broker answers are in the response, as Kafka puts them.
         """
         with self._lock:
             sock = self._require_open()
             correlation_id = next(self._correlation) & 0x7FFFFFFF
-            frame = protocol.encode_request(
-                request, correlation_id=correlation_id, client_id=self.client_id
-            )
+            frame = encode_request(request, correlation_id, self.client_id)
             self._send(sock, frame, timeout_s)
             payload = self._receive(sock, timeout_s)
         try:
-            got_id, body = protocol.decode_response(payload, response_type)
-        except ProtocolError as err:
+            got_id, body = decode_response(payload, response_type)
+        except KafkaCodecError as err:
             self.close()
             raise CorruptResponseError(
                 f"{self}: undecodable {response_type.__name__}: {err}"
@@ -129,19 +160,14 @@ class BrokerConnection:
             raise CorruptResponseError(
                 f"{self}: response for request {got_id}, expected {correlation_id}"
             )
-        if isinstance(body, protocol.ErrorResponse):
-            raise BrokerError.for_code(body.error_code, body.error_message)
         return body
 
-    def send_only(self, request: protocol.Request, *, timeout_s: float) -> None:
+    def send_only(self, request: Body, *, timeout_s: float) -> None:
         """Send a request that gets no response (a produce with acks=0)."""
         with self._lock:
             sock = self._require_open()
             correlation_id = next(self._correlation) & 0x7FFFFFFF
-            frame = protocol.encode_request(
-                request, correlation_id=correlation_id, client_id=self.client_id
-            )
-            self._send(sock, frame, timeout_s)
+            self._send(sock, encode_request(request, correlation_id, self.client_id), timeout_s)
 
     def close(self) -> None:
         """Close the connection; a request waiting on it (in another thread) ends at once."""
@@ -156,7 +182,7 @@ class BrokerConnection:
             raise ConnectionLostError(f"{self} is closed", request_sent=False)
         return self._sock
 
-    def _send(self, sock: socket.socket, frame: bytearray, timeout_s: float) -> None:
+    def _send(self, sock: socket.socket, frame: bytes, timeout_s: float) -> None:
         try:
             sock.settimeout(timeout_s)
             sock.sendall(frame)
@@ -170,14 +196,12 @@ class BrokerConnection:
     def _receive(self, sock: socket.socket, timeout_s: float) -> bytearray:
         try:
             sock.settimeout(timeout_s)
-            head = _recv_exactly(sock, 4)
-            (size,) = protocol.FRAME_SIZE.unpack(head)
-            protocol.check_frame_size(size, MAX_RESPONSE_BYTES)
+            size = response_size(_recv_exactly(sock, 4))
             return _recv_exactly(sock, size)
         except TimeoutError:
             self.close()
             raise RequestTimeoutError(f"{self}: no response within {timeout_s:g} s") from None
-        except ProtocolError as err:
+        except KafkaCodecError as err:
             self.close()
             raise CorruptResponseError(f"{self}: {err}") from None
         except OSError as err:

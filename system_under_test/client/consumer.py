@@ -26,7 +26,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
-from system_under_test import protocol
 from system_under_test.client.config import ConsumerConfig
 from system_under_test.client.exceptions import (
     BrokerUnavailableError,
@@ -36,10 +35,20 @@ from system_under_test.client.exceptions import (
     NoOffsetForPartitionError,
     OffsetStoreError,
 )
-from system_under_test.client.fetcher import UNREACHABLE, Fetcher, FetchOutcome
+from system_under_test.client.fetcher import UNREACHABLE, Fetcher, FetchOutcome, fetch_request
 from system_under_test.client.metadata import ClusterMetadata
 from system_under_test.client.offset_store import ZooKeeperOffsetStore
 from system_under_test.errors import BrokerError, ErrorCode, OffsetOutOfRangeError
+from system_under_test.kafka.fetch import FetchPartition, FetchResponse, PartitionData
+from system_under_test.kafka.list_offsets import (
+    CONSUMER_REPLICA_ID,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopic,
+)
 from system_under_test.log.record import CorruptRecordError, decode_records
 
 log = logging.getLogger(__name__)
@@ -167,12 +176,12 @@ class Consumer:
         """Move to the log start offset: of one partition, of a topic's assigned partitions,
         or (no arguments) of every assigned partition."""
         for t, p in self._selected(topic, partition):
-            self.seek(t, p, self._list_offset(t, p, protocol.EARLIEST_TIMESTAMP))
+            self.seek(t, p, self._list_offset(t, p, EARLIEST_TIMESTAMP))
 
     def seek_to_end(self, topic: str | None = None, partition: int | None = None) -> None:
         """Move to the high watermark, selecting partitions as seek_to_beginning does."""
         for t, p in self._selected(topic, partition):
-            self.seek(t, p, self._list_offset(t, p, protocol.LATEST_TIMESTAMP))
+            self.seek(t, p, self._list_offset(t, p, LATEST_TIMESTAMP))
 
     def _selected(self, topic: str | None, partition: int | None) -> list[TopicPartition]:
         if topic is None:
@@ -262,19 +271,19 @@ class Consumer:
     ) -> FetchResult:
         """One fetch of one partition from its leader; partition errors are returned, not raised."""
         conn = self._metadata.leader_connection(topic, partition)
-        request = protocol.FetchRequest(
-            protocol.CONSUMER_REPLICA_ID,
-            max_wait_ms,
-            self.config.fetch_min_bytes,
-            max_bytes,
-            [protocol.FetchTopic(topic, [protocol.FetchPartition(partition, offset, max_bytes)])],
+        wanted = FetchPartition(
+            partition=partition,
+            current_leader_epoch=self._metadata.leader_epoch(topic, partition),
+            fetch_offset=offset,
+            partition_max_bytes=max_bytes,
         )
-        response = conn.request(
-            request, protocol.FetchResponse, timeout_s=self._timeout_s(max_wait_ms)
+        request = fetch_request(
+            max_wait_ms, self.config.fetch_min_bytes, max_bytes, {topic: [wanted]}
         )
-        for t in response.topics:
+        response = conn.request(request, FetchResponse, timeout_s=self._timeout_s(max_wait_ms))
+        for t in response.responses:
             for p in t.partitions:
-                if t.name == topic and p.partition == partition:
+                if t.topic == topic and p.partition_index == partition:
                     return self._result(topic, p, offset)
         raise CorruptResponseError(f"fetch response does not mention {topic}-{partition}")
 
@@ -345,13 +354,13 @@ class Consumer:
         for (a seek, or a read from a new leader meanwhile, makes an answer stale)."""
         assert outcome.response is not None
         out: list[ConsumedRecord] = []
-        for t in outcome.response.topics:
+        for t in outcome.response.responses:
             for p in t.partitions:
-                key = (t.name, p.partition)
+                key = (t.topic, p.partition_index)
                 position = outcome.offsets.get(key)
                 if position is None or self._positions.get(key) != position:
                     continue
-                result = self._result(t.name, p, position)
+                result = self._result(t.topic, p, position)
                 if result.error is ErrorCode.NONE:
                     if result.records:
                         self._positions[key] = result.records[-1].offset + 1
@@ -359,28 +368,27 @@ class Consumer:
                 elif result.error is ErrorCode.OFFSET_OUT_OF_RANGE:
                     sent_epoch = outcome.leader_epochs.get(key, -1)
                     if not self._leader_moved(key, outcome.leader, sent_epoch):
-                        self._reset_position(t.name, p.partition, result)
+                        self._reset_position(t.topic, p.partition_index, result)
                 elif result.error in _RETRY_WITH_NEW_METADATA:
                     self._refresh_quietly()
                 else:
                     raise BrokerError.for_code(
-                        result.error, f"fetch of {t.name}-{p.partition} at offset {position} failed"
+                        result.error,
+                        f"fetch of {t.topic}-{p.partition_index} at offset {position} failed",
                     )
         return out
 
-    def _result(
-        self, topic: str, part: protocol.FetchPartitionResponse, offset: int
-    ) -> FetchResult:
+    def _result(self, topic: str, part: PartitionData, offset: int) -> FetchResult:
         error = ErrorCode.from_wire(part.error_code)
         try:
-            decoded = decode_records(part.records, check_crc=True, allow_partial_tail=True)
+            decoded = decode_records(part.records or b"", check_crc=True, allow_partial_tail=True)
         except CorruptRecordError as err:
             raise CorruptResponseError(
-                f"the broker served a corrupt record for {topic}-{part.partition} "
+                f"the broker served a corrupt record for {topic}-{part.partition_index} "
                 f"(fetch offset {offset}): {err}"
             ) from None
         records = [
-            ConsumedRecord(topic, part.partition, r.offset, r.timestamp, r.key, r.value)
+            ConsumedRecord(topic, part.partition_index, r.offset, r.timestamp, r.key, r.value)
             for r in decoded
             if r.offset >= offset
         ]
@@ -443,7 +451,7 @@ class Consumer:
                 f"[{result.log_start_offset}, {result.high_watermark}]; seek to a valid offset "
                 "or set auto.offset.reset to earliest or latest",
             )
-        spec = protocol.EARLIEST_TIMESTAMP if reset == "earliest" else protocol.LATEST_TIMESTAMP
+        spec = EARLIEST_TIMESTAMP if reset == "earliest" else LATEST_TIMESTAMP
         position = self._list_offset(topic, partition, spec)
         if current is not None:
             log.warning(
@@ -461,21 +469,12 @@ class Consumer:
         """ListOffsets at the partition's leader, retrying a leader that moved or could not
         be reached with fresh metadata (reconnect.backoff.ms apart) within
         request.timeout.ms."""
-        request = protocol.ListOffsetsRequest(
-            protocol.CONSUMER_REPLICA_ID,
-            [
-                protocol.ListOffsetsTopic(
-                    topic, [protocol.ListOffsetsPartition(partition, timestamp)]
-                )
-            ],
-        )
+        request = list_offsets_request(topic, partition, timestamp)
         deadline = time.monotonic() + self.config.request_timeout_ms / 1000
         while True:
             try:
                 conn = self._metadata.leader_connection(topic, partition)
-                response = conn.request(
-                    request, protocol.ListOffsetsResponse, timeout_s=self._timeout_s(0)
-                )
+                response = conn.request(request, ListOffsetsResponse, timeout_s=self._timeout_s(0))
                 return offset_from_response(response, topic, partition)
             except BrokerError as err:
                 if err.code not in _RETRY_LIST_OFFSETS or time.monotonic() >= deadline:
@@ -504,11 +503,20 @@ class Consumer:
         return (self.config.request_timeout_ms + max_wait_ms) / 1000
 
 
-def offset_from_response(response: protocol.ListOffsetsResponse, topic: str, partition: int) -> int:
+def list_offsets_request(topic: str, partition: int, timestamp: int) -> ListOffsetsRequest:
+    """A consumer's ListOffsets of one partition (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP or a
+    time in milliseconds)."""
+    wanted = ListOffsetsPartition(partition_index=partition, timestamp=timestamp)
+    return ListOffsetsRequest(
+        replica_id=CONSUMER_REPLICA_ID, topics=[ListOffsetsTopic(name=topic, partitions=[wanted])]
+    )
+
+
+def offset_from_response(response: ListOffsetsResponse, topic: str, partition: int) -> int:
     """The offset a ListOffsets response gives for one partition; BrokerError on an error."""
     for t in response.topics:
         for p in t.partitions:
-            if t.name == topic and p.partition == partition:
+            if t.name == topic and p.partition_index == partition:
                 if p.error_code != ErrorCode.NONE:
                     raise BrokerError.for_code(
                         p.error_code, f"listing offsets of {topic}-{partition} failed"

@@ -39,6 +39,29 @@ class NoOffsetForPartitionError(ClientError):
     """A consumer has no position for a partition and auto.offset.reset is none."""
 
 
+PRODUCE_ANSWERS: dict[ErrorCode, str] = {
+    ErrorCode.MESSAGE_TOO_LARGE: "a record batch is larger than the topic's max.message.bytes",
+    ErrorCode.CORRUPT_MESSAGE: "the broker found the records corrupt",
+    ErrorCode.INVALID_RECORD: "the broker refused the records as invalid",
+    ErrorCode.NOT_ENOUGH_REPLICAS: "the ISR is smaller than min.insync.replicas; nothing written",
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: (
+        "written, but the ISR shrank below min.insync.replicas before it was replicated"
+    ),
+    ErrorCode.REQUEST_TIMED_OUT: "written, but not replicated within the request's timeout",
+    ErrorCode.NOT_LEADER_FOR_PARTITION: "the broker does not lead the partition now",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "the broker does not host the partition",
+    ErrorCode.INVALID_REQUIRED_ACKS: "acks must be -1, 0 or 1",
+}
+"""What a broker's answer to a produce means, for the messages of produce errors (Kafka's
+answers carry a code only)."""
+
+
+def produce_answer(broker: str, code: ErrorCode) -> str:
+    """A broker's answer to a produce, in words: ``broker B: CODE (what it means)``."""
+    meaning = PRODUCE_ANSWERS.get(code)
+    return f"broker {broker}: {code.name}" + (f" ({meaning})" if meaning else "")
+
+
 class ProduceError(ClientError):
     """A record was not acknowledged.
 

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
-from system_under_test import protocol
 from system_under_test.client.config import ConsumerConfig
 from system_under_test.client.exceptions import (
     BrokerUnavailableError,
@@ -24,6 +23,7 @@ from system_under_test.client.exceptions import (
     RequestTimeoutError,
 )
 from system_under_test.client.metadata import ClusterMetadata
+from system_under_test.kafka.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
 
 TopicPartition = tuple[str, int]
 UNREACHABLE = (BrokerUnavailableError, ConnectionLostError, RequestTimeoutError)
@@ -38,7 +38,7 @@ class FetchOutcome:
 
     leader: int
     offsets: dict[TopicPartition, int]
-    response: protocol.FetchResponse | None
+    response: FetchResponse | None
     error: BaseException | None
     leader_epochs: dict[TopicPartition, int]
 
@@ -47,7 +47,7 @@ class FetchOutcome:
 class _InFlight:
     offsets: dict[TopicPartition, int]
     leader_epochs: dict[TopicPartition, int]
-    future: Future[protocol.FetchResponse]
+    future: Future[FetchResponse]
 
 
 class Fetcher:
@@ -75,24 +75,18 @@ class Fetcher:
     def send(self, leader: int, offsets: Mapping[TopicPartition, int], max_wait_ms: int) -> None:
         """Fetch `offsets` (partition: position) from `leader` in the background."""
         config = self._config
-        topics: dict[str, list[protocol.FetchPartition]] = {}
+        topics: dict[str, list[FetchPartition]] = {}
         epochs = {tp: self._metadata.leader_epoch(*tp) for tp in offsets}
         for (topic, partition), offset in offsets.items():
             topics.setdefault(topic, []).append(
-                protocol.FetchPartition(
-                    partition,
-                    offset,
-                    config.max_partition_fetch_bytes,
-                    epochs[(topic, partition)],
+                FetchPartition(
+                    partition=partition,
+                    current_leader_epoch=epochs[(topic, partition)],
+                    fetch_offset=offset,
+                    partition_max_bytes=config.max_partition_fetch_bytes,
                 )
             )
-        request = protocol.FetchRequest(
-            protocol.CONSUMER_REPLICA_ID,
-            max_wait_ms,
-            config.fetch_min_bytes,
-            config.fetch_max_bytes,
-            [protocol.FetchTopic(name, parts) for name, parts in topics.items()],
-        )
+        request = fetch_request(max_wait_ms, config.fetch_min_bytes, config.fetch_max_bytes, topics)
         timeout_s = (config.request_timeout_ms + max_wait_ms) / 1000
         future = self._pool.submit(self._request, leader, request, timeout_s)
         self._in_flight[leader] = _InFlight(dict(offsets), epochs, future)
@@ -127,11 +121,9 @@ class Fetcher:
         self._in_flight.clear()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def _request(
-        self, leader: int, request: protocol.FetchRequest, timeout_s: float
-    ) -> protocol.FetchResponse:
+    def _request(self, leader: int, request: FetchRequest, timeout_s: float) -> FetchResponse:
         conn = self._metadata.connection(leader)
-        return conn.request(request, protocol.FetchResponse, timeout_s=timeout_s)
+        return conn.request(request, FetchResponse, timeout_s=timeout_s)
 
     def _back_off(self, leader: int) -> None:
         failures = self._unreachable.get(leader, (0, 0.0))[0] + 1
@@ -140,3 +132,15 @@ class Fetcher:
             self._config.reconnect_backoff_max_ms,
         )
         self._unreachable[leader] = (failures, time.monotonic() + delay_ms / 1000)
+
+
+def fetch_request(
+    max_wait_ms: int, min_bytes: int, max_bytes: int, topics: Mapping[str, list[FetchPartition]]
+) -> FetchRequest:
+    """A consumer's fetch (read_uncommitted: with no transactions, the same records)."""
+    return FetchRequest(
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        topics=[FetchTopic(topic=name, partitions=parts) for name, parts in topics.items()],
+    )

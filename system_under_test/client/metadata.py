@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from system_under_test import protocol
 from system_under_test.client.connection import Address, BrokerConnection, parse_bootstrap
 from system_under_test.client.exceptions import (
     BrokerUnavailableError,
@@ -16,9 +15,15 @@ from system_under_test.client.exceptions import (
     RequestTimeoutError,
 )
 from system_under_test.errors import BrokerError, ErrorCode
+from system_under_test.kafka.metadata import (
+    MetadataRequest,
+    MetadataRequestTopic,
+    MetadataResponse,
+)
+from system_under_test.kafka.schema import Body
 
 NO_LEADER = -1
-_R = TypeVar("_R", bound=protocol.Response)
+_R = TypeVar("_R", bound=Body)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,9 +95,7 @@ class ClusterMetadata:
             raise BrokerUnavailableError(f"broker {broker_id} is not in the cluster metadata")
         return self.connection_to(address)
 
-    def any_request(
-        self, request: protocol.Request, response_type: type[_R], *, last: int | None = None
-    ) -> _R:
+    def any_request(self, request: Body, response_type: type[_R], *, last: int | None = None) -> _R:
         """Send request to the first broker that answers (known brokers, then bootstrap);
         broker `last` is asked only if no other answers."""
         failures: list[str] = []
@@ -127,7 +130,7 @@ class ClusterMetadata:
 
     def refresh(
         self, topics: Sequence[str] | None = None, *, avoid: int | None = None
-    ) -> protocol.MetadataResponse:
+    ) -> MetadataResponse:
         """Ask a broker (`avoid` only if no other answers) for metadata of topics (all when
         None) and cache it.
 
@@ -135,11 +138,9 @@ class ClusterMetadata:
         cached description (KIP-320): a broker whose view is stale (a deposed leader, one
         that missed an update) cannot move this client back to a leader it has seen replaced.
         """
-        response = self.any_request(
-            protocol.MetadataRequest(None if topics is None else list(topics)),
-            protocol.MetadataResponse,
-            last=avoid,
-        )
+        wanted = None if topics is None else [MetadataRequestTopic(name=t) for t in topics]
+        request = MetadataRequest(topics=wanted, allow_auto_topic_creation=False)
+        response = self.any_request(request, MetadataResponse, last=avoid)
         with self._lock:
             self.brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
             self.controller_id = response.controller_id
@@ -153,16 +154,17 @@ class ClusterMetadata:
                 known = self.topics.get(topic.name)
                 partitions: dict[int, PartitionInfo] = {}
                 for p in topic.partitions:
-                    cached = known.partitions.get(p.partition) if known is not None else None
+                    number = p.partition_index
+                    cached = known.partitions.get(number) if known is not None else None
                     if cached is not None and cached.leader_epoch > p.leader_epoch:
-                        partitions[p.partition] = cached
+                        partitions[number] = cached
                         continue
-                    partitions[p.partition] = PartitionInfo(
-                        p.partition,
-                        p.leader,
+                    partitions[number] = PartitionInfo(
+                        number,
+                        p.leader_id,
                         p.leader_epoch,
-                        tuple(p.replicas),
-                        tuple(p.isr),
+                        tuple(p.replica_nodes),
+                        tuple(p.isr_nodes),
                         ErrorCode.from_wire(p.error_code),
                     )
                 new_topics[topic.name] = TopicInfo(topic.name, error, partitions)

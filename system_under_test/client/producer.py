@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Literal
 
-from system_under_test import protocol
 from system_under_test.client.batch import (
     METADATA_REFRESH_CODES,
     ProduceBatch,
@@ -35,10 +34,17 @@ from system_under_test.client.exceptions import (
     ProducerClosedError,
     QueueFullError,
     RequestTimeoutError,
+    produce_answer,
 )
 from system_under_test.client.metadata import ClusterMetadata
 from system_under_test.client.sender import Sender
 from system_under_test.errors import BrokerError, ErrorCode
+from system_under_test.kafka.produce import (
+    PartitionProduceData,
+    ProduceRequest,
+    ProduceResponse,
+    TopicProduceData,
+)
 from system_under_test.log.record import encode_records
 
 VALID_ACKS = (-1, 0, 1)
@@ -229,12 +235,13 @@ class Producer:
         except ClientError as err:
             return ErrorCode.NETWORK_EXCEPTION, str(err), False, -1
         records = encode_records(batch.items)
-        request = protocol.ProduceRequest(
-            self.acks,
-            self.config.request_timeout_ms,
-            [
-                protocol.ProduceTopicData(
-                    batch.topic, [protocol.ProducePartitionData(batch.partition, records)]
+        request = ProduceRequest(
+            acks=self.acks,
+            timeout_ms=self.config.request_timeout_ms,
+            topic_data=[
+                TopicProduceData(
+                    name=batch.topic,
+                    partition_data=[PartitionProduceData(index=batch.partition, records=records)],
                 )
             ],
         )
@@ -243,7 +250,7 @@ class Producer:
             if self.acks == 0:
                 conn.send_only(request, timeout_s=timeout_s)
                 return ErrorCode.NONE, "", True, -1
-            response = conn.request(request, protocol.ProduceResponse, timeout_s=timeout_s)
+            response = conn.request(request, ProduceResponse, timeout_s=timeout_s)
         except BrokerError as err:
             return err.code, err.message, True, -1
         except RequestTimeoutError as err:
@@ -252,11 +259,11 @@ class Producer:
             return ErrorCode.NETWORK_EXCEPTION, str(err), err.request_sent, -1
         except ClientError as err:
             return ErrorCode.NETWORK_EXCEPTION, str(err), True, -1
-        for topic in response.topics:
-            for part in topic.partitions:
-                if topic.name == batch.topic and part.partition == batch.partition:
+        for topic in response.responses:
+            for part in topic.partition_responses:
+                if topic.name == batch.topic and part.index == batch.partition:
                     code = ErrorCode.from_wire(part.error_code)
-                    message = f"broker {conn.address[0]}:{conn.address[1]}: {part.error_message or code.name}"
+                    message = produce_answer(f"{conn.address[0]}:{conn.address[1]}", code)
                     return code, message, True, part.base_offset
         return (
             ErrorCode.UNKNOWN_SERVER_ERROR,

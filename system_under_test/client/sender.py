@@ -22,18 +22,25 @@ import threading
 import time
 from collections import deque
 
-from system_under_test import protocol
 from system_under_test.client.accumulator import RecordAccumulator
 from system_under_test.client.batch import METADATA_REFRESH_CODES, ProduceBatch, RetryPolicy
 from system_under_test.client.config import ProducerConfig
 from system_under_test.client.connection import (
-    MAX_RESPONSE_BYTES,
     Address,
+    decode_response,
     describe_socket_error,
+    encode_request,
+    response_size,
 )
-from system_under_test.client.exceptions import BrokerUnavailableError, ClientError
+from system_under_test.client.exceptions import BrokerUnavailableError, ClientError, produce_answer
 from system_under_test.client.metadata import ClusterMetadata
-from system_under_test.errors import ErrorCode, ProtocolError
+from system_under_test.errors import ErrorCode, KafkaCodecError
+from system_under_test.kafka.produce import (
+    PartitionProduceData,
+    ProduceRequest,
+    ProduceResponse,
+    TopicProduceData,
+)
 from system_under_test.log.record import encode_records
 
 log = logging.getLogger(__name__)
@@ -41,8 +48,9 @@ log = logging.getLogger(__name__)
 MAX_REQUEST_BYTES = 8 << 20
 """Batches beyond this many bytes wait for the next produce request."""
 MAX_PARTITION_BYTES = 1 << 20
-"""Batches of one partition are merged into one record set up to this size (the default
-message.max.bytes), beyond which they wait for the next request."""
+"""Batches of one partition are merged into the request's one record batch of that
+partition up to this size (the default message.max.bytes), beyond which they wait for the
+next request."""
 
 TopicPartition = tuple[str, int]
 
@@ -56,7 +64,7 @@ class _Request:
         self,
         correlation_id: int,
         entries: dict[TopicPartition, list[ProduceBatch]],
-        frame: bytearray,
+        frame: bytes,
     ) -> None:
         self.correlation_id = correlation_id
         self.entries = entries
@@ -236,9 +244,7 @@ class Sender(threading.Thread):
                 continue
             broker = channel.broker_id
             key = (batch.topic, batch.partition)
-            if batch.encoded is None:
-                batch.encoded = encode_records(batch.items)
-            size = len(batch.encoded)
+            size = batch.size
             if broker not in groups:
                 if channel.pending() >= self._config.max_in_flight:
                     waiting.append(batch)
@@ -300,19 +306,22 @@ class Sender(threading.Thread):
     def _queue_request(
         self, channel: _Channel, entries: dict[TopicPartition, list[ProduceBatch]], now: float
     ) -> None:
-        topics: dict[str, list[protocol.ProducePartitionData]] = {}
+        # One record batch per partition, as Kafka's Produce takes them.
+        topics: dict[str, list[PartitionProduceData]] = {}
         for (topic, partition), batches in entries.items():
-            records = b"".join(b.encoded or b"" for b in batches)
-            topics.setdefault(topic, []).append(protocol.ProducePartitionData(partition, records))
-        request = protocol.ProduceRequest(
-            self._acks,
-            self._config.request_timeout_ms,
-            [protocol.ProduceTopicData(name, parts) for name, parts in topics.items()],
+            records = encode_records(item for batch in batches for item in batch.items)
+            topics.setdefault(topic, []).append(
+                PartitionProduceData(index=partition, records=records)
+            )
+        request = ProduceRequest(
+            acks=self._acks,
+            timeout_ms=self._config.request_timeout_ms,
+            topic_data=[
+                TopicProduceData(name=name, partition_data=parts) for name, parts in topics.items()
+            ],
         )
         correlation_id = next(self._correlation) & 0x7FFFFFFF
-        frame = protocol.encode_request(
-            request, correlation_id=correlation_id, client_id=self._client_id
-        )
+        frame = encode_request(request, correlation_id, self._client_id)
         pending = _Request(correlation_id, entries, frame)
         pending.deadline = now + self._timeout_s
         channel.outgoing.append(pending)
@@ -365,10 +374,9 @@ class Sender(threading.Thread):
         buf = channel.inbuf
         buf += data
         while len(buf) >= 4:
-            (size,) = protocol.FRAME_SIZE.unpack_from(buf)
             try:
-                protocol.check_frame_size(size, MAX_RESPONSE_BYTES)
-            except ProtocolError as err:
+                size = response_size(buf[:4])
+            except KafkaCodecError as err:
                 self._drop_channel(channel, ErrorCode.NETWORK_EXCEPTION, str(err))
                 return
             if len(buf) < 4 + size:
@@ -385,8 +393,8 @@ class Sender(threading.Thread):
             return False
         request = channel.in_flight.popleft()
         try:
-            correlation_id, body = protocol.decode_response(payload, protocol.ProduceResponse)
-        except ProtocolError as err:
+            correlation_id, body = decode_response(payload, ProduceResponse)
+        except KafkaCodecError as err:
             channel.in_flight.appendleft(request)
             self._drop_channel(channel, ErrorCode.NETWORK_EXCEPTION, f"undecodable response: {err}")
             return False
@@ -398,22 +406,17 @@ class Sender(threading.Thread):
                 f"response for request {correlation_id}, expected {request.correlation_id}",
             )
             return False
-        if isinstance(body, protocol.ErrorResponse):
-            code = ErrorCode.from_wire(body.error_code)
-            for batch in request.batches():
-                self._settle(batch, code, body.error_message or code.name, sent=True)
-            return True
         answered: set[TopicPartition] = set()
-        for topic in body.topics:
-            for part in topic.partitions:
-                key = (topic.name, part.partition)
+        for topic in body.responses:
+            for part in topic.partition_responses:
+                key = (topic.name, part.index)
                 batches = request.entries.get(key)
                 if batches is None or key in answered:
                     continue
                 answered.add(key)
                 code = ErrorCode.from_wire(part.error_code)
                 offset = part.base_offset
-                message = f"broker {channel.broker_id}: {part.error_message or code.name}"
+                message = produce_answer(str(channel.broker_id), code)
                 for batch in batches:
                     self._settle(batch, code, message, sent=True, base_offset=offset)
                     offset += len(batch)

@@ -24,6 +24,8 @@ from system_under_test.kafka.schema import (
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
+CONSUMER_REPLICA_ID = -1
+"""The replica id of a request that is not a broker's: a client's."""
 
 
 @struct

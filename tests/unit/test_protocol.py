@@ -1,4 +1,4 @@
-"""The wire protocol: round trips of every message, and total decoders."""
+"""The brokers' own APIs: round trips of every message, and total decoders."""
 
 from __future__ import annotations
 
@@ -64,36 +64,27 @@ def _normalise(message: Any) -> Any:
 # --- round trips ---------------------------------------------------------------------------
 
 
-def test_produce_request_round_trip_carries_record_bytes_unchanged() -> None:
+def test_fetch_response_round_trip_carries_record_bytes_unchanged() -> None:
     batch = encode_records([(b"k", b"v" * 100, 1_700_000_000_000), (None, None, 5)])
-    request = p.ProduceRequest(
-        acks=-1,
-        timeout_ms=1500,
-        topics=[p.ProduceTopicData("orders", [p.ProducePartitionData(3, batch)])],
-    )
-    frame = p.encode_request(request, correlation_id=42, client_id="me")
+    part = p.FetchPartitionResponse(3, 0, 2, 0, batch, [p.EpochStart(1, 0)])
+    response = p.FetchResponse([p.FetchTopicResponse("orders", [part])])
+    frame = p.encode_response(42, response)
     (size,) = struct.unpack_from(">i", frame)
     assert size == len(frame) - 4
-    header, decoded = p.decode_request(frame[4:])
-    assert header == p.RequestHeader(p.ApiKey.PRODUCE, 0, 42, "me")
-    assert isinstance(decoded, p.ProduceRequest)
+    correlation_id, decoded = p.decode_response(frame[4:], p.FetchResponse)
+    assert correlation_id == 42
+    assert isinstance(decoded, p.FetchResponse)
     records = decoded.topics[0].partitions[0].records
     assert bytes(records) == batch
     assert [r.value for r in decode_records(records)] == [b"v" * 100, None]
 
 
 def test_request_header_with_null_client_id() -> None:
-    frame = p.encode_request(p.ApiVersionsRequest(), correlation_id=-5, client_id=None)
+    request = p.ListOffsetsRequest(1, [])
+    frame = p.encode_request(request, correlation_id=-5, client_id=None)
     header, body = p.decode_request(frame[4:])
-    assert header == p.RequestHeader(p.ApiKey.API_VERSIONS, 0, -5, None)
-    assert body == p.ApiVersionsRequest()
-
-
-def test_metadata_request_distinguishes_all_topics_from_none() -> None:
-    for topics in (None, [], ["a", "b"]):
-        body = p.encode_message(p.MetadataRequest(topics))
-        assert p.decode_message(body, p.MetadataRequest).topics == topics
-    assert p.encode_message(p.MetadataRequest(None)) == b"\xff\xff\xff\xff"
+    assert header == p.RequestHeader(p.ApiKey.LIST_OFFSETS, 0, -5, None)
+    assert body == request
 
 
 @pytest.mark.parametrize("cls", REQUEST_TYPES, ids=lambda c: c.__name__)
@@ -128,10 +119,13 @@ def test_error_response_is_recognised_where_another_response_was_expected() -> N
     assert body == p.ErrorResponse(35, "no such api")
 
 
-def test_api_versions_lists_every_table_entry() -> None:
-    keys = {r.api_key for r in p.supported_versions()}
-    assert keys == {0, 1, 2, 3, 4, 6, 18, 19, 23}
-    assert all(r.min_version <= r.max_version for r in p.supported_versions())
+def test_the_brokers_own_apis_are_told_apart_from_kafkas_by_key_and_version() -> None:
+    own = {(key, v) for key, versions in p.API_TABLE.items() for v in versions}
+    assert own == {(1, 0), (2, 0), (4, 0), (6, 0), (23, 0)}
+    assert all(p.serves(key, version) for key, version in own)
+    # Kafka's Fetch starts at version 4 and ListOffsets at 1 in the codec clients use.
+    assert not p.serves(p.ApiKey.FETCH, 4) and not p.serves(p.ApiKey.LIST_OFFSETS, 1)
+    assert not p.serves(p.ApiKey.PRODUCE, 0) and not p.serves(p.ApiKey.API_VERSIONS, 0)
 
 
 # --- malformed input -----------------------------------------------------------------------
@@ -144,8 +138,10 @@ def _header(api_key: int, version: int = 0, client_id: bytes = b"\x00\x01c") -> 
 def test_unknown_api_key_and_version_are_unsupported() -> None:
     with pytest.raises(p.UnsupportedApiError, match="unknown api key 99"):
         p.decode_request(_header(99))
-    with pytest.raises(p.UnsupportedApiError, match=r"PRODUCE .* version 7"):
-        p.decode_request(_header(0, 7))
+    with pytest.raises(p.UnsupportedApiError, match=r"FETCH .* version 7"):
+        p.decode_request(_header(1, 7))
+    with pytest.raises(p.UnsupportedApiError, match="unknown api key 0"):
+        p.decode_request(_header(p.ApiKey.PRODUCE))
     with pytest.raises(p.UnsupportedApiError, match="unknown api key 5"):
         p.decode_request(_header(p.ApiKey.STOP_REPLICA))
 
@@ -159,7 +155,8 @@ def test_header_decodes_even_when_body_does_not() -> None:
 
 
 def test_trailing_bytes_are_rejected() -> None:
-    frame = p.encode_request(p.MetadataRequest(["t"]), correlation_id=1, client_id=None)
+    request = p.ListOffsetsRequest(-1, [p.ListOffsetsTopic("t", [])])
+    frame = p.encode_request(request, correlation_id=1, client_id=None)
     with pytest.raises(ProtocolError, match="1 unexpected bytes"):
         p.decode_request(bytes(frame[4:]) + b"\x00")
 
@@ -167,32 +164,33 @@ def test_trailing_bytes_are_rejected() -> None:
 def test_huge_array_count_is_rejected_without_allocating() -> None:
     body = struct.pack(">i", 2**31 - 1) + b"\x00" * 16
     with pytest.raises(ProtocolError, match="cannot fit"):
-        p.decode_request(_header(p.ApiKey.METADATA) + body)
+        p.decode_request(_header(p.ApiKey.LIST_OFFSETS) + struct.pack(">i", -1) + body)
 
 
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        (struct.pack(">ih", 1, -7), "string length -7"),
-        (struct.pack(">ih", 1, 2) + b"\xff\xfe", "not UTF-8"),
-        (struct.pack(">ih", 1, -1), "null string"),
+        (struct.pack(">ih", 1, -7) + bytes(8), "string length -7"),
+        (struct.pack(">ih", 1, 2) + b"\xff\xfe" + bytes(8), "not UTF-8"),
+        (struct.pack(">ih", 1, -1) + bytes(8), "null string"),
         (struct.pack(">i", -3), "array count -3"),
     ],
 )
 def test_bad_primitives_raise_protocol_error(body: bytes, message: str) -> None:
+    # ListOffsets v0: replica_id, then its topics (a name, then partitions).
     with pytest.raises(ProtocolError, match=message):
-        p.decode_request(_header(p.ApiKey.METADATA) + body)
+        p.decode_request(_header(p.ApiKey.LIST_OFFSETS) + struct.pack(">i", -1) + body)
 
 
 def test_negative_records_length_is_rejected() -> None:
-    body = struct.pack(">hii", 1, 1000, 1) + b"\x00\x01t" + struct.pack(">iii", 1, 0, -9)
+    head = struct.pack(">i", 1) + b"\x00\x01t" + struct.pack(">iihqq", 1, 0, 0, 5, 0)
     with pytest.raises(ProtocolError, match="bytes length -9"):
-        p.decode_request(_header(p.ApiKey.PRODUCE) + body)
+        payload = struct.pack(">i", 1) + head + struct.pack(">i", -9) + bytes(8)
+        p.decode_response(payload, p.FetchResponse)
 
 
 def test_every_truncation_of_a_valid_request_is_a_protocol_error() -> None:
-    batch = encode_records([(b"key", b"value", 1)])
-    request = p.ProduceRequest(1, 10, [p.ProduceTopicData("t", [p.ProducePartitionData(0, batch)])])
+    request = p.FetchRequest(2, 500, 1, 1 << 20, [p.FetchTopic("t", [p.FetchPartition(0, 7, 100)])])
     payload = bytes(p.encode_request(request, correlation_id=1, client_id="x")[4:])
     for cut in range(len(payload)):
         with pytest.raises(ProtocolError):
