@@ -25,9 +25,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from system_under_test import protocol
+from system_under_test.client.connection import REQUEST_VERSIONS, decode_response
 from system_under_test.config import BrokerConfig
 from system_under_test.errors import ErrorCode
+from system_under_test.kafka.create_topics import (
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+from system_under_test.kafka.framing import decode_request, encode_request
 from system_under_test.server import Broker
 from system_under_test.topic_spec import MAX_CONFIGS_PER_TOPIC
 
@@ -64,16 +71,16 @@ class BenchBroker:
         self.broker = Broker(config)
         self.probe = LoopProbe()
         self.handled_s = 0.0
-        handle = self.broker._handle_frame
+        handle = self.broker.kafka_handler.handle_frame
 
-        async def timed(frame: bytearray, peer: str) -> tuple[bytearray | None, bool]:
+        async def timed(frame: bytearray, peer: str) -> tuple[bytes | None, bool]:
             started = time.perf_counter()
             try:
                 return await handle(frame, peer)
             finally:
                 self.handled_s = time.perf_counter() - started
 
-        self.broker._handle_frame = timed  # type: ignore[method-assign]
+        self.broker.kafka_handler.handle_frame = timed  # type: ignore[method-assign]
         self.run(self.broker.start())
         self.probe_task = asyncio.run_coroutine_threadsafe(self.probe.run(), self.loop)
 
@@ -94,39 +101,39 @@ class BenchBroker:
         self.loop.close()
 
 
-def create_topics_frame(topics: list[protocol.CreatableTopic]) -> bytearray:
-    request = protocol.CreateTopicsRequest(topics, 10_000)
-    return protocol.encode_request(request, correlation_id=1, client_id="bench")
+def create_topics_frame(topics: list[CreatableTopic]) -> bytes:
+    request = CreateTopicsRequest(topics=topics, timeout_ms=10_000)
+    return encode_request(request, REQUEST_VERSIONS[request.API_KEY], 1, "bench")
 
 
-def cases(frame_bytes: int) -> dict[str, bytearray]:
+def topic(name: str, configs: list[CreatableTopicConfig]) -> CreatableTopic:
+    return CreatableTopic(
+        name=name, num_partitions=1, replication_factor=1, assignments=[], configs=configs
+    )
+
+
+def cases(frame_bytes: int) -> dict[str, bytes]:
     """Case name -> one CreateTopics frame of about frame_bytes."""
-    dup = protocol.TopicConfigEntry("segment.bytes", "1")
-    entry = len(create_topics_frame([protocol.CreatableTopic("dups", 1, 1, [dup])])) - len(
-        create_topics_frame([protocol.CreatableTopic("dups", 1, 1, [])])
+    dup = CreatableTopicConfig(name="segment.bytes", value="1")
+    entry = len(create_topics_frame([topic("dups", [dup])])) - len(
+        create_topics_frame([topic("dups", [])])
     )
     dups = [dup] * (frame_bytes // entry)
     # At the cap: long keys, every one given twice (the linear duplicate check's full work).
     key_bytes = frame_bytes // MAX_CONFIGS_PER_TOPIC - 8
     keys = [f"{i:04d}" + "k" * (key_bytes - 4) for i in range(MAX_CONFIGS_PER_TOPIC // 2)]
-    twice = [protocol.TopicConfigEntry(k, "1") for k in keys] * 2
+    twice = [CreatableTopicConfig(name=k, value="1") for k in keys] * 2
     # Many small topics: over the topics cap.
-    per_topic = len(create_topics_frame([protocol.CreatableTopic("t000000", 1, 1, [])])) - len(
-        create_topics_frame([])
-    )
-    many = [protocol.CreatableTopic(f"t{i:06d}", 1, 1, []) for i in range(frame_bytes // per_topic)]
+    per_topic = len(create_topics_frame([topic("t000000", [])])) - len(create_topics_frame([]))
+    many = [topic(f"t{i:06d}", []) for i in range(frame_bytes // per_topic)]
     return {
-        "one topic, duplicate configs": create_topics_frame(
-            [protocol.CreatableTopic("dups", 1, 1, dups)]
-        ),
-        "one topic, 1000 long configs, each twice": create_topics_frame(
-            [protocol.CreatableTopic("twice", 1, 1, twice)]
-        ),
+        "one topic, duplicate configs": create_topics_frame([topic("dups", dups)]),
+        "one topic, 1000 long configs, each twice": create_topics_frame([topic("twice", twice)]),
         "many topics": create_topics_frame(many),
     }
 
 
-def send(port: int, frame: bytearray) -> tuple[float, protocol.CreateTopicsResponse]:
+def send(port: int, frame: bytes) -> tuple[float, CreateTopicsResponse]:
     """Send one frame on a fresh connection; the round trip and the decoded answer."""
     with socket.create_connection(("127.0.0.1", port), timeout=600) as sock:
         started = time.perf_counter()
@@ -134,8 +141,7 @@ def send(port: int, frame: bytearray) -> tuple[float, protocol.CreateTopicsRespo
         head = recv_exactly(sock, 4)
         payload = recv_exactly(sock, struct.unpack(">i", head)[0])
         elapsed = time.perf_counter() - started
-    _, body = protocol.decode_response(payload, protocol.CreateTopicsResponse)
-    assert isinstance(body, protocol.CreateTopicsResponse), body
+    _, body = decode_response(payload, CreateTopicsResponse)
     return elapsed, body
 
 
@@ -150,7 +156,7 @@ def recv_exactly(sock: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def summarize(response: protocol.CreateTopicsResponse) -> tuple[str, str]:
+def summarize(response: CreateTopicsResponse) -> tuple[str, str]:
     """The answer as 'N x CODE' and the first message."""
     codes: dict[str, int] = {}
     for result in response.topics:
@@ -205,10 +211,10 @@ def main() -> int:
     return 0
 
 
-def timed_decode(frame: bytearray) -> float:
+def timed_decode(frame: bytes) -> float:
     """Decoding the frame alone (part of handled_s), in this thread."""
     started = time.perf_counter()
-    protocol.decode_request(memoryview(frame)[4:])
+    decode_request(memoryview(frame)[4:])
     return time.perf_counter() - started
 
 

@@ -15,9 +15,23 @@ from pathlib import Path
 
 import pytest
 
-from system_under_test import protocol
 from system_under_test.client import AdminClient, ErrorCode
+from system_under_test.client.connection import decode_response
 from system_under_test.config import BrokerConfig
+from system_under_test.kafka.api_keys import ApiKey
+from system_under_test.kafka.create_topics import (
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreatableTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+from system_under_test.kafka.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
+from system_under_test.kafka.metadata import (
+    MetadataRequest,
+    MetadataRequestTopic,
+    MetadataResponse,
+)
 from system_under_test.server import MIN_CONNECTION_QUEUED_BYTES, Broker
 from system_under_test.topic_spec import (
     MAX_CONFIGS_PER_TOPIC,
@@ -31,6 +45,7 @@ from tests.integration.test_standalone_broker import (
     raw_connect,
     raw_frame,
     read_frame,
+    request_body,
 )
 from tests.support import wait_for
 
@@ -48,26 +63,29 @@ def broker(tmp_path: Path) -> Iterator[BrokerThread]:
     started.close()
 
 
-def create_topics(
-    port: int, topics: list[protocol.CreatableTopic]
-) -> list[protocol.CreatableTopicResult]:
+def create_topics(port: int, topics: list[CreatableTopic]) -> list[CreatableTopicResult]:
     """One CreateTopics request on a connection of its own; the broker's per-topic results."""
-    body = protocol.encode_message(protocol.CreateTopicsRequest(topics, 10_000))
+    body = request_body(CreateTopicsRequest(topics=topics, timeout_ms=10_000))
     with raw_connect(port) as sock:
         sock.settimeout(ANSWER_TIMEOUT_S)
-        sock.sendall(raw_frame(protocol.ApiKey.CREATE_TOPICS, body))
+        sock.sendall(raw_frame(ApiKey.CREATE_TOPICS, body))
         payload = read_frame(sock)
     assert payload is not None, "the broker closed the connection instead of answering"
-    _, response = protocol.decode_response(payload, protocol.CreateTopicsResponse)
-    assert isinstance(response, protocol.CreateTopicsResponse)
+    _, response = decode_response(payload, CreateTopicsResponse)
     return response.topics
 
 
 def topic(
     name: str, partitions: int = 1, configs: list[tuple[str, str]] | None = None
-) -> protocol.CreatableTopic:
-    entries = [protocol.TopicConfigEntry(k, v) for k, v in configs or []]
-    return protocol.CreatableTopic(name, partitions, 1, entries)
+) -> CreatableTopic:
+    entries = [CreatableTopicConfig(name=k, value=v) for k, v in configs or []]
+    return CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=1, assignments=[], configs=entries
+    )
+
+
+def metadata_body(names: list[str]) -> bytes:
+    return request_body(MetadataRequest(topics=[MetadataRequestTopic(name=n) for n in names]))
 
 
 def topic_names(bootstrap: str) -> list[str]:
@@ -125,12 +143,12 @@ def test_a_megabyte_of_duplicate_configs_is_answered_and_others_are_served(
 ) -> None:
     """The 14-second request of the issue: now refused for its size, from a quick check."""
     dups = topic("dups", 1, [("segment.bytes", "1")] * 100_000)
-    assert len(protocol.encode_message(protocol.CreateTopicsRequest([dups], 1000))) > 1_000_000
+    assert len(request_body(CreateTopicsRequest(topics=[dups], timeout_ms=1000))) > 1_000_000
     bystander = raw_connect(broker.port)
     results = create_topics(broker.port, [dups])
     assert [(r.name, r.error_code) for r in results] == [("dups", ErrorCode.INVALID_CONFIG)]
     assert "100000 config entries" in (results[0].error_message or "")
-    bystander.sendall(raw_frame(protocol.ApiKey.API_VERSIONS, b""))
+    bystander.sendall(raw_frame(ApiKey.API_VERSIONS, b""))
     assert read_frame(bystander) is not None
     bystander.close()
 
@@ -164,13 +182,12 @@ def test_a_topic_named_twice_is_refused_both_times(broker: BrokerThread) -> None
 
 def test_metadata_answers_a_topic_named_many_times_once(broker: BrokerThread) -> None:
     assert [r.error_code for r in create_topics(broker.port, [topic("m", 3)])] == [0]
-    body = protocol.encode_message(protocol.MetadataRequest(["m"] * 1000 + ["nope"]))
+    body = metadata_body(["m"] * 1000 + ["nope"])
     with raw_connect(broker.port) as sock:
-        sock.sendall(raw_frame(protocol.ApiKey.METADATA, body))
+        sock.sendall(raw_frame(ApiKey.METADATA, body))
         payload = read_frame(sock)
     assert payload is not None
-    _, response = protocol.decode_response(payload, protocol.MetadataResponse)
-    assert isinstance(response, protocol.MetadataResponse)
+    _, response = decode_response(payload, MetadataResponse)
     assert [(t.name, len(t.partitions)) for t in response.topics] == [("m", 3), ("nope", 0)]
 
 
@@ -213,7 +230,7 @@ def test_zookeeper_mode_applies_the_same_request_checks(tmp_path: Path, zookeepe
 
 
 def api_versions_answered(sock: socket.socket) -> bool:
-    sock.sendall(raw_frame(protocol.ApiKey.API_VERSIONS, b""))
+    sock.sendall(raw_frame(ApiKey.API_VERSIONS, b""))
     return read_frame(sock) is not None
 
 
@@ -288,20 +305,19 @@ def test_an_idle_connection_is_closed_but_not_one_awaiting_an_answer(
             assert closed_by_broker(idle)
         assert any("connections.max.idle.ms=300" in r.getMessage() for r in caplog.records)
         # A long poll longer than the idle timeout is a request in progress: it is answered.
-        fetch = protocol.FetchRequest(
-            -1,
-            1500,
-            1,
-            1 << 20,
-            [protocol.FetchTopic("quiet", [protocol.FetchPartition(0, 0, 1 << 20)])],
+        wanted = FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
+        fetch = FetchRequest(
+            max_wait_ms=1500,
+            min_bytes=1,
+            max_bytes=1 << 20,
+            topics=[FetchTopic(topic="quiet", partitions=[wanted])],
         )
         with raw_connect(broker.port) as polling:
-            polling.sendall(raw_frame(protocol.ApiKey.FETCH, protocol.encode_message(fetch)))
+            polling.sendall(raw_frame(ApiKey.FETCH, request_body(fetch)))
             payload = read_frame(polling)
             assert payload is not None
-            _, response = protocol.decode_response(payload, protocol.FetchResponse)
-            assert isinstance(response, protocol.FetchResponse)
-            assert response.topics[0].partitions[0].error_code == 0
+            _, response = decode_response(payload, FetchResponse)
+            assert response.responses[0].partitions[0].error_code == 0
             assert closed_by_broker(polling)
     finally:
         broker.close()
@@ -314,9 +330,7 @@ def metadata_frame(size: int) -> bytes:
     """A Metadata request frame of about `size` bytes naming unknown topics (so its answer is
     about as big): a request that costs the broker little to handle."""
     names = [f"n{i:06d}" + "x" * 242 for i in range(size // 251)]
-    return raw_frame(
-        protocol.ApiKey.METADATA, protocol.encode_message(protocol.MetadataRequest(names))
-    )
+    return raw_frame(ApiKey.METADATA, metadata_body(names))
 
 
 def flood_without_reading(port: int, frame: bytes, limit: int) -> socket.socket:
@@ -360,7 +374,7 @@ def test_a_client_that_reads_no_answers_is_held_to_the_budget_and_others_are_ser
             for _ in range(5):
                 assert api_versions_answered(other)
         assert_still_serving(broker.port)
-        small_request = len(raw_frame(protocol.ApiKey.API_VERSIONS, b""))
+        small_request = len(raw_frame(ApiKey.API_VERSIONS, b""))
         assert queued(broker)[1] <= budget + len(frame) + small_request
         hog.close()
         wait_for(lambda: queued(broker)[0] == 0, ANSWER_TIMEOUT_S, "the hog's requests dropped")

@@ -14,10 +14,11 @@ import pytest
 from kazoo.client import KazooClient
 
 from squall.cluster.zookeeper_server import ZooKeeperServer
-from system_under_test import protocol
 from system_under_test.client import Consumer, Producer
 from system_under_test.client.connection import BrokerConnection, parse_bootstrap
+from system_under_test.client.fetcher import fetch_request
 from system_under_test.errors import ErrorCode
+from system_under_test.kafka.fetch import FetchPartition, FetchResponse
 from system_under_test.zookeeper import partition_state_path
 from tests.integration.cluster import LocalCluster
 from tests.support import wait_for
@@ -46,17 +47,17 @@ def fetch_error(cluster: LocalCluster, broker_id: int, leader_epoch: int) -> Err
     address = parse_bootstrap(cluster.brokers[broker_id].bootstrap)[0]
     conn = BrokerConnection(address, client_id="epoch-test")
     try:
-        request = protocol.FetchRequest(
-            protocol.CONSUMER_REPLICA_ID,
-            0,
-            1,
-            1 << 20,
-            [protocol.FetchTopic(TOPIC, [protocol.FetchPartition(0, 0, 1 << 20, leader_epoch)])],
+        wanted = FetchPartition(
+            partition=0,
+            current_leader_epoch=leader_epoch,
+            fetch_offset=0,
+            partition_max_bytes=1 << 20,
         )
-        response = conn.request(request, protocol.FetchResponse, timeout_s=10)
+        request = fetch_request(0, 1, 1 << 20, {TOPIC: [wanted]})
+        response = conn.request(request, FetchResponse, timeout_s=10)
     finally:
         conn.close()
-    return ErrorCode.from_wire(response.topics[0].partitions[0].error_code)
+    return ErrorCode.from_wire(response.responses[0].partitions[0].error_code)
 
 
 def test_a_replica_fences_fetches_of_another_leader_epoch(cluster: LocalCluster) -> None:

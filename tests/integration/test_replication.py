@@ -8,6 +8,7 @@ from learning the leader's high watermark for as long as the test needs.
 from __future__ import annotations
 
 import signal
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,10 +20,10 @@ from kazoo.client import KazooClient
 from squall.cluster.zookeeper_server import ZooKeeperServer
 from system_under_test import protocol
 from system_under_test.client import AdminClient, Producer
-from system_under_test.client.connection import BrokerConnection
 from system_under_test.client.exceptions import ProduceError
 from system_under_test.errors import ErrorCode
 from tests.integration.cluster import LocalCluster
+from tests.integration.test_standalone_broker import read_frame
 from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
@@ -454,12 +455,15 @@ def test_a_restarted_broker_refuses_orders_meant_for_its_previous_run(make_clust
 
         def order(broker_epoch: int) -> protocol.LeaderAndIsrResponse:
             request = protocol.LeaderAndIsrRequest(1, 99, [state], live, broker_epoch)
-            conn = BrokerConnection((host, int(port)), client_id="kip-380")
-            try:
+            frame = protocol.encode_request(request, correlation_id=1, client_id="kip-380")
+            with socket.create_connection((host, int(port)), timeout=30) as sock:
                 # it waits for this run's own registration before it answers
-                return conn.request(request, protocol.LeaderAndIsrResponse, timeout_s=30)
-            finally:
-                conn.close()
+                sock.sendall(frame)
+                payload = read_frame(sock)
+            assert payload is not None
+            _, response = protocol.decode_response(payload, protocol.LeaderAndIsrResponse)
+            assert isinstance(response, protocol.LeaderAndIsrResponse), response
+            return response
 
         assert order(previous).error_code == ErrorCode.STALE_BROKER_EPOCH
         current = wait_for(

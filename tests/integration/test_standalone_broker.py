@@ -54,7 +54,7 @@ from system_under_test.kafka.produce import (
     ProduceResponse,
     TopicProduceData,
 )
-from system_under_test.kafka.schema import encode_body
+from system_under_test.kafka.schema import Body, encode_body
 from system_under_test.log.record import decode_records, encode_records
 from system_under_test.replication.partition import Partition
 from system_under_test.server import Broker
@@ -203,12 +203,17 @@ def closed_by_broker(sock: socket.socket) -> bool:
         return True
 
 
+def request_body(body: Body) -> bytes:
+    """A request body alone, at the client's version of its API (for raw_frame)."""
+    return bytes(encode_body(body, REQUEST_VERSIONS[body.API_KEY]))
+
+
 def produce_body(topic: str, partition: int, records: bytes, *, acks: int = 1) -> bytes:
     data = PartitionProduceData(index=partition, records=records)
     request = ProduceRequest(
         acks=acks, timeout_ms=5000, topic_data=[TopicProduceData(name=topic, partition_data=[data])]
     )
-    return bytes(encode_body(request, REQUEST_VERSIONS[ApiKey.PRODUCE]))
+    return request_body(request)
 
 
 def produce_error(port: int, topic: str, records: bytes, *, acks: int = 1) -> ErrorCode:
@@ -442,7 +447,22 @@ def test_metadata_describes_brokers_and_topics(
     with pytest.raises(BrokerError) as err:
         admin.describe_topics(["nope"])
     assert err.value.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    assert {v.api_key for v in admin.api_versions()} == {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 18, 19, 22}
+    assert {v.api_key for v in admin.api_versions()} == {
+        0,
+        1,
+        2,
+        3,
+        8,
+        9,
+        10,
+        11,
+        12,
+        13,
+        14,
+        18,
+        19,
+        22,
+    }
 
 
 @pytest.mark.parametrize(
