@@ -697,8 +697,8 @@ def _describe_active(nemesis: Nemesis) -> list[str]:
 
 
 def client_bootstrap(cluster: Cluster, spec: TestSpec) -> str:
-    """Where the workload's client connects: the brokers' Kafka listeners for a Kafka
-    client, else their own protocol's."""
+    """Where the workload's client connects: the brokers' second (Kafka) listeners for a
+    Kafka client, else their listeners."""
     if not speaks_kafka(spec.workload.client):
         return cluster.bootstrap
     if cluster.kafka_bootstrap is None:

@@ -120,8 +120,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             "kafka.listeners",
             _parse_str,
             None,
-            "HOST:PORT of a second listener speaking Kafka's own wire protocol (KAFKA_PROTOCOL.md), "
-            "for Kafka clients; unset: no such listener",
+            "HOST:PORT of a second listener (KAFKA_PROTOCOL.md), whose Metadata answers name "
+            "the brokers' second listeners; unset: no such listener",
         ),
         _key(
             "kafka.advertised.listeners",

@@ -1,10 +1,10 @@
-"""The Kafka-protocol listener's request handlers: Kafka's wire protocol over the same broker.
+"""Kafka's APIs on a broker's listeners: what every client's requests get (KAFKA_PROTOCOL.md).
 
-A broker with ``kafka.listeners`` set serves real Kafka clients there (KAFKA_PROTOCOL.md):
-ApiVersions, Metadata, CreateTopics, ListOffsets, Produce and Fetch, decoded and encoded by
-the codec of ``system_under_test.kafka``. Every partition is reached through the same
-``Partition`` objects and replica manager as the broker's own protocol (``RequestHandler``),
-so leadership, the ISR, the high watermark and min.insync.replicas behave identically.
+ApiVersions, Metadata, CreateTopics, ListOffsets, Produce, Fetch, InitProducerId and the
+group APIs, decoded and encoded by the codec of ``system_under_test.kafka``. Every partition
+is reached through the same ``Partition`` objects and replica manager as the brokers' own
+APIs (``RequestHandler``), so leadership, the ISR, the high watermark and min.insync.replicas
+behave identically.
 
 The log stores RecordBatch v2 (log/record.py): a produced batch is appended as it came, its
 offsets and leader epoch assigned in place; a fetch returns the stored batches as they lie

@@ -1,5 +1,6 @@
-"""The client libraries a workload can run through, by name: squall's own, over its brokers'
-own protocol, and two Kafka clients over their Kafka listeners (docs/clients.md).
+"""The client libraries a workload can run through, by name: squall's own, over the brokers'
+listeners, and two Kafka clients over their second (Kafka) listeners (docs/clients.md);
+all speak Kafka's protocol.
 
 The Kafka clients' modules are imported only when chosen.
 """
@@ -24,7 +25,7 @@ _LIBRDKAFKA_LOG = logging.getLogger("workloads.confluent_client")
 
 
 def speaks_kafka(client: str) -> bool:
-    """Whether `client` talks to the brokers' Kafka listeners rather than their own protocol."""
+    """Whether `client` is a Kafka client, which talks to the brokers' second listeners."""
     return client != SQUALL
 
 

@@ -51,6 +51,6 @@ def test_every_broker_serves_kafka_clients_on_its_node(kafka_cluster: Cluster) -
     assert sorted(v for _, v in got) == sorted(
         c.name.encode() + b" " + v for c in CLIENTS for v in values
     )
-    # The broker's own protocol sees the same log. (A cluster without the listener has no
+    # squall's client, on the brokers' first listeners, sees the same log. (A cluster without the listener has no
     # kafka_bootstrap: test_docker_runtime.py.)
     assert kafka_cluster.bootstrap.count(":9092") == 3

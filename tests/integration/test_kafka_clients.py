@@ -1,8 +1,9 @@
 """Real Kafka clients (kafka-python, confluent-kafka, aiokafka) against a real cluster's
 Kafka-protocol listeners (ZooKeeper and 3 brokers).
 
-Each broker listens twice: its own protocol (which the cluster fixtures and squall use) and
-Kafka's (``kafka.listeners``), which it advertises in Kafka Metadata answers. Each client
+Each broker listens twice, Kafka's protocol on both: ``listeners`` (which the cluster fixtures
+and squall's client use) and ``kafka.listeners``, which it advertises in Metadata answers
+there. Each client
 runs with its own defaults (kafka-python's idempotent producer on, with acks=all), and with
 idempotence turned on where a test says so.
 """
@@ -170,7 +171,7 @@ def test_kafka_python_writes_and_reads_back_through_the_kafka_listeners(
 
     got = read_back(cluster, "kafka-python", RECORDS)
     assert got == [(i, b"key-%d" % i, b"value-%d" % i) for i in range(RECORDS)]
-    # The same records through the broker's own protocol.
+    # The same records through the brokers' first listeners, by squall's client.
     assert cluster.read_all("kafka-python") == {i: b"value-%d" % i for i in range(RECORDS)}
 
 
