@@ -222,8 +222,8 @@ class WorkloadSpec(BaseModel):
     """subscribe: every consumer reads every partition; assign: they share them out."""
     group_membership: bool = False
     """With subscribe: each consumer joins the group, whose coordinator shares the partitions
-    out among the members and rebalances them as members come and go (a Kafka client:
-    kafka-python or confluent-kafka; at-least-once only, for now)."""
+    out among the members and rebalances them as members come and go (any client;
+    at-least-once only, for now)."""
     group_id: str | None = None
     """The consumer group (default: squall-<topic>)."""
     poll_timeout_ms: Size = 100
@@ -350,11 +350,6 @@ class WorkloadSpec(BaseModel):
             raise ValueError(
                 'group_membership needs subscription = "subscribe" (assign takes partitions '
                 "outside the group's rebalancing); set one of them"
-            )
-        if not speaks_kafka(self.client):
-            raise ValueError(
-                f"group_membership is not supported through client {self.client!r} yet: use "
-                'client = "kafka-python" or "confluent-kafka"'
             )
         if self.consumer_mode != "at-least-once":
             raise ValueError(

@@ -23,6 +23,7 @@ from system_under_test.client import (
     Producer,
     ProducerClosedError,
 )
+from system_under_test.client import GroupConsumer as SquallMember
 from system_under_test.client import SendFuture as SquallFuture
 from system_under_test.errors import (
     BrokerError,
@@ -44,6 +45,9 @@ from workloads.client import (
 
 log = logging.getLogger(__name__)
 
+ZOOKEEPER_GROUP_KEYS = ("zookeeper.connect", "auto.commit.enable")
+"""Settings of a group whose offsets ZooKeeper keeps, which a member of a coordinated group
+does not take."""
 SQUALL_ERRORS = (ClientError, BrokerError)
 """The exceptions squall's client raises for its own and its brokers' failures."""
 
@@ -132,7 +136,7 @@ class SquallConsumer:
 
     __slots__ = ("_consumer",)
 
-    def __init__(self, consumer: Consumer) -> None:
+    def __init__(self, consumer: Consumer | SquallMember) -> None:
         self._consumer = consumer
 
     def assign(self, partitions: Sequence[TopicPartition]) -> None:
@@ -177,6 +181,32 @@ class SquallConsumer:
             self._consumer.close()
         except SQUALL_ERRORS as err:
             raise operation_error(err) from err
+
+
+class SquallGroupConsumer(SquallConsumer):
+    """A squall GroupConsumer behind the workload's GroupConsumer protocol: a member of its
+    group, whose coordinator assigns it partitions at each rebalance (eager)."""
+
+    __slots__ = ("_member",)
+
+    def __init__(self, member: SquallMember) -> None:
+        super().__init__(member)
+        self._member = member
+
+    def subscribe(self, topic: str) -> None:
+        try:
+            self._member.subscribe(topic)
+        except SQUALL_ERRORS as err:
+            raise operation_error(err, definite=True) from err
+
+    def assignment(self) -> list[TopicPartition]:
+        return self._member.assignment()
+
+    def assignments(self) -> int:
+        return self._member.assignments
+
+    def generation(self) -> int:
+        return self._member.generation
 
 
 class SquallAdmin:
@@ -265,10 +295,13 @@ class SquallClientFactory:
     def group_consumer(
         self, bootstrap: str, *, settings: Mapping[str, object], client_id: str
     ) -> GroupConsumer:
-        raise OperationError(
-            "UnsupportedClient",
-            "squall's own client does not join consumer groups yet: use kafka-python",
-        )
+        # The group's coordinator keeps its offsets: ZooKeeper's are the plain consumer's.
+        config = {k: v for k, v in settings.items() if k not in ZOOKEEPER_GROUP_KEYS}
+        try:
+            member = SquallMember(bootstrap, config=config, client_id=client_id)
+        except SQUALL_ERRORS as err:
+            raise operation_error(err) from err
+        return SquallGroupConsumer(member)
 
     def admin(self, bootstrap: str, *, request_timeout_ms: int) -> SquallAdmin:
         try:

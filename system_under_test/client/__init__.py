@@ -31,6 +31,7 @@ from system_under_test.client.exceptions import (
     QueueFullError,
     RequestTimeoutError,
 )
+from system_under_test.client.group_consumer import GroupConsumer
 from system_under_test.client.offset_store import ZooKeeperOffsetStore
 from system_under_test.client.producer import Partitioner, Producer
 from system_under_test.errors import BrokerError, ErrorCode
@@ -48,6 +49,7 @@ __all__ = [
     "CorruptResponseError",
     "ErrorCode",
     "FetchResult",
+    "GroupConsumer",
     "NoOffsetForPartitionError",
     "OffsetCommitError",
     "OffsetStoreError",

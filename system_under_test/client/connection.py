@@ -33,6 +33,13 @@ REQUEST_VERSIONS: dict[int, int] = {
     ApiKey.API_VERSIONS: 2,
     ApiKey.CREATE_TOPICS: 3,
     ApiKey.INIT_PRODUCER_ID: 1,
+    ApiKey.FIND_COORDINATOR: 2,
+    ApiKey.JOIN_GROUP: 5,
+    ApiKey.SYNC_GROUP: 3,
+    ApiKey.HEARTBEAT: 3,
+    ApiKey.LEAVE_GROUP: 2,
+    ApiKey.OFFSET_COMMIT: 7,
+    ApiKey.OFFSET_FETCH: 5,
 }
 """The version of each API the client sends: the newest non-flexible one, which every
 Kafka from 2.3 to 4.0 serves, as our brokers do (PROTOCOL.md)."""

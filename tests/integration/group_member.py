@@ -1,4 +1,4 @@
-"""One member of a consumer group, through a real Kafka client, in its own process (so that a
+"""One member of a consumer group, through a real Kafka client or squall's, in its own process (so that a
 test can SIGKILL it): ``python -m tests.integration.group_member CLIENT BOOTSTRAP GROUP TOPIC``.
 
 It subscribes, and after each poll that returned records commits the positions it reached
@@ -148,7 +148,46 @@ def aiokafka_member(bootstrap: str, group: str, topic: str) -> None:
     asyncio.run(run())
 
 
-MEMBERS = {"kafka-python": kafka_python, "confluent-kafka": confluent, "aiokafka": aiokafka_member}
+def squall_member(bootstrap: str, group: str, topic: str) -> None:
+    from system_under_test.client import GroupConsumer, OffsetCommitError
+
+    consumer = GroupConsumer(
+        bootstrap,
+        config={
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": SESSION_TIMEOUT_MS,
+            "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
+        },
+        client_id=f"member-{group}",
+    )
+    consumer.subscribe(topic)
+    assigned: list[int] | None = None
+    while not stopping:
+        records = consumer.poll(300)
+        now = sorted(p for _, p in consumer.assignment())
+        if now != assigned:
+            assigned = now
+            say(assigned=now)
+        if not records:
+            continue
+        say(read=[[r.partition, r.offset] for r in records])
+        positions = {(topic, r.partition): r.offset + 1 for r in records}
+        try:
+            consumer.commit(positions)
+        except OffsetCommitError as err:
+            say(commit_failed=str(err))
+        else:
+            say(committed={p: o for (_, p), o in positions.items()})
+    consumer.close()
+
+
+MEMBERS = {
+    "kafka-python": kafka_python,
+    "confluent-kafka": confluent,
+    "aiokafka": aiokafka_member,
+    "squall": squall_member,
+}
 
 
 def main() -> None:

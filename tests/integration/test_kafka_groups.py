@@ -1,6 +1,7 @@
-"""Consumer groups through real Kafka clients: members in their own processes (so that a test
-can SIGKILL one) subscribing to a 6-partition topic on a 3-broker cluster, the group
-coordinated by the leader of the group's partition of ``__consumer_offsets``.
+"""Consumer groups through real Kafka clients and squall's own: members in their own
+processes (so that a test can SIGKILL one) subscribing to a 6-partition topic on a 3-broker
+cluster, the group coordinated by the leader of the group's partition of
+``__consumer_offsets``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 6
-CLIENT_NAMES = ("kafka-python", "confluent-kafka", "aiokafka")
+CLIENT_NAMES = ("kafka-python", "confluent-kafka", "aiokafka", "squall")
 T = TypeVar("T")
 
 
