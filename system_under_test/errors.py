@@ -125,6 +125,9 @@ _DEFINITE = frozenset(
         ErrorCode.INVALID_REQUEST,
         ErrorCode.FENCED_LEADER_EPOCH,
         ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+        ErrorCode.UNKNOWN_PRODUCER_ID,
     }
 )
 """Codes the broker only ever returns before appending. NOT_LEADER_FOR_PARTITION is absent on

@@ -187,10 +187,9 @@ class WorkloadSpec(BaseModel):
     message.send.max.retries; default: producer_config's, else 0). Above 0 a send may land
     twice without the history showing a second attempt, unless `idempotence` is on."""
     idempotence: bool = False
-    """The Kafka client's idempotent producer (enable.idempotence): producer ids from
+    """The client's idempotent producer (enable.idempotence): producer ids from
     InitProducerId and sequences the leader checks, so that a retried send lands once and
-    the checkers count any duplicate as an anomaly. Needs a Kafka client, acks -1 and
-    producer_retries >= 1."""
+    the checkers count any duplicate as an anomaly. Needs acks -1 and producer_retries >= 1."""
     rate: Positive | None = 1000.0
     """Operations per second over every worker (none: as fast as the clients go)."""
     producers: Size = 2
@@ -280,6 +279,11 @@ class WorkloadSpec(BaseModel):
         if speaks_kafka(client):
             check_kafka_settings(client, "producer", config)
         else:
+            if IDEMPOTENCE_KEY in config:
+                raise ValueError(
+                    f"sets {IDEMPOTENCE_KEY}, which the workload owns (the checkers read "
+                    "it): use idempotence for the idempotent producer"
+                )
             ProducerConfig.from_mapping(config)  # ClientConfigError, a ValueError, names the key
         return config
 
@@ -326,12 +330,6 @@ class WorkloadSpec(BaseModel):
     def _check_idempotence(self) -> None:
         if not self.idempotence:
             return
-        if not speaks_kafka(self.client):
-            raise ValueError(
-                f"idempotence needs a Kafka client: client {self.client!r} has no idempotent "
-                'producer yet; use client = "kafka-python" or "confluent-kafka", or set '
-                "idempotence = false"
-            )
         if self.acks != -1:
             raise ValueError(
                 f"idempotence needs acks = -1 (Kafka's idempotent producer writes with "

@@ -52,6 +52,7 @@ class ProduceBatch:
         "_callbacks",
         "attempts",
         "base_offset",
+        "base_sequence",
         "created",
         "done",
         "error",
@@ -59,6 +60,8 @@ class ProduceBatch:
         "items",
         "maybe_written",
         "partition",
+        "producer_epoch",
+        "producer_id",
         "retry_at",
         "size",
         "topic",
@@ -77,6 +80,10 @@ class ProduceBatch:
         self.maybe_written = False
         """Some attempt may have been written (sent, and answered indeterminately or not at all)."""
         self.base_offset = -1
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = -1
+        """An idempotent producer's: set at the first send, kept through every retry."""
         self.error: ProduceError | None = None
         self.done = False
         self.event = threading.Event()

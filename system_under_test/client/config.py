@@ -22,6 +22,9 @@ PRODUCER_DEFAULTS: dict[str, tuple[int, int]] = {
     "max.in.flight.requests": (5, 1),
 }
 
+PRODUCER_OTHER_KEYS = ("enable.idempotence",)
+"""Producer keys whose values are not integers."""
+
 CONSUMER_DEFAULTS: dict[str, tuple[int, int]] = {
     "fetch.max.bytes": (52428800, 1),
     "max.partition.fetch.bytes": (1048576, 1),
@@ -80,10 +83,19 @@ class ProducerConfig:
     retry_backoff_ms: int
     request_timeout_ms: int
     max_in_flight: int
+    enable_idempotence: bool = False
+    """Kafka's idempotent producer (a producer id, sequence numbers): a retried batch the
+    broker already wrote is not written again. Needs acks=-1 and retries."""
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, object] | None) -> ProducerConfig:
-        v = _integers(config, PRODUCER_DEFAULTS, "producer")
+        v = _integers(config, PRODUCER_DEFAULTS, "producer", PRODUCER_OTHER_KEYS)
+        idempotent = _flag(config or {}, "enable.idempotence", "false", "producer")
+        if idempotent and v["message.send.max.retries"] < 1:
+            raise ClientConfigError(
+                "producer config enable.idempotence=true needs message.send.max.retries >= 1: "
+                "idempotence is what makes retries safe"
+            )
         return cls(
             v["batch.num.messages"],
             v["queue.buffering.max.ms"],
@@ -93,6 +105,7 @@ class ProducerConfig:
             v["retry.backoff.ms"],
             v["request.timeout.ms"],
             v["max.in.flight.requests"],
+            idempotent,
         )
 
 

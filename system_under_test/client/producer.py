@@ -1,7 +1,9 @@
 """The producer: sync (one request per record, answered before send() returns) or async
 (records batched per partition by a background I/O thread, requests pipelined).
 
-Delivery is at least once: retriable errors are retried, so a record may be written twice.
+Delivery is at least once: retriable errors are retried, so a record may be written twice,
+unless the producer is idempotent (``enable.idempotence=true``, with acks=-1: idempotence.py),
+when the broker recognises a retry of what it wrote and answers it without writing it again.
 A failure is a ProduceError whose ``definite`` says whether the record certainly was not
 written (PROTOCOL.md, "Classifying a produce failure").
 """
@@ -36,6 +38,7 @@ from system_under_test.client.exceptions import (
     RequestTimeoutError,
     produce_answer,
 )
+from system_under_test.client.idempotence import ProducerIdentity
 from system_under_test.client.metadata import ClusterMetadata
 from system_under_test.client.sender import Sender
 from system_under_test.errors import BrokerError, ErrorCode
@@ -96,6 +99,19 @@ class Producer:
         self._policy = RetryPolicy(self.config.retries, self.config.retry_backoff_ms)
         self._closed = False
         self._sync_lock = threading.Lock()
+        self._identity: ProducerIdentity | None = None
+        if self.config.enable_idempotence:
+            if acks != -1:
+                raise ClientConfigError(
+                    f"enable.idempotence=true needs acks=-1 (all), not acks={acks}: only then "
+                    "does a retry find what its first attempt wrote"
+                )
+            if mode == "sync":
+                self._identity = ProducerIdentity(
+                    self._metadata,
+                    timeout_s=self.config.request_timeout_ms / 1000,
+                    backoff_s=self.config.retry_backoff_ms / 1000,
+                )
         self._sender: Sender | None = None
         if mode == "async":
             self._sender = Sender(
@@ -216,6 +232,8 @@ class Producer:
         batch = ProduceBatch(topic, partition, time.monotonic())
         batch.items.append(item)
         with self._sync_lock:
+            if self._identity is not None and not self._sequence(batch):
+                return SendFuture(batch, 0)
             while True:
                 code, message, sent, offset = self._attempt(batch)
                 retry = self._policy.settle(batch, code, message, sent=sent, base_offset=offset)
@@ -224,7 +242,25 @@ class Producer:
                 if not retry:
                     break
                 time.sleep(max(0.0, batch.retry_at - time.monotonic()))
+            if self._identity is not None and batch.error is not None:
+                # Its sequence may be a gap no later send can fill: a new producer id.
+                self._identity.reset((batch.producer_id, batch.producer_epoch))
         return SendFuture(batch, 0)
+
+    def _sequence(self, batch: ProduceBatch) -> bool:
+        """Give an idempotent producer's batch its producer id and sequence; False (the
+        batch failed, definitely) if no producer id could be had."""
+        assert self._identity is not None
+        try:
+            self._identity.ensure()
+        except (ClientError, BrokerError) as err:
+            code = err.code if isinstance(err, BrokerError) else ErrorCode.NETWORK_EXCEPTION
+            batch.fail_with(code, f"no producer id for the idempotent producer: {err}")
+            return False
+        batch.producer_id, batch.producer_epoch, batch.base_sequence = self._identity.take(
+            (batch.topic, batch.partition), len(batch)
+        )
+        return True
 
     def _attempt(self, batch: ProduceBatch) -> tuple[ErrorCode, str, bool, int]:
         """One try: (error code, message, whether the request went out whole, base offset)."""
@@ -234,7 +270,12 @@ class Producer:
             return err.code, err.message, False, -1
         except ClientError as err:
             return ErrorCode.NETWORK_EXCEPTION, str(err), False, -1
-        records = encode_records(batch.items)
+        records = encode_records(
+            batch.items,
+            producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch,
+            base_sequence=batch.base_sequence,
+        )
         request = ProduceRequest(
             acks=self.acks,
             timeout_ms=self.config.request_timeout_ms,

@@ -33,8 +33,9 @@ from system_under_test.client.connection import (
     response_size,
 )
 from system_under_test.client.exceptions import BrokerUnavailableError, ClientError, produce_answer
+from system_under_test.client.idempotence import ProducerIdentity
 from system_under_test.client.metadata import ClusterMetadata
-from system_under_test.errors import ErrorCode, KafkaCodecError
+from system_under_test.errors import BrokerError, ErrorCode, KafkaCodecError
 from system_under_test.kafka.produce import (
     PartitionProduceData,
     ProduceRequest,
@@ -125,6 +126,17 @@ class Sender(threading.Thread):
         self._metadata_stale = False
         self._last_refresh = 0.0
         self._refresher: threading.Thread | None = None
+        self._identity: ProducerIdentity | None = None
+        """An idempotent producer's id and sequences (enable.idempotence)."""
+        if config.enable_idempotence:
+            self._identity = ProducerIdentity(
+                metadata, timeout_s=self._timeout_s, backoff_s=self._policy.backoff_s
+            )
+        self._identifier: threading.Thread | None = None
+        self._holders: dict[TopicPartition, ProduceBatch] = {}
+        """Idempotent: per partition, the batch sent and not yet settled for good (in flight
+        or waiting to be retried); the partition's other batches wait for it, so that its
+        sequence numbers reach the leader in order."""
         self._abort = False
         self.accumulator = RecordAccumulator(
             batch_size=config.batch_num_messages,
@@ -245,6 +257,9 @@ class Sender(threading.Thread):
             broker = channel.broker_id
             key = (batch.topic, batch.partition)
             size = batch.size
+            if self._identity is not None and not self._sequenced(batch, key, groups.get(broker)):
+                waiting.append(batch)
+                continue
             if broker not in groups:
                 if channel.pending() >= self._config.max_in_flight:
                     waiting.append(batch)
@@ -306,10 +321,17 @@ class Sender(threading.Thread):
     def _queue_request(
         self, channel: _Channel, entries: dict[TopicPartition, list[ProduceBatch]], now: float
     ) -> None:
-        # One record batch per partition, as Kafka's Produce takes them.
+        # One record batch per partition, as Kafka's Produce takes them (an idempotent
+        # producer's holds one ProduceBatch, with the sequences it took).
         topics: dict[str, list[PartitionProduceData]] = {}
         for (topic, partition), batches in entries.items():
-            records = encode_records(item for batch in batches for item in batch.items)
+            first = batches[0]
+            records = encode_records(
+                (item for batch in batches for item in batch.items),
+                producer_id=first.producer_id,
+                producer_epoch=first.producer_epoch,
+                base_sequence=first.base_sequence,
+            )
             topics.setdefault(topic, []).append(
                 PartitionProduceData(index=partition, records=records)
             )
@@ -444,8 +466,15 @@ class Sender(threading.Thread):
             self._metadata_stale = True
         if self._policy.settle(batch, code, message, sent=sent, base_offset=base_offset):
             self.accumulator.retry(batch)
-        else:
-            self.accumulator.completed(len(batch))
+            return
+        self.accumulator.completed(len(batch))
+        if self._identity is not None and batch.base_sequence >= 0:
+            key = (batch.topic, batch.partition)
+            if self._holders.get(key) is batch:
+                del self._holders[key]
+            if code is not ErrorCode.NONE:
+                # Its sequences may be a gap no later batch can fill: start a new producer id.
+                self._identity.reset((batch.producer_id, batch.producer_epoch))
 
     def _expire(self, now: float) -> None:
         for channel in list(self._channels.values()):
@@ -484,6 +513,53 @@ class Sender(threading.Thread):
         channel.in_flight.clear()
         channel.outgoing.clear()
         self._metadata_stale = True
+
+    # --- idempotence -------------------------------------------------------------------
+
+    def _sequenced(
+        self,
+        batch: ProduceBatch,
+        key: TopicPartition,
+        group: dict[TopicPartition, list[ProduceBatch]] | None,
+    ) -> bool:
+        """Whether an idempotent producer may send `batch` in this round, giving it its
+        sequence numbers at its first send: only its partition's holder (or the next batch
+        once there is none), and only one batch of a partition per request."""
+        assert self._identity is not None
+        holder = self._holders.get(key)
+        if holder is not None and holder is not batch:
+            return False
+        if group is not None and key in group:
+            return False
+        if batch.base_sequence < 0:
+            if self._identity.current is None:
+                self._identify()
+                return False
+            batch.producer_id, batch.producer_epoch, batch.base_sequence = self._identity.take(
+                key, len(batch)
+            )
+            self._holders[key] = batch
+        return True
+
+    def _identify(self) -> None:
+        """Ask for a producer id on a thread of its own (a broker that does not answer must
+        not stop the sends of batches that have one); sends wait for it meanwhile."""
+        if self._identifier is not None and self._identifier.is_alive():
+            return
+        self._identifier = threading.Thread(
+            target=self._identify_in_background, name=f"{self.name}-producer-id", daemon=True
+        )
+        self._identifier.start()
+
+    def _identify_in_background(self) -> None:
+        assert self._identity is not None
+        try:
+            self._identity.ensure()
+        except (ClientError, BrokerError) as err:
+            log.warning("idempotent producer: no producer id yet: %s", err)
+            time.sleep(self._policy.backoff_s)
+        finally:
+            self.wakeup()
 
     def _refresh_metadata(self, now: float) -> None:
         """Start a refresh on a thread of its own (a broker that does not answer must not

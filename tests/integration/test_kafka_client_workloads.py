@@ -31,6 +31,8 @@ from workloads.queue_workload import WorkloadRunSummary
 pytestmark = pytest.mark.integration
 
 KAFKA_CLIENTS = ("confluent-kafka", "kafka-python")
+EVERY_CLIENT = ("squall", *KAFKA_CLIENTS)
+"""squall's own client speaks the same protocol, on either listener."""
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +114,7 @@ def test_a_leader_killed_under_confluent_kafka_loses_nothing_acknowledged(
     assert len({op.key for op in later}) == 3, "a key was never written again after the kill"
 
 
-@pytest.mark.parametrize("client", KAFKA_CLIENTS)
+@pytest.mark.parametrize("client", EVERY_CLIENT)
 def test_group_members_share_the_partitions_through_rebalances_and_the_checkers_agree(
     cluster: Cluster, tmp_path: Path, client: str
 ) -> None:
@@ -166,7 +168,7 @@ def test_group_members_share_the_partitions_through_rebalances_and_the_checkers_
     assert results["valid"] is True, results["anomaly_types"]
 
 
-@pytest.mark.parametrize("client", KAFKA_CLIENTS)
+@pytest.mark.parametrize("client", EVERY_CLIENT)
 def test_an_idempotent_producer_through_a_leader_kill_lands_every_send_once(
     cluster: Cluster, tmp_path: Path, client: str
 ) -> None:

@@ -18,7 +18,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -28,6 +28,7 @@ from system_under_test.client import (
     AdminClient,
     BrokerError,
     BrokerUnavailableError,
+    ClientConfigError,
     Consumer,
     ErrorCode,
     NoOffsetForPartitionError,
@@ -55,7 +56,7 @@ from system_under_test.kafka.produce import (
     TopicProduceData,
 )
 from system_under_test.kafka.schema import Body, encode_body
-from system_under_test.log.record import decode_records, encode_records
+from system_under_test.log.record import decode_records, encode_records, iter_batches
 from system_under_test.replication.partition import Partition
 from system_under_test.server import Broker
 
@@ -278,6 +279,30 @@ def test_async_producer_assigns_dense_offsets_matching_the_log(
         (r.partition, r.offset): r.value for r in consume_all(broker_thread.bootstrap, "events", 3)
     }
     assert consumed == {(m.partition, m.offset): value for value, m in acked.items()}
+
+
+def test_an_idempotent_async_producer_writes_each_partition_in_order_once(
+    broker_thread: BrokerThread, admin: AdminClient
+) -> None:
+    admin.create_topic("seq", 3)
+    config = {"batch.num.messages": 20, "queue.buffering.max.ms": 5, "enable.idempotence": True}
+    with Producer(broker_thread.bootstrap, acks=-1, mode="async", config=config) as producer:
+        futures = [producer.send("seq", b"%d" % i, partition=i % 3) for i in range(900)]
+        producer.flush(30)
+        offsets = [f.result(0).offset for f in futures]
+    assert offsets == [i // 3 for i in range(900)]
+    got = consume_all(broker_thread.bootstrap, "seq", 3)
+    assert sorted((r.partition, r.offset, r.value) for r in got) == [
+        (i % 3, i // 3, b"%d" % i) for i in sorted(range(900), key=lambda i: (i % 3, i))
+    ]
+    for partition in range(3):
+        stored = broker_thread.call(
+            lambda p=partition: partition_of(broker_thread, "seq", p).log.read(0, 1 << 20).records
+        )
+        batches = list(iter_batches(stored))
+        # One producer id; each partition's sequences from 0, batch after batch, no gap.
+        assert len({b.producer_id for b in batches}) == 1 and batches[0].producer_id >= 0
+        assert [b.base_sequence for b in batches] == [b.base_offset for b in batches]
 
 
 def test_keyed_records_go_to_the_crc32_partition(
@@ -629,6 +654,57 @@ def test_full_queue_drops_the_record_definitely(
         assert error.error is ErrorCode.QUEUE_FULL
         producer.flush(10)
         assert [f.result(0).offset for f in queued] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_a_retry_of_a_write_whose_answer_was_lost_lands_once_when_idempotent(
+    tmp_path: Path, mode: Literal["sync", "async"], idempotent: bool
+) -> None:
+    """The broker is paused past the request timeout with a produce unread: the client gives
+    up on it and retries on a new connection; the broker, resumed, reads and writes the
+    first attempt, then the retry. Idempotent: the retry is recognised (answered with the
+    first attempt's offset, nothing written twice). Not: the record is there twice."""
+    process, port = start_broker_process(tmp_path / "logs")
+    try:
+        with AdminClient(f"127.0.0.1:{port}") as admin:
+            admin.create_topic("once", 1)
+        config = {
+            "request.timeout.ms": 1000,
+            "message.send.max.retries": 5,
+            "retry.backoff.ms": 200,
+            "enable.idempotence": idempotent,
+            "queue.buffering.max.ms": 0,
+        }
+        with Producer(f"127.0.0.1:{port}", acks=-1, mode=mode, config=config) as producer:
+            assert producer.send("once", b"warm-up").result(10).offset == 0
+            process.send_signal(signal.SIGSTOP)
+            # Resumed past the request timeout: the first attempt is given up by then.
+            resume = threading.Timer(1.5, process.send_signal, (signal.SIGCONT,))
+            resume.start()
+            future = producer.send("once", b"retried")  # a sync send returns when done
+            resume.join()
+            # Not idempotent: the retry is written after the first attempt, and answered.
+            assert future.result(30).offset == (1 if idempotent else 2)
+            assert producer.send("once", b"after").result(10).offset == (2 if idempotent else 3)
+        values = [r.value for r in consume_all(f"127.0.0.1:{port}", "once")]
+        expected = [b"warm-up", b"retried", b"after"]
+        assert values == (
+            expected if idempotent else [b"warm-up", b"retried", b"retried", b"after"]
+        )
+    finally:
+        stop_broker_process(process)
+
+
+def test_an_idempotent_producer_needs_acks_all_and_retries() -> None:
+    with pytest.raises(ClientConfigError, match="needs acks=-1"):
+        Producer("127.0.0.1:1", acks=1, config={"enable.idempotence": "true"})
+    with pytest.raises(ClientConfigError, match=r"message\.send\.max\.retries >= 1"):
+        Producer(
+            "127.0.0.1:1",
+            acks=-1,
+            config={"enable.idempotence": True, "message.send.max.retries": 0},
+        )
 
 
 def test_timeout_after_sending_is_indeterminate(tmp_path: Path) -> None:

@@ -187,9 +187,14 @@ def test_test_json_carries_the_effective_producer_retries() -> None:
     assert again.workload == spec.workload
 
 
-def test_idempotence_needs_a_kafka_client_acks_all_and_retries() -> None:
-    assert "needs a Kafka client" in problem(
-        lambda: WorkloadSpec(idempotence=True, producer_retries=3)
+def test_idempotence_needs_acks_all_and_retries() -> None:
+    assert "needs acks = -1" in problem(
+        lambda: WorkloadSpec(idempotence=True, acks=1, producer_retries=3)
+    )
+    spec = WorkloadSpec(idempotence=True, producer_retries=3)  # squall's own client
+    assert spec.producer_settings()["enable.idempotence"] is True
+    assert "the workload owns" in problem(
+        lambda: WorkloadSpec(producer_config={"enable.idempotence": True})
     )
     assert "needs acks = -1" in problem(
         lambda: WorkloadSpec(idempotence=True, client="kafka-python", acks=1, producer_retries=3)
