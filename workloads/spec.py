@@ -30,6 +30,7 @@ from pydantic import (
 )
 
 from system_under_test.client.config import ConsumerConfig, ProducerConfig
+from system_under_test.client.group_consumer import GroupConfig
 from system_under_test.config import TOPIC_KEYS, ConfigError, resolve_topic_config
 from workloads.clients import SQUALL, ClientName, check_kafka_settings, speaks_kafka
 from workloads.errors import WorkloadSpecError
@@ -299,6 +300,10 @@ class WorkloadSpec(BaseModel):
         client = info.data.get("client", SQUALL)
         if speaks_kafka(client):
             check_kafka_settings(client, "consumer", config)
+        elif info.data.get("group_membership"):
+            # A member's own settings (session.timeout.ms, ...), then the Consumer's.
+            _, rest = GroupConfig.split({"group.id": "checked", **config})
+            ConsumerConfig.from_mapping({"auto.offset.reset": "earliest", **rest})
         else:
             ConsumerConfig.from_mapping({"auto.offset.reset": "earliest", **config})
         return config

@@ -248,6 +248,10 @@ def test_group_membership_is_a_subscribing_at_least_once_consumer() -> None:
     assert spec.assignment(0) == [] and spec.to_dict()["group_membership"] is True
     assert WorkloadSpec(client="confluent-kafka", group_membership=True).group_membership
     assert WorkloadSpec(group_membership=True).group_membership  # squall's own client
+    member = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
+    assert WorkloadSpec(group_membership=True, consumer_config=member).group_membership
+    with pytest.raises(ValidationError, match="unknown consumer config key"):
+        WorkloadSpec(consumer_config=member)  # a member's settings, for no member
     with pytest.raises(ValidationError, match='needs subscription = "subscribe"'):
         WorkloadSpec(client="kafka-python", group_membership=True, subscription="assign")
     with pytest.raises(ValidationError, match="at-least-once only"):
