@@ -25,6 +25,7 @@ from system_under_test.client import (
 )
 from system_under_test.client import GroupConsumer as SquallMember
 from system_under_test.client import SendFuture as SquallFuture
+from system_under_test.client.group_consumer import MEMBER_KEYS
 from system_under_test.errors import (
     BrokerError,
     InvalidConfigError,
@@ -286,8 +287,10 @@ class SquallClientFactory:
     def consumer(
         self, bootstrap: str, *, settings: Mapping[str, object], client_id: str
     ) -> SquallConsumer:
+        # A member's own settings (group_membership) are not a plain consumer's.
+        config = {k: v for k, v in settings.items() if k not in MEMBER_KEYS}
         try:
-            consumer = Consumer(bootstrap, config=settings, client_id=client_id)
+            consumer = Consumer(bootstrap, config=config, client_id=client_id)
         except SQUALL_ERRORS as err:
             raise operation_error(err) from err
         return SquallConsumer(consumer)

@@ -83,6 +83,8 @@ GROUP_KEYS = (
     "partition.assignment.strategy",
 )
 """The member's own settings (Kafka's names and defaults, 2.x); the rest are the Consumer's."""
+MEMBER_KEYS = tuple(key for key in GROUP_KEYS if key != "group.id")
+"""The settings only a member of a coordinated group has."""
 GROUP_DEFAULTS = {
     "session.timeout.ms": 10_000,
     "heartbeat.interval.ms": 3_000,
