@@ -32,7 +32,8 @@ member was given an assignment is preceded in the history by what happened, as t
 protocol does it: an `ok` assign of no keys (everything revoked), then an `ok` assign of the
 partitions given, with the `positions` the member resumed them at (the group's commits); the
 poll itself is written after the fetch, as in at-most-once mode. The member commits only
-the partitions it owns.
+the partitions it owns; at most once, it commits past what it fetched before delivering it,
+as above.
 """
 
 from __future__ import annotations
@@ -187,14 +188,18 @@ class ConsumerWorker:
             return None
 
     def poll_as_member(self, member: GroupConsumer) -> bool:
-        """At-least-once, as a member of the group: fetch, write down any assignment the
-        poll brought, then deliver; False if the fetch failed."""
+        """As a member of the group: fetch, write down any assignment the poll brought,
+        then deliver (at-most-once: after committing past what was fetched); False if the
+        fetch failed."""
         records = self._fetch(member)
         if records is None:
             return False
         if member.assignments() != self.assignments_seen:
             self.assignments_seen = member.assignments()
             self._reassigned(member, records)
+        at_most_once = self.spec.consumer_mode == "at-most-once"
+        if at_most_once and records and not self._commit_fetched(member, records):
+            return True
         pending = self.recorder.invoke_poll(self.client)
         self._advance(records)
         self.recorder.complete_poll(pending, records)
@@ -237,25 +242,34 @@ class ConsumerWorker:
         records = self._fetch(consumer)
         if records is None:
             return False
-        if records:
-            after = dict(self.delivered)
-            for record in records:
-                after[(record.topic, record.partition)] = record.offset + 1
-            committed = self.recorder.record_commit(
-                self.client,
-                {key_name(t, p): o for (t, p), o in after.items()},
-                lambda: consumer.commit(after),
-            )
-            if committed is None or committed.type != "ok":
-                self._rewind(consumer)  # not delivered: they will be fetched again
-                return True
-            drawn = self._crash_share > 0 and self.rng.random() < self._crash_share
-            if not self.long_lived and (drawn or self.crash_due()):
-                self.crash()  # died before processing: the group has committed past them
-                return True
+        if records and not self._commit_fetched(consumer, records):
+            return True
         pending = self.recorder.invoke_poll(self.client)
         self._advance(records)
         self.recorder.complete_poll(pending, records)
+        return True
+
+    def _commit_fetched(self, consumer: Consumer, records: Sequence[Record]) -> bool:
+        """At-most-once: commit past fetched records before they are delivered; False if
+        they are not to be delivered (the commit failed: rewound, they will be fetched
+        again; or the consumer died right after it, the group having committed past them)."""
+        after = dict(self.delivered)
+        for record in records:
+            after[(record.topic, record.partition)] = record.offset + 1
+        fields = {"generation": self.member.generation()} if self.member is not None else {}
+        committed = self.recorder.record_commit(
+            self.client,
+            {key_name(t, p): o for (t, p), o in after.items()},
+            lambda: consumer.commit(after),
+            **fields,
+        )
+        if committed is None or committed.type != "ok":
+            self._rewind(consumer)
+            return False
+        drawn = self._crash_share > 0 and self.rng.random() < self._crash_share
+        if not self.long_lived and (drawn or self.crash_due()):
+            self.crash()
+            return False
         return True
 
     def commit(self) -> None:

@@ -222,8 +222,7 @@ class WorkloadSpec(BaseModel):
     """subscribe: every consumer reads every partition; assign: they share them out."""
     group_membership: bool = False
     """With subscribe: each consumer joins the group, whose coordinator shares the partitions
-    out among the members and rebalances them as members come and go (any client;
-    at-least-once only, for now)."""
+    out among the members and rebalances them as members come and go (any client)."""
     group_id: str | None = None
     """The consumer group (default: squall-<topic>)."""
     poll_timeout_ms: Size = 100
@@ -353,11 +352,6 @@ class WorkloadSpec(BaseModel):
             raise ValueError(
                 'group_membership needs subscription = "subscribe" (assign takes partitions '
                 "outside the group's rebalancing); set one of them"
-            )
-        if self.consumer_mode != "at-least-once":
-            raise ValueError(
-                "group_membership is at-least-once only for now: set consumer_mode = "
-                '"at-least-once"'
             )
 
     def _check_workers(self) -> None:

@@ -80,11 +80,37 @@ class FakeConsumer:
         self.closed = True
 
 
+class FakeMember(FakeConsumer):
+    """Just enough of system_under_test.client.GroupConsumer: the coordinator gives it every
+    partition, from the group's commits, at its first poll (generation 1)."""
+
+    def __init__(self, bootstrap: str, *, config: Mapping[str, object], client_id: str) -> None:
+        assert config["group.id"] and "zookeeper.connect" not in config
+        self.positions = {}
+        self.closed = False
+        self.assignments = 0
+        self.generation = -1
+        self.cluster.consumers.append(self)
+
+    def subscribe(self, topic: str) -> None:
+        self.topic = topic
+
+    def assignment(self) -> list[TopicPartition]:
+        return sorted(self.positions)
+
+    def poll(self, timeout_ms: int) -> list[ConsumedRecord]:
+        if self.assignments == 0:
+            self.assign([(self.topic, p) for p in sorted(self.cluster.logs)])
+            self.assignments, self.generation = 1, 1
+        return super().poll(timeout_ms)
+
+
 @pytest.fixture
 def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
     fake = FakeCluster({0: [10, 11, 12, 13, 14], 1: [20, 21, 22]})
     FakeConsumer.cluster = fake
     monkeypatch.setattr(workloads.squall_client, "Consumer", FakeConsumer)
+    monkeypatch.setattr(workloads.squall_client, "SquallMember", FakeMember)
     return fake
 
 
@@ -205,6 +231,36 @@ def test_at_most_once_commits_before_delivering(tmp_path: Path, cluster: FakeClu
     ]
     assert rows[3][3] == {"t-0": 2, "t-1": 2}
     assert polled(rows[5][3]) == {"t-0": [[0, 10], [1, 11]], "t-1": [[0, 20], [1, 21]]}
+
+
+def test_an_at_most_once_member_commits_what_it_fetched_before_delivering_it(
+    tmp_path: Path, cluster: FakeCluster
+) -> None:
+    worker, writer, path = make_worker(
+        tmp_path, "at-most-once", OpMix(send=0, poll=1), group_membership=True
+    )
+    worker.open()
+    assert worker.member is not None
+    worker.poll_as_member(worker.member)
+    writer.close()
+    rows = shapes(path)
+    assert [(t, f, v) for _, t, f, v in rows if t != "invoke"][:3] == [
+        ("ok", "subscribe", []),
+        ("ok", "assign", []),
+        ("ok", "assign", ["t-0", "t-1"]),
+    ]
+    assert [(t, f) for _, t, f, _ in rows[-4:]] == [
+        ("invoke", "commit"),
+        ("ok", "commit"),
+        ("invoke", "poll"),
+        ("ok", "poll"),
+    ]
+    assert (
+        rows[-3][3]
+        == {"t-0": 2, "t-1": 2}
+        == {f"t-{p}": o for (_, p), o in cluster.committed.items()}
+    )
+    assert polled(rows[-1][3]) == {"t-0": [[0, 10], [1, 11]], "t-1": [[0, 20], [1, 21]]}
 
 
 def test_at_most_once_crash_after_the_commit_loses_the_fetched_records(
