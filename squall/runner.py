@@ -590,11 +590,18 @@ def check_runnable(spec: TestSpec) -> None:
     the runtime instead, and says what it left out)."""
     if spec.runtime in INVENTORY_RUNTIMES and not spec.inventory:
         raise SpecError(f"the {spec.runtime} runtime needs an inventory of hosts: --inventory FILE")
-    if spec.runtime == "external" and not speaks_kafka(spec.workload.client):
+    workload = spec.workload
+    if (
+        spec.runtime == "external"
+        and not speaks_kafka(workload.client)
+        and workload.consumers > 0
+        and not workload.group_membership
+    ):
         raise SpecError(
-            "a cluster squall did not deploy is tested through a Kafka client: add --client "
-            "confluent-kafka or --client kafka-python (squall's own client speaks only our "
-            "brokers' protocol)"
+            "squall's own consumers keep their group's offsets in ZooKeeper, which a cluster "
+            "squall did not deploy does not offer: make them members of the group "
+            "(group_membership = true in the spec's [workload], whose coordinator keeps the "
+            "offsets), or use --client confluent-kafka or --client kafka-python"
         )
     nemesis = spec.nemesis
     if nemesis is None or nemesis.generator in DEFAULT_GENERATORS:

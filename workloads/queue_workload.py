@@ -104,11 +104,16 @@ class QueueWorkload:
         spec = self.spec
         if not time_limit_s > 0:
             raise WorkloadSpecError(f"time_limit_s is {time_limit_s!r}, expected > 0")
-        if spec.consumers > 0 and not zookeeper_connect and not speaks_kafka(spec.client):
+        if (
+            spec.consumers > 0
+            and not zookeeper_connect
+            and not speaks_kafka(spec.client)
+            and not spec.group_membership
+        ):
             raise WorkloadSpecError(
                 "squall's consumers keep their group's offsets in ZooKeeper: pass "
-                "zookeeper_connect (the cluster's HOST:PORT), or set consumers=0 (a Kafka "
-                "client's group commits through the brokers)"
+                "zookeeper_connect (the cluster's HOST:PORT), set group_membership (the "
+                "group's coordinator keeps them), or set consumers=0"
             )
         if self._prepared != bootstrap:
             self.prepare(bootstrap)

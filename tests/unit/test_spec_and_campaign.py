@@ -6,6 +6,7 @@ from xml.etree import ElementTree
 import pytest
 
 from squall.campaign import CampaignError, CaseResult, junit_xml, load_campaign, progress_line
+from squall.runner import check_runnable
 from squall.spec import SpecError, TestSpec
 
 
@@ -199,3 +200,16 @@ def test_campaign_with_a_runtime_it_cannot_use_creates_nothing(tmp_path: Path) -
     assert result.exit_code == 2, result.output
     assert "case demo-safe" in result.output and "--inventory" in result.output
     assert not store.exists()
+
+
+def test_squall_s_client_tests_a_cluster_squall_did_not_deploy_as_group_members() -> None:
+
+    def external(**workload: object) -> TestSpec:
+        doc = {"name": "ext", "runtime": "external", "inventory": "c.toml", "workload": workload}
+        return TestSpec.from_mapping(doc, source="test")
+
+    with pytest.raises(SpecError, match="keep their group's offsets in ZooKeeper"):
+        check_runnable(external())
+    check_runnable(external(group_membership=True))
+    check_runnable(external(consumers=0, mix={"poll": 0, "commit": 0}))
+    check_runnable(external(client="kafka-python"))
