@@ -108,8 +108,10 @@ def inventory(cluster: Cluster, path: Path, *, partitions: bool = True) -> Path:
     return path
 
 
-def squall_run(cluster: Cluster, tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    """`squall run` against the cluster through confluent-kafka, as a user runs it."""
+def squall_run(
+    cluster: Cluster, tmp_path: Path, *flags: str, client: str = "confluent-kafka"
+) -> subprocess.CompletedProcess[str]:
+    """`squall run` against the cluster through `client`, as a user runs it."""
     hosts = inventory(cluster, tmp_path / "cluster.toml")
     return run_squall(
         "run",
@@ -118,7 +120,7 @@ def squall_run(cluster: Cluster, tmp_path: Path, *flags: str) -> subprocess.Comp
         "--inventory",
         str(hosts),
         "--client",
-        "confluent-kafka",
+        client,
         "--store",
         str(tmp_path / "store"),
         *flags,
@@ -167,6 +169,39 @@ def test_a_run_against_a_cluster_squall_did_not_deploy(by_hand: Cluster, tmp_pat
         assert node.run(f"{CONTROL} running", check=False).ok
         assert not node.run("iptables -w -n -L SQUALL", check=False).ok
     assert not list((tmp_path / ".squall" / "clusters").glob("*.json"))
+
+
+def test_squall_s_own_client_runs_there_with_its_consumers_in_the_group(
+    by_hand: Cluster, tmp_path: Path
+) -> None:
+    spec = tmp_path / "members.toml"
+    spec.write_text(
+        'name = "members"\n\n[workload]\ntopic = "members"\ngroup_membership = true\n\n'
+        "[workload.consumer_config]\n"
+        '"session.timeout.ms" = 6000\n"heartbeat.interval.ms" = 1000\n'
+    )
+    done = squall_run(
+        by_hand,
+        tmp_path,
+        "--spec",
+        str(spec),
+        "--time-limit",
+        "15",
+        "--faults",
+        "kill=1",
+        "--interval",
+        "3,4",
+        "--duration",
+        "1,2",
+        "--seed",
+        "8",
+        client="squall",
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run_dir = next((tmp_path / "store" / "members").glob("2*"))
+    test = json.loads((run_dir / "test.json").read_text())
+    assert test["workload"]["client"] == "squall" and test["workload"]["group_membership"]
+    assert json.loads((run_dir / "results.json").read_text())["valid"] is True
 
 
 def test_a_broker_the_inventory_says_is_down_stops_the_run_before_anything_changes(
