@@ -40,7 +40,7 @@ from system_under_test.config import BrokerConfig, ConfigError
 from system_under_test.errors import ErrorCode, ProtocolError
 from system_under_test.event_log import EventLog
 from system_under_test.group_metadata_manager import GroupMetadataManager
-from system_under_test.kafka_handler import KafkaRequestHandler
+from system_under_test.kafka_handler import KafkaEndpoints, KafkaRequestHandler
 from system_under_test.log.log import LogConfig, LogError
 from system_under_test.log.log_manager import LogManager
 from system_under_test.metadata_cache import BrokerEndpoint, MetadataCache
@@ -390,24 +390,18 @@ class Broker:
             standalone=standalone,
         )
         producer_ids = ProducerIdManager(self._claim_producer_id_block)
-        self.kafka_handler = KafkaRequestHandler(
-            self.handler,
-            endpoints=self._listener_endpoints,
-            cluster_id=None,
-            groups=self.groups,
-            producer_ids=producer_ids,
-        )
-        """Kafka's APIs on the broker's listener, which advertises the brokers' listeners."""
-        self.second_kafka_handler: KafkaRequestHandler | None = None
-        """The same on kafka.listeners, if configured, which advertises those listeners."""
-        if config.kafka_listener is not None:
-            self.second_kafka_handler = KafkaRequestHandler(
-                self.handler,
-                endpoints=self._kafka_endpoints,
-                cluster_id=None,
-                groups=self.groups,
-                producer_ids=producer_ids,
+
+        def kafka_apis(endpoints: KafkaEndpoints) -> KafkaRequestHandler:
+            return KafkaRequestHandler(
+                self.handler, endpoints=endpoints, groups=self.groups, producer_ids=producer_ids
             )
+
+        self.kafka_handler = kafka_apis(self._listener_endpoints)
+        """Kafka's APIs on the broker's listener, which advertises the brokers' listeners."""
+        self.second_kafka_handler = (
+            kafka_apis(self._kafka_endpoints) if config.kafka_listener is not None else None
+        )
+        """The same on kafka.listeners, if configured, which advertises those listeners."""
         self._server: asyncio.Server | None = None
         self._kafka_server: asyncio.Server | None = None
         """The Kafka-protocol listener (kafka.listeners), if configured."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Literal
+from typing import Literal, TypeVar
 
 from system_under_test.client import (
     AdminClient,
@@ -288,22 +288,13 @@ class SquallClientFactory:
         self, bootstrap: str, *, settings: Mapping[str, object], client_id: str
     ) -> SquallConsumer:
         # A member's own settings (group_membership) are not a plain consumer's.
-        config = {k: v for k, v in settings.items() if k not in MEMBER_KEYS}
-        try:
-            consumer = Consumer(bootstrap, config=config, client_id=client_id)
-        except SQUALL_ERRORS as err:
-            raise operation_error(err) from err
-        return SquallConsumer(consumer)
+        return SquallConsumer(_opened(Consumer, bootstrap, settings, MEMBER_KEYS, client_id))
 
     def group_consumer(
         self, bootstrap: str, *, settings: Mapping[str, object], client_id: str
     ) -> GroupConsumer:
         # The group's coordinator keeps its offsets: ZooKeeper's are the plain consumer's.
-        config = {k: v for k, v in settings.items() if k not in ZOOKEEPER_GROUP_KEYS}
-        try:
-            member = SquallMember(bootstrap, config=config, client_id=client_id)
-        except SQUALL_ERRORS as err:
-            raise operation_error(err) from err
+        member = _opened(SquallMember, bootstrap, settings, ZOOKEEPER_GROUP_KEYS, client_id)
         return SquallGroupConsumer(member)
 
     def admin(self, bootstrap: str, *, request_timeout_ms: int) -> SquallAdmin:
@@ -312,3 +303,21 @@ class SquallClientFactory:
         except SQUALL_ERRORS as err:
             raise operation_error(err) from err
         return SquallAdmin(admin)
+
+
+_C = TypeVar("_C", Consumer, SquallMember)
+
+
+def _opened(
+    kind: type[_C],
+    bootstrap: str,
+    settings: Mapping[str, object],
+    dropped: Sequence[str],
+    client_id: str,
+) -> _C:
+    """A squall consumer of `kind` with `settings` but the `dropped` keys."""
+    config = {k: v for k, v in settings.items() if k not in dropped}
+    try:
+        return kind(bootstrap, config=config, client_id=client_id)
+    except SQUALL_ERRORS as err:
+        raise operation_error(err) from err
