@@ -53,6 +53,10 @@ MAX_PARTITION_BYTES = 1 << 20
 partition up to this size (the default message.max.bytes), beyond which they wait for the
 next request."""
 
+MAX_IDEMPOTENT_IN_FLIGHT = 5
+"""An idempotent producer's batches of one partition on their way at once: as Kafka's, the
+broker remembers a producer's last five batches, so a retry of any of them is recognised."""
+
 TopicPartition = tuple[str, int]
 
 
@@ -133,10 +137,14 @@ class Sender(threading.Thread):
                 metadata, timeout_s=self._timeout_s, backoff_s=self._policy.backoff_s
             )
         self._identifier: threading.Thread | None = None
-        self._holders: dict[TopicPartition, ProduceBatch] = {}
-        """Idempotent: per partition, the batch sent and not yet settled for good (in flight
-        or waiting to be retried); the partition's other batches wait for it, so that its
-        sequence numbers reach the leader in order."""
+        self._sequenced_batches: dict[TopicPartition, deque[ProduceBatch]] = {}
+        """Idempotent: per partition, the batches given sequences and not yet settled for
+        good, in sequence order; they are sent in that order."""
+        self._flying: set[int] = set()
+        """Idempotent: the ids of the sequenced batches in a request not yet answered."""
+        self._resequencing: set[TopicPartition] = set()
+        """Idempotent: partitions one of whose batches must be sent again: one batch on its
+        way at a time until the first of them is written, as Kafka's producer does."""
         self._abort = False
         self.accumulator = RecordAccumulator(
             batch_size=config.batch_num_messages,
@@ -321,6 +329,8 @@ class Sender(threading.Thread):
     def _queue_request(
         self, channel: _Channel, entries: dict[TopicPartition, list[ProduceBatch]], now: float
     ) -> None:
+        if self._identity is not None:
+            self._flying.update(id(batch) for batches in entries.values() for batch in batches)
         # One record batch per partition, as Kafka's Produce takes them (an idempotent
         # producer's holds one ProduceBatch, with the sequences it took).
         topics: dict[str, list[PartitionProduceData]] = {}
@@ -464,17 +474,53 @@ class Sender(threading.Thread):
         # whether or not the batch is retried, so later sends find the new leader.
         if code in METADATA_REFRESH_CODES:
             self._metadata_stale = True
+        if self._identity is not None and batch.base_sequence >= 0:
+            self._settle_sequenced(batch, code, message, sent=sent, base_offset=base_offset)
+            return
         if self._policy.settle(batch, code, message, sent=sent, base_offset=base_offset):
             self.accumulator.retry(batch)
             return
         self.accumulator.completed(len(batch))
-        if self._identity is not None and batch.base_sequence >= 0:
-            key = (batch.topic, batch.partition)
-            if self._holders.get(key) is batch:
-                del self._holders[key]
-            if code is not ErrorCode.NONE:
-                # Its sequences may be a gap no later batch can fill: start a new producer id.
-                self._identity.reset((batch.producer_id, batch.producer_epoch))
+
+    def _settle_sequenced(
+        self, batch: ProduceBatch, code: ErrorCode, message: str, *, sent: bool, base_offset: int
+    ) -> None:
+        """Settle an idempotent producer's batch, keeping its partition's sequence whole."""
+        assert self._identity is not None
+        key = (batch.topic, batch.partition)
+        self._flying.discard(id(batch))
+        queue = self._sequenced_batches.setdefault(key, deque())
+        first = queue[0] if queue else None
+        if code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+            if batch is not first:
+                # An earlier batch of the partition is not written yet: this one was not
+                # either; it goes again after that one, and the attempt does not count.
+                self._again(batch, key)
+                return
+            if (batch.producer_id, batch.producer_epoch) != self._identity.current:
+                # Its producer id was given up (an earlier batch failed for good), so no
+                # earlier sequence will ever come: not written, it starts anew under the new id.
+                queue.popleft()
+                batch.producer_id = batch.producer_epoch = batch.base_sequence = -1
+                self._again(batch, key)
+                return
+        if self._policy.settle(batch, code, message, sent=sent, base_offset=base_offset):
+            self._again(batch, key)
+            return
+        self.accumulator.completed(len(batch))
+        if batch in queue:
+            queue.remove(batch)
+        if batch is first or not queue:
+            self._resequencing.discard(key)
+        if code is not ErrorCode.NONE:
+            # Its sequences may be a gap no later batch can fill: start a new producer id.
+            self._identity.reset((batch.producer_id, batch.producer_epoch))
+
+    def _again(self, batch: ProduceBatch, key: TopicPartition) -> None:
+        """Send an idempotent producer's batch again, its partition resequencing."""
+        self._resequencing.add(key)
+        batch.retry_at = max(batch.retry_at, time.monotonic())
+        self.accumulator.retry(batch)
 
     def _expire(self, now: float) -> None:
         for channel in list(self._channels.values()):
@@ -523,22 +569,28 @@ class Sender(threading.Thread):
         group: dict[TopicPartition, list[ProduceBatch]] | None,
     ) -> bool:
         """Whether an idempotent producer may send `batch` in this round, giving it its
-        sequence numbers at its first send: only its partition's holder (or the next batch
-        once there is none), and only one batch of a partition per request."""
+        sequence numbers at its first send: a partition's batches go in sequence order, at
+        most MAX_IDEMPOTENT_IN_FLIGHT of them on their way (one while it resequences), one
+        per request."""
         assert self._identity is not None
-        holder = self._holders.get(key)
-        if holder is not None and holder is not batch:
-            return False
         if group is not None and key in group:
             return False
-        if batch.base_sequence < 0:
-            if self._identity.current is None:
-                self._identify()
-                return False
-            batch.producer_id, batch.producer_epoch, batch.base_sequence = self._identity.take(
-                key, len(batch)
-            )
-            self._holders[key] = batch
+        queue = self._sequenced_batches.setdefault(key, deque())
+        flying = sum(1 for b in queue if id(b) in self._flying)
+        if flying >= (1 if key in self._resequencing else MAX_IDEMPOTENT_IN_FLIGHT):
+            return False
+        next_up = next((b for b in queue if id(b) not in self._flying), None)
+        if batch.base_sequence >= 0:
+            return next_up is batch
+        if next_up is not None:
+            return False
+        if self._identity.current is None:
+            self._identify()
+            return False
+        batch.producer_id, batch.producer_epoch, batch.base_sequence = self._identity.take(
+            key, len(batch)
+        )
+        queue.append(batch)
         return True
 
     def _identify(self) -> None:

@@ -696,6 +696,41 @@ def test_a_retry_of_a_write_whose_answer_was_lost_lands_once_when_idempotent(
         stop_broker_process(process)
 
 
+def test_an_idempotent_async_producer_with_batches_in_flight_through_a_pause_writes_each_once(
+    tmp_path: Path,
+) -> None:
+    """Several batches of each partition on their way when the broker stops past the request
+    timeout: every one is retried, in its partition's sequence, and each record is stored
+    once, in the order it was sent."""
+    process, port = start_broker_process(tmp_path / "logs")
+    try:
+        with AdminClient(f"127.0.0.1:{port}") as admin:
+            admin.create_topic("many", 2)
+        config = {
+            "request.timeout.ms": 800,
+            "message.send.max.retries": 10,
+            "retry.backoff.ms": 100,
+            "batch.num.messages": 5,
+            "queue.buffering.max.ms": 0,
+            "enable.idempotence": True,
+        }
+        with Producer(f"127.0.0.1:{port}", acks=-1, mode="async", config=config) as producer:
+            futures = [producer.send("many", b"%d" % i, partition=i % 2) for i in range(200)]
+            process.send_signal(signal.SIGSTOP)
+            futures += [producer.send("many", b"%d" % i, partition=i % 2) for i in range(200, 400)]
+            time.sleep(1.5)
+            process.send_signal(signal.SIGCONT)
+            producer.flush(60)
+            offsets = [f.result(0).offset for f in futures]
+        assert offsets == [i // 2 for i in range(400)]
+        got = consume_all(f"127.0.0.1:{port}", "many", 2)
+        assert sorted((r.partition, r.offset, r.value) for r in got) == sorted(
+            (i % 2, i // 2, b"%d" % i) for i in range(400)
+        )
+    finally:
+        stop_broker_process(process)
+
+
 def test_an_idempotent_producer_needs_acks_all_and_retries() -> None:
     with pytest.raises(ClientConfigError, match="needs acks=-1"):
         Producer("127.0.0.1:1", acks=1, config={"enable.idempotence": "true"})
