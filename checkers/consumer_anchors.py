@@ -63,10 +63,10 @@ def sessions(log: KeyLog) -> pd.DataFrame:
     greater of the commits' bound and `position`; null: neither), `anchor_from` (`commit`
     or `position`) and `anchor_commit` (the commit that set the commits' bound)."""
     changes = log.shared.assignments
-    if changes.empty:
+    holds = log.shared.holds(log.key)
+    if not holds.any():  # most keys of a long history: no consumer was given them
         return pd.DataFrame(columns=["process_id", "index", "invoke_index", "anchor"])
-    holds = (changes["keys"].explode() == log.key).groupby(level=0).any()
-    held = changes[holds.reindex(changes.index, fill_value=False).to_numpy(dtype=bool)]
+    held = changes[holds]
     position = [
         _position_of(log.key, keys, positions)
         for keys, positions in zip(

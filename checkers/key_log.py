@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -117,6 +118,25 @@ class SharedFacts:
     told: pd.DataFrame | None = field(default_factory=lambda: _no_told())
     seen: Set[int] = frozenset()
     log_ends: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+
+    @cached_property
+    def holding(self) -> Mapping[str, np.ndarray]:
+        """Per key, the positions in `assignments` of the assigns/subscribes whose keys
+        hold it, in order: worked out once for every key, not searched for on each."""
+        found: dict[str, list[int]] = {}
+        for at, keys in enumerate(self.assignments["keys"]):
+            if keys is None or isinstance(keys, float):  # unknown keys hold no key
+                continue
+            for key in dict.fromkeys(keys):
+                if isinstance(key, str):
+                    found.setdefault(key, []).append(at)
+        return {key: np.array(at, dtype=np.int64) for key, at in found.items()}
+
+    def holds(self, key: str) -> np.ndarray:
+        """Whether each of `assignments` holds `key` (`holding`), as a mask."""
+        mask = np.zeros(len(self.assignments), dtype=bool)
+        mask[self.holding.get(key, np.zeros(0, dtype=np.int64))] = True
+        return mask
 
 
 TOLD = {

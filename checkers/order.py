@@ -54,10 +54,11 @@ def _resets(log: KeyLog, processes: pd.Series) -> pd.DataFrame:
     """(process_id, index) where an `ok`/`info` assign/subscribe of one of `processes`
     dropped the key: its keys do not hold it, or are not known."""
     changes = log.shared.assignments
-    changes = changes[changes["process_id"].isin(processes.unique())].reset_index(drop=True)
-    holds = (changes["keys"].explode() == log.key).groupby(level=0).any()
-    dropped = ~holds.to_numpy(dtype=bool)
-    return changes.loc[dropped, ["process_id", "index"]]
+    mine = changes["process_id"].isin(processes.unique()).to_numpy(dtype=bool)
+    dropped = mine & ~log.shared.holds(log.key)
+    return pd.DataFrame(
+        {name: changes[name].to_numpy()[dropped] for name in ("process_id", "index")}
+    )
 
 
 def _preceding(
