@@ -104,15 +104,42 @@ def _preceding(
     return prev_row, prev_counted
 
 
+STEP_COLUMNS = {
+    "process_id": np.int64,
+    "index": np.int64,
+    "status": object,
+    "inner": bool,
+    "before_index": np.int64,
+    "before_value": object,
+    "before_offset": "Int64",
+    "offset": "Int64",
+    "value": object,
+    "pos": "Int64",
+    "prev_pos": "Int64",
+    "delta": np.int64,
+}
+"""The columns of `_uneven_steps`, as an empty frame has them."""
+
+
 def _uneven_steps(
-    log: KeyLog, ops: pd.DataFrame, earlier: np.ndarray, later: np.ndarray, inner: np.ndarray
+    log: KeyLog,
+    ops: pd.DataFrame,
+    earlier: np.ndarray,
+    later: np.ndarray,
+    inner: np.ndarray,
+    *,
+    status: str = "status",
+    pos: str = "pos",
 ) -> pd.DataFrame:
-    """The steps from row `earlier` to row `later` of `ops` (process_id, index, status,
+    """The steps from row `earlier` to row `later` of `ops` (process_id, index, `status`,
     offset, value, and `pos`, the position) that are not one index forward, with `delta`
-    in dense index; steps where either position is unknown are left out."""
-    dense = log.dense_positions(ops["pos"])
+    in dense index; steps where either position is unknown are left out. Most keys have
+    none: their rows are not picked out at all."""
+    dense = log.dense_positions(ops[pos])
     delta = dense[later] - dense[earlier]
     uneven = (dense[earlier] >= 0) & (dense[later] >= 0) & (delta != 1)
+    if not uneven.any():
+        return pd.DataFrame({name: pd.Series(dtype=kind) for name, kind in STEP_COLUMNS.items()})
     earlier, later = earlier[uneven], later[uneven]
     before = ops.iloc[earlier].reset_index(drop=True)
     after = ops.iloc[later].reset_index(drop=True)
@@ -120,15 +147,15 @@ def _uneven_steps(
         {
             "process_id": after["process_id"],
             "index": after["index"],
-            "status": after["status"],
+            "status": after[status],
             "inner": inner[uneven],
             "before_index": before["index"],
             "before_value": before["value"],
             "before_offset": before["offset"],
             "offset": after["offset"],
             "value": after["value"],
-            "pos": after["pos"],
-            "prev_pos": before["pos"],
+            "pos": after[pos],
+            "prev_pos": before[pos],
             "delta": delta[uneven].astype(np.int64),
         }
     )
@@ -140,10 +167,11 @@ def read_steps(log: KeyLog) -> pd.DataFrame:
     (`inner`) or from the last record of the process's previous `ok` read of the key
     (`follows`); `delta` in dense index, `before_*` the earlier record."""
     reads = log.reads
-    ops = reads.assign(status=reads["type"], pos=reads["offset"])
+    # A read's status is its type, its position its offset.
+    steps = {"status": "type", "pos": "offset"}
     if reads.empty:
         nothing = np.zeros(0, dtype=np.int64)
-        return _uneven_steps(log, ops, nothing, nothing, nothing.astype(bool))
+        return _uneven_steps(log, reads, nothing, nothing, nothing.astype(bool), **steps)
     index = reads["index"].to_numpy()
     mop = reads["mop_index"].to_numpy()
     offset = reads["offset"].to_numpy()
@@ -151,7 +179,7 @@ def read_steps(log: KeyLog) -> pd.DataFrame:
     inside = np.flatnonzero(~opens & (offset - np.r_[offset[0], offset[:-1]] != 1))
     first = np.flatnonzero(opens)
     last = np.r_[first[1:], len(reads)] - 1
-    polls = ops.iloc[first].reset_index(drop=True)
+    polls = reads[["process_id", "index", "mop_index", "type"]].iloc[first].reset_index(drop=True)
     prev, prev_counted = _preceding(
         polls, (polls["type"] == "ok").to_numpy(), _resets(log, polls["process_id"])
     )
@@ -159,10 +187,11 @@ def read_steps(log: KeyLog) -> pd.DataFrame:
     into = np.flatnonzero(origin >= 0)
     return _uneven_steps(
         log,
-        ops,
+        reads,
         np.r_[inside - 1, last[origin[into]]],
         np.r_[inside, first[into]],
         np.r_[np.ones(len(inside), dtype=bool), prev[into] >= 0],
+        **steps,
     )
 
 
