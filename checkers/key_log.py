@@ -213,6 +213,69 @@ def _ok_aggregates(
     }
 
 
+def _left_joined(left: pd.DataFrame, right: pd.DataFrame, on: list[str]) -> pd.DataFrame:
+    """`left.merge(right, on=on, how="left")`, by one lookup of `left`'s keys in `right`'s:
+    a merge's fixed cost is a key's own several times over. Only where `right`'s keys are
+    unique and known and its other columns numbers or objects (an unmatched row then holds
+    NaN, as the merge has it, integers turning floats); anything else is merged."""
+    added = [name for name in right.columns if name not in on]
+    at = None
+    if (
+        len(left) > 0
+        and len(right) > 0
+        and not set(added) & set(left.columns)
+        and all(right[name].dtype.kind in "iufO" for name in added)
+        and all(left[name].dtype == right[name].dtype for name in on)
+    ):
+        at = _positions(left, right, on)
+    if at is None:
+        return left.merge(right, on=on, how="left")
+    unmatched = at < 0
+    out = left.reset_index(drop=True)
+    for name in added:
+        taken = right[name].to_numpy()[at]
+        if unmatched.any():
+            if taken.dtype.kind != "O":
+                taken = taken.astype(np.float64)
+            taken[unmatched] = np.nan
+        out[name] = taken
+    return out
+
+
+_MOP_BITS = 20
+"""(invoke_index, mop_index) as one integer: invoke_index * 2**20 + mop_index."""
+
+
+def _positions(left: pd.DataFrame, right: pd.DataFrame, on: list[str]) -> np.ndarray | None:
+    """Where each row of `left` has its `on` in `right` (-1: nowhere), or None where this
+    lookup cannot stand for a merge's: keys not unique, null, or not one string column or
+    two integer ones of a size that packs into one integer."""
+    if len(on) == 1 and left[on[0]].dtype.kind == "O":
+        keys = pd.Index(right[on[0]])
+        wanted = left[on[0]]
+        if not keys.is_unique or keys.hasnans or wanted.isna().any():
+            return None
+        found: np.ndarray = keys.get_indexer(wanted)
+        return found
+    if len(on) != 2 or not all(left[name].dtype.kind in "iu" for name in on):
+        return None
+    packed = []
+    for frame in (left, right):
+        high, low = (frame[name].to_numpy(dtype=np.int64) for name in on)
+        if len(low) and (
+            low.min() < 0 or low.max() >= 1 << _MOP_BITS or high.min() < 0 or high.max() >= 1 << 42
+        ):
+            return None
+        packed.append((high << _MOP_BITS) | low)
+    wanted, known = packed
+    order = np.argsort(known, kind="stable")
+    ordered = known[order]
+    if len(ordered) > 1 and not (ordered[1:] != ordered[:-1]).all():
+        return None
+    at = np.minimum(np.searchsorted(ordered, wanted), len(ordered) - 1)
+    return np.where(ordered[at] == wanted, order[at], -1)
+
+
 def _invoke_times(invoked: pd.DataFrame, invoke_index: pd.Series) -> pd.array:
     """The time of each of `invoke_index`, from the operations' `invoked` rows (null where
     the key's rows do not hold the invoke)."""
@@ -397,7 +460,7 @@ class KeyLog:
         # A send has one completion row at most: the merge keeps the others' rows, in the
         # order of `at`.
         done = done.drop_duplicates(["invoke_index", "mop_index"])
-        others = others.merge(done, on=["invoke_index", "mop_index"], how="left")
+        others = _left_joined(others, done, ["invoke_index", "mop_index"])
         op_type = told["op_type"].to_numpy()[at]
         unsettled = pd.DataFrame(
             {
@@ -420,7 +483,7 @@ class KeyLog:
         )
         writes = pd.concat([settled, unsettled], ignore_index=True)
         writes["invoke_time"] = _invoke_times(sent, writes["invoke_index"])
-        writes = writes.merge(self.read_values, on="value", how="left")
+        writes = _left_joined(writes, self.read_values, ["value"])
         writes["was_read"] = writes["reads"].notna()
         info = (writes["status"] == "info").to_numpy()
         # An indeterminate operation was seen when one of its values was read here, or, for
@@ -522,7 +585,7 @@ class KeyLog:
     def _located_writes(self) -> pd.DataFrame:
         """The writes with their value's first and last offset (null: not in the log)."""
         positions = self.values[["value", "first_offset", "last_offset"]]
-        located = self.writes.merge(positions, on="value", how="left")
+        located = _left_joined(self.writes, positions, ["value"])
         located["first_offset"] = _int(located["first_offset"])
         located["last_offset"] = _int(located["last_offset"])
         return located
