@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -119,10 +118,18 @@ class SharedFacts:
     seen: Set[int] = frozenset()
     log_ends: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
 
-    @cached_property
     def holding(self) -> Mapping[str, np.ndarray]:
         """Per key, the positions in `assignments` of the assigns/subscribes whose keys
-        hold it, in order: worked out once for every key, not searched for on each."""
+        hold it, in order: worked out once for every key, not searched for on each (kept
+        on the instance; not a `functools.cached_property`, whose lock the pass's function
+        could not be pickled with)."""
+        known: Mapping[str, np.ndarray] | None = self.__dict__.get("_holding")
+        if known is None:
+            known = self._holding_of_keys()
+            object.__setattr__(self, "_holding", known)
+        return known
+
+    def _holding_of_keys(self) -> dict[str, np.ndarray]:
         found: dict[str, list[int]] = {}
         for at, keys in enumerate(self.assignments["keys"]):
             if keys is None or isinstance(keys, float):  # unknown keys hold no key
@@ -135,7 +142,7 @@ class SharedFacts:
     def holds(self, key: str) -> np.ndarray:
         """Whether each of `assignments` holds `key` (`holding`), as a mask."""
         mask = np.zeros(len(self.assignments), dtype=bool)
-        mask[self.holding.get(key, np.zeros(0, dtype=np.int64))] = True
+        mask[self.holding().get(key, np.zeros(0, dtype=np.int64))] = True
         return mask
 
 
@@ -169,6 +176,21 @@ def told_frame(table: pa.Table) -> pd.DataFrame:
         .drop_duplicates("invoke_index")
         .sort_values("invoke_index", ignore_index=True)
     )
+
+
+READ_COLUMNS = (
+    "offset",
+    "value",
+    "type",
+    "index",
+    "invoke_index",
+    "process_id",
+    "mop_index",
+    "poll_seq",
+    "final",
+    "time",
+)
+"""`KeyLog.reads`' columns."""
 
 
 def _int(series: pd.Series) -> pd.Series:
@@ -349,7 +371,8 @@ class KeyLog:
         """The key's commits completed with one of `types` (default `ok`): process_id,
         index, invoke_index, time, committed; in history order."""
         rows = self._rows
-        commits = rows[self._is("f", "commit") & self._is("type", *(types or ("ok",)))]
+        mask = self._is("f", "commit") & self._is("type", *(types or ("ok",)))
+        commits = rows[mask] if mask.any() else rows.iloc[:0]  # most keys: no commit
         return pd.DataFrame(
             {
                 "process_id": commits["process_id"],
@@ -364,23 +387,10 @@ class KeyLog:
         """Every record read by a completed poll: offset, value, type, index, invoke_index,
         process_id, mop_index, poll_seq, final, time; in history order."""
         rows = self._rows
-        polls = rows[
+        polls = (
             ~self._is("type", "invoke") & self._is("f", "poll") & rows["offset"].notna().to_numpy()
-        ]
-        out = polls[
-            [
-                "offset",
-                "value",
-                "type",
-                "index",
-                "invoke_index",
-                "process_id",
-                "mop_index",
-                "poll_seq",
-                "final",
-                "time",
-            ]
-        ].copy()
+        )
+        out = pd.DataFrame({name: rows[name].array[polls] for name in READ_COLUMNS})
         out["offset"] = out["offset"].astype(np.int64)
         out["final"] = out["final"].astype("boolean").fillna(False).astype(bool)
         return out.sort_values(["index", "mop_index", "poll_seq"], kind="stable").reset_index(
@@ -513,15 +523,23 @@ class KeyLog:
     def _contents(self) -> pd.DataFrame:
         """Distinct (offset, value) of the evidence: what each offset was seen holding."""
         writes = self.writes
-        committed = writes[writes["committed"] & writes["offset"].notna()]
-        seen = pd.concat(
-            [
-                self.reads[["offset", "value"]],
-                pd.DataFrame(
-                    {"offset": committed["offset"].astype(np.int64), "value": committed["value"]}
+        committed = (writes["committed"] & writes["offset"].notna()).to_numpy(dtype=bool)
+        reads = self.reads
+        seen = pd.DataFrame(
+            {
+                "offset": np.concatenate(
+                    [
+                        reads["offset"].to_numpy(),
+                        writes["offset"][committed].astype(np.int64).to_numpy(),
+                    ]
                 ),
-            ],
-            ignore_index=True,
+                "value": np.concatenate(
+                    [
+                        reads["value"].to_numpy(dtype=object),
+                        writes["value"].to_numpy(dtype=object)[committed],
+                    ]
+                ),
+            }
         )
         return seen.drop_duplicates(ignore_index=True)
 
@@ -585,9 +603,19 @@ class KeyLog:
     def _located_writes(self) -> pd.DataFrame:
         """The writes with their value's first and last offset (null: not in the log)."""
         positions = self.values[["value", "first_offset", "last_offset"]]
-        located = _left_joined(self.writes, positions, ["value"])
-        located["first_offset"] = _int(located["first_offset"])
-        located["last_offset"] = _int(located["last_offset"])
+        bounds = ("first_offset", "last_offset")
+        at = None
+        if len(positions) and all(positions[name].dtype == np.int64 for name in bounds):
+            at = _positions(self.writes, positions, ["value"])
+        if at is None:
+            located = _left_joined(self.writes, positions, ["value"])
+            located["first_offset"] = _int(located["first_offset"])
+            located["last_offset"] = _int(located["last_offset"])
+            return located
+        # Straight into nullable integers, as the merge's columns would be made.
+        located = self.writes.reset_index(drop=True)
+        for name in bounds:
+            located[name] = pd.arrays.IntegerArray(positions[name].to_numpy()[at], at < 0)
         return located
 
     def _max_read_offset(self) -> int | None:
