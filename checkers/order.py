@@ -130,14 +130,18 @@ def _uneven_steps(
     *,
     status: str = "status",
     pos: str = "pos",
+    skips_between: bool = True,
 ) -> pd.DataFrame:
     """The steps from row `earlier` to row `later` of `ops` (process_id, index, `status`,
     offset, value, and `pos`, the position) that are not one index forward, with `delta`
-    in dense index; steps where either position is unknown are left out. Most keys have
-    none: their rows are not picked out at all."""
+    in dense index; steps where either position is unknown are left out, and, without
+    `skips_between`, skips forward between operations (not `inner`). Most keys have none
+    left: their rows are not picked out at all."""
     dense = log.dense_positions(ops[pos])
     delta = dense[later] - dense[earlier]
     uneven = (dense[earlier] >= 0) & (dense[later] >= 0) & (delta != 1)
+    if not skips_between:
+        uneven &= inner | (delta < 1)
     if not uneven.any():
         return pd.DataFrame({name: pd.Series(dtype=kind) for name, kind in STEP_COLUMNS.items()})
     earlier, later = earlier[uneven], later[uneven]
@@ -195,11 +199,12 @@ def read_steps(log: KeyLog) -> pd.DataFrame:
     )
 
 
-def send_steps(log: KeyLog) -> pd.DataFrame:
+def send_steps(log: KeyLog, *, skips_between: bool = True) -> pd.DataFrame:
     """Every completed send that is not one index after the send before it in its operation
     (`inner`) or, for an `ok`/`info` operation's first send to a key, after the last send of
     the process's previous such operation (`follows`); `delta` in dense index where both
-    positions are known. A send's position is its value's first offset in the log."""
+    positions are known. A send's position is its value's first offset in the log. Without
+    `skips_between`, skips forward between operations are left out."""
     writes = log.located_writes
     sent = writes[writes["complete_index"].notna()]
     ops = pd.DataFrame(
@@ -217,7 +222,7 @@ def send_steps(log: KeyLog) -> pd.DataFrame:
     prev, prev_counted = _preceding(ops, counted, _resets(log, ops["process_id"]))
     origin = np.where(prev >= 0, prev, np.where(counted, prev_counted, -1))
     into = np.flatnonzero(origin >= 0)
-    return _uneven_steps(log, ops, origin[into], into, prev[into] >= 0)
+    return _uneven_steps(log, ops, origin[into], into, prev[into] >= 0, skips_between=skips_between)
 
 
 def _truncated_positions(log: KeyLog, losses: KeyLosses) -> pd.Series:
@@ -326,10 +331,9 @@ def check_order_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
     reads = _with_detail(read_steps(log), log, losses)
     inner, delta = reads["inner"], reads["delta"]
     reads["skipped"] = (delta - 1).astype("Int64").where(~inner & (delta > 1))
-    steps = send_steps(log)
     # A skip forward between two operations is no anomaly (other producers wrote between):
-    # most of a long history's steps, left out before their details are built.
-    steps = steps[(steps["inner"] | (steps["delta"] < 1)).to_numpy(dtype=bool)]
+    # most of a long history's steps, left out before their frame is built.
+    steps = send_steps(log, skips_between=False)
     sends = _with_detail(steps.reset_index(drop=True), log, losses)
     send_inner, send_delta = sends["inner"], sends["delta"]
     read_detail = [*_detail("type"), ("skipped", "skipped")]
