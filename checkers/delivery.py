@@ -65,14 +65,16 @@ def lost_writes(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
     reach = log.max_read_offset
     if reach is None:
         return losses.classify(writes.iloc[0:0])
-    lost = writes[
-        writes["committed"]
-        & ~writes["was_read"]
-        & writes["last_offset"].notna()
-        & (writes["last_offset"] <= reach)
-    ].copy()
-    if lost.empty:
-        return losses.classify(lost)
+    last = writes["last_offset"]
+    unread = (
+        writes["committed"].to_numpy(dtype=bool)
+        & ~writes["was_read"].to_numpy(dtype=bool)
+        & last.notna().to_numpy()
+        & (last.to_numpy(dtype=np.int64, na_value=reach + 1) <= reach)
+    )
+    if not unread.any():  # most keys lose nothing
+        return losses.classify(writes.iloc[0:0])
+    lost = writes[unread].copy()
     lost["first_idx"] = log.dense(lost["first_offset"]).to_numpy()
     lost["max_read_idx"] = log.dense(pd.Series([reach] * len(lost), dtype="Int64")).to_numpy()
     return losses.classify(lost)
@@ -153,13 +155,13 @@ def lost_acked_writes(
     writes = log.writes
     reads = log.reads
     final_values = reads.loc[(reads["type"] == "ok") & reads["final"], "value"]
-    missing = writes[
+    kept = (
         (writes["status"] == "ok")
         & writes["offset"].notna()
         & (losses.effective_acks(writes["acks"]) == -1).fillna(False)
         & ~writes["value"].isin(final_values)
-    ]
-    missing = losses.classify(missing)
+    ).to_numpy(dtype=bool)
+    missing = losses.classify(writes[kept] if kept.any() else writes.iloc[0:0])
     missing["final_read_to"] = final_read_to
     missing["log_end"] = log_end
     return missing
