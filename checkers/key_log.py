@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -298,17 +299,73 @@ def _positions(left: pd.DataFrame, right: pd.DataFrame, on: list[str]) -> np.nda
     return np.where(ordered[at] == wanted, order[at], -1)
 
 
-def _invoke_times(invoked: pd.DataFrame, invoke_index: pd.Series) -> pd.array:
-    """The time of each of `invoke_index`, from the operations' `invoked` rows (null where
-    the key's rows do not hold the invoke)."""
-    known, first = np.unique(invoked["invoke_index"].to_numpy(dtype=np.int64), return_index=True)
-    times = invoked["time"].to_numpy(dtype=np.int64)[first]
+def _invoke_times(invokes: np.ndarray, times: np.ndarray, invoke_index: pd.Series) -> pd.array:
+    """The time of each of `invoke_index`, from the operations' invocation rows (their
+    `invokes` and `times`; null where the key's rows do not hold the invoke)."""
+    known, first = np.unique(invokes.astype(np.int64), return_index=True)
+    times = times.astype(np.int64)[first]
     wanted = invoke_index.to_numpy(dtype=np.int64)
     if len(known) == 0:
         return pd.array([None] * len(wanted), dtype="Int64")
     at = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
     found = known[at] == wanted
     return pd.arrays.IntegerArray(times[at], ~found)
+
+
+def _taken(values: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """`values` at `at`, NaN where `at` is -1, as a left merge's column holds them
+    (integers turn floats where any is missing)."""
+    taken = values[at] if len(values) else np.zeros(len(at), dtype=values.dtype)
+    missing = at < 0
+    if missing.any():
+        if taken.dtype.kind != "O":
+            taken = taken.astype(np.float64)
+        taken[missing] = np.nan
+    return taken
+
+
+def _completions(rows: pd.DataFrame, sends: np.ndarray, done: np.ndarray) -> np.ndarray:
+    """For each of the rows `sends` (invocations), the position in `done` (completion rows)
+    of its first completion, matched on (invoke_index, mop_index); -1: none."""
+    keys = ["invoke_index", "mop_index"]
+    left = pd.DataFrame({name: rows[name].to_numpy()[sends] for name in keys})
+    right = pd.DataFrame({name: rows[name].to_numpy()[done] for name in keys})
+    right = right.assign(_at=np.arange(len(done))).drop_duplicates(keys)
+    at = _positions(left, right, keys) if len(left) and len(right) else None
+    found: np.ndarray
+    if at is not None:
+        found = np.where(at >= 0, right["_at"].to_numpy()[at], -1)
+        return found
+    merged = left.merge(right, on=keys, how="left")["_at"]
+    found = merged.to_numpy(dtype=np.float64, na_value=-1).astype(np.int64)
+    return found
+
+
+def _parts(column: pd.Series, first: np.ndarray, then: np.ndarray) -> tuple[Any, Any]:
+    """`column` at the mask `first` and at the positions `then`, as arrays of its dtype."""
+    values = column.array
+    return values[first], values[then]
+
+
+def _joined(first: Any, then: Any) -> Any:
+    """Two parts of a column (arrays of one dtype) as one, as `pd.concat` joins them."""
+    if isinstance(first, pd.arrays.IntegerArray) and isinstance(then, pd.arrays.IntegerArray):
+        return pd.arrays.IntegerArray(
+            np.concatenate(
+                [first.to_numpy(np.int64, na_value=0), then.to_numpy(np.int64, na_value=0)]
+            ),
+            np.concatenate([first.isna(), then.isna()]),
+        )
+    if isinstance(first, pd.api.extensions.ExtensionArray) or isinstance(
+        then, pd.api.extensions.ExtensionArray
+    ):
+        first, then = (
+            part.to_numpy() if isinstance(part, pd.arrays.NumpyExtensionArray) else part
+            for part in (first, then)
+        )
+    if isinstance(first, np.ndarray) and isinstance(then, np.ndarray) and first.dtype == then.dtype:
+        return np.concatenate([first, then])
+    return pd.concat([pd.Series(first), pd.Series(then)], ignore_index=True).array
 
 
 class KeyLog:
@@ -437,62 +494,62 @@ class KeyLog:
         """One row per send micro-op: value, offset, status, pending, invoke_index,
         complete_index, mop_index, process_id, acks, complete_time, op_f, error,
         invoke_time, reads, last_read_time, first_reader, was_read, committed."""
+        # Picked as arrays and made one frame, in the columns' order: the `ok` sends
+        # (settled) and then the others' invocations with what they are told (unsettled).
         rows = self._rows
         send = self._is("f", "send")
-        ok = rows[send & self._is("type", "ok")]
-        settled = pd.DataFrame(
-            {
-                "value": ok["value"],
-                "offset": _int(ok["offset"]),
-                "status": "ok",
-                "pending": False,
-                "invoke_index": ok["invoke_index"],
-                "complete_index": _int(ok["index"]),
-                "mop_index": ok["mop_index"],
-                "process_id": ok["process_id"],
-                "acks": _int(ok["acks"]),
-                "complete_time": _int(ok["time"]),
-                "op_f": ok["op_f"],
-                "error": self._errors(ok["invoke_index"]),
-                "seen": False,
-            }
-        )
+        ok = send & self._is("type", "ok")
+        invoke_index = rows["invoke_index"].to_numpy()
         invoked = self._is("type", "invoke") | (rows["invoke_index"] == rows["index"]).to_numpy()
-        sent = rows[send & invoked]
+        sent = np.flatnonzero(send & invoked)
         told = self._told
-        at, found = self._told_at(sent["invoke_index"])
+        at, found = self._told_at(invoke_index[sent])
         unsettled = found.copy()
         unsettled[found] = told["unsettled"].to_numpy()[at[found]]
         others, at = sent[unsettled], at[unsettled]
-        done = rows[send & self._is("type", "fail", "info")][
-            ["invoke_index", "mop_index", "value", "offset", "acks"]
-        ].rename(columns={"value": "done_value", "offset": "done_offset", "acks": "done_acks"})
-        # A send has one completion row at most: the merge keeps the others' rows, in the
-        # order of `at`.
-        done = done.drop_duplicates(["invoke_index", "mop_index"])
-        others = _left_joined(others, done, ["invoke_index", "mop_index"])
+        done = np.flatnonzero(send & self._is("type", "fail", "info"))
+        # A send has one completion row at most: its first, where it has any.
+        completion = _completions(rows, others, done)
         op_type = told["op_type"].to_numpy()[at]
-        unsettled = pd.DataFrame(
-            {
-                "value": others["done_value"].where(others["done_value"].notna(), others["value"]),
-                "offset": _int(others["done_offset"]),
-                "status": np.where(pd.isna(op_type), "info", op_type).astype(object),
-                "pending": pd.isna(op_type),
-                "invoke_index": others["invoke_index"],
-                "complete_index": told["op_complete_index"].array[at],
-                "mop_index": others["mop_index"],
-                "process_id": others["process_id"],
-                "acks": _int(
-                    others["done_acks"].where(others["done_acks"].notna(), others["acks"])
-                ),
-                "complete_time": told["op_complete_time"].array[at],
-                "op_f": others["op_f"],
-                "error": told["error"].to_numpy()[at],
-                "seen": told["op_seen"].to_numpy()[at],
-            }
+        value = rows["value"].to_numpy()
+        done_value = _taken(value[done], completion)
+        acks = rows["acks"]
+        done_acks = pd.Series(_taken(acks.to_numpy()[done], completion))
+        count = int(ok.sum())
+        columns = {
+            "value": (
+                value[ok],
+                np.where(pd.isna(done_value), value[others], done_value).astype(object),
+            ),
+            "offset": (
+                _int(rows["offset"][ok]).array,
+                _int(pd.Series(_taken(rows["offset"].to_numpy()[done], completion))).array,
+            ),
+            "status": (
+                np.full(count, "ok", dtype=object),
+                np.where(pd.isna(op_type), "info", op_type).astype(object),
+            ),
+            "pending": (np.zeros(count, dtype=bool), pd.isna(op_type)),
+            "invoke_index": (invoke_index[ok], invoke_index[others]),
+            "complete_index": (
+                _int(rows["index"][ok]).array,
+                told["op_complete_index"].array[at],
+            ),
+            "mop_index": _parts(rows["mop_index"], ok, others),
+            "process_id": _parts(rows["process_id"], ok, others),
+            "acks": (
+                _int(acks[ok]).array,
+                _int(done_acks.where(done_acks.notna(), acks.to_numpy()[others])).array,
+            ),
+            "complete_time": (_int(rows["time"][ok]).array, told["op_complete_time"].array[at]),
+            "op_f": _parts(rows["op_f"], ok, others),
+            "error": (self._errors(invoke_index[ok]), told["error"].to_numpy()[at]),
+            "seen": (np.zeros(count, dtype=bool), told["op_seen"].to_numpy()[at]),
+        }
+        writes = pd.DataFrame({name: _joined(*parts) for name, parts in columns.items()})
+        writes["invoke_time"] = _invoke_times(
+            invoke_index[sent], rows["time"].to_numpy()[sent], writes["invoke_index"]
         )
-        writes = pd.concat([settled, unsettled], ignore_index=True)
-        writes["invoke_time"] = _invoke_times(sent, writes["invoke_index"])
         writes = _left_joined(writes, self.read_values, ["value"])
         writes["was_read"] = writes["reads"].notna()
         info = (writes["status"] == "info").to_numpy()
@@ -503,18 +560,18 @@ class KeyLog:
         writes["committed"] = (writes["status"] == "ok").to_numpy() | (info & seen)
         return writes
 
-    def _errors(self, invoke_index: pd.Series) -> np.ndarray:
+    def _errors(self, invoke_index: np.ndarray) -> np.ndarray:
         """The completion's error of each of the operations `invoke_index` (None: none)."""
         at, found = self._told_at(invoke_index)
         errors = np.full(len(found), None, dtype=object)
         errors[found] = self._told["error"].to_numpy()[at[found]]
         return errors
 
-    def _told_at(self, invoke_index: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    def _told_at(self, invoke_index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Where each of `invoke_index` is in `SharedFacts.told` (its position, and
         whether it is there at all: an operation that completed ok without error is not)."""
         known = self._told["invoke_index"].to_numpy(dtype=np.int64)
-        wanted = invoke_index.to_numpy(dtype=np.int64)
+        wanted = np.asarray(invoke_index, dtype=np.int64)
         at = np.searchsorted(known, wanted)
         found = at < len(known)
         found[found] = known[at[found]] == wanted[found]

@@ -172,10 +172,11 @@ def read_steps(log: KeyLog) -> pd.DataFrame:
     (`follows`); `delta` in dense index, `before_*` the earlier record."""
     reads = log.reads
     # A read's status is its type, its position its offset.
-    steps = {"status": "type", "pos": "offset"}
     if reads.empty:
         nothing = np.zeros(0, dtype=np.int64)
-        return _uneven_steps(log, reads, nothing, nothing, nothing.astype(bool), **steps)
+        return _uneven_steps(
+            log, reads, nothing, nothing, nothing.astype(bool), status="type", pos="offset"
+        )
     index = reads["index"].to_numpy()
     mop = reads["mop_index"].to_numpy()
     offset = reads["offset"].to_numpy()
@@ -195,7 +196,8 @@ def read_steps(log: KeyLog) -> pd.DataFrame:
         np.r_[inside - 1, last[origin[into]]],
         np.r_[inside, first[into]],
         np.r_[np.ones(len(inside), dtype=bool), prev[into] >= 0],
-        **steps,
+        status="type",
+        pos="offset",
     )
 
 
