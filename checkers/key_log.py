@@ -341,10 +341,16 @@ def _completions(rows: pd.DataFrame, sends: np.ndarray, done: np.ndarray) -> np.
     return found
 
 
+def _picked(column: pd.Series, at: np.ndarray) -> Any:
+    """`column` at `at` (a mask or positions), as an array of its dtype: numpy's where it
+    is one (indexing pandas' wrapper of it costs several times more)."""
+    values = column.to_numpy() if isinstance(column.dtype, np.dtype) else column.array
+    return values[at]
+
+
 def _parts(column: pd.Series, first: np.ndarray, then: np.ndarray) -> tuple[Any, Any]:
     """`column` at the mask `first` and at the positions `then`, as arrays of its dtype."""
-    values = column.array
-    return values[first], values[then]
+    return _picked(column, first), _picked(column, then)
 
 
 def _joined(first: Any, then: Any) -> Any:
@@ -447,7 +453,7 @@ class KeyLog:
         polls = (
             ~self._is("type", "invoke") & self._is("f", "poll") & rows["offset"].notna().to_numpy()
         )
-        out = pd.DataFrame({name: rows[name].array[polls] for name in READ_COLUMNS})
+        out = pd.DataFrame({name: _picked(rows[name], polls) for name in READ_COLUMNS})
         out["offset"] = out["offset"].astype(np.int64)
         out["final"] = out["final"].astype("boolean").fillna(False).astype(bool)
         return out.sort_values(["index", "mop_index", "poll_seq"], kind="stable").reset_index(
