@@ -402,7 +402,7 @@ class KeyLog:
             rows = rows.drop_columns([name for name in TOLD if name != "invoke_index"])
         else:
             self._told = shared.told
-        self._table = rows
+        self._coded: dict[str, tuple[np.ndarray, list[str]]] = {}
         self._rows = rows.drop_columns(["key"]).to_pandas()  # the key is `key`
         # Built at once, in dependency order: every check reads nearly all of them.
         self.commits: pd.DataFrame = self._commits()
@@ -418,7 +418,7 @@ class KeyLog:
         self.values: pd.DataFrame = self._values()
         self.located_writes: pd.DataFrame = self._located_writes()
         self.max_read_offset: int | None = self._max_read_offset()
-        del self._rows, self._table, self._told
+        del self._rows, self._coded, self._told
 
     def last_read_times(self, offsets: np.ndarray, by: np.ndarray) -> np.ndarray:
         """Per pair of `offsets` and `by` (times): when an `ok` read last returned that
@@ -434,10 +434,23 @@ class KeyLog:
         return out
 
     def _is(self, column: str, *values: str) -> np.ndarray:
-        """Where `column` of the key's rows is one of `values`, compared by Arrow (not
-        string by string in Python)."""
-        found = pc.is_in(self._table.column(column), value_set=pa.array(values, pa.string()))
-        return np.asarray(found.to_numpy(), dtype=bool)
+        """Where `column` of the key's rows is one of `values`: its distinct strings are
+        numbered once (`_codes`), and their numbers compared."""
+        codes, names = self._codes(column)
+        found = np.zeros(len(codes), dtype=bool)
+        for at, name in enumerate(names):
+            if name in values:
+                found |= codes == at
+        return found
+
+    def _codes(self, column: str) -> tuple[np.ndarray, list[str]]:
+        """The key's rows' `column` (of strings) as numbers into its distinct strings (-1:
+        null), worked out once a column."""
+        known = self._coded.get(column)
+        if known is None:
+            codes, names = pd.factorize(self._rows[column].to_numpy(dtype=object))
+            known = self._coded[column] = (codes, list(names))
+        return known
 
     def _commits(self, *types: str) -> pd.DataFrame:
         """The key's commits completed with one of `types` (default `ok`): process_id,
