@@ -121,6 +121,29 @@ STEP_COLUMNS = {
 """The columns of `_uneven_steps`, as an empty frame has them."""
 
 
+def _no_steps() -> pd.DataFrame:
+    """`_uneven_steps` without a step."""
+    return pd.DataFrame({name: pd.Series(dtype=kind) for name, kind in STEP_COLUMNS.items()})
+
+
+def _uneven(
+    log: KeyLog,
+    positions: pd.Series,
+    earlier: np.ndarray,
+    later: np.ndarray,
+    inner: np.ndarray,
+    skips_between: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which steps from `earlier` to `later` (positions into `positions`) `_uneven_steps`
+    keeps, and every step's `delta` in dense index."""
+    dense = log.dense_positions(positions)
+    delta = dense[later] - dense[earlier]
+    uneven = (dense[earlier] >= 0) & (dense[later] >= 0) & (delta != 1)
+    if not skips_between:
+        uneven &= inner | (delta < 1)
+    return uneven, delta
+
+
 def _uneven_steps(
     log: KeyLog,
     ops: pd.DataFrame,
@@ -137,13 +160,9 @@ def _uneven_steps(
     in dense index; steps where either position is unknown are left out, and, without
     `skips_between`, skips forward between operations (not `inner`). Most keys have none
     left: their rows are not picked out at all."""
-    dense = log.dense_positions(ops[pos])
-    delta = dense[later] - dense[earlier]
-    uneven = (dense[earlier] >= 0) & (dense[later] >= 0) & (delta != 1)
-    if not skips_between:
-        uneven &= inner | (delta < 1)
+    uneven, delta = _uneven(log, ops[pos], earlier, later, inner, skips_between)
     if not uneven.any():
-        return pd.DataFrame({name: pd.Series(dtype=kind) for name, kind in STEP_COLUMNS.items()})
+        return _no_steps()
     earlier, later = earlier[uneven], later[uneven]
     before = ops.iloc[earlier].reset_index(drop=True)
     after = ops.iloc[later].reset_index(drop=True)
@@ -208,7 +227,23 @@ def send_steps(log: KeyLog, *, skips_between: bool = True) -> pd.DataFrame:
     positions are known. A send's position is its value's first offset in the log. Without
     `skips_between`, skips forward between operations are left out."""
     writes = log.located_writes
-    sent = writes[writes["complete_index"].notna()]
+    completed = writes["complete_index"].notna().to_numpy()
+    # Who sent what when, on arrays; the frame of the sends only where a step is kept.
+    sends = pd.DataFrame(
+        {
+            "process_id": writes["process_id"].to_numpy()[completed],
+            "index": writes["complete_index"][completed].to_numpy(dtype=np.int64),
+            "mop_index": writes["mop_index"].to_numpy()[completed],
+        }
+    )
+    counted = np.isin(writes["status"].to_numpy()[completed], COUNTED)
+    prev, prev_counted = _preceding(sends, counted, _resets(log, sends["process_id"]))
+    origin = np.where(prev >= 0, prev, np.where(counted, prev_counted, -1))
+    into = np.flatnonzero(origin >= 0)
+    steps = (origin[into], into, prev[into] >= 0)
+    if not _uneven(log, writes["first_offset"][completed], *steps, skips_between)[0].any():
+        return _no_steps()
+    sent = writes[completed]
     ops = pd.DataFrame(
         {
             "process_id": sent["process_id"],
@@ -220,11 +255,7 @@ def send_steps(log: KeyLog, *, skips_between: bool = True) -> pd.DataFrame:
             "pos": sent["first_offset"],
         }
     ).reset_index(drop=True)
-    counted = ops["status"].isin(COUNTED).to_numpy(dtype=bool)
-    prev, prev_counted = _preceding(ops, counted, _resets(log, ops["process_id"]))
-    origin = np.where(prev >= 0, prev, np.where(counted, prev_counted, -1))
-    into = np.flatnonzero(origin >= 0)
-    return _uneven_steps(log, ops, origin[into], into, prev[into] >= 0, skips_between=skips_between)
+    return _uneven_steps(log, ops, *steps, skips_between=skips_between)
 
 
 def _truncated_positions(log: KeyLog, losses: KeyLosses) -> pd.Series:
