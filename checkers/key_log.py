@@ -239,15 +239,18 @@ def _ok_aggregates(
 def _left_joined(left: pd.DataFrame, right: pd.DataFrame, on: list[str]) -> pd.DataFrame:
     """`left.merge(right, on=on, how="left")`, by one lookup of `left`'s keys in `right`'s:
     a merge's fixed cost is a key's own several times over. Only where `right`'s keys are
-    unique and known and its other columns numbers or objects (an unmatched row then holds
-    NaN, as the merge has it, integers turning floats); anything else is merged."""
+    unique and known and its other columns numpy's numbers or objects (an unmatched row then
+    holds NaN, as the merge has it, integers turning floats); anything else is merged."""
     added = [name for name in right.columns if name not in on]
     at = None
     if (
         len(left) > 0
         and len(right) > 0
         and not set(added) & set(left.columns)
-        and all(right[name].dtype.kind in "iufO" for name in added)
+        and all(
+            isinstance(right[name].dtype, np.dtype) and right[name].dtype.kind in "iufO"
+            for name in added
+        )
         and all(left[name].dtype == right[name].dtype for name in on)
     ):
         at = _positions(left, right, on)
