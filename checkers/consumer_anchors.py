@@ -61,36 +61,41 @@ def sessions(log: KeyLog) -> pd.DataFrame:
     """The `ok` assigns/subscribes that hold the key: process_id, index, invoke_index,
     `position` (where the consumer said it starts the key; null: not said), `anchor` (the
     greater of the commits' bound and `position`; null: neither), `anchor_from` (`commit`
-    or `position`) and `anchor_commit` (the commit that set the commits' bound)."""
+    or `position`), `anchor_commit` (the commit that set the commits' bound) and `next`
+    (`_next_of_process`). Worked out on arrays, made a frame once."""
     changes = log.shared.assignments
-    if changes.empty:
+    holds = log.shared.holds(log.key)
+    if not holds.any():  # most keys of a long history: no consumer was given them
         return pd.DataFrame(columns=["process_id", "index", "invoke_index", "anchor"])
-    holds = (changes["keys"].explode() == log.key).groupby(level=0).any()
-    held = changes[holds.reindex(changes.index, fill_value=False).to_numpy(dtype=bool)]
+    said_at = changes["positions"] if "positions" in changes.columns else None
     position = [
         _position_of(log.key, keys, positions)
         for keys, positions in zip(
-            held["keys"], held.get("positions", pd.Series([None] * len(held))), strict=True
+            changes["keys"].to_numpy()[holds],
+            [None] * int(holds.sum()) if said_at is None else said_at.to_numpy()[holds],
+            strict=True,
         )
     ]
-    held = held[["process_id", "index", "invoke_index"]].reset_index(drop=True)
-    held["position"] = pd.array(position, dtype="Int64")
-    commits = log.commits.sort_values("index", kind="stable")
+    process, index, invoke = (
+        changes[name].to_numpy()[holds] for name in ("process_id", "index", "invoke_index")
+    )
+    commits, info = log.commits, log.info_commits
     done = commits["index"].to_numpy(dtype=np.int64)
-    # Candidates: `ok` commits, and `info` ones, which may have landed before they completed.
-    every = pd.concat([commits, log.info_commits]).sort_values("index", kind="stable")
-    every_done = every["index"].to_numpy(dtype=np.int64)
-    every_invoked = every["invoke_index"].to_numpy(dtype=np.int64)
-    every_committed = every["committed"].to_numpy(dtype=np.int64)
     invoked = commits["invoke_index"].to_numpy(dtype=np.int64)
-    anchors = np.full(len(held), -1, dtype=np.int64)
-    setters = np.full(len(held), -1, dtype=np.int64)
-    last = np.searchsorted(done, held["invoke_index"].to_numpy(dtype=np.int64)) - 1
+    # Candidates: `ok` commits, and `info` ones, which may have landed before they completed.
+    every_done, every_invoked, every_committed = (
+        np.concatenate([commits[name].to_numpy(dtype=np.int64), info[name].to_numpy(np.int64)])
+        for name in ("index", "invoke_index", "committed")
+    )
+    order = np.argsort(every_done, kind="stable")
+    every_done, every_invoked = every_done[order], every_invoked[order]
+    every_committed = every_committed[order]
+    anchors = np.full(len(index), -1, dtype=np.int64)
+    setters = np.full(len(index), -1, dtype=np.int64)
+    last = np.searchsorted(done, invoke.astype(np.int64)) - 1
     # A commit invoked before `until` completed before `until + span`.
     span = int((every_done - every_invoked).max()) + 1 if len(every_done) else 0
-    for row, (k, until) in enumerate(
-        zip(last, held["index"].to_numpy(dtype=np.int64), strict=True)
-    ):
+    for row, (k, until) in enumerate(zip(last, index.astype(np.int64), strict=True)):
         if k < 0:
             continue
         # the last `ok` commit completed before the assign was invoked, and every commit
@@ -101,21 +106,27 @@ def sessions(log: KeyLog) -> pd.DataFrame:
         maybe = np.flatnonzero(every_invoked[start:end] < until) + start
         at = maybe[np.argmin(every_committed[maybe])]
         anchors[row], setters[row] = every_committed[at], every_done[at]
-    held["anchor"] = pd.array(np.where(anchors >= 0, anchors, 0), dtype="Int64")
-    held.loc[anchors < 0, "anchor"] = pd.NA
     # Where the consumer said where it starts, it may not read or commit below that either.
-    said = held["position"].to_numpy(dtype=np.float64, na_value=np.nan)
-    known = held["anchor"].to_numpy(dtype=np.float64, na_value=np.nan)
+    said = np.array([np.nan if p is None else p for p in position], dtype=np.float64)
+    known = np.where(anchors >= 0, anchors, np.nan)
     from_position = ~np.isnan(said) & (np.isnan(known) | (said > known))
-    held["anchor_from"] = [
-        "position" if p else (None if np.isnan(k) else "commit")
-        for p, k in zip(from_position, known, strict=True)
-    ]
     higher = np.fmax(known, said)
-    held["anchor"] = pd.array(np.where(np.isnan(higher), 0, higher).astype(np.int64), dtype="Int64")
-    held.loc[np.isnan(higher), "anchor"] = pd.NA
-    held["anchor_commit"] = pd.array(setters, dtype="Int64")
-    held.loc[setters < 0, "anchor_commit"] = pd.NA
+    held = pd.DataFrame(
+        {
+            "process_id": process,
+            "index": index,
+            "invoke_index": invoke,
+            "position": pd.array(position, dtype="Int64"),
+            "anchor": pd.arrays.IntegerArray(
+                np.where(np.isnan(higher), 0, higher).astype(np.int64), np.isnan(higher)
+            ),
+            "anchor_from": [
+                "position" if p else (None if np.isnan(k) else "commit")
+                for p, k in zip(from_position, known, strict=True)
+            ],
+            "anchor_commit": pd.arrays.IntegerArray(np.maximum(setters, 0), setters < 0),
+        }
+    )
     held["next"] = _next_of_process(held)
     return held
 
@@ -132,8 +143,12 @@ def _position_of(key: str, keys: Any, positions: Any) -> int | None:
 
 def _next_of_process(held: pd.DataFrame) -> np.ndarray:
     """The index of the same process's next session (infinite: none)."""
-    following = held.groupby("process_id", sort=False)["index"].shift(-1)
-    out: np.ndarray = following.to_numpy(dtype=np.float64, na_value=np.inf)
+    process = held["process_id"].to_numpy()
+    index = held["index"].to_numpy(dtype=np.float64)
+    order = np.argsort(process, kind="stable")  # each process's sessions, in their order
+    out = np.full(len(held), np.inf)
+    same = process[order][1:] == process[order][:-1]
+    out[order[:-1][same]] = index[order[1:][same]]
     return out
 
 

@@ -24,7 +24,15 @@ import numpy as np
 import pandas as pd
 
 from checkers.checker import CheckContext
-from checkers.key_findings import FindingRow, KeyFacts, KeyFindings, key_finding, pass_ran, rows_of
+from checkers.key_findings import (
+    FindingRow,
+    KeyFacts,
+    KeyFindings,
+    key_finding,
+    keyed,
+    pass_ran,
+    rows_of,
+)
 from checkers.key_log import KeyLog
 from checkers.losses import KeyLosses
 from checkers.results import CheckerReport
@@ -137,7 +145,7 @@ def check_consumer_groups_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow
         *rows_of(
             CHECKER,
             "at-least-once-violation",
-            at_least_once_violations(log, losses).assign(key=log.key),
+            keyed(at_least_once_violations(log, losses), log.key),
             order="offset",
             detail=[
                 ("key", "key"),

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from checkers.checker import CheckContext
-from checkers.key_findings import FindingRow, KeyFacts, key_finding, rows_of
+from checkers.key_findings import FindingRow, KeyFacts, key_finding, keyed, rows_of
 from checkers.key_log import KeyLog
 from checkers.losses import KeyLosses, LossRules
 from checkers.results import CheckerReport
@@ -65,14 +65,16 @@ def lost_writes(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
     reach = log.max_read_offset
     if reach is None:
         return losses.classify(writes.iloc[0:0])
-    lost = writes[
-        writes["committed"]
-        & ~writes["was_read"]
-        & writes["last_offset"].notna()
-        & (writes["last_offset"] <= reach)
-    ].copy()
-    if lost.empty:
-        return losses.classify(lost)
+    last = writes["last_offset"]
+    unread = (
+        writes["committed"].to_numpy(dtype=bool)
+        & ~writes["was_read"].to_numpy(dtype=bool)
+        & last.notna().to_numpy()
+        & (last.to_numpy(dtype=np.int64, na_value=reach + 1) <= reach)
+    )
+    if not unread.any():  # most keys lose nothing
+        return losses.classify(writes.iloc[0:0])
+    lost = writes[unread].copy()
     lost["first_idx"] = log.dense(lost["first_offset"]).to_numpy()
     lost["max_read_idx"] = log.dense(pd.Series([reach] * len(lost), dtype="Int64")).to_numpy()
     return losses.classify(lost)
@@ -102,7 +104,7 @@ def final_read_coverage(log: KeyLog) -> dict[str, Any] | None:
     lowest = int(log.offsets[0])
     reads = log.reads
     final = reads[(reads["type"] == "ok") & reads["final"]]
-    spans = final.groupby("process_id")["offset"].agg(["min", "max"])
+    spans = _spans(final["process_id"].to_numpy(), final["offset"].to_numpy())
     complete = bool(((spans["min"] <= lowest) & (spans["max"] >= max_acked)).any())
     log_end = reached_log_end(spans, log.shared.log_ends.get(log.key, {}), lowest)
     return {
@@ -112,6 +114,19 @@ def final_read_coverage(log: KeyLog) -> dict[str, Any] | None:
         "log_end": log_end,
         "complete": complete or log_end is not None,
     }
+
+
+def _spans(processes: np.ndarray, offsets: np.ndarray) -> pd.DataFrame:
+    """The least and greatest of `offsets` per process (`min`, `max`), by process (a row
+    without one is left out, as a groupby leaves it)."""
+    named = ~pd.isna(processes)
+    known, at = np.unique(processes[named], return_inverse=True)
+    offsets = offsets[named]
+    low = np.full(len(known), np.iinfo(np.int64).max, dtype=np.int64)
+    high = np.full(len(known), np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(low, at, offsets)
+    np.maximum.at(high, at, offsets)
+    return pd.DataFrame({"min": low, "max": high}, index=pd.Index(known, name="process_id"))
 
 
 def reached_log_end(spans: pd.DataFrame, ends: Mapping[int, int], lowest: int) -> int | None:
@@ -137,16 +152,16 @@ def lost_acked_writes(
     """acks=-1 `ok` writes with an offset, missing from the key's complete final read; those
     lost with the power of every replica that held them are expected where the flush
     policy allows it (`KeyLosses.classify`)."""
-    writes = losses.with_acks(log.writes)
+    writes = log.writes
     reads = log.reads
     final_values = reads.loc[(reads["type"] == "ok") & reads["final"], "value"]
-    missing = log.writes[
+    kept = (
         (writes["status"] == "ok")
         & writes["offset"].notna()
-        & (writes["effective_acks"] == -1).fillna(False)
+        & (losses.effective_acks(writes["acks"]) == -1).fillna(False)
         & ~writes["value"].isin(final_values)
-    ]
-    missing = losses.classify(missing)
+    ).to_numpy(dtype=bool)
+    missing = losses.classify(writes[kept] if kept.any() else writes.iloc[0:0])
     missing["final_read_to"] = final_read_to
     missing["log_end"] = log_end
     return missing
@@ -182,6 +197,12 @@ def with_placement(lost: pd.DataFrame, span: tuple[int, int] | None) -> pd.DataF
     return lost.assign(placement=placement)
 
 
+def _placed(lost: pd.DataFrame, span: tuple[int, int] | None, key: str) -> pd.DataFrame:
+    """`lost` with its placement (`with_placement`) and `key` for `rows_of`; as it is when
+    empty."""
+    return lost if lost.empty else with_placement(lost, span).assign(key=key)
+
+
 def judges_lost_acked_writes(rules: LossRules) -> bool:
     """Whether the configuration bounds the loss of acks=-1 writes, and is held to it:
     unclean election off, `min.insync.replicas` given, the replication factor 2 or more (or
@@ -202,6 +223,9 @@ def acknowledged_lost(unseen: pd.DataFrame, missing: pd.DataFrame) -> dict[str, 
     (`unseen`) or a complete final read missed (`missing`), both classified;
     `allowed_lost`: those of them every case of which the configuration allows. (An `ok`
     `lost-write` is also `unseen`.)"""
+
+    if unseen.empty and missing.empty:  # most keys lose nothing
+        return {"acknowledged_lost": 0, "allowed_lost": 0}
 
     def values(rows: pd.DataFrame) -> set[Any]:
         return {_hashable(value) for value in rows["value"].tolist()}
@@ -236,7 +260,7 @@ def check_delivery_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyF
         *rows_of(
             CHECKER,
             "lost-write",
-            with_placement(lost, span).assign(key=key),
+            _placed(lost, span, key),
             order="offset",
             detail=[
                 *WRITE_DETAIL,
@@ -249,7 +273,7 @@ def check_delivery_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyF
         *rows_of(
             CHECKER,
             "unseen",
-            unseen.assign(key=key),
+            keyed(unseen, key),
             order="complete_index",
             detail=WRITE_DETAIL,
             expected="expected",
@@ -257,7 +281,7 @@ def check_delivery_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyF
         *rows_of(
             CHECKER,
             "G1a",
-            aborted_reads(log).assign(key=key),
+            keyed(aborted_reads(log), key),
             order="complete_index",
             detail=[
                 ("key", "key"),
@@ -279,7 +303,7 @@ def check_delivery_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyF
                 found += rows_of(
                     CHECKER,
                     "lost-acked-write",
-                    with_placement(missing, span).assign(key=key),
+                    _placed(missing, span, key),
                     order="offset",
                     detail=[
                         *WRITE_DETAIL,

@@ -91,6 +91,12 @@ def same_named(fields: Sequence[str]) -> list[tuple[str, str]]:
     return [(name, name) for name in fields]
 
 
+def keyed(frame: pd.DataFrame, key: str) -> pd.DataFrame:
+    """`frame` with its `key` column for `rows_of`; an empty frame (most keys find nothing)
+    as it is, uncopied: `rows_of` makes nothing of it."""
+    return frame if frame.empty else frame.assign(key=key)
+
+
 def rows_of(
     checker: str,
     anomaly: str | Mapping[str, pd.Series],

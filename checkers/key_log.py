@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -118,6 +119,33 @@ class SharedFacts:
     seen: Set[int] = frozenset()
     log_ends: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
 
+    def holding(self) -> Mapping[str, np.ndarray]:
+        """Per key, the positions in `assignments` of the assigns/subscribes whose keys
+        hold it, in order: worked out once for every key, not searched for on each (kept
+        on the instance; not a `functools.cached_property`, whose lock the pass's function
+        could not be pickled with)."""
+        known: Mapping[str, np.ndarray] | None = self.__dict__.get("_holding")
+        if known is None:
+            known = self._holding_of_keys()
+            object.__setattr__(self, "_holding", known)
+        return known
+
+    def _holding_of_keys(self) -> dict[str, np.ndarray]:
+        found: dict[str, list[int]] = {}
+        for at, keys in enumerate(self.assignments["keys"]):
+            if keys is None or isinstance(keys, float):  # unknown keys hold no key
+                continue
+            for key in dict.fromkeys(keys):
+                if isinstance(key, str):
+                    found.setdefault(key, []).append(at)
+        return {key: np.array(at, dtype=np.int64) for key, at in found.items()}
+
+    def holds(self, key: str) -> np.ndarray:
+        """Whether each of `assignments` holds `key` (`holding`), as a mask."""
+        mask = np.zeros(len(self.assignments), dtype=bool)
+        mask[self.holding().get(key, np.zeros(0, dtype=np.int64))] = True
+        return mask
+
 
 TOLD = {
     "invoke_index": np.int64,
@@ -149,6 +177,21 @@ def told_frame(table: pa.Table) -> pd.DataFrame:
         .drop_duplicates("invoke_index")
         .sort_values("invoke_index", ignore_index=True)
     )
+
+
+READ_COLUMNS = (
+    "offset",
+    "value",
+    "type",
+    "index",
+    "invoke_index",
+    "process_id",
+    "mop_index",
+    "poll_seq",
+    "final",
+    "time",
+)
+"""`KeyLog.reads`' columns."""
 
 
 def _int(series: pd.Series) -> pd.Series:
@@ -193,17 +236,154 @@ def _ok_aggregates(
     }
 
 
-def _invoke_times(invoked: pd.DataFrame, invoke_index: pd.Series) -> pd.array:
-    """The time of each of `invoke_index`, from the operations' `invoked` rows (null where
-    the key's rows do not hold the invoke)."""
-    known, first = np.unique(invoked["invoke_index"].to_numpy(dtype=np.int64), return_index=True)
-    times = invoked["time"].to_numpy(dtype=np.int64)[first]
+def _left_joined(left: pd.DataFrame, right: pd.DataFrame, on: list[str]) -> pd.DataFrame:
+    """`left.merge(right, on=on, how="left")`, by one lookup of `left`'s keys in `right`'s:
+    a merge's fixed cost is a key's own several times over. Only where `right`'s keys are
+    unique and known and its other columns numpy's numbers or objects (an unmatched row then
+    holds NaN, as the merge has it, integers turning floats); anything else is merged."""
+    added = [name for name in right.columns if name not in on]
+    at = None
+    if (
+        len(left) > 0
+        and len(right) > 0
+        and not set(added) & set(left.columns)
+        and all(
+            isinstance(right[name].dtype, np.dtype) and right[name].dtype.kind in "iufO"
+            for name in added
+        )
+        and all(left[name].dtype == right[name].dtype for name in on)
+    ):
+        at = _positions(left, right, on)
+    if at is None:
+        return left.merge(right, on=on, how="left")
+    unmatched = at < 0
+    out = left.reset_index(drop=True)
+    for name in added:
+        taken = right[name].to_numpy()[at]
+        if unmatched.any():
+            if taken.dtype.kind != "O":
+                taken = taken.astype(np.float64)
+            taken[unmatched] = np.nan
+        out[name] = taken
+    return out
+
+
+_MOP_BITS = 20
+"""(invoke_index, mop_index) as one integer: invoke_index * 2**20 + mop_index."""
+
+
+def _positions(left: pd.DataFrame, right: pd.DataFrame, on: list[str]) -> np.ndarray | None:
+    """Where each row of `left` has its `on` in `right` (-1: nowhere), or None where this
+    lookup cannot stand for a merge's: keys not unique, null, or not one string column or
+    two integer ones of a size that packs into one integer."""
+    if len(on) == 1 and left[on[0]].dtype.kind == "O":
+        keys = pd.Index(right[on[0]])
+        wanted = left[on[0]]
+        if not keys.is_unique or keys.hasnans or wanted.isna().any():
+            return None
+        found: np.ndarray = keys.get_indexer(wanted)
+        return found
+    if len(on) != 2 or not all(left[name].dtype.kind in "iu" for name in on):
+        return None
+    packed = []
+    for frame in (left, right):
+        high, low = (frame[name].to_numpy(dtype=np.int64) for name in on)
+        if len(low) and (
+            low.min() < 0 or low.max() >= 1 << _MOP_BITS or high.min() < 0 or high.max() >= 1 << 42
+        ):
+            return None
+        packed.append((high << _MOP_BITS) | low)
+    wanted, known = packed
+    order = np.argsort(known, kind="stable")
+    ordered = known[order]
+    if len(ordered) > 1 and not (ordered[1:] != ordered[:-1]).all():
+        return None
+    at = np.minimum(np.searchsorted(ordered, wanted), len(ordered) - 1)
+    return np.where(ordered[at] == wanted, order[at], -1)
+
+
+def _invoke_times(invokes: np.ndarray, times: np.ndarray, invoke_index: pd.Series) -> pd.array:
+    """The time of each of `invoke_index`, from the operations' invocation rows (their
+    `invokes` and `times`; null where the key's rows do not hold the invoke)."""
+    known, first = np.unique(invokes.astype(np.int64), return_index=True)
+    times = times.astype(np.int64)[first]
     wanted = invoke_index.to_numpy(dtype=np.int64)
     if len(known) == 0:
         return pd.array([None] * len(wanted), dtype="Int64")
     at = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
     found = known[at] == wanted
     return pd.arrays.IntegerArray(times[at], ~found)
+
+
+def _taken(values: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """`values` at `at`, NaN where `at` is -1, as a left merge's column holds them
+    (integers turn floats where any is missing)."""
+    taken = values[at] if len(values) else np.zeros(len(at), dtype=values.dtype)
+    missing = at < 0
+    if missing.any():
+        if taken.dtype.kind != "O":
+            taken = taken.astype(np.float64)
+        taken[missing] = np.nan
+    return taken
+
+
+def _completions(rows: pd.DataFrame, sends: np.ndarray, done: np.ndarray) -> np.ndarray:
+    """For each of the rows `sends` (invocations), the position in `done` (completion rows)
+    of its first completion, matched on (invoke_index, mop_index); -1: none."""
+    keys = ["invoke_index", "mop_index"]
+    left = pd.DataFrame({name: rows[name].to_numpy()[sends] for name in keys})
+    right = pd.DataFrame({name: rows[name].to_numpy()[done] for name in keys})
+    right = right.assign(_at=np.arange(len(done))).drop_duplicates(keys)
+    at = _positions(left, right, keys) if len(left) and len(right) else None
+    found: np.ndarray
+    if at is not None:
+        found = np.where(at >= 0, right["_at"].to_numpy()[at], -1)
+        return found
+    merged = left.merge(right, on=keys, how="left")["_at"]
+    found = merged.to_numpy(dtype=np.float64, na_value=-1).astype(np.int64)
+    return found
+
+
+def _picked(column: pd.Series, at: np.ndarray) -> Any:
+    """`column` at `at` (a mask or positions), as an array of its dtype: numpy's where it
+    is one (indexing pandas' wrapper of it costs several times more)."""
+    values = column.to_numpy() if isinstance(column.dtype, np.dtype) else column.array
+    return values[at]
+
+
+def _plain_numbers(values: Any) -> bool:
+    """Whether `values` are a numpy array of numbers without NaN."""
+    return (
+        isinstance(values, np.ndarray)
+        and values.dtype.kind in "iuf"
+        and not (values.dtype.kind == "f" and np.isnan(values).any())
+    )
+
+
+def _parts(column: pd.Series, first: np.ndarray, then: np.ndarray) -> tuple[Any, Any]:
+    """`column` at the mask `first` and at the positions `then`, as arrays of its dtype."""
+    return _picked(column, first), _picked(column, then)
+
+
+def _joined(first: Any, then: Any) -> Any:
+    """Two parts of a column (arrays of one dtype) as one, as `pd.concat` joins them."""
+    if isinstance(first, pd.arrays.IntegerArray) and isinstance(then, pd.arrays.IntegerArray):
+        return pd.arrays.IntegerArray(
+            np.concatenate(
+                [first.to_numpy(np.int64, na_value=0), then.to_numpy(np.int64, na_value=0)]
+            ),
+            np.concatenate([first.isna(), then.isna()]),
+        )
+    if isinstance(first, pd.api.extensions.ExtensionArray) or isinstance(
+        then, pd.api.extensions.ExtensionArray
+    ):
+        first, then = (
+            part.to_numpy() if isinstance(part, pd.arrays.NumpyExtensionArray) else part
+            for part in (first, then)
+        )
+    if isinstance(first, np.ndarray) and isinstance(then, np.ndarray) and first.dtype == then.dtype:
+        return np.concatenate([first, then])
+    return pd.concat([pd.Series(first), pd.Series(then)], ignore_index=True).array
 
 
 class KeyLog:
@@ -225,7 +405,7 @@ class KeyLog:
             rows = rows.drop_columns([name for name in TOLD if name != "invoke_index"])
         else:
             self._told = shared.told
-        self._table = rows
+        self._coded: dict[str, tuple[np.ndarray, list[str]]] = {}
         self._rows = rows.drop_columns(["key"]).to_pandas()  # the key is `key`
         # Built at once, in dependency order: every check reads nearly all of them.
         self.commits: pd.DataFrame = self._commits()
@@ -241,7 +421,7 @@ class KeyLog:
         self.values: pd.DataFrame = self._values()
         self.located_writes: pd.DataFrame = self._located_writes()
         self.max_read_offset: int | None = self._max_read_offset()
-        del self._rows, self._table, self._told
+        del self._rows, self._coded, self._told
 
     def last_read_times(self, offsets: np.ndarray, by: np.ndarray) -> np.ndarray:
         """Per pair of `offsets` and `by` (times): when an `ok` read last returned that
@@ -257,16 +437,30 @@ class KeyLog:
         return out
 
     def _is(self, column: str, *values: str) -> np.ndarray:
-        """Where `column` of the key's rows is one of `values`, compared by Arrow (not
-        string by string in Python)."""
-        found = pc.is_in(self._table.column(column), value_set=pa.array(values, pa.string()))
-        return np.asarray(found.to_numpy(), dtype=bool)
+        """Where `column` of the key's rows is one of `values`: its distinct strings are
+        numbered once (`_codes`), and their numbers compared."""
+        codes, names = self._codes(column)
+        found = np.zeros(len(codes), dtype=bool)
+        for at, name in enumerate(names):
+            if name in values:
+                found |= codes == at
+        return found
+
+    def _codes(self, column: str) -> tuple[np.ndarray, list[str]]:
+        """The key's rows' `column` (of strings) as numbers into its distinct strings (-1:
+        null), worked out once a column."""
+        known = self._coded.get(column)
+        if known is None:
+            codes, names = pd.factorize(self._rows[column].to_numpy(dtype=object))
+            known = self._coded[column] = (codes, list(names))
+        return known
 
     def _commits(self, *types: str) -> pd.DataFrame:
         """The key's commits completed with one of `types` (default `ok`): process_id,
         index, invoke_index, time, committed; in history order."""
         rows = self._rows
-        commits = rows[self._is("f", "commit") & self._is("type", *(types or ("ok",)))]
+        mask = self._is("f", "commit") & self._is("type", *(types or ("ok",)))
+        commits = rows[mask] if mask.any() else rows.iloc[:0]  # most keys: no commit
         return pd.DataFrame(
             {
                 "process_id": commits["process_id"],
@@ -281,28 +475,22 @@ class KeyLog:
         """Every record read by a completed poll: offset, value, type, index, invoke_index,
         process_id, mop_index, poll_seq, final, time; in history order."""
         rows = self._rows
-        polls = rows[
+        polls = (
             ~self._is("type", "invoke") & self._is("f", "poll") & rows["offset"].notna().to_numpy()
-        ]
-        out = polls[
-            [
-                "offset",
-                "value",
-                "type",
-                "index",
-                "invoke_index",
-                "process_id",
-                "mop_index",
-                "poll_seq",
-                "final",
-                "time",
-            ]
-        ].copy()
-        out["offset"] = out["offset"].astype(np.int64)
-        out["final"] = out["final"].astype("boolean").fillna(False).astype(bool)
-        return out.sort_values(["index", "mop_index", "poll_seq"], kind="stable").reset_index(
-            drop=True
         )
+        picked = {name: _picked(rows[name], polls) for name in READ_COLUMNS}
+        final = picked["final"]
+        if final.dtype != bool:  # null: not final
+            picked["final"] = pd.array(final, dtype="boolean").fillna(False).to_numpy(bool)
+        picked["offset"] = picked["offset"].astype(np.int64)
+        order = ["index", "mop_index", "poll_seq"]
+        keys = [picked[name] for name in reversed(order)]
+        if all(_plain_numbers(key) for key in keys):
+            # numpy's stable sort of the keys is the frame's, without making it twice
+            at = np.lexsort(keys)
+            return pd.DataFrame({name: values[at] for name, values in picked.items()})
+        out = pd.DataFrame(picked)
+        return out.sort_values(order, kind="stable").reset_index(drop=True)
 
     def _read_records(self) -> pd.DataFrame:
         """Per (offset, value) read by any completed poll: `reads` (by `ok` polls), the first
@@ -344,63 +532,63 @@ class KeyLog:
         """One row per send micro-op: value, offset, status, pending, invoke_index,
         complete_index, mop_index, process_id, acks, complete_time, op_f, error,
         invoke_time, reads, last_read_time, first_reader, was_read, committed."""
+        # Picked as arrays and made one frame, in the columns' order: the `ok` sends
+        # (settled) and then the others' invocations with what they are told (unsettled).
         rows = self._rows
         send = self._is("f", "send")
-        ok = rows[send & self._is("type", "ok")]
-        settled = pd.DataFrame(
-            {
-                "value": ok["value"],
-                "offset": _int(ok["offset"]),
-                "status": "ok",
-                "pending": False,
-                "invoke_index": ok["invoke_index"],
-                "complete_index": _int(ok["index"]),
-                "mop_index": ok["mop_index"],
-                "process_id": ok["process_id"],
-                "acks": _int(ok["acks"]),
-                "complete_time": _int(ok["time"]),
-                "op_f": ok["op_f"],
-                "error": self._errors(ok["invoke_index"]),
-                "seen": False,
-            }
-        )
+        ok = send & self._is("type", "ok")
+        invoke_index = rows["invoke_index"].to_numpy()
         invoked = self._is("type", "invoke") | (rows["invoke_index"] == rows["index"]).to_numpy()
-        sent = rows[send & invoked]
+        sent = np.flatnonzero(send & invoked)
         told = self._told
-        at, found = self._told_at(sent["invoke_index"])
+        at, found = self._told_at(invoke_index[sent])
         unsettled = found.copy()
         unsettled[found] = told["unsettled"].to_numpy()[at[found]]
         others, at = sent[unsettled], at[unsettled]
-        done = rows[send & self._is("type", "fail", "info")][
-            ["invoke_index", "mop_index", "value", "offset", "acks"]
-        ].rename(columns={"value": "done_value", "offset": "done_offset", "acks": "done_acks"})
-        # A send has one completion row at most: the merge keeps the others' rows, in the
-        # order of `at`.
-        done = done.drop_duplicates(["invoke_index", "mop_index"])
-        others = others.merge(done, on=["invoke_index", "mop_index"], how="left")
+        done = np.flatnonzero(send & self._is("type", "fail", "info"))
+        # A send has one completion row at most: its first, where it has any.
+        completion = _completions(rows, others, done)
         op_type = told["op_type"].to_numpy()[at]
-        unsettled = pd.DataFrame(
-            {
-                "value": others["done_value"].where(others["done_value"].notna(), others["value"]),
-                "offset": _int(others["done_offset"]),
-                "status": np.where(pd.isna(op_type), "info", op_type).astype(object),
-                "pending": pd.isna(op_type),
-                "invoke_index": others["invoke_index"],
-                "complete_index": told["op_complete_index"].array[at],
-                "mop_index": others["mop_index"],
-                "process_id": others["process_id"],
-                "acks": _int(
-                    others["done_acks"].where(others["done_acks"].notna(), others["acks"])
-                ),
-                "complete_time": told["op_complete_time"].array[at],
-                "op_f": others["op_f"],
-                "error": told["error"].to_numpy()[at],
-                "seen": told["op_seen"].to_numpy()[at],
-            }
+        value = rows["value"].to_numpy()
+        done_value = _taken(value[done], completion)
+        acks = rows["acks"]
+        done_acks = pd.Series(_taken(acks.to_numpy()[done], completion))
+        count = int(ok.sum())
+        columns = {
+            "value": (
+                value[ok],
+                np.where(pd.isna(done_value), value[others], done_value).astype(object),
+            ),
+            "offset": (
+                _int(rows["offset"][ok]).array,
+                _int(pd.Series(_taken(rows["offset"].to_numpy()[done], completion))).array,
+            ),
+            "status": (
+                np.full(count, "ok", dtype=object),
+                np.where(pd.isna(op_type), "info", op_type).astype(object),
+            ),
+            "pending": (np.zeros(count, dtype=bool), pd.isna(op_type)),
+            "invoke_index": (invoke_index[ok], invoke_index[others]),
+            "complete_index": (
+                _int(rows["index"][ok]).array,
+                told["op_complete_index"].array[at],
+            ),
+            "mop_index": _parts(rows["mop_index"], ok, others),
+            "process_id": _parts(rows["process_id"], ok, others),
+            "acks": (
+                _int(acks[ok]).array,
+                _int(done_acks.where(done_acks.notna(), acks.to_numpy()[others])).array,
+            ),
+            "complete_time": (_int(rows["time"][ok]).array, told["op_complete_time"].array[at]),
+            "op_f": _parts(rows["op_f"], ok, others),
+            "error": (self._errors(invoke_index[ok]), told["error"].to_numpy()[at]),
+            "seen": (np.zeros(count, dtype=bool), told["op_seen"].to_numpy()[at]),
+        }
+        writes = pd.DataFrame({name: _joined(*parts) for name, parts in columns.items()})
+        writes["invoke_time"] = _invoke_times(
+            invoke_index[sent], rows["time"].to_numpy()[sent], writes["invoke_index"]
         )
-        writes = pd.concat([settled, unsettled], ignore_index=True)
-        writes["invoke_time"] = _invoke_times(sent, writes["invoke_index"])
-        writes = writes.merge(self.read_values, on="value", how="left")
+        writes = _left_joined(writes, self.read_values, ["value"])
         writes["was_read"] = writes["reads"].notna()
         info = (writes["status"] == "info").to_numpy()
         # An indeterminate operation was seen when one of its values was read here, or, for
@@ -410,18 +598,18 @@ class KeyLog:
         writes["committed"] = (writes["status"] == "ok").to_numpy() | (info & seen)
         return writes
 
-    def _errors(self, invoke_index: pd.Series) -> np.ndarray:
+    def _errors(self, invoke_index: np.ndarray) -> np.ndarray:
         """The completion's error of each of the operations `invoke_index` (None: none)."""
         at, found = self._told_at(invoke_index)
         errors = np.full(len(found), None, dtype=object)
         errors[found] = self._told["error"].to_numpy()[at[found]]
         return errors
 
-    def _told_at(self, invoke_index: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    def _told_at(self, invoke_index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Where each of `invoke_index` is in `SharedFacts.told` (its position, and
         whether it is there at all: an operation that completed ok without error is not)."""
         known = self._told["invoke_index"].to_numpy(dtype=np.int64)
-        wanted = invoke_index.to_numpy(dtype=np.int64)
+        wanted = np.asarray(invoke_index, dtype=np.int64)
         at = np.searchsorted(known, wanted)
         found = at < len(known)
         found[found] = known[at[found]] == wanted[found]
@@ -430,15 +618,23 @@ class KeyLog:
     def _contents(self) -> pd.DataFrame:
         """Distinct (offset, value) of the evidence: what each offset was seen holding."""
         writes = self.writes
-        committed = writes[writes["committed"] & writes["offset"].notna()]
-        seen = pd.concat(
-            [
-                self.reads[["offset", "value"]],
-                pd.DataFrame(
-                    {"offset": committed["offset"].astype(np.int64), "value": committed["value"]}
+        committed = (writes["committed"] & writes["offset"].notna()).to_numpy(dtype=bool)
+        reads = self.reads
+        seen = pd.DataFrame(
+            {
+                "offset": np.concatenate(
+                    [
+                        reads["offset"].to_numpy(),
+                        writes["offset"][committed].astype(np.int64).to_numpy(),
+                    ]
                 ),
-            ],
-            ignore_index=True,
+                "value": np.concatenate(
+                    [
+                        reads["value"].to_numpy(dtype=object),
+                        writes["value"].to_numpy(dtype=object)[committed],
+                    ]
+                ),
+            }
         )
         return seen.drop_duplicates(ignore_index=True)
 
@@ -502,9 +698,19 @@ class KeyLog:
     def _located_writes(self) -> pd.DataFrame:
         """The writes with their value's first and last offset (null: not in the log)."""
         positions = self.values[["value", "first_offset", "last_offset"]]
-        located = self.writes.merge(positions, on="value", how="left")
-        located["first_offset"] = _int(located["first_offset"])
-        located["last_offset"] = _int(located["last_offset"])
+        bounds = ("first_offset", "last_offset")
+        at = None
+        if len(positions) and all(positions[name].dtype == np.int64 for name in bounds):
+            at = _positions(self.writes, positions, ["value"])
+        if at is None:
+            located = _left_joined(self.writes, positions, ["value"])
+            located["first_offset"] = _int(located["first_offset"])
+            located["last_offset"] = _int(located["last_offset"])
+            return located
+        # Straight into nullable integers, as the merge's columns would be made.
+        located = self.writes.reset_index(drop=True)
+        for name in bounds:
+            located[name] = pd.arrays.IntegerArray(positions[name].to_numpy()[at], at < 0)
         return located
 
     def _max_read_offset(self) -> int | None:

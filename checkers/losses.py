@@ -246,10 +246,15 @@ class KeyLosses:
     def with_acks(self, rows: pd.DataFrame) -> pd.DataFrame:
         """`rows` (with an `acks` column) plus `effective_acks`."""
         rows = rows.copy()
-        acks = rows["acks"].astype("Int64")
-        default = self.rules.default_acks
-        rows["effective_acks"] = acks if default is None else acks.fillna(default)
+        rows["effective_acks"] = self.effective_acks(rows["acks"])
         return rows
+
+    def effective_acks(self, acks: pd.Series) -> pd.Series:
+        """The acks each write of `acks` (its operation's, null: not said) was sent with:
+        the operation's, else the default (`LossRules.default_acks`)."""
+        acks = acks.astype("Int64")
+        default = self.rules.default_acks
+        return acks if default is None else acks.fillna(default)
 
     def classify(self, rows: pd.DataFrame) -> pd.DataFrame:
         """`rows` of lost writes (value, acks) plus `effective_acks`, `expected` and

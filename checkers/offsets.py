@@ -16,7 +16,7 @@ from __future__ import annotations
 import pandas as pd
 
 from checkers.checker import CheckContext
-from checkers.key_findings import FindingRow, key_finding, rows_of
+from checkers.key_findings import FindingRow, key_finding, keyed, rows_of
 from checkers.key_log import KeyLog
 from checkers.losses import KeyLosses
 from checkers.results import CheckerReport
@@ -90,7 +90,7 @@ def check_offsets_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
         *rows_of(
             CHECKER,
             "inconsistent-offsets",
-            inconsistent.assign(key=log.key),
+            keyed(inconsistent, log.key),
             order="offset",
             detail=[("key", "key"), ("offset", "offset"), ("index", "didx"), ("values", "values")],
             expected="expected",
@@ -98,7 +98,7 @@ def check_offsets_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
         *rows_of(
             CHECKER,
             "duplicate",
-            duplicates.assign(key=log.key),
+            keyed(duplicates, log.key),
             order="first_offset",
             detail=duplicate_detail,
             expected="expected" if losses.rules.retries_may_duplicate else None,

@@ -54,10 +54,11 @@ def _resets(log: KeyLog, processes: pd.Series) -> pd.DataFrame:
     """(process_id, index) where an `ok`/`info` assign/subscribe of one of `processes`
     dropped the key: its keys do not hold it, or are not known."""
     changes = log.shared.assignments
-    changes = changes[changes["process_id"].isin(processes.unique())].reset_index(drop=True)
-    holds = (changes["keys"].explode() == log.key).groupby(level=0).any()
-    dropped = ~holds.to_numpy(dtype=bool)
-    return changes.loc[dropped, ["process_id", "index"]]
+    mine = changes["process_id"].isin(processes.unique()).to_numpy(dtype=bool)
+    dropped = mine & ~log.shared.holds(log.key)
+    return pd.DataFrame(
+        {name: changes[name].to_numpy()[dropped] for name in ("process_id", "index")}
+    )
 
 
 def _preceding(
@@ -103,15 +104,65 @@ def _preceding(
     return prev_row, prev_counted
 
 
-def _uneven_steps(
-    log: KeyLog, ops: pd.DataFrame, earlier: np.ndarray, later: np.ndarray, inner: np.ndarray
-) -> pd.DataFrame:
-    """The steps from row `earlier` to row `later` of `ops` (process_id, index, status,
-    offset, value, and `pos`, the position) that are not one index forward, with `delta`
-    in dense index; steps where either position is unknown are left out."""
-    dense = log.dense_positions(ops["pos"])
+STEP_COLUMNS = {
+    "process_id": np.int64,
+    "index": np.int64,
+    "status": object,
+    "inner": bool,
+    "before_index": np.int64,
+    "before_value": object,
+    "before_offset": "Int64",
+    "offset": "Int64",
+    "value": object,
+    "pos": "Int64",
+    "prev_pos": "Int64",
+    "delta": np.int64,
+}
+"""The columns of `_uneven_steps`, as an empty frame has them."""
+
+
+def _no_steps() -> pd.DataFrame:
+    """`_uneven_steps` without a step."""
+    return pd.DataFrame({name: pd.Series(dtype=kind) for name, kind in STEP_COLUMNS.items()})
+
+
+def _uneven(
+    log: KeyLog,
+    positions: pd.Series,
+    earlier: np.ndarray,
+    later: np.ndarray,
+    inner: np.ndarray,
+    skips_between: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which steps from `earlier` to `later` (positions into `positions`) `_uneven_steps`
+    keeps, and every step's `delta` in dense index."""
+    dense = log.dense_positions(positions)
     delta = dense[later] - dense[earlier]
     uneven = (dense[earlier] >= 0) & (dense[later] >= 0) & (delta != 1)
+    if not skips_between:
+        uneven &= inner | (delta < 1)
+    return uneven, delta
+
+
+def _uneven_steps(
+    log: KeyLog,
+    ops: pd.DataFrame,
+    earlier: np.ndarray,
+    later: np.ndarray,
+    inner: np.ndarray,
+    *,
+    status: str = "status",
+    pos: str = "pos",
+    skips_between: bool = True,
+) -> pd.DataFrame:
+    """The steps from row `earlier` to row `later` of `ops` (process_id, index, `status`,
+    offset, value, and `pos`, the position) that are not one index forward, with `delta`
+    in dense index; steps where either position is unknown are left out, and, without
+    `skips_between`, skips forward between operations (not `inner`). Most keys have none
+    left: their rows are not picked out at all."""
+    uneven, delta = _uneven(log, ops[pos], earlier, later, inner, skips_between)
+    if not uneven.any():
+        return _no_steps()
     earlier, later = earlier[uneven], later[uneven]
     before = ops.iloc[earlier].reset_index(drop=True)
     after = ops.iloc[later].reset_index(drop=True)
@@ -119,15 +170,15 @@ def _uneven_steps(
         {
             "process_id": after["process_id"],
             "index": after["index"],
-            "status": after["status"],
+            "status": after[status],
             "inner": inner[uneven],
             "before_index": before["index"],
             "before_value": before["value"],
             "before_offset": before["offset"],
             "offset": after["offset"],
             "value": after["value"],
-            "pos": after["pos"],
-            "prev_pos": before["pos"],
+            "pos": after[pos],
+            "prev_pos": before[pos],
             "delta": delta[uneven].astype(np.int64),
         }
     )
@@ -139,10 +190,12 @@ def read_steps(log: KeyLog) -> pd.DataFrame:
     (`inner`) or from the last record of the process's previous `ok` read of the key
     (`follows`); `delta` in dense index, `before_*` the earlier record."""
     reads = log.reads
-    ops = reads.assign(status=reads["type"], pos=reads["offset"])
+    # A read's status is its type, its position its offset.
     if reads.empty:
         nothing = np.zeros(0, dtype=np.int64)
-        return _uneven_steps(log, ops, nothing, nothing, nothing.astype(bool))
+        return _uneven_steps(
+            log, reads, nothing, nothing, nothing.astype(bool), status="type", pos="offset"
+        )
     index = reads["index"].to_numpy()
     mop = reads["mop_index"].to_numpy()
     offset = reads["offset"].to_numpy()
@@ -150,7 +203,7 @@ def read_steps(log: KeyLog) -> pd.DataFrame:
     inside = np.flatnonzero(~opens & (offset - np.r_[offset[0], offset[:-1]] != 1))
     first = np.flatnonzero(opens)
     last = np.r_[first[1:], len(reads)] - 1
-    polls = ops.iloc[first].reset_index(drop=True)
+    polls = reads[["process_id", "index", "mop_index", "type"]].iloc[first].reset_index(drop=True)
     prev, prev_counted = _preceding(
         polls, (polls["type"] == "ok").to_numpy(), _resets(log, polls["process_id"])
     )
@@ -158,20 +211,39 @@ def read_steps(log: KeyLog) -> pd.DataFrame:
     into = np.flatnonzero(origin >= 0)
     return _uneven_steps(
         log,
-        ops,
+        reads,
         np.r_[inside - 1, last[origin[into]]],
         np.r_[inside, first[into]],
         np.r_[np.ones(len(inside), dtype=bool), prev[into] >= 0],
+        status="type",
+        pos="offset",
     )
 
 
-def send_steps(log: KeyLog) -> pd.DataFrame:
+def send_steps(log: KeyLog, *, skips_between: bool = True) -> pd.DataFrame:
     """Every completed send that is not one index after the send before it in its operation
     (`inner`) or, for an `ok`/`info` operation's first send to a key, after the last send of
     the process's previous such operation (`follows`); `delta` in dense index where both
-    positions are known. A send's position is its value's first offset in the log."""
+    positions are known. A send's position is its value's first offset in the log. Without
+    `skips_between`, skips forward between operations are left out."""
     writes = log.located_writes
-    sent = writes[writes["complete_index"].notna()]
+    completed = writes["complete_index"].notna().to_numpy()
+    # Who sent what when, on arrays; the frame of the sends only where a step is kept.
+    sends = pd.DataFrame(
+        {
+            "process_id": writes["process_id"].to_numpy()[completed],
+            "index": writes["complete_index"][completed].to_numpy(dtype=np.int64),
+            "mop_index": writes["mop_index"].to_numpy()[completed],
+        }
+    )
+    counted = np.isin(writes["status"].to_numpy()[completed], COUNTED)
+    prev, prev_counted = _preceding(sends, counted, _resets(log, sends["process_id"]))
+    origin = np.where(prev >= 0, prev, np.where(counted, prev_counted, -1))
+    into = np.flatnonzero(origin >= 0)
+    steps = (origin[into], into, prev[into] >= 0)
+    if not _uneven(log, writes["first_offset"][completed], *steps, skips_between)[0].any():
+        return _no_steps()
+    sent = writes[completed]
     ops = pd.DataFrame(
         {
             "process_id": sent["process_id"],
@@ -183,11 +255,7 @@ def send_steps(log: KeyLog) -> pd.DataFrame:
             "pos": sent["first_offset"],
         }
     ).reset_index(drop=True)
-    counted = ops["status"].isin(COUNTED).to_numpy(dtype=bool)
-    prev, prev_counted = _preceding(ops, counted, _resets(log, ops["process_id"]))
-    origin = np.where(prev >= 0, prev, np.where(counted, prev_counted, -1))
-    into = np.flatnonzero(origin >= 0)
-    return _uneven_steps(log, ops, origin[into], into, prev[into] >= 0)
+    return _uneven_steps(log, ops, *steps, skips_between=skips_between)
 
 
 def _truncated_positions(log: KeyLog, losses: KeyLosses) -> pd.Series:
@@ -296,10 +364,9 @@ def check_order_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
     reads = _with_detail(read_steps(log), log, losses)
     inner, delta = reads["inner"], reads["delta"]
     reads["skipped"] = (delta - 1).astype("Int64").where(~inner & (delta > 1))
-    steps = send_steps(log)
     # A skip forward between two operations is no anomaly (other producers wrote between):
-    # most of a long history's steps, left out before their details are built.
-    steps = steps[(steps["inner"] | (steps["delta"] < 1)).to_numpy(dtype=bool)]
+    # most of a long history's steps, left out before their frame is built.
+    steps = send_steps(log, skips_between=False)
     sends = _with_detail(steps.reset_index(drop=True), log, losses)
     send_inner, send_delta = sends["inner"], sends["delta"]
     read_detail = [*_detail("type"), ("skipped", "skipped")]
