@@ -39,13 +39,13 @@ def test_faults_by_name_that_the_runtime_lacks_are_refused(tmp_path: Path) -> No
     assert not store.exists() or not any(store.iterdir())
 
 
-def test_a_cluster_squall_did_not_deploy_needs_its_inventory_a_kafka_client_and_process_faults() -> (
+def test_a_cluster_squall_did_not_deploy_needs_its_inventory_group_offsets_and_process_faults() -> (
     None
 ):
     kafka = {"client": "confluent-kafka"}
     with pytest.raises(SpecError, match="external runtime needs an inventory"):
         check_runnable(spec(runtime="external", workload=kafka))
-    with pytest.raises(SpecError, match="through a Kafka client: add --client confluent-kafka"):
+    with pytest.raises(SpecError, match="make them members of the group"):
         check_runnable(spec(runtime="external", inventory="cluster.toml"))
     with pytest.raises(SpecError, match=r"external runtime cannot apply freeze"):
         check_runnable(
