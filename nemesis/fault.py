@@ -30,9 +30,13 @@ TARGETS_DEFAULT_TO_ACTIVE = frozenset(
 )
 """Healing faults: without targets they undo whatever this nemesis did (a rollback: to each
 node's latest snapshot)."""
+MEMBER_FAULTS = frozenset({"pause-member", "resume-member", "kill-member", "leave-member"})
+"""Faults on the workload's consumer-group members (``nemesis.member_faults``), named by
+``members`` (or ``count`` of them drawn when the fault strikes), never by ``targets``."""
 FAULT_NAMES = frozenset(
     {
         *TARGETS_REQUIRED,
+        *MEMBER_FAULTS,
         *TARGETS_DEFAULT_TO_ACTIVE,
         "start-partition",
         "stop-partition",
@@ -92,6 +96,8 @@ class Fault:
     @property
     def is_resolved(self) -> bool:
         """Whether applying it again needs no choices: node names only, a grudge given."""
+        if self.f in MEMBER_FAULTS:
+            return "members" in self.value or self.f == "resume-member"
         names = [*(self.targets or []), *self.value.get("destinations", [])]
         if any(parse_target(t).role != "node" for t in names):
             return False
@@ -145,6 +151,9 @@ def _target_list(f: str, value: Mapping[str, Any], key: str) -> list[str] | None
 
 
 def _validate(f: str, value: Mapping[str, Any]) -> None:
+    if f in MEMBER_FAULTS:
+        _validate_members(f, value)
+        return
     targets = _target_list(f, value, "targets")
     if f in TARGETS_REQUIRED and not targets:
         raise FaultError(f'{f} needs targets, e.g. {{"targets": ["leader:t-0"]}} or ["n2"]')
@@ -158,6 +167,22 @@ def _validate(f: str, value: Mapping[str, Any]) -> None:
     if f == "start-slow":
         DutyCycleSpec.from_value(value)
     validate_storage(f, value)
+
+
+def _validate_members(f: str, value: Mapping[str, Any]) -> None:
+    if "targets" in value or "destinations" in value:
+        raise FaultError(
+            f'{f} hits consumer-group members: name them with "members" (["consumer-0"]) or '
+            'draw "count" of them, not with targets'
+        )
+    members = value.get("members")
+    if members is not None and (
+        not isinstance(members, list) or not all(isinstance(m, str) and m for m in members)
+    ):
+        raise FaultError(f'{f}: members must be a list of names such as ["consumer-0"]')
+    count = value.get("count", 1)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise FaultError(f"{f}: count must be a whole number of members >= 1, got {count!r}")
 
 
 def _validate_partition(

@@ -59,6 +59,9 @@ SINGLE_KINDS: dict[str, tuple[str, str | None]] = {
     "truncate": ("truncate-file", "start"),
     "rollback": ("snapshot", "rollback"),
     "power-loss": ("power-loss", "start"),
+    "member-pause": ("pause-member", "resume-member"),
+    "member-crash": ("kill-member", None),
+    "member-leave": ("leave-member", None),
 }
 """A kind of single fault -> (the fault, the fault that heals it; None: instantaneous). A
 ``rollback`` is a snapshot, and ``duration`` later the rollback to it."""
@@ -70,6 +73,9 @@ KIND_NEEDS = {
     "truncate": "disks",
     "rollback": "disks",
     "power-loss": "lazy-disk",
+    "member-pause": "members",
+    "member-crash": "members",
+    "member-leave": "members",
 }
 """Kinds that need a capability of the runtime (``nemesis.protocols.Capabilities``)."""
 DEFAULT_KIND_TARGETS = {
@@ -88,6 +94,12 @@ DEFAULT_KIND_TARGETS = {
 DEFAULT_DURATION = Span(1.3, 2.0, "session")
 DEFAULT_GAP = Span(0.3, 0.6, "session")
 NO_GAP = Span(0, 0)
+MEMBER_PAUSE = Span(1.5, 2.5, "member")
+"""A member paused past its session timeout: it wakes up a zombie, its partitions given to
+the others meanwhile."""
+MEMBER_GAP = Span(0.5, 1.5, "member")
+DEFAULT_DURATIONS = {"member-pause": MEMBER_PAUSE}
+"""Kinds whose faults last otherwise than ``DEFAULT_DURATION`` unless told."""
 
 
 class Generator(Protocol):
@@ -398,6 +410,47 @@ class Phases:
         return {"phases": [{"for_s": s, "do": g.to_json()} for s, g in self.phases]}
 
 
+@dataclass(frozen=True)
+class Alongside:
+    """Generators laid out side by side from the same start, each on its own timeline (the
+    runner applies them concurrently); ends when the last does."""
+
+    items: tuple[Generator, ...]
+
+    def lay(self, layout: Layout, start_s: float) -> float:
+        ends = [item.lay(layout, start_s) for item in self.items if item.available(layout)]
+        return max(ends, default=start_s)
+
+    def available(self, layout: Layout) -> bool:
+        return any(item.available(layout) for item in self.items)
+
+    def unavailable(self, layout: Layout) -> dict[str, str]:
+        return _union(layout, self.items)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"alongside": [item.to_json() for item in self.items]}
+
+
+@dataclass(frozen=True)
+class WhereAble:
+    """A generator laid out where the runtime and the workload can apply it, else quietly
+    left out (not counted among what the run could not do)."""
+
+    item: Generator
+
+    def lay(self, layout: Layout, start_s: float) -> float:
+        return self.item.lay(layout, start_s) if self.item.available(layout) else start_s
+
+    def available(self, layout: Layout) -> bool:
+        return True
+
+    def unavailable(self, layout: Layout) -> dict[str, str]:
+        return {}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"where-able": self.item.to_json()}
+
+
 def _union(layout: Layout, items: Iterable[Generator]) -> dict[str, str]:
     found: dict[str, str] = {}
     for item in items:
@@ -429,7 +482,24 @@ def default_generator(*, disks: bool = True) -> Generator:
             elif names:
                 members.append(FirstOf(tuple(NamedScenario(n) for n in names)))
         families.append(Cycle(tuple(members)))
-    return Stagger(Cycle(tuple(families)))
+    return Alongside((Stagger(Cycle(tuple(families))), WhereAble(member_faults())))
+
+
+def member_faults() -> Generator:
+    """The consumer-group members' faults of the default mix, alongside the brokers': in
+    turn a member paused past its session timeout (a zombie), one crashed, another paused,
+    one leaving cleanly, a member's session timeout or so apart."""
+    return Stagger(
+        Cycle(
+            (
+                SingleFault("member-pause", duration=MEMBER_PAUSE),
+                SingleFault("member-crash"),
+                SingleFault("member-pause", duration=MEMBER_PAUSE),
+                SingleFault("member-leave"),
+            )
+        ),
+        MEMBER_GAP,
+    )
 
 
 def _span(doc: Mapping[str, Any], key: str, default: Span, where: str) -> Span:
@@ -462,6 +532,8 @@ def parse_generator(doc: Any, *, where: str = "generator") -> Generator:
         "first": _first,
         "stagger": _stagger,
         "phases": _phases,
+        "alongside": _alongside,
+        "where-able": _where_able,
     }
     present = [key for key in forms if key in doc]
     if len(present) != 1:
@@ -485,7 +557,9 @@ def _scenario(doc: Mapping[str, Any], where: str) -> Generator:
 
 def _single(doc: Mapping[str, Any], where: str) -> Generator:
     value = {k: v for k, v in doc.items() if k not in ("fault", "duration")}
-    return SingleFault(str(doc["fault"]), value, _span(doc, "duration", DEFAULT_DURATION, where))
+    kind = str(doc["fault"])
+    default = DEFAULT_DURATIONS.get(kind, DEFAULT_DURATION)
+    return SingleFault(kind, value, _span(doc, "duration", default, where))
 
 
 def _items(doc: Any, where: str) -> tuple[Generator, ...]:
@@ -554,3 +628,13 @@ def _phases(doc: Mapping[str, Any], where: str) -> Generator:
             raise FaultError(f"{where}[{i}].for_s: expected seconds > 0, got {seconds!r}")
         phases.append((float(seconds), parse_generator(entry["do"], where=f"{where}[{i}].do")))
     return Phases(tuple(phases))
+
+
+def _alongside(doc: Mapping[str, Any], where: str) -> Generator:
+    _keys(doc, {"alongside"}, where)
+    return Alongside(_items(doc["alongside"], where))
+
+
+def _where_able(doc: Mapping[str, Any], where: str) -> Generator:
+    _keys(doc, {"where-able"}, where)
+    return WhereAble(parse_generator(doc["where-able"], where=where))

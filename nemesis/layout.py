@@ -13,8 +13,11 @@ from dataclasses import dataclass, field
 from nemesis.fault import Fault
 from nemesis.timing import Detectors, Span
 
-CAPABILITIES = frozenset({"partitions", "netem", "freeze", "disks", "lazy-disk", "zookeeper"})
-"""What a runtime may offer beyond process faults."""
+CAPABILITIES = frozenset(
+    {"partitions", "netem", "freeze", "disks", "lazy-disk", "zookeeper", "members"}
+)
+"""What a runtime may offer beyond process faults (``members``: the workload's consumers are
+members of a group, in processes of their own, which the nemesis can fault)."""
 
 
 @dataclass(frozen=True)

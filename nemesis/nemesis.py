@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nemesis import process_faults, storage
+from nemesis import member_faults, process_faults, storage
 from nemesis.duty_cycle import DutyCycle, DutyCycleSpec
 from nemesis.errors import ClusterError, FaultError, NemesisError, UnsupportedFaultError
 from nemesis.fanout import on_each_node
@@ -29,7 +29,7 @@ from nemesis.grudge import PartitionGrudge, shape_grudge, sorted_nodes
 from nemesis.netem import NetemSpec, NetworkShaper
 from nemesis.partial_failures import FaultApplicationError, HealError
 from nemesis.partitioner import Partitioner
-from nemesis.protocols import Disks, FaultableCluster
+from nemesis.protocols import Disks, FaultableCluster, GroupMembers
 from nemesis.targets import (
     ClusterView,
     Resolution,
@@ -54,6 +54,8 @@ class ActiveFaults:
     slowed: dict[str, DutyCycle] = field(default_factory=dict)
     snapshots: dict[str, list[str]] = field(default_factory=dict)
     """The snapshots of each node's data directory, oldest first."""
+    paused_members: set[str] = field(default_factory=set)
+    """The workload's consumer-group members paused (``pause-member``)."""
 
     @property
     def quiet(self) -> bool:
@@ -66,6 +68,7 @@ class ActiveFaults:
             or self.netem
             or self.slowed
             or self.snapshots
+            or self.paused_members
         )
 
     def held(self) -> set[str]:
@@ -86,12 +89,14 @@ class Nemesis:
         start_timeout_s: float = 60.0,
         stop_timeout_s: float = 30.0,
         observe_timeout_s: float = 5.0,
+        members: GroupMembers | None = None,
     ) -> None:
         """``rng`` makes every random choice (minority, random halves...); ``topic_hint`` is
         the ``TOPIC-PARTITION`` that ``leader`` and ``follower`` mean without one;
         ``partitions`` the workload's, across which ``idle-broker`` and ``idle-follower``
-        look."""
+        look; ``members`` the workload's consumer-group members, for the member faults."""
         self.cluster = cluster
+        self.members = members
         self.rng = rng
         self.topic_hint = topic_hint
         self.partitions = tuple(partitions)
@@ -124,6 +129,10 @@ class Nemesis:
             "rollback": self._rollback,
             "drop-snapshots": self._drop_snapshots,
             "power-loss": self._power_loss,
+            "pause-member": self._member_fault,
+            "resume-member": self._member_fault,
+            "kill-member": self._member_fault,
+            "leave-member": self._member_fault,
         }
         self._snapshots_taken = 0
 
@@ -151,6 +160,10 @@ class Nemesis:
                 steps.append(Fault("unfreeze", {"targets": sorted_nodes(self.active.frozen)}))
             if self.active.paused:
                 steps.append(Fault("resume", {"targets": sorted_nodes(self.active.paused)}))
+            if self.active.paused_members:
+                steps.append(
+                    Fault("resume-member", {"members": sorted(self.active.paused_members)})
+                )
             if self.active.partition is not None:
                 steps.append(Fault("stop-partition"))
             if self.active.netem:
@@ -167,6 +180,39 @@ class Nemesis:
             if failures:
                 raise HealError(failures, done)
             return done
+
+    # --- consumer-group members ------------------------------------------------------------
+
+    def _member_fault(self, fault: Fault) -> Fault:
+        members = self.members
+        if members is None:
+            raise UnsupportedFaultError(
+                f"{fault.f} needs the workload's consumers to be members of a group "
+                "(group_membership) and a nemesis that holds them"
+            )
+        active = self.active.paused_members
+        named = fault.value.get("members")
+        if named is not None:
+            names = list(named)
+        elif fault.f == "resume-member":
+            names = sorted(active)
+        else:
+            exclude = active if fault.f == "pause-member" else ()
+            names = member_faults.choose(
+                members, int(fault.value.get("count", 1)), self.rng, exclude=exclude
+            )
+        if fault.f == "pause-member":
+            outcomes = member_faults.pause(members, names)
+            active |= {n for n, outcome in outcomes.items() if outcome == "paused"}
+        elif fault.f == "resume-member":
+            outcomes = member_faults.resume(members, names)
+            active -= set(names)
+        elif fault.f == "kill-member":
+            outcomes = member_faults.kill(members, names)
+            active -= set(names)
+        else:
+            outcomes = member_faults.leave(members, names)
+        return fault.with_value(members=names, outcome=outcomes)
 
     # --- process faults ---------------------------------------------------------------------
 

@@ -120,6 +120,35 @@ class EventSource(Protocol):
     def read(self) -> list[dict[str, Any]]: ...
 
 
+@runtime_checkable
+class GroupMembers(Protocol):
+    """The consumer-group members of the workload, each a client process of its own, by name
+    (``consumer-0``...): the nemesis pauses them (a member stopped past its session timeout
+    wakes up as a zombie), kills them and makes them leave their group. The workload
+    implements it; a member that is not running answers False."""
+
+    def running(self) -> list[str]:
+        """The members whose process runs now (paused ones too), sorted."""
+        ...
+
+    def pause(self, member: str) -> bool:
+        """SIGSTOP the member's process; True if it was running."""
+        ...
+
+    def resume(self, member: str) -> bool:
+        """SIGCONT the member's process; True if it was running."""
+        ...
+
+    def kill(self, member: str) -> bool:
+        """SIGKILL the member's process, as a crash; True if it was running."""
+        ...
+
+    def leave(self, member: str, *, timeout_s: float) -> bool:
+        """Make the member leave its group cleanly and close; True if it did within
+        ``timeout_s``."""
+        ...
+
+
 @dataclass(frozen=True)
 class StoredFile:
     """A file of a broker's data directory: its path relative to that directory, its size."""

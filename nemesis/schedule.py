@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from nemesis.aim import Aim, aimed
 from nemesis.errors import ClusterError, FaultError, TargetError
-from nemesis.fault import PARTITION_AMONG, TARGETS_DEFAULT_TO_ACTIVE, Fault
+from nemesis.fault import MEMBER_FAULTS, PARTITION_AMONG, TARGETS_DEFAULT_TO_ACTIVE, Fault
 from nemesis.generator import KIND_NEEDS, SINGLE_KINDS, parse_generator
 from nemesis.grudge import SHAPES, TARGETED_SHAPES
 from nemesis.layout import CAPABILITIES, Layout
@@ -51,6 +51,9 @@ DEFAULT_TARGETS: dict[str, list[str]] = {
     "truncate": ["random"],
     "rollback": ["random"],
     "power-loss": ["random"],
+    "member-pause": [],
+    "member-crash": [],
+    "member-leave": [],
 }
 DEFAULT_SHAPES = ("isolate", "halves", "random-halves", "majorities-ring", "bridge")
 
@@ -308,6 +311,8 @@ class Schedule:
 
 def _draw_fault(kind: str, spec: ScheduleSpec, rng: random.Random) -> Fault:
     f = KINDS[kind][0]
+    if f in MEMBER_FAULTS:
+        return Fault(f, {})  # a member drawn among those running when it strikes
     targets = spec.targets_for(kind)
     if kind == "partition":
         shape = rng.choice(list(spec.shapes))
@@ -389,7 +394,10 @@ def _lay_out(spec: ScheduleSpec) -> Schedule:
     generator.lay(layout, 0.0)
     kept: dict[int, int] = {}
     entries: list[ScheduledFault] = []
-    for index, step in enumerate(layout.steps):
+    # Generators laid out alongside each other add their steps stream by stream.
+    in_time = sorted(range(len(layout.steps)), key=lambda n: (layout.steps[n].at_s, n))
+    for index in in_time:
+        step = layout.steps[index]
         at = step.at_s
         if at >= spec.time_limit_s:
             if step.heals is None or step.heals not in kept:
@@ -462,6 +470,8 @@ class ScheduleRunner:
         self._next_id = 0
         self._applied: dict[int, Fault] = {}
         self._record: list[ScheduledFault] = []
+        self._record_lock = threading.Lock()
+        """Held around ``_applied`` and ``_record``: members' faults run alongside."""
         self._spec: ScheduleSpec | None = None
         self.outcomes: list[dict[str, Any]] = []
 
@@ -476,31 +486,58 @@ class ScheduleRunner:
         self._spec = schedule.spec
         self._next_id = max((entry.id for entry in schedule.faults), default=-1) + 1
         watching = self.watch is not None and not schedule.resolved
-        for chunk in _runs(schedule.faults) if watching else [[e] for e in schedule.faults]:
-            if self._stop.is_set():
-                break
-            if watching and chunk[0].instance is not None and chunk[0].scenario is not None:
-                self._run_scenario(chunk)
-                continue
-            for entry in chunk:
-                if self._apply_at(entry) is None:
+        members = [e for e in schedule.faults if e.fault.f in MEMBER_FAULTS]
+        faults = [e for e in schedule.faults if e.fault.f not in MEMBER_FAULTS]
+        alongside = threading.Thread(
+            target=self._run_alongside, args=(members,), name="nemesis-members", daemon=True
+        )
+        if members:
+            alongside.start()
+        try:
+            for chunk in _runs(faults) if watching else [[e] for e in faults]:
+                if self._stop.is_set():
                     break
+                if watching and chunk[0].instance is not None and chunk[0].scenario is not None:
+                    self._run_scenario(chunk)
+                    continue
+                for entry in chunk:
+                    if self._apply_at(entry) is None:
+                        break
+        finally:
+            if members:
+                alongside.join()
+        record = sorted(self._record, key=lambda entry: entry.at_s)
         return Schedule(
-            tuple(self._record),
+            tuple(record),
             seed=schedule.seed,
             spec=schedule.spec,
             resolved=True,
             scenarios=tuple(self.outcomes),
         )
 
+    def _run_alongside(self, entries: list[ScheduledFault]) -> None:
+        """The consumer-group members' faults, each at its time, on a timeline of their own
+        (a scenario tried again does not move them)."""
+        for entry in entries:
+            if self._apply_at(entry, shifted=False) is None:
+                return
+
     def _apply_at(
-        self, entry: ScheduledFault, aim: Aim | None = None, attempt: int = 1
+        self,
+        entry: ScheduledFault,
+        aim: Aim | None = None,
+        attempt: int = 1,
+        *,
+        shifted: bool = True,
     ) -> Fault | None:
-        """Apply entry at its time (moved by the shift); None when stopped first."""
-        delay = self._started + self._shift + entry.at_s - self.clock()
+        """Apply entry at its time (moved by the shift, when ``shifted``); None when stopped
+        first."""
+        shift = self._shift if shifted else 0.0
+        delay = self._started + shift + entry.at_s - self.clock()
         if self._stop.wait(max(0.0, delay)):
             return None
-        fault = _with_linked_targets(entry, self._applied)
+        with self._record_lock:
+            fault = _with_linked_targets(entry, self._applied)
         if aim is not None:
             fault = aimed(fault, aim.key, idle=bool(aim.idle_followers))
         if attempt > 1:
@@ -515,19 +552,20 @@ class ScheduleRunner:
             result = result.with_value(scenario=entry.scenario)
         if entry.variant is not None:
             result = result.with_value(variant=entry.variant)
-        self._applied[entry.id] = result
-        self._record.append(
-            ScheduledFault(
-                round(entry.at_s + self._shift, 3),
-                result,
-                entry.id,
-                entry.heals,
-                entry.same_as,
-                entry.scenario,
-                entry.instance,
-                entry.variant,
+        with self._record_lock:
+            self._applied[entry.id] = result
+            self._record.append(
+                ScheduledFault(
+                    round(entry.at_s + shift, 3),
+                    result,
+                    entry.id,
+                    entry.heals,
+                    entry.same_as,
+                    entry.scenario,
+                    entry.instance,
+                    entry.variant,
+                )
             )
-        )
         self.on_applied(result)
         return result
 
@@ -676,9 +714,12 @@ def _with_linked_targets(entry: ScheduledFault, applied: Mapping[int, Fault]) ->
 
 
 def _with_healed_targets(entry: ScheduledFault, applied: Mapping[int, Fault]) -> Fault:
-    """A healing fault without targets heals exactly the nodes its fault hit."""
+    """A healing fault without targets heals exactly the nodes (members) its fault hit."""
     fault = entry.fault
     healed = applied.get(entry.heals) if entry.heals is not None else None
+    if fault.f == "resume-member":
+        hit = [] if healed is None else healed.value.get("members", [])
+        return fault if "members" in fault.value else fault.with_value(members=hit)
     if healed is None or fault.targets is not None or fault.f not in TARGETS_DEFAULT_TO_ACTIVE:
         return fault
     hit = healed.targets or []

@@ -18,11 +18,20 @@ from typing import Any
 
 from nemesis.errors import FaultError
 
-UNITS = ("s", "session", "lag", "fetch", "request")
+UNITS = ("s", "session", "lag", "fetch", "request", "member")
 """Seconds, or multiples of the session timeout, the replica lag time, the fetch wait, the
-clients' request timeout."""
+clients' request timeout, a consumer-group member's session timeout."""
 _SPAN = re.compile(
     r"^\s*(?P<low>\d+(?:\.\d+)?)\s*(?:-\s*(?P<high>\d+(?:\.\d+)?))?\s*(?P<unit>[a-z]*)\s*$"
+)
+
+
+_FIELDS = (
+    "session_timeout_s",
+    "replica_lag_s",
+    "fetch_wait_s",
+    "request_timeout_s",
+    "member_session_s",
 )
 
 
@@ -40,9 +49,12 @@ class Detectors:
     """How long a client waits on a request before giving it up: how long a broker that
     cannot complete a request (an acks=-1 produce its followers do not fetch) holds the
     requests the client pipelined behind it on that connection."""
+    member_session_s: float = 10.0
+    """How long a group's coordinator waits on a silent member before it rebalances the
+    group without it: how long a paused member must sleep to wake up a zombie."""
 
     def __post_init__(self) -> None:
-        for name in ("session_timeout_s", "replica_lag_s", "fetch_wait_s", "request_timeout_s"):
+        for name in _FIELDS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise FaultError(f"detectors: {name} must be seconds, got {value!r}")
@@ -58,6 +70,7 @@ class Detectors:
             "lag": self.replica_lag_s,
             "fetch": self.fetch_wait_s,
             "request": self.request_timeout_s,
+            "member": self.member_session_s,
         }[name]
 
     def to_json(self) -> dict[str, float]:
@@ -66,13 +79,14 @@ class Detectors:
             "replica_lag_s": self.replica_lag_s,
             "fetch_wait_s": self.fetch_wait_s,
             "request_timeout_s": self.request_timeout_s,
+            "member_session_s": self.member_session_s,
         }
 
     @classmethod
     def from_json(cls, doc: object) -> Detectors:
         if not isinstance(doc, Mapping):
             raise FaultError(f"detectors must be an object, got {doc!r}")
-        known = {"session_timeout_s", "replica_lag_s", "fetch_wait_s", "request_timeout_s"}
+        known = set(_FIELDS)
         unknown = set(doc) - known
         if unknown:
             raise FaultError(f"detectors: unknown keys {sorted(unknown)}; known: {sorted(known)}")

@@ -315,6 +315,7 @@ class TestRunner:
             rng=random.Random(seed),
             topic_hint=f"{spec.workload.topic}-0",
             partitions=keys,
+            members=workload.members if has_members(spec) else None,
         )
 
         def record(fault: Fault) -> None:
@@ -430,6 +431,7 @@ class TestRunner:
                     ("disks", capabilities.disks),
                     ("lazy-disk", capabilities.lazy_disk),
                     ("zookeeper", capabilities.zookeeper),
+                    ("members", has_members(self.spec)),
                 )
                 if able
             ),
@@ -700,7 +702,15 @@ def _describe_active(nemesis: Nemesis) -> list[str]:
         out.append(f"slowed {','.join(sorted(active.slowed))}")
     if active.snapshots:
         out.append(f"snapshots of {','.join(sorted(active.snapshots))}")
+    if active.paused_members:
+        out.append(f"paused members {','.join(sorted(active.paused_members))}")
     return out
+
+
+def has_members(spec: TestSpec) -> bool:
+    """Whether the workload's consumers are members of a group, which the nemesis can
+    pause, kill and make leave."""
+    return spec.workload.group_membership and spec.workload.consumers > 0
 
 
 def client_bootstrap(cluster: Cluster, spec: TestSpec) -> str:

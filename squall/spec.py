@@ -250,6 +250,7 @@ class TestSpec(ConfigModel):
             replica_lag_s=seconds("replica.lag.time.max.ms"),
             fetch_wait_s=seconds("replica.fetch.wait.max.ms"),
             request_timeout_s=self.workload.producer_request_timeout_s(),
+            member_session_s=self.workload.member_session_timeout_s(),
         )
 
     def promises_no_loss(self) -> bool:

@@ -45,7 +45,16 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from workloads.client import ClientFactory, Consumer, GroupConsumer, Record, TopicPartition
+from workloads.client import (
+    ClientFactory,
+    Consumer,
+    GroupConsumer,
+    OperationError,
+    Record,
+    TopicPartition,
+)
+from workloads.group_members import GroupMembers
+from workloads.member_process import MemberProcess
 from workloads.rate import RateLimiter
 from workloads.recorder import OperationRecorder
 from workloads.spec import WorkloadSpec, key_name
@@ -70,8 +79,14 @@ class ConsumerWorker:
         stop: threading.Event,
         on_failure: FailureHandler,
         clock: Callable[[], float] = time.monotonic,
+        members: GroupMembers | None = None,
     ) -> None:
+        """With `members` (and `group_membership`), each member this worker opens runs in a
+        process of its own (`workloads.member_process`, the spec's client), registered there
+        under the worker's `name` for the nemesis; else members are opened in this process
+        by `client_factory`."""
         self.index = index
+        self.name = f"consumer-{index}"
         self.spec = spec
         self.bootstrap = bootstrap
         self.zookeeper_connect = zookeeper_connect
@@ -94,6 +109,14 @@ class ConsumerWorker:
         """The open client, when it is a member of the group (`group_membership`)."""
         self.assignments_seen = 0
         self.delivered: dict[TopicPartition, int] = {}
+        self.process: MemberProcess | None = None
+        """The open member's process, when members run in processes of their own."""
+        self._members = members if spec.group_membership else None
+        self._leave: threading.Event | None = None
+        """Set by `leave` for the worker's thread: the open member is to leave its group."""
+        self._left = threading.Event()
+        if self._members is not None:
+            self._members.add(self)
         mix = spec.mix
         self._poll_below = mix.poll / mix.consumer_total
         self._commit_below = (mix.poll + mix.commit) / mix.consumer_total
@@ -102,12 +125,14 @@ class ConsumerWorker:
     def run(self) -> None:
         try:
             while self.limiter.acquire(self.stop):
-                if self.consumer is None:
+                if self._leave is not None and self.consumer is not None:
+                    self.leave_group()
+                elif self.consumer is None:
                     self._after(self.open())
                 elif self.crash_due():
                     self.crash()
                 else:
-                    self._after(self.step())
+                    self._step_unless_killed()
         except BaseException as err:
             self.on_failure(err)
         finally:
@@ -115,6 +140,15 @@ class ConsumerWorker:
                 with contextlib.suppress(Exception):
                     self.consumer.close()
                 self.consumer = None
+
+    def _step_unless_killed(self) -> None:
+        """A step; one cut short because the member's process died (killed) ends there, and
+        the next retires the member (`crash_due`)."""
+        try:
+            self._after(self.step())
+        except OperationError:
+            if self.process is None or not self.process.dead:
+                raise
 
     def step(self) -> bool | None:
         """One operation drawn from the mix; whether it was a poll that succeeded (None for
@@ -133,8 +167,29 @@ class ConsumerWorker:
         return None
 
     def crash_due(self) -> bool:
-        """Whether the open client's drawn crash time has come."""
+        """Whether the open client's drawn crash time has come, or its process died."""
+        if self.process is not None and self.process.dead:
+            return True
         return self.crash_at is not None and self.clock() >= self.crash_at
+
+    # --- the nemesis's side (`workloads.group_members.MemberHost`) ---------------------
+
+    def member_pid(self) -> int | None:
+        process = self.process
+        return None if process is None or process.dead else process.pid
+
+    def kill_member(self) -> bool:
+        process = self.process
+        return process is not None and process.kill()
+
+    def leave(self, timeout_s: float) -> bool:
+        """Ask the worker's thread to have its open member leave the group cleanly; whether
+        it did within `timeout_s`."""
+        if self.member_pid() is None:
+            return False
+        self._left.clear()
+        self._leave = threading.Event()
+        return self._left.wait(timeout_s)
 
     def backoff_s(self) -> float:
         """The pause after the current run of failures: doubling from poll_backoff_ms."""
@@ -150,8 +205,13 @@ class ConsumerWorker:
         """A fresh client joins the group at its committed offsets (assign or subscribe);
         its `ok` completion says where it starts reading (`positions`)."""
         keys = [key_name(t, p) for t, p in self.partitions]
+        named = {"member": self.name} if self._members is not None else {}
         _, opened = self.recorder.record_assign(
-            self.client, self.spec.subscription, keys, self._connect, ok_fields=_positions
+            self.client,
+            self.spec.subscription,
+            keys,
+            self._connect,
+            ok_fields=lambda result: {**_positions(result), **named},
         )
         if opened is None:
             return False
@@ -289,11 +349,20 @@ class ConsumerWorker:
     def crash(self) -> None:
         """Throw the client away; the next step opens a fresh one."""
         consumer = self._require_consumer()
-        self.consumer = self.member = None
+        self.consumer = self.member = self.process = None
         self.delivered = {}
         self.crash_at = None
         self.crashes += 1
         self.recorder.record_crash(self.client, consumer.close)
+
+    def leave_group(self) -> None:
+        """The member leaves its group cleanly (its client closed: a LeaveGroup) and its
+        process is retired, written down as a crash; the next step opens a fresh one."""
+        self._leave = None
+        alive = self.process is not None and not self.process.dead
+        self.crash()
+        if alive:
+            self._left.set()
 
     # --- internals ---------------------------------------------------------------------
 
@@ -325,17 +394,29 @@ class ConsumerWorker:
 
     def _join(self) -> tuple[Consumer, dict[TopicPartition, int]]:
         """A member of the group, subscribed; its partitions come with its polls."""
-        member = self.client_factory.group_consumer(
-            self.bootstrap,
-            settings=self.spec.consumer_settings(self.zookeeper_connect),
-            client_id=f"squall-consumer-{self.index}",
-        )
+        settings = self.spec.consumer_settings(self.zookeeper_connect)
+        client_id = f"squall-consumer-{self.index}"
+        member: GroupConsumer
+        if self._members is not None:
+            member = process = MemberProcess(
+                self.name,
+                client=self.spec.client,
+                bootstrap=self.bootstrap,
+                settings=settings,
+                client_id=client_id,
+            )
+        else:
+            member = self.client_factory.group_consumer(
+                self.bootstrap, settings=settings, client_id=client_id
+            )
         try:
             member.subscribe(self.spec.topic)
         except BaseException:
             with contextlib.suppress(Exception):
                 member.close()
             raise
+        if self._members is not None:
+            self.process = process
         self.member, self.assignments_seen = member, 0
         return member, {}
 
@@ -349,6 +430,8 @@ class ConsumerWorker:
             self.delivered[(record.topic, record.partition)] = record.offset + 1
 
     def _rewind(self, consumer: Consumer) -> None:
+        if self.process is not None and self.process.dead:
+            return
         owned = set(self.member.assignment()) if self.member is not None else None
         for tp, offset in self.delivered.items():
             if owned is None or tp in owned:  # a member may have lost some in the poll

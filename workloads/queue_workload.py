@@ -31,6 +31,7 @@ from workloads.consumer_worker import ConsumerWorker
 from workloads.counters import CounterSnapshot, WorkloadCounters
 from workloads.errors import WorkloadFailedError, WorkloadSpecError
 from workloads.final_read import FinalRead, FinalReadResult
+from workloads.group_members import GroupMembers
 from workloads.leaders import LeaderView
 from workloads.producer_worker import ProducerWorker
 from workloads.rate import RateLimiter
@@ -62,7 +63,8 @@ class WorkloadRunSummary:
 class QueueWorkload:
     """The queue workload of one test; one instance per test (values and process numbers
     stay unique across `run` and `final_read`). Its clients come from `client_factory`,
-    squall's own by default."""
+    squall's own by default, but for the members of a group (`group_membership`): each runs
+    in a process of its own, opened there by the client the spec names."""
 
     name = "queue"
 
@@ -77,6 +79,9 @@ class QueueWorkload:
         self.acknowledged = AcknowledgedSends()
         self.values = ValueSequence()
         self.processes = ProcessNumbers()
+        self.members = GroupMembers()
+        """The consumers as members of the group (`group_membership`), each in a process of
+        its own opened by the spec's client, for the nemesis to pause, kill and make leave."""
         self._prepared: str | None = None
         self._failures: list[BaseException] = []
         self._failure_lock = threading.Lock()
@@ -125,6 +130,7 @@ class QueueWorkload:
             if spec.producers > 0
             else None
         )
+        self.members.start()
         threads = self._workers(bootstrap, zookeeper_connect or "", recorder, leaders, rng, halt)
         self.counters.restart_clock()
         started = time.monotonic()
@@ -144,6 +150,7 @@ class QueueWorkload:
                     break
         finally:
             halt.set()
+            self.members.close()
             give_up = time.monotonic() + spec.shutdown_timeout_s
             for thread in threads:
                 thread.join(max(0.0, give_up - time.monotonic()))
@@ -244,6 +251,7 @@ class QueueWorkload:
                     rng=random.Random(rng.getrandbits(64)),
                     stop=halt,
                     on_failure=failed,
+                    members=self.members,
                 )
                 threads.append(
                     threading.Thread(target=consumer.run, name=f"consumer-{index}", daemon=True)

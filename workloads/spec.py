@@ -448,6 +448,14 @@ class WorkloadSpec(BaseModel):
         """The producers' request.timeout.ms in force, in seconds."""
         return int(str(self.producer_settings()[REQUEST_TIMEOUT_KEY])) / 1000
 
+    def member_session_timeout_s(self) -> float:
+        """A member's session.timeout.ms in force, in seconds: the consumer_config's, else
+        the client's default (librdkafka 45 s, kafka-python and squall's 10 s)."""
+        configured = self.consumer_config.get("session.timeout.ms")
+        if configured is not None:
+            return int(str(configured)) / 1000
+        return 45.0 if self.client == "confluent-kafka" else 10.0
+
     def consumer_settings(self, zookeeper_connect: str | None) -> dict[str, object]:
         """A consumer's client config; with `zookeeper_connect`, a member of the group."""
         settings: dict[str, object] = {

@@ -95,6 +95,8 @@ class DetectorsTable(ConfigModel):
     """replica.fetch.wait.max.ms: the longest a follower's fetch waits."""
     request_timeout_s: Seconds = 5.0
     """The workload clients' request.timeout.ms: how long a client waits on a request."""
+    member_session_s: Seconds = 10.0
+    """The group members' session.timeout.ms: how long a silent member keeps its partitions."""
 
 
 class NemesisTable(ConfigModel):
