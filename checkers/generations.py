@@ -18,10 +18,15 @@ not judged; the final read is never a member.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+from typing import Any
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checkers.checker import CheckContext
+from checkers.events import NemesisEvent
 from checkers.findings import Finding, finding
 from checkers.results import CheckerReport
 
@@ -76,6 +81,51 @@ def stale_commits(assign: DataFrame) -> DataFrame:
     return later.join(first, ["commit", "assign"]).dropDuplicates(["commit"])
 
 
+def member_faults(nemesis: Sequence[NemesisEvent]) -> dict[str, Any]:
+    """The nemesis's faults on group members: how many of each, and how long each member
+    paused slept (seconds, from its pause to its resume or the history's last event)."""
+    counts: dict[str, int] = {}
+    paused: dict[str, int] = {}
+    slept: list[float] = []
+    last = max((time for _, time, _, _ in nemesis), default=0)
+    for _, time, f, value_json in nemesis:
+        if f not in ("pause-member", "resume-member", "kill-member", "leave-member"):
+            continue
+        value = json.loads(value_json) if value_json else {}
+        hit = [m for m, outcome in (value.get("outcome") or {}).items() if outcome != "not-running"]
+        if hit:
+            counts[f] = counts.get(f, 0) + len(hit)
+        for member in hit:
+            if f == "pause-member":
+                paused[member] = time
+            elif member in paused:
+                slept.append((time - paused.pop(member)) / 1e9)
+    slept.extend((last - time) / 1e9 for time in paused.values())
+    return {"counts": counts, "paused_s": sorted(round(s, 3) for s in slept)}
+
+
+def rebalance_counts(assign: DataFrame) -> dict[str, int]:
+    """Of the group's members: the generations they were given partitions in, the
+    rebalances they went through (each written as everything revoked), and the commits the
+    coordinator refused (a definite fail: a stale generation, an unknown member...)."""
+    given = (F.col("f") == "assign") & (F.col("type") == "ok") & (F.col("generation") >= 0)
+    revoked = (F.col("f") == "assign") & (F.col("type") == "ok") & (F.size("keys") == 0)
+    refused = (
+        (F.col("f") == "commit") & (F.col("type") == "fail") & F.col("generation").isNotNull()
+    )
+    row = (
+        assign.filter(~F.coalesce(F.col("final"), F.lit(False)))
+        .agg(
+            F.countDistinct(F.when(given, F.col("generation"))).alias("generations"),
+            F.count(F.when(revoked, True)).alias("revocations"),
+            F.count(F.when(refused, True)).alias("refused_commits"),
+        )
+        .first()
+    )
+    names = ("generations", "revocations", "refused_commits")
+    return {k: 0 if row is None else int(row[k] or 0) for k in names}
+
+
 class GenerationsChecker:
     """Two owners of a key in one generation; a stale generation's commit accepted."""
 
@@ -106,4 +156,8 @@ class GenerationsChecker:
             detail=["key", "process", "commit", "generation", "newer", "assign"],
             json_fields=(),
         )
-        return CheckerReport(self.name, [owners, stale])
+        details: dict[str, Any] = rebalance_counts(assign)
+        faults = member_faults(context.nemesis)
+        if faults["counts"]:
+            details["member_faults"] = faults
+        return CheckerReport(self.name, [owners, stale], details=details)

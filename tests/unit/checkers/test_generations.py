@@ -91,3 +91,29 @@ def test_a_history_without_generations_is_not_judged(spark: Any, tmp_path: Path)
     report = results["checkers"]["generations"]
     assert report["counts"] == {"generation-double-owner": 0, "stale-generation-commit": 0}
     assert report["valid"] is True
+
+
+def test_the_rebalances_and_the_faults_on_members_are_counted(spark: Any, tmp_path: Path) -> None:
+    """The details say how many generations the members were given partitions in, how many
+    rebalances they went through, how many commits were refused, and what the nemesis did
+    to members: each fault counted, each pause's length (to its resume, or the history's
+    end)."""
+    b = HistoryBuilder(tmp_path)
+    member = b.process()
+    b.subscribe(member, [])
+    b.assign(member, ["k0"], generation=1)
+    b.nemesis("pause-member", {"members": ["consumer-0"], "outcome": {"consumer-0": "paused"}})
+    b.tick(8_000_000_000)
+    b.nemesis("resume-member", {"members": ["consumer-0"], "outcome": {"consumer-0": "resumed"}})
+    b.commit(member, {"k0": 1}, result="fail", generation=1)
+    b.assign(member, [])
+    b.assign(member, ["k0"], generation=3)
+    b.nemesis("kill-member", {"members": ["consumer-1"], "outcome": {"consumer-1": "not-running"}})
+    b.nemesis("pause-member", {"members": ["consumer-2"], "outcome": {"consumer-2": "paused"}})
+    b.tick(2_000_000_000)
+    b.nemesis("leave-member", {"members": ["consumer-0"], "outcome": {"consumer-0": "left"}})
+    details = check_history(b.close(), config=ALL)["checkers"]["generations"]["details"]
+    assert (details["generations"], details["revocations"], details["refused_commits"]) == (2, 1, 1)
+    faults = details["member_faults"]
+    assert faults["counts"] == {"pause-member": 2, "resume-member": 1, "leave-member": 1}
+    assert faults["paused_s"][1] >= 8.0 and 2.0 <= faults["paused_s"][0] < 8.0
