@@ -44,11 +44,14 @@ class GroupMembers:
         """Paused members and the pid paused (a later member of the same name is new)."""
         self._lock = threading.Lock()
         self._closed = False
+        self._released: set[str] = set()
+        """Members the workload resumed as it stopped, which a heal will ask to resume."""
 
     def start(self) -> None:
         """A run begins: no member yet, and members may be paused."""
         with self._lock:
             self._hosts, self._paused, self._closed = {}, {}, False
+            self._released = set()
 
     def add(self, host: MemberHost) -> None:
         with self._lock:
@@ -70,6 +73,9 @@ class GroupMembers:
 
     def resume(self, member: str) -> bool:
         with self._lock:
+            if member in self._released:  # resumed already, as the workload stopped
+                self._released.discard(member)
+                return True
             pid = self._paused.pop(member, None)
         return pid is not None and _signal(pid, signal.SIGCONT)
 
@@ -93,6 +99,7 @@ class GroupMembers:
         with self._lock:
             self._closed = True
             paused, self._paused = self._paused, {}
+            self._released = set(paused)
         for pid in paused.values():
             _signal(pid, signal.SIGCONT)
         return sorted(paused)

@@ -14,6 +14,7 @@ a commit may have been sent); a call to a paused member waits until it is resume
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 import signal
@@ -48,7 +49,7 @@ class MemberProcess:
         self._conn, child = context.Pipe()
         self._process = context.Process(
             target=serve,
-            args=(child, client, bootstrap, dict(settings), client_id),
+            args=(child, client, bootstrap, dict(settings), client_id, _log_files()),
             name=f"squall-{name}",
             daemon=True,
         )
@@ -158,14 +159,46 @@ class MemberProcess:
         raise RuntimeError(f"member {self.name}: {method} raised {type_name}: {message}")
 
 
+def _log_files() -> list[str]:
+    """The files the workload's process logs to (a run's run.log): its members log there
+    too."""
+    return [
+        handler.baseFilename
+        for handler in logging.getLogger().handlers
+        if isinstance(handler, logging.FileHandler)
+    ]
+
+
+def _log_to(files: Sequence[str], name: str) -> None:
+    """The child's records go to the workload's log files (INFO and above of the client
+    packages, as the workload's own), else nowhere: never to the terminal."""
+    root = logging.getLogger()
+    root.addHandler(logging.NullHandler())
+    for path in files:
+        handler = logging.FileHandler(path, encoding="utf-8")
+        handler.setLevel(logging.INFO)
+        handler.setFormatter(
+            logging.Formatter(f"%(asctime)s %(levelname)s %(name)s [{name}]: %(message)s")
+        )
+        root.addHandler(handler)
+    for package in ("workloads", "system_under_test"):
+        logging.getLogger(package).setLevel(logging.INFO)
+
+
 def serve(
-    conn: Connection, client: str, bootstrap: str, settings: dict[str, object], client_id: str
+    conn: Connection,
+    client: str,
+    bootstrap: str,
+    settings: dict[str, object],
+    client_id: str,
+    log_files: Sequence[str] = (),
 ) -> None:
     """The child's loop: open the member at the first call, then answer calls until closed
     or the pipe ends."""
     from workloads.clients import client_factory
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the workload's to handle
+    _log_to(log_files, client_id)
     member: Any = None
     while True:
         try:
