@@ -535,9 +535,11 @@ _CONFORMANCE = (
         "Two consumer processes were given the same key in the same generation of their group.",
         "`processes` are the group members whose `ok` assigns (`ops`) gave them the key "
         "under `generation`.",
-        "no configuration: in each generation the group's leader gives every partition to "
-        "one member",
-        "never",
+        "a flush policy that does not fsync before acknowledging, when every broker lost "
+        "power between the two assigns (the group's generations on the offsets topic lost, "
+        "a generation given again); otherwise none: in each generation the group's leader "
+        "gives every partition to one member",
+        "configuration",
         ("key", "generation", "processes", "ops"),
     ),
     _info(
@@ -547,9 +549,11 @@ _CONFORMANCE = (
         "generation's assignment had been given.",
         "`commit` is the `ok` commit by `process` under `generation`, invoked after the `ok` "
         "assign `assign` of generation `newer` had completed; `key` lists the keys committed.",
-        "no configuration: the coordinator takes commits only under the group's current "
-        "generation (ILLEGAL_GENERATION otherwise)",
-        "never",
+        "a flush policy that does not fsync before acknowledging, when every broker lost "
+        "power between the assign and the commit (the group's generations on the offsets "
+        "topic lost); otherwise none: the coordinator takes commits only under the group's "
+        "current generation (ILLEGAL_GENERATION otherwise)",
+        "configuration",
         ("key", "process", "commit", "generation", "newer", "assign"),
     ),
 )

@@ -5,7 +5,10 @@ A consumer process starts reading a key at its group's committed offset (a crash
 consumer's successor resumes there). The history shows the group's `ok` commits, so for
 each `ok` assign/subscribe that holds the key, the anchor is the least committed offset the
 group can have held when the process started: of the last `ok` commit of the key completed
-before the assign was invoked, and of every `ok` or `info` commit of the key that may have
+before the assign began (its invocation; for an assignment a group member was given in a
+rebalance, which the member learnt of inside a poll and wrote after it, the completion of
+its previous assignment, or of its subscribe: `SharedFacts.rebalanced_since`), and of
+every `ok` or `info` commit of the key that may have
 landed after it (invoked before the assign completed, completed after that commit was
 invoked; an `info` commit, indeterminate, is taken to have landed, if at all, before its
 completion).
@@ -79,6 +82,8 @@ def sessions(log: KeyLog) -> pd.DataFrame:
     process, index, invoke = (
         changes[name].to_numpy()[holds] for name in ("process_id", "index", "invoke_index")
     )
+    since = log.shared.rebalanced_since()[holds]
+    began = np.where(since >= 0, np.minimum(invoke.astype(np.int64), since), invoke)
     commits, info = log.commits, log.info_commits
     done = commits["index"].to_numpy(dtype=np.int64)
     invoked = commits["invoke_index"].to_numpy(dtype=np.int64)
@@ -92,13 +97,13 @@ def sessions(log: KeyLog) -> pd.DataFrame:
     every_committed = every_committed[order]
     anchors = np.full(len(index), -1, dtype=np.int64)
     setters = np.full(len(index), -1, dtype=np.int64)
-    last = np.searchsorted(done, invoke.astype(np.int64)) - 1
+    last = np.searchsorted(done, began.astype(np.int64)) - 1
     # A commit invoked before `until` completed before `until + span`.
     span = int((every_done - every_invoked).max()) + 1 if len(every_done) else 0
     for row, (k, until) in enumerate(zip(last, index.astype(np.int64), strict=True)):
         if k < 0:
             continue
-        # the last `ok` commit completed before the assign was invoked, and every commit
+        # the last `ok` commit completed before the assign began, and every commit
         # completed after that one was invoked and invoked before the assign completed, may
         # be the one the group held
         start = int(np.searchsorted(every_done, invoked[k], side="right"))

@@ -22,7 +22,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from checkers.checker import CheckContext
@@ -110,9 +110,7 @@ def rebalance_counts(assign: DataFrame) -> dict[str, int]:
     coordinator refused (a definite fail: a stale generation, an unknown member...)."""
     given = (F.col("f") == "assign") & (F.col("type") == "ok") & (F.col("generation") >= 0)
     revoked = (F.col("f") == "assign") & (F.col("type") == "ok") & (F.size("keys") == 0)
-    refused = (
-        (F.col("f") == "commit") & (F.col("type") == "fail") & F.col("generation").isNotNull()
-    )
+    refused = (F.col("f") == "commit") & (F.col("type") == "fail") & F.col("generation").isNotNull()
     row = (
         assign.filter(~F.coalesce(F.col("final"), F.lit(False)))
         .agg(
@@ -124,6 +122,29 @@ def rebalance_counts(assign: DataFrame) -> dict[str, int]:
     )
     names = ("generations", "revocations", "refused_commits")
     return {k: 0 if row is None else int(row[k] or 0) for k in names}
+
+
+def rack_power_losses(nemesis: Sequence[NemesisEvent], brokers: Sequence[str]) -> list[int]:
+    """The indexes of the power losses that hit every broker at once: the group's state on
+    the offsets topic (its generations, its commits) that no replica had fsynced is gone."""
+    every = set(brokers)
+    found = []
+    for index, _, f, value_json in nemesis:
+        if f != "power-loss" or not value_json:
+            continue
+        outcome = (json.loads(value_json) or {}).get("outcome") or {}
+        hit = {node for node, result in outcome.items() if result != "not-running"}
+        if every and every <= hit:
+            found.append(index)
+    return found
+
+
+def _after_power_loss(losses: Sequence[int], since: Column, until: Column) -> Column:
+    """Whether one of `losses` lies between the two indexes."""
+    condition = F.lit(False)
+    for index in losses:
+        condition = condition | ((since < F.lit(index)) & (F.lit(index) < until))
+    return condition
 
 
 class GenerationsChecker:
@@ -140,20 +161,33 @@ class GenerationsChecker:
                 "again to judge generations"
             )
             return CheckerReport(self.name, [Finding(CHECKER, (), None)], notes=[note])
+        losses = (
+            rack_power_losses(context.nemesis, sorted(context.settings.brokers or {}))
+            if context.losses.power_loss_allowed
+            else []
+        )
+        reason = F.lit(
+            "a power loss of every broker came between (the group's generations and commits "
+            f"on the offsets topic that no replica had fsynced are gone; "
+            f"{context.settings.flush_policy} does not fsync before acknowledging)"
+        )
+        owned = double_owners(assign)
         owners = finding(
             CHECKER,
             "generation-double-owner",
-            double_owners(assign),
+            owned.withColumn("expected_reason", reason),
             order="last",
             detail=["key", "generation", "processes", "ops"],
+            expected=_after_power_loss(losses, F.array_min("ops"), F.array_max("ops")),
             json_fields=(),
         )
         stale = finding(
             CHECKER,
             "stale-generation-commit",
-            stale_commits(assign),
+            stale_commits(assign).withColumn("expected_reason", reason),
             order="commit",
             detail=["key", "process", "commit", "generation", "newer", "assign"],
+            expected=_after_power_loss(losses, F.col("assign"), F.col("commit")),
             json_fields=(),
         )
         details: dict[str, Any] = rebalance_counts(assign)

@@ -115,6 +115,8 @@ class ConsumerWorker:
         self._leave: threading.Event | None = None
         """Set by `leave` for the worker's thread: the open member is to leave its group."""
         self._left = threading.Event()
+        self._member_process = -1
+        """The process number the open member joined under."""
         if self._members is not None:
             self._members.add(self)
         mix = spec.mix
@@ -129,7 +131,7 @@ class ConsumerWorker:
                     self.leave_group()
                 elif self.consumer is None:
                     self._after(self.open())
-                elif self.crash_due():
+                elif self.crash_due() or self._member_retired():
                     self.crash()
                 else:
                     self._step_unless_killed()
@@ -165,6 +167,14 @@ class ConsumerWorker:
         elif not self.long_lived:
             self.crash()
         return None
+
+    def _member_retired(self) -> bool:
+        """Whether the open member's process was retired by an `info` completion (a commit
+        that may or may not have landed): a member is one process, so it is thrown away and
+        a new one joins, as Jepsen opens a new client for a crashed process's successor.
+        (Kept on under the new number, a member that rejoined its group's current
+        generation would show one member as two owners of its partitions.)"""
+        return self.member is not None and self.client.process != self._member_process
 
     def crash_due(self) -> bool:
         """Whether the open client's drawn crash time has come, or its process died."""
@@ -216,6 +226,7 @@ class ConsumerWorker:
         if opened is None:
             return False
         self.consumer, self.delivered = opened
+        self._member_process = self.client.process
         interval = self.spec.consumer_crash_interval_s
         if self.long_lived or interval is None:
             self.crash_at = None

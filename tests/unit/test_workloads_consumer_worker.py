@@ -13,7 +13,7 @@ import pytest
 
 import workloads.squall_client
 from histories import HistoryWriter, Operation, pair_operations, read_history
-from system_under_test.client import BrokerUnavailableError, ConsumedRecord
+from system_under_test.client import BrokerUnavailableError, ConsumedRecord, RequestTimeoutError
 from workloads import (
     ConsumerWorker,
     OperationRecorder,
@@ -401,3 +401,36 @@ def test_an_ok_subscribe_says_where_the_new_client_starts(
         {"t-0": 0, "t-1": 2},
         {"t-0": 2, "t-1": 3},
     ]
+
+
+def test_a_member_whose_commit_may_have_landed_is_replaced_by_a_new_member(
+    tmp_path: Path, cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit completed `info` retires the member's process; a member is one process, so
+    the worker throws it away (a crash) and a new member joins under a new number, rather
+    than carrying the old member on under it."""
+    worker, writer, path = make_worker(
+        tmp_path, "at-least-once", OpMix(send=0, poll=1), group_membership=True
+    )
+    worker.open()
+    member = worker.member
+    assert member is not None
+    worker.poll_as_member(member)
+
+    def lost(self: FakeMember, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        raise RequestTimeoutError("no answer within 5 s")
+
+    monkeypatch.setattr(FakeMember, "commit", lost)
+    worker.commit()
+    assert worker._member_retired()
+    worker.crash()
+    worker.open()
+    assert worker.member is not member and not worker._member_retired()
+    assert [c.closed for c in cluster.consumers] == [True, False]
+    writer.close()
+    rows = [(p, t, f) for p, t, f, _ in shapes(path) if t != "invoke"]
+    first = rows[0][0]
+    assert [(t, f) for p, t, f in rows if p == first][-1] == ("info", "commit")
+    retired = [p for p, t, f in rows if f == "crash"]
+    assert len(retired) == 1 and retired[0] != first
+    assert [(t, f) for p, t, f in rows if p > retired[0]] == [("ok", "subscribe")]

@@ -117,3 +117,50 @@ def test_the_rebalances_and_the_faults_on_members_are_counted(spark: Any, tmp_pa
     faults = details["member_faults"]
     assert faults["counts"] == {"pause-member": 2, "resume-member": 1, "leave-member": 1}
     assert faults["paused_s"][1] >= 8.0 and 2.0 <= faults["paused_s"][0] < 8.0
+
+
+def test_generations_reused_after_every_broker_lost_power_are_expected(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Under a flush policy that does not fsync before acknowledging, a power loss of every
+    broker may take the group's generations and commits off the offsets topic: a
+    generation given again after it, and a commit of a generation since lost, are expected,
+    with the reason; the same without a power loss in between are not."""
+    never = 2**63 - 1
+    test = {
+        "topic": {
+            "replication_factor": 3,
+            "min_insync_replicas": 2,
+            "unclean_leader_election": False,
+            "flush_messages": never,
+            "flush_ms": never,
+            "flush_setting": "log.flush.interval.messages",
+        },
+        "workload": {"acks": -1, "producer_retries": 0},
+        "brokers": {"n1": 1, "n2": 2, "n3": 3},
+    }
+    b = HistoryBuilder(tmp_path, test_json=test)
+    one, two, three = b.process(), b.process(), b.process()
+    for p in (one, two, three):
+        b.subscribe(p, [])
+    b.assign(one, ["k0"], generation=4)
+    b.assign(two, ["k1"], generation=4)
+    nodes = ["n1", "n2", "n3"]
+    b.nemesis("power-loss", {"targets": nodes, "outcome": dict.fromkeys(nodes, "lost-power")})
+    b.assign(two, ["k0", "k1"], generation=2)  # the coordinator came back at generation 1
+    b.commit(two, {"k0": 1}, generation=2)  # after generation 4 was given: expected
+    b.assign(three, ["k0"], generation=4)  # generation 4 again, another owner of k0: expected
+    b.assign(one, ["k1"], generation=5)
+    b.commit(two, {"k1": 1}, generation=4)  # no power loss since generation 5: an anomaly
+    results = check_history(b.close(), config=ALL)
+    report = results["checkers"]["generations"]
+    expected = report["expected"]
+    assert [c["generation"] for c in expected["generation-double-owner"]] == [4]
+    assert all(
+        "power loss of every broker" in c["expected_because"]
+        for c in expected["generation-double-owner"]
+    )
+    assert [(c["generation"], c["newer"]) for c in expected["stale-generation-commit"]] == [(2, 4)]
+    (case,) = report["anomalies"]["stale-generation-commit"]
+    assert (case["generation"], case["newer"]) == (4, 5)
+    assert report["counts"] == {"generation-double-owner": 0, "stale-generation-commit": 1}
