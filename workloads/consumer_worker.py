@@ -112,7 +112,7 @@ class ConsumerWorker:
         self.process: MemberProcess | None = None
         """The open member's process, when members run in processes of their own."""
         self._members = members if spec.group_membership else None
-        self._leave: threading.Event | None = None
+        self._leave_asked = False
         """Set by `leave` for the worker's thread: the open member is to leave its group."""
         self._left = threading.Event()
         self._member_process = -1
@@ -127,7 +127,7 @@ class ConsumerWorker:
     def run(self) -> None:
         try:
             while self.limiter.acquire(self.stop):
-                if self._leave is not None and self.consumer is not None:
+                if self._leave_asked and self.consumer is not None:
                     self.leave_group()
                 elif self.consumer is None:
                     self._after(self.open())
@@ -198,7 +198,7 @@ class ConsumerWorker:
         if self.member_pid() is None:
             return False
         self._left.clear()
-        self._leave = threading.Event()
+        self._leave_asked = True
         return self._left.wait(timeout_s)
 
     def backoff_s(self) -> float:
@@ -369,7 +369,7 @@ class ConsumerWorker:
     def leave_group(self) -> None:
         """The member leaves its group cleanly (its client closed: a LeaveGroup) and its
         process is retired, written down as a crash; the next step opens a fresh one."""
-        self._leave = None
+        self._leave_asked = False
         alive = self.process is not None and not self.process.dead
         self.crash()
         if alive:
