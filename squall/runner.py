@@ -443,7 +443,8 @@ class TestRunner:
         self.console.print(
             f"[yellow]note:[/] the {cluster.runtime} runtime here cannot apply {listing} "
             "(partitions need docker or ssh; netem needs sch_netem in the kernel; freeze needs "
-            f"docker; lazy-disk: {capabilities.lazy_disk_missing}); the rest runs, and the "
+            f"docker; lazy-disk: {capabilities.lazy_disk_missing}; members: the workload's "
+            "consumers as members of a group, group_membership); the rest runs, and the "
             "verdict says what was left out"
         )
         kept = {k: w for k, w in nemesis.faults.items() if k not in self.not_applied}
