@@ -19,7 +19,8 @@ Three measurements:
    real file; reports the achieved ops/s overall and per f, and the operations in flight
    (sampled every 50 ms). `--runtime docker` brings the cluster up as `squall run` does
    (the base image is built on first use). `--clients squall,confluent-kafka` runs it
-   through each client in turn (docs/clients.md), side by side on one cluster.
+   through each client in turn (docs/clients.md), side by side on one cluster; `--rate`
+   asks for another rate (0: none), to see the capacity beyond the default's.
 
 Prints one JSON line per measurement, then a table.
 
@@ -254,7 +255,10 @@ def default_workload(args: argparse.Namespace, tmp: Path, results: list[dict[str
         args, settings, kafka_listener=any(map(speaks_kafka, clients))
     ) as cluster:
         for round_number, client in itertools.product(range(args.repeat), clients):
-            spec = WorkloadSpec(topic=f"bench-default-{round_number}-{client}", client=client)
+            rate = {} if args.rate is None else {"rate": args.rate if args.rate > 0 else None}
+            spec = WorkloadSpec(
+                topic=f"bench-default-{round_number}-{client}", client=client, **rate
+            )
             bootstrap = cluster.kafka_bootstrap if speaks_kafka(client) else cluster.bootstrap
             workload = QueueWorkload(spec, client_factory=client_factory(client))
             workload.prepare(bootstrap)
@@ -346,7 +350,9 @@ def print_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None
         print(
             f"\ndefault workload through {run['client']} on {run['runtime']} (3 brokers, no "
             f"faults), {run['seconds']:g} s: "
-            f"{run['ops_per_s']:,.0f} ops/s of {run['rate_target']:,.0f} asked "
+            f"{run['ops_per_s']:,.0f} ops/s of "
+            f"{'no limit' if run['rate_target'] is None else format(run['rate_target'], ',.0f')} "
+            "asked "
             f"({run['producer_mode']} producers x{run['producers']} with up to "
             f"{run['in_flight_per_partition']} in flight per partition, "
             f"consumers x{run['consumers']})"
@@ -402,6 +408,12 @@ def _parse_args() -> argparse.Namespace:
         "a file; default: WorkloadSpec() as squall run uses it",
     )
     parser.add_argument("--runtime", choices=("local", "docker"), default="local")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        help="--workload default: the ops/s asked instead of the default's 1,000 (0: no limit), "
+        "to see what the cluster and the client could do beyond it",
+    )
     parser.add_argument(
         "--clients",
         default="squall",

@@ -141,28 +141,33 @@ class SharedFacts:
         return {key: np.array(at, dtype=np.int64) for key, at in found.items()}
 
     def rebalanced_since(self) -> np.ndarray:
-        """Per row of `assignments`, where a consumer that was given it within a process
-        already holding an assignment (a group member's rebalance) may have begun taking
-        it: the completion index of the process's previous assignment of some keys, else
-        of its first row (its subscribe); -1 for a process's first row. A member learns of
-        a rebalance inside a poll and writes the assignment after it (docs/history.md), so
-        its invocation says too late when it began. Kept on the instance, as `holding`."""
+        """Per row of `assignments`, where a group member's rebalance may have begun: for a
+        row right after the same process's assignment of no keys (everything revoked: the
+        eager rebalance as docs/history.md writes it), the completion index of the
+        process's last assignment of some keys before that, else of its first row (its
+        subscribe); -1 for every other row. A member learns of a rebalance inside a poll
+        and writes it after, so its invocation says too late when it began. Kept on the
+        instance, as `holding`."""
         known: np.ndarray | None = self.__dict__.get("_rebalanced_since")
         if known is None:
             known = np.full(len(self.assignments), -1, dtype=np.int64)
             first: dict[int, int] = {}
             given: dict[int, int] = {}
+            revoked: set[int] = set()
             processes = self.assignments["process_id"].to_numpy()
             indexes = self.assignments["index"].to_numpy(dtype=np.int64)
             for at, (process, index, keys) in enumerate(
                 zip(processes, indexes, self.assignments["keys"], strict=True)
             ):
-                if process in first:
+                some = keys is not None and not isinstance(keys, float) and len(keys) > 0
+                if process in revoked:
                     known[at] = given.get(process, first[process])
-                else:
-                    first[process] = int(index)
-                if keys is not None and not isinstance(keys, float) and len(keys) > 0:
+                first.setdefault(process, int(index))
+                if some:
                     given[process] = int(index)
+                    revoked.discard(process)
+                elif keys is not None and not isinstance(keys, float):
+                    revoked.add(process)
             object.__setattr__(self, "_rebalanced_since", known)
         return known
 
