@@ -255,10 +255,9 @@ def default_workload(args: argparse.Namespace, tmp: Path, results: list[dict[str
         args, settings, kafka_listener=any(map(speaks_kafka, clients))
     ) as cluster:
         for round_number, client in itertools.product(range(args.repeat), clients):
-            rate = {} if args.rate is None else {"rate": args.rate if args.rate > 0 else None}
-            spec = WorkloadSpec(
-                topic=f"bench-default-{round_number}-{client}", client=client, **rate
-            )
+            spec = WorkloadSpec(topic=f"bench-default-{round_number}-{client}", client=client)
+            if args.rate is not None:
+                spec = spec.model_copy(update={"rate": args.rate or None})
             bootstrap = cluster.kafka_bootstrap if speaks_kafka(client) else cluster.bootstrap
             workload = QueueWorkload(spec, client_factory=client_factory(client))
             workload.prepare(bootstrap)
