@@ -302,6 +302,20 @@ def _positions(left: pd.DataFrame, right: pd.DataFrame, on: list[str]) -> np.nda
     return np.where(ordered[at] == wanted, order[at], -1)
 
 
+def _packed(high: np.ndarray, low: np.ndarray) -> np.ndarray | None:
+    """(invoke_index, mop_index) columns as one integer each (`_MOP_BITS`), or None where
+    they are not integers of a size that packs."""
+    if high.dtype.kind not in "iu" or low.dtype.kind not in "iu":
+        return None
+    high, low = high.astype(np.int64), low.astype(np.int64)
+    if len(low) and (
+        low.min() < 0 or low.max() >= 1 << _MOP_BITS or high.min() < 0 or high.max() >= 1 << 42
+    ):
+        return None
+    packed: np.ndarray = (high << _MOP_BITS) | low
+    return packed
+
+
 def _invoke_times(invokes: np.ndarray, times: np.ndarray, invoke_index: pd.Series) -> pd.array:
     """The time of each of `invoke_index`, from the operations' invocation rows (their
     `invokes` and `times`; null where the key's rows do not hold the invoke)."""
@@ -331,11 +345,20 @@ def _completions(rows: pd.DataFrame, sends: np.ndarray, done: np.ndarray) -> np.
     """For each of the rows `sends` (invocations), the position in `done` (completion rows)
     of its first completion, matched on (invoke_index, mop_index); -1: none."""
     keys = ["invoke_index", "mop_index"]
+    if len(sends) == 0 or len(done) == 0:
+        return np.full(len(sends), -1, dtype=np.int64)
+    packed = _packed(*(rows[name].to_numpy() for name in keys))
+    if packed is not None:
+        # np.unique's first occurrences are drop_duplicates' kept rows
+        known, first = np.unique(packed[done], return_index=True)
+        wanted = packed[sends]
+        at = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
+        found: np.ndarray = np.where(known[at] == wanted, first[at], -1)
+        return found
     left = pd.DataFrame({name: rows[name].to_numpy()[sends] for name in keys})
     right = pd.DataFrame({name: rows[name].to_numpy()[done] for name in keys})
     right = right.assign(_at=np.arange(len(done))).drop_duplicates(keys)
-    at = _positions(left, right, keys) if len(left) and len(right) else None
-    found: np.ndarray
+    at = _positions(left, right, keys)
     if at is not None:
         found = np.where(at >= 0, right["_at"].to_numpy()[at], -1)
         return found
