@@ -121,9 +121,13 @@ STEP_COLUMNS = {
 """The columns of `_uneven_steps`, as an empty frame has them."""
 
 
+NO_STEPS = pd.DataFrame({name: pd.Series(dtype=kind) for name, kind in STEP_COLUMNS.items()})
+"""`_uneven_steps` without a step, made once (most keys have none)."""
+
+
 def _no_steps() -> pd.DataFrame:
-    """`_uneven_steps` without a step."""
-    return pd.DataFrame({name: pd.Series(dtype=kind) for name, kind in STEP_COLUMNS.items()})
+    """`_uneven_steps` without a step: a copy of `NO_STEPS`."""
+    return NO_STEPS.copy()
 
 
 def _uneven(
