@@ -198,6 +198,19 @@ def _int(series: pd.Series) -> pd.Series:
     return series.astype("Int64")
 
 
+def _integers(values: Any) -> Any:
+    """`values` (an array) as pandas' nullable integers, as `_int` makes them: straight
+    from numpy's integers, or its floats of whole numbers with NaN for null."""
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
+        return pd.arrays.IntegerArray(values.astype(np.int64), np.zeros(len(values), dtype=bool))
+    if isinstance(values, np.ndarray) and values.dtype.kind == "f":
+        missing = np.isnan(values)
+        whole = np.where(missing, 0.0, values)
+        if (whole == np.trunc(whole)).all() and (np.abs(whole) < 2.0**53).all():
+            return pd.arrays.IntegerArray(whole.astype(np.int64), missing)
+    return _int(pd.Series(values)).array
+
+
 def _first_rows(groups: np.ndarray) -> np.ndarray:
     """The position of each group's first row, groups numbered in order of appearance."""
     first: np.ndarray = np.unique(groups, return_index=True)[1]
@@ -266,6 +279,43 @@ def _left_joined(left: pd.DataFrame, right: pd.DataFrame, on: list[str]) -> pd.D
             taken[unmatched] = np.nan
         out[name] = taken
     return out
+
+
+def _settled(writes: pd.DataFrame) -> pd.DataFrame:
+    """`writes` (with `seen` and the values' `reads`) with `was_read` and `committed`."""
+    writes["was_read"] = writes["reads"].notna()
+    info = (writes["status"] == "info").to_numpy()
+    # An indeterminate operation was seen when one of its values was read here, or, for
+    # one that sent to several keys, in another (`op_seen`).
+    read_here = writes.loc[info & writes["was_read"].to_numpy(), "invoke_index"]
+    seen = writes.pop("seen").to_numpy() | writes["invoke_index"].isin(read_here).to_numpy()
+    writes["committed"] = (writes["status"] == "ok").to_numpy() | (info & seen)
+    return writes
+
+
+def _looked_up(left: Mapping[str, Any], right: pd.DataFrame, on: str) -> dict[str, Any] | None:
+    """The columns `_left_joined` adds to a frame of the columns `left` from `right` on the
+    string column `on`, where it would add them by lookup; None where it would merge."""
+    wanted = left[on]
+    added = [name for name in right.columns if name != on]
+    if (
+        len(wanted) == 0
+        or len(right) == 0
+        or set(added) & set(left)
+        or not isinstance(wanted, np.ndarray)
+        or wanted.dtype.kind != "O"
+        or right[on].dtype != wanted.dtype
+        or not all(
+            isinstance(right[name].dtype, np.dtype) and right[name].dtype.kind in "iufO"
+            for name in added
+        )
+    ):
+        return None
+    keys = pd.Index(right[on])
+    if not keys.is_unique or keys.hasnans or pd.isna(wanted).any():
+        return None
+    at = keys.get_indexer(wanted)
+    return {name: _taken(right[name].to_numpy(), at) for name in added}
 
 
 _MOP_BITS = 20
@@ -483,6 +533,14 @@ class KeyLog:
         index, invoke_index, time, committed; in history order."""
         rows = self._rows
         mask = self._is("f", "commit") & self._is("type", *(types or ("ok",)))
+        names = ("process_id", "index", "invoke_index", "time", "offset")
+        if all(isinstance(rows[name].dtype, np.dtype) for name in names):
+            picked = {name: rows[name].to_numpy()[mask] for name in names}
+            if not np.isnan(picked["offset"].astype(np.float64)).any():
+                # numpy's stable sort of the index is the frame's, without the frame twice
+                at = np.argsort(picked["index"], kind="stable")
+                picked["committed"] = picked.pop("offset").astype(np.int64)
+                return pd.DataFrame({name: values[at] for name, values in picked.items()})
         commits = rows[mask] if mask.any() else rows.iloc[:0]  # most keys: no commit
         return pd.DataFrame(
             {
@@ -583,8 +641,8 @@ class KeyLog:
                 np.where(pd.isna(done_value), value[others], done_value).astype(object),
             ),
             "offset": (
-                _int(rows["offset"][ok]).array,
-                _int(pd.Series(_taken(rows["offset"].to_numpy()[done], completion))).array,
+                _integers(_picked(rows["offset"], ok)),
+                _integers(_taken(rows["offset"].to_numpy()[done], completion)),
             ),
             "status": (
                 np.full(count, "ok", dtype=object),
@@ -593,33 +651,40 @@ class KeyLog:
             "pending": (np.zeros(count, dtype=bool), pd.isna(op_type)),
             "invoke_index": (invoke_index[ok], invoke_index[others]),
             "complete_index": (
-                _int(rows["index"][ok]).array,
+                _integers(_picked(rows["index"], ok)),
                 told["op_complete_index"].array[at],
             ),
             "mop_index": _parts(rows["mop_index"], ok, others),
             "process_id": _parts(rows["process_id"], ok, others),
             "acks": (
-                _int(acks[ok]).array,
+                _integers(_picked(acks, ok)),
                 _int(done_acks.where(done_acks.notna(), acks.to_numpy()[others])).array,
             ),
-            "complete_time": (_int(rows["time"][ok]).array, told["op_complete_time"].array[at]),
+            "complete_time": (
+                _integers(_picked(rows["time"], ok)),
+                told["op_complete_time"].array[at],
+            ),
             "op_f": _parts(rows["op_f"], ok, others),
             "error": (self._errors(invoke_index[ok]), told["error"].to_numpy()[at]),
             "seen": (np.zeros(count, dtype=bool), told["op_seen"].to_numpy()[at]),
         }
-        writes = pd.DataFrame({name: _joined(*parts) for name, parts in columns.items()})
-        writes["invoke_time"] = _invoke_times(
-            invoke_index[sent], rows["time"].to_numpy()[sent], writes["invoke_index"]
+        made = {name: _joined(*parts) for name, parts in columns.items()}
+        made["invoke_time"] = _invoke_times(
+            invoke_index[sent], rows["time"].to_numpy()[sent], pd.Series(made["invoke_index"])
         )
-        writes = _left_joined(writes, self.read_values, ["value"])
-        writes["was_read"] = writes["reads"].notna()
-        info = (writes["status"] == "info").to_numpy()
-        # An indeterminate operation was seen when one of its values was read here, or, for
-        # one that sent to several keys, in another (`op_seen`).
-        read_here = writes.loc[info & writes["was_read"].to_numpy(), "invoke_index"]
-        seen = writes.pop("seen").to_numpy() | writes["invoke_index"].isin(read_here).to_numpy()
-        writes["committed"] = (writes["status"] == "ok").to_numpy() | (info & seen)
-        return writes
+        looked_up = _looked_up(made, self.read_values, "value")
+        if looked_up is None:
+            return _settled(_left_joined(pd.DataFrame(made), self.read_values, ["value"]))
+        # As `_settled` does it, on the arrays, the frame made once.
+        told_seen = pd.Series(made.pop("seen")).to_numpy()
+        made.update(looked_up)
+        was_read = ~pd.isna(made["reads"])
+        status = pd.Series(made["status"]).to_numpy()
+        info = status == "info"
+        invoked_by = pd.Series(made["invoke_index"])
+        seen = told_seen | invoked_by.isin(invoked_by[info & was_read]).to_numpy()
+        committed = (status == "ok") | (info & seen)
+        return pd.DataFrame({**made, "was_read": was_read, "committed": committed})
 
     def _errors(self, invoke_index: np.ndarray) -> np.ndarray:
         """The completion's error of each of the operations `invoke_index` (None: none)."""
