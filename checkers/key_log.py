@@ -773,12 +773,16 @@ class KeyLog:
 
     def values_at(self, offsets: pd.Series) -> list[list[str]]:
         """The sorted distinct values seen at each of `offsets` (for samples)."""
+        if len(offsets) == 0:  # most keys: no offset holds several values
+            return []
         seen = self.contents[self.contents["offset"].isin(offsets)]
         listed = seen.sort_values("value").groupby("offset")["value"].agg(list)
         return [listed.get(offset, []) for offset in offsets]
 
     def offsets_of(self, values: pd.Series) -> list[list[int]]:
         """The sorted offsets holding each of `values` (for samples)."""
+        if len(values) == 0:  # most keys: no value sits at several offsets
+            return []
         seen = self.contents[self.contents["value"].isin(values)]
         listed = seen.sort_values("offset").groupby("value")["offset"].agg(list)
         return [listed.get(value, []) for value in values]
