@@ -706,24 +706,29 @@ class KeyLog:
     def _contents(self) -> pd.DataFrame:
         """Distinct (offset, value) of the evidence: what each offset was seen holding."""
         writes = self.writes
-        committed = (writes["committed"] & writes["offset"].notna()).to_numpy(dtype=bool)
+        offset = writes["offset"]
+        committed = writes["committed"].to_numpy(dtype=bool) & offset.notna().to_numpy()
         reads = self.reads
-        seen = pd.DataFrame(
-            {
-                "offset": np.concatenate(
-                    [
-                        reads["offset"].to_numpy(),
-                        writes["offset"][committed].astype(np.int64).to_numpy(),
-                    ]
-                ),
-                "value": np.concatenate(
-                    [
-                        reads["value"].to_numpy(dtype=object),
-                        writes["value"].to_numpy(dtype=object)[committed],
-                    ]
-                ),
-            }
+        offsets = np.concatenate(
+            [reads["offset"].to_numpy(), offset[committed].astype(np.int64).to_numpy()]
         )
+        values = np.concatenate(
+            [
+                reads["value"].to_numpy(dtype=object),
+                writes["value"].to_numpy(dtype=object)[committed],
+            ]
+        )
+        if (
+            offsets.dtype == np.int64
+            and len(values)
+            and np.abs(offsets).max() < 1 << 40
+            and not pd.isna(values).any()
+        ):
+            # drop_duplicates' first occurrences, of the pairs numbered as one integer each
+            value_codes, distinct = pd.factorize(values)
+            first = _first_rows(pd.factorize(offsets * len(distinct) + value_codes)[0])
+            return pd.DataFrame({"offset": offsets[first], "value": values[first]})
+        seen = pd.DataFrame({"offset": offsets, "value": values})
         return seen.drop_duplicates(ignore_index=True)
 
     def _offsets(self) -> np.ndarray:
@@ -762,7 +767,26 @@ class KeyLog:
 
     def _values(self) -> pd.DataFrame:
         """Per value in the evidence: first_offset, last_offset, offset_count."""
-        grouped = self.contents.groupby("value", sort=False)["offset"]
+        contents = self.contents
+        offsets = contents["offset"].to_numpy()
+        values = contents["value"].to_numpy()
+        if offsets.dtype == np.int64 and len(values) and not pd.isna(values).any():
+            # the groupby's groups (in order of appearance) as numbers, reduced by numpy
+            groups, distinct = pd.factorize(values)
+            count = len(distinct)
+            first = _first_rows(groups)
+            low, high = offsets[first], offsets[first]
+            np.minimum.at(low, groups, offsets)
+            np.maximum.at(high, groups, offsets)
+            return pd.DataFrame(
+                {
+                    "value": np.asarray(distinct, dtype=object),
+                    "first_offset": low,
+                    "last_offset": high,
+                    "offset_count": np.bincount(groups, minlength=count).astype(np.int64),
+                }
+            )
+        grouped = contents.groupby("value", sort=False)["offset"]
         return pd.DataFrame(
             {
                 "first_offset": grouped.min(),
