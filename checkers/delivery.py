@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from checkers.checker import CheckContext
+from checkers.empty_frames import made_once
 from checkers.key_findings import FindingRow, KeyFacts, key_finding, keyed, rows_of
 from checkers.key_log import KeyLog
 from checkers.losses import KeyLosses, LossRules
@@ -167,7 +168,18 @@ def lost_acked_writes(
     if kept.any():
         kept &= (losses.effective_acks(writes["acks"]) == -1).to_numpy(dtype=bool, na_value=False)
         kept &= ~writes["value"].isin(final_values).to_numpy()
-    missing = losses.classify(writes[kept] if kept.any() else writes.iloc[0:0])
+    if not kept.any():  # most keys; the columns' dtypes follow the two facts' types
+        facts = (type(final_read_to), type(log_end))
+        return made_once(
+            ("lost-acked-write", facts),
+            writes.iloc[0:0],
+            lambda none: _missing(losses.classify(none), final_read_to, log_end),
+        )
+    return _missing(losses.classify(writes[kept]), final_read_to, log_end)
+
+
+def _missing(missing: pd.DataFrame, final_read_to: Any, log_end: Any) -> pd.DataFrame:
+    """The classified writes `missing` from the final read, with where it read to."""
     missing["final_read_to"] = final_read_to
     missing["log_end"] = log_end
     return missing

@@ -36,6 +36,7 @@ import pandas as pd
 
 from checkers.config import ExpectedLoss, TestSettings
 from checkers.disk_faults import DiskFault
+from checkers.empty_frames import made_once
 from checkers.power_losses import POWER_LOST_COLUMNS, PowerLoss
 
 
@@ -163,22 +164,13 @@ class LossRules:
         return notes
 
 
-_CLASSIFIED_EMPTY: dict[tuple[Any, ...], pd.DataFrame] = {}
-"""`KeyLosses.classify` of an empty frame, by the frame's columns, dtypes and index."""
-
-
 def _classified_empty(rows: pd.DataFrame) -> pd.DataFrame:
-    """`KeyLosses.classify` of the empty `rows`: a copy of the one made for its kind of
-    frame (building it anew costs a key about a millisecond, several times a key)."""
-    kind = (tuple(rows.columns), tuple(map(str, rows.dtypes)), repr(rows.index), rows.index.name)
-    made = _CLASSIFIED_EMPTY.get(kind)
-    if made is None:
-        made = _CLASSIFIED_EMPTY[kind] = rows.assign(
-            effective_acks=pd.Series(dtype="Int64"),
-            expected=pd.Series(dtype=bool),
-            expected_reason=pd.Series(dtype=object),
-        )
-    return made.copy()
+    """`KeyLosses.classify` of the empty `rows`."""
+    return rows.assign(
+        effective_acks=pd.Series(dtype="Int64"),
+        expected=pd.Series(dtype=bool),
+        expected_reason=pd.Series(dtype=object),
+    )
 
 
 @dataclass(frozen=True)
@@ -278,7 +270,7 @@ class KeyLosses:
         """`rows` of lost writes (value, acks) plus `effective_acks`, `expected` and
         `expected_reason`, as `LossRules.classify`."""
         if rows.empty:  # most keys lose nothing
-            return _classified_empty(rows)
+            return made_once("classify", rows, _classified_empty)
         rows = self.with_acks(rows)
         acks = rows["effective_acks"]
         lossy = acks.isin([0, 1]).fillna(False).astype(bool)
