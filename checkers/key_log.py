@@ -756,6 +756,16 @@ class KeyLog:
 
     def _offset_values(self) -> pd.DataFrame:
         """Per offset in the evidence, in order: didx, value_count."""
+        offsets = self.contents["offset"].to_numpy()
+        if offsets.dtype == np.int64:  # the groupby's sorted groups and sizes
+            known, sizes = np.unique(offsets, return_counts=True)
+            return pd.DataFrame(
+                {
+                    "offset": known,
+                    "value_count": sizes.astype(np.int64),
+                    "didx": np.arange(len(known), dtype=np.int64),
+                }
+            )
         counts = self.contents.groupby("offset", sort=True).size()
         return pd.DataFrame(
             {
@@ -831,5 +841,5 @@ class KeyLog:
 
     def _max_read_offset(self) -> int | None:
         """The highest offset an `ok` read reached (None: no `ok` read)."""
-        ok = self.reads.loc[self.reads["type"] == "ok", "offset"]
-        return None if ok.empty else int(ok.max())
+        ok = self.reads["type"].to_numpy() == "ok"
+        return int(self.reads["offset"].to_numpy()[ok].max()) if ok.any() else None
