@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from checkers.checker import CheckContext
+from checkers.empty_frames import made_once
 from checkers.key_findings import (
     FindingRow,
     KeyFacts,
@@ -61,8 +62,12 @@ def at_least_once_violations(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
     invoked count: after a truncation, an offset committed earlier may hold a newer value."""
     commits = log.commits
     writes = log.writes
-    if commits.empty:
-        return losses.classify(writes.iloc[0:0]).assign(commit_op=None, committed=None)
+    if commits.empty:  # most keys: no group's
+        return made_once(
+            "at-least-once-violation",
+            writes.iloc[0:0],
+            lambda none: losses.classify(none).assign(commit_op=None, committed=None),
+        )
     candidates = writes[
         (writes["status"] == "ok")
         & writes["offset"].notna()
