@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from checkers.checker import CheckContext
+from checkers.empty_frames import made_once
 from checkers.key_findings import (
     FindingRow,
     KeyFacts,
@@ -44,8 +45,15 @@ ANOMALIES = ("at-least-once-violation",)
 def consumed_values(log: KeyLog) -> pd.Series:
     """Per value of the key read by an `ok` poll of a member: how many times."""
     reads = log.reads
-    by_members = reads[(reads["type"] == "ok") & reads["process_id"].isin(log.shared.members)]
-    return by_members.groupby("value", sort=False).size()
+    return reads[_consumed(log)].groupby("value", sort=False).size()
+
+
+def _consumed(log: KeyLog) -> np.ndarray:
+    """Which of the key's reads are `ok` polls of a member."""
+    reads = log.reads
+    ok = reads["type"].to_numpy() == "ok"
+    consumed: np.ndarray = ok & reads["process_id"].isin(log.shared.members).to_numpy()
+    return consumed
 
 
 def at_least_once_violations(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
@@ -54,8 +62,12 @@ def at_least_once_violations(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
     invoked count: after a truncation, an offset committed earlier may hold a newer value."""
     commits = log.commits
     writes = log.writes
-    if commits.empty:
-        return losses.classify(writes.iloc[0:0]).assign(commit_op=None, committed=None)
+    if commits.empty:  # most keys: no group's
+        return made_once(
+            "at-least-once-violation",
+            writes.iloc[0:0],
+            lambda none: losses.classify(none).assign(commit_op=None, committed=None),
+        )
     candidates = writes[
         (writes["status"] == "ok")
         & writes["offset"].notna()
@@ -140,7 +152,8 @@ def _committed_before_a_power_loss(
 
 def check_consumer_groups_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyFacts]:
     """The findings of this checker on one key, and how often its values were consumed."""
-    times = consumed_values(log).value_counts()
+    # Most keys of a long history are no group's: nothing consumed, nothing to count.
+    times = consumed_values(log).value_counts() if _consumed(log).any() else pd.Series()
     found: list[FindingRow | KeyFacts] = [
         *rows_of(
             CHECKER,

@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from checkers.checker import CheckContext
+from checkers.empty_frames import made_once
 from checkers.key_findings import FindingRow, KeyFacts, key_finding, keyed, rows_of
 from checkers.key_log import KeyLog
 from checkers.losses import KeyLosses, LossRules
@@ -83,13 +84,14 @@ def lost_writes(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
 def unseen_writes(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
     """`ok` writes that no `ok` read saw."""
     writes = log.writes
-    return losses.classify(writes[(writes["status"] == "ok") & ~writes["was_read"]])
+    ok = writes["status"].to_numpy() == "ok"
+    return losses.classify(writes[ok & ~writes["was_read"].to_numpy(dtype=bool)])
 
 
 def aborted_reads(log: KeyLog) -> pd.DataFrame:
     """Values read by an `ok` read although their send failed."""
     writes = log.writes
-    return writes[(writes["status"] == "fail") & writes["was_read"]]
+    return writes[(writes["status"].to_numpy() == "fail") & writes["was_read"].to_numpy(dtype=bool)]
 
 
 def final_read_coverage(log: KeyLog) -> dict[str, Any] | None:
@@ -97,14 +99,15 @@ def final_read_coverage(log: KeyLog) -> dict[str, Any] | None:
     went, the log end it read to (`log_end`, `reached_log_end`) and whether it was
     complete; None when no acknowledged write has an offset."""
     writes = log.writes
-    acked = writes.loc[(writes["status"] == "ok") & writes["offset"].notna(), "offset"]
-    if acked.empty:
+    offsets = writes["offset"]
+    acked = (writes["status"].to_numpy() == "ok") & offsets.notna().to_numpy()
+    if not acked.any():
         return None
-    max_acked = int(acked.max())
+    max_acked = int(offsets.to_numpy()[acked].max())
     lowest = int(log.offsets[0])
+    final = _final(log.reads)
     reads = log.reads
-    final = reads[(reads["type"] == "ok") & reads["final"]]
-    spans = _spans(final["process_id"].to_numpy(), final["offset"].to_numpy())
+    spans = _spans(reads["process_id"].to_numpy()[final], reads["offset"].to_numpy()[final])
     complete = bool(((spans["min"] <= lowest) & (spans["max"] >= max_acked)).any())
     log_end = reached_log_end(spans, log.shared.log_ends.get(log.key, {}), lowest)
     return {
@@ -114,6 +117,12 @@ def final_read_coverage(log: KeyLog) -> dict[str, Any] | None:
         "log_end": log_end,
         "complete": complete or log_end is not None,
     }
+
+
+def _final(reads: pd.DataFrame) -> np.ndarray:
+    """Which of `reads` (`KeyLog.reads`) the final read made: `ok` and `final`."""
+    final: np.ndarray = (reads["type"].to_numpy() == "ok") & reads["final"].to_numpy(dtype=bool)
+    return final
 
 
 def _spans(processes: np.ndarray, offsets: np.ndarray) -> pd.DataFrame:
@@ -154,14 +163,23 @@ def lost_acked_writes(
     policy allows it (`KeyLosses.classify`)."""
     writes = log.writes
     reads = log.reads
-    final_values = reads.loc[(reads["type"] == "ok") & reads["final"], "value"]
-    kept = (
-        (writes["status"] == "ok")
-        & writes["offset"].notna()
-        & (losses.effective_acks(writes["acks"]) == -1).fillna(False)
-        & ~writes["value"].isin(final_values)
-    ).to_numpy(dtype=bool)
-    missing = losses.classify(writes[kept] if kept.any() else writes.iloc[0:0])
+    final_values = reads["value"].to_numpy()[_final(reads)]
+    kept = (writes["status"].to_numpy() == "ok") & writes["offset"].notna().to_numpy()
+    if kept.any():
+        kept &= (losses.effective_acks(writes["acks"]) == -1).to_numpy(dtype=bool, na_value=False)
+        kept &= ~writes["value"].isin(final_values).to_numpy()
+    if not kept.any():  # most keys; the columns' dtypes follow the two facts' types
+        facts = (type(final_read_to), type(log_end))
+        return made_once(
+            ("lost-acked-write", facts),
+            writes.iloc[0:0],
+            lambda none: _missing(losses.classify(none), final_read_to, log_end),
+        )
+    return _missing(losses.classify(writes[kept]), final_read_to, log_end)
+
+
+def _missing(missing: pd.DataFrame, final_read_to: Any, log_end: Any) -> pd.DataFrame:
+    """The classified writes `missing` from the final read, with where it read to."""
     missing["final_read_to"] = final_read_to
     missing["log_end"] = log_end
     return missing
@@ -172,9 +190,10 @@ def held_span(log: KeyLog) -> tuple[int, int] | None:
     read (`ok` polls marked `final`) or listed by a replica's final read (`replica-read`);
     None when neither holds anything."""
     reads = log.reads
-    final = reads.loc[(reads["type"] == "ok") & reads["final"], "offset"].dropna()
-    lows = [int(final.min())] if not final.empty else []
-    highs = [int(final.max())] if not final.empty else []
+    final = reads["offset"].to_numpy()[_final(reads)]
+    final = final[~pd.isna(final)]
+    lows = [int(final.min())] if len(final) else []
+    highs = [int(final.max())] if len(final) else []
     for event in log.events:
         if event.f == "replica-read" and event.from_offset is not None:
             lows.append(event.from_offset)

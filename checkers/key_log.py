@@ -229,6 +229,19 @@ def _int(series: pd.Series) -> pd.Series:
     return series.astype("Int64")
 
 
+def _integers(values: Any) -> Any:
+    """`values` (an array) as pandas' nullable integers, as `_int` makes them: straight
+    from numpy's integers, or its floats of whole numbers with NaN for null."""
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
+        return pd.arrays.IntegerArray(values.astype(np.int64), np.zeros(len(values), dtype=bool))
+    if isinstance(values, np.ndarray) and values.dtype.kind == "f":
+        missing = np.isnan(values)
+        whole = np.where(missing, 0.0, values)
+        if (whole == np.trunc(whole)).all() and (np.abs(whole) < 2.0**53).all():
+            return pd.arrays.IntegerArray(whole.astype(np.int64), missing)
+    return _int(pd.Series(values)).array
+
+
 def _first_rows(groups: np.ndarray) -> np.ndarray:
     """The position of each group's first row, groups numbered in order of appearance."""
     first: np.ndarray = np.unique(groups, return_index=True)[1]
@@ -299,6 +312,43 @@ def _left_joined(left: pd.DataFrame, right: pd.DataFrame, on: list[str]) -> pd.D
     return out
 
 
+def _settled(writes: pd.DataFrame) -> pd.DataFrame:
+    """`writes` (with `seen` and the values' `reads`) with `was_read` and `committed`."""
+    writes["was_read"] = writes["reads"].notna()
+    info = (writes["status"] == "info").to_numpy()
+    # An indeterminate operation was seen when one of its values was read here, or, for
+    # one that sent to several keys, in another (`op_seen`).
+    read_here = writes.loc[info & writes["was_read"].to_numpy(), "invoke_index"]
+    seen = writes.pop("seen").to_numpy() | writes["invoke_index"].isin(read_here).to_numpy()
+    writes["committed"] = (writes["status"] == "ok").to_numpy() | (info & seen)
+    return writes
+
+
+def _looked_up(left: Mapping[str, Any], right: pd.DataFrame, on: str) -> dict[str, Any] | None:
+    """The columns `_left_joined` adds to a frame of the columns `left` from `right` on the
+    string column `on`, where it would add them by lookup; None where it would merge."""
+    wanted = left[on]
+    added = [name for name in right.columns if name != on]
+    if (
+        len(wanted) == 0
+        or len(right) == 0
+        or set(added) & set(left)
+        or not isinstance(wanted, np.ndarray)
+        or wanted.dtype.kind != "O"
+        or right[on].dtype != wanted.dtype
+        or not all(
+            isinstance(right[name].dtype, np.dtype) and right[name].dtype.kind in "iufO"
+            for name in added
+        )
+    ):
+        return None
+    keys = pd.Index(right[on])
+    if not keys.is_unique or keys.hasnans or pd.isna(wanted).any():
+        return None
+    at = keys.get_indexer(wanted)
+    return {name: _taken(right[name].to_numpy(), at) for name in added}
+
+
 _MOP_BITS = 20
 """(invoke_index, mop_index) as one integer: invoke_index * 2**20 + mop_index."""
 
@@ -333,6 +383,20 @@ def _positions(left: pd.DataFrame, right: pd.DataFrame, on: list[str]) -> np.nda
     return np.where(ordered[at] == wanted, order[at], -1)
 
 
+def _packed(high: np.ndarray, low: np.ndarray) -> np.ndarray | None:
+    """(invoke_index, mop_index) columns as one integer each (`_MOP_BITS`), or None where
+    they are not integers of a size that packs."""
+    if high.dtype.kind not in "iu" or low.dtype.kind not in "iu":
+        return None
+    high, low = high.astype(np.int64), low.astype(np.int64)
+    if len(low) and (
+        low.min() < 0 or low.max() >= 1 << _MOP_BITS or high.min() < 0 or high.max() >= 1 << 42
+    ):
+        return None
+    packed: np.ndarray = (high << _MOP_BITS) | low
+    return packed
+
+
 def _invoke_times(invokes: np.ndarray, times: np.ndarray, invoke_index: pd.Series) -> pd.array:
     """The time of each of `invoke_index`, from the operations' invocation rows (their
     `invokes` and `times`; null where the key's rows do not hold the invoke)."""
@@ -362,11 +426,20 @@ def _completions(rows: pd.DataFrame, sends: np.ndarray, done: np.ndarray) -> np.
     """For each of the rows `sends` (invocations), the position in `done` (completion rows)
     of its first completion, matched on (invoke_index, mop_index); -1: none."""
     keys = ["invoke_index", "mop_index"]
+    if len(sends) == 0 or len(done) == 0:
+        return np.full(len(sends), -1, dtype=np.int64)
+    packed = _packed(*(rows[name].to_numpy() for name in keys))
+    if packed is not None:
+        # np.unique's first occurrences are drop_duplicates' kept rows
+        known, first = np.unique(packed[done], return_index=True)
+        wanted = packed[sends]
+        at = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
+        found: np.ndarray = np.where(known[at] == wanted, first[at], -1)
+        return found
     left = pd.DataFrame({name: rows[name].to_numpy()[sends] for name in keys})
     right = pd.DataFrame({name: rows[name].to_numpy()[done] for name in keys})
     right = right.assign(_at=np.arange(len(done))).drop_duplicates(keys)
-    at = _positions(left, right, keys) if len(left) and len(right) else None
-    found: np.ndarray
+    at = _positions(left, right, keys)
     if at is not None:
         found = np.where(at >= 0, right["_at"].to_numpy()[at], -1)
         return found
@@ -491,6 +564,14 @@ class KeyLog:
         index, invoke_index, time, committed; in history order."""
         rows = self._rows
         mask = self._is("f", "commit") & self._is("type", *(types or ("ok",)))
+        names = ("process_id", "index", "invoke_index", "time", "offset")
+        if all(isinstance(rows[name].dtype, np.dtype) for name in names):
+            picked = {name: rows[name].to_numpy()[mask] for name in names}
+            if not np.isnan(picked["offset"].astype(np.float64)).any():
+                # numpy's stable sort of the index is the frame's, without the frame twice
+                at = np.argsort(picked["index"], kind="stable")
+                picked["committed"] = picked.pop("offset").astype(np.int64)
+                return pd.DataFrame({name: values[at] for name, values in picked.items()})
         commits = rows[mask] if mask.any() else rows.iloc[:0]  # most keys: no commit
         return pd.DataFrame(
             {
@@ -591,8 +672,8 @@ class KeyLog:
                 np.where(pd.isna(done_value), value[others], done_value).astype(object),
             ),
             "offset": (
-                _int(rows["offset"][ok]).array,
-                _int(pd.Series(_taken(rows["offset"].to_numpy()[done], completion))).array,
+                _integers(_picked(rows["offset"], ok)),
+                _integers(_taken(rows["offset"].to_numpy()[done], completion)),
             ),
             "status": (
                 np.full(count, "ok", dtype=object),
@@ -601,33 +682,40 @@ class KeyLog:
             "pending": (np.zeros(count, dtype=bool), pd.isna(op_type)),
             "invoke_index": (invoke_index[ok], invoke_index[others]),
             "complete_index": (
-                _int(rows["index"][ok]).array,
+                _integers(_picked(rows["index"], ok)),
                 told["op_complete_index"].array[at],
             ),
             "mop_index": _parts(rows["mop_index"], ok, others),
             "process_id": _parts(rows["process_id"], ok, others),
             "acks": (
-                _int(acks[ok]).array,
+                _integers(_picked(acks, ok)),
                 _int(done_acks.where(done_acks.notna(), acks.to_numpy()[others])).array,
             ),
-            "complete_time": (_int(rows["time"][ok]).array, told["op_complete_time"].array[at]),
+            "complete_time": (
+                _integers(_picked(rows["time"], ok)),
+                told["op_complete_time"].array[at],
+            ),
             "op_f": _parts(rows["op_f"], ok, others),
             "error": (self._errors(invoke_index[ok]), told["error"].to_numpy()[at]),
             "seen": (np.zeros(count, dtype=bool), told["op_seen"].to_numpy()[at]),
         }
-        writes = pd.DataFrame({name: _joined(*parts) for name, parts in columns.items()})
-        writes["invoke_time"] = _invoke_times(
-            invoke_index[sent], rows["time"].to_numpy()[sent], writes["invoke_index"]
+        made = {name: _joined(*parts) for name, parts in columns.items()}
+        made["invoke_time"] = _invoke_times(
+            invoke_index[sent], rows["time"].to_numpy()[sent], pd.Series(made["invoke_index"])
         )
-        writes = _left_joined(writes, self.read_values, ["value"])
-        writes["was_read"] = writes["reads"].notna()
-        info = (writes["status"] == "info").to_numpy()
-        # An indeterminate operation was seen when one of its values was read here, or, for
-        # one that sent to several keys, in another (`op_seen`).
-        read_here = writes.loc[info & writes["was_read"].to_numpy(), "invoke_index"]
-        seen = writes.pop("seen").to_numpy() | writes["invoke_index"].isin(read_here).to_numpy()
-        writes["committed"] = (writes["status"] == "ok").to_numpy() | (info & seen)
-        return writes
+        looked_up = _looked_up(made, self.read_values, "value")
+        if looked_up is None:
+            return _settled(_left_joined(pd.DataFrame(made), self.read_values, ["value"]))
+        # As `_settled` does it, on the arrays, the frame made once.
+        told_seen = pd.Series(made.pop("seen")).to_numpy()
+        made.update(looked_up)
+        was_read = ~pd.isna(made["reads"])
+        status = pd.Series(made["status"]).to_numpy()
+        info = status == "info"
+        invoked_by = pd.Series(made["invoke_index"])
+        seen = told_seen | invoked_by.isin(invoked_by[info & was_read]).to_numpy()
+        committed = (status == "ok") | (info & seen)
+        return pd.DataFrame({**made, "was_read": was_read, "committed": committed})
 
     def _errors(self, invoke_index: np.ndarray) -> np.ndarray:
         """The completion's error of each of the operations `invoke_index` (None: none)."""
@@ -649,24 +737,29 @@ class KeyLog:
     def _contents(self) -> pd.DataFrame:
         """Distinct (offset, value) of the evidence: what each offset was seen holding."""
         writes = self.writes
-        committed = (writes["committed"] & writes["offset"].notna()).to_numpy(dtype=bool)
+        offset = writes["offset"]
+        committed = writes["committed"].to_numpy(dtype=bool) & offset.notna().to_numpy()
         reads = self.reads
-        seen = pd.DataFrame(
-            {
-                "offset": np.concatenate(
-                    [
-                        reads["offset"].to_numpy(),
-                        writes["offset"][committed].astype(np.int64).to_numpy(),
-                    ]
-                ),
-                "value": np.concatenate(
-                    [
-                        reads["value"].to_numpy(dtype=object),
-                        writes["value"].to_numpy(dtype=object)[committed],
-                    ]
-                ),
-            }
+        offsets = np.concatenate(
+            [reads["offset"].to_numpy(), offset[committed].astype(np.int64).to_numpy()]
         )
+        values = np.concatenate(
+            [
+                reads["value"].to_numpy(dtype=object),
+                writes["value"].to_numpy(dtype=object)[committed],
+            ]
+        )
+        if (
+            offsets.dtype == np.int64
+            and len(values)
+            and np.abs(offsets).max() < 1 << 40
+            and not pd.isna(values).any()
+        ):
+            # drop_duplicates' first occurrences, of the pairs numbered as one integer each
+            value_codes, distinct = pd.factorize(values)
+            first = _first_rows(pd.factorize(offsets * len(distinct) + value_codes)[0])
+            return pd.DataFrame({"offset": offsets[first], "value": values[first]})
+        seen = pd.DataFrame({"offset": offsets, "value": values})
         return seen.drop_duplicates(ignore_index=True)
 
     def _offsets(self) -> np.ndarray:
@@ -694,6 +787,16 @@ class KeyLog:
 
     def _offset_values(self) -> pd.DataFrame:
         """Per offset in the evidence, in order: didx, value_count."""
+        offsets = self.contents["offset"].to_numpy()
+        if offsets.dtype == np.int64:  # the groupby's sorted groups and sizes
+            known, sizes = np.unique(offsets, return_counts=True)
+            return pd.DataFrame(
+                {
+                    "offset": known,
+                    "value_count": sizes.astype(np.int64),
+                    "didx": np.arange(len(known), dtype=np.int64),
+                }
+            )
         counts = self.contents.groupby("offset", sort=True).size()
         return pd.DataFrame(
             {
@@ -705,7 +808,26 @@ class KeyLog:
 
     def _values(self) -> pd.DataFrame:
         """Per value in the evidence: first_offset, last_offset, offset_count."""
-        grouped = self.contents.groupby("value", sort=False)["offset"]
+        contents = self.contents
+        offsets = contents["offset"].to_numpy()
+        values = contents["value"].to_numpy()
+        if offsets.dtype == np.int64 and len(values) and not pd.isna(values).any():
+            # the groupby's groups (in order of appearance) as numbers, reduced by numpy
+            groups, distinct = pd.factorize(values)
+            count = len(distinct)
+            first = _first_rows(groups)
+            low, high = offsets[first], offsets[first]
+            np.minimum.at(low, groups, offsets)
+            np.maximum.at(high, groups, offsets)
+            return pd.DataFrame(
+                {
+                    "value": np.asarray(distinct, dtype=object),
+                    "first_offset": low,
+                    "last_offset": high,
+                    "offset_count": np.bincount(groups, minlength=count).astype(np.int64),
+                }
+            )
+        grouped = contents.groupby("value", sort=False)["offset"]
         return pd.DataFrame(
             {
                 "first_offset": grouped.min(),
@@ -716,12 +838,16 @@ class KeyLog:
 
     def values_at(self, offsets: pd.Series) -> list[list[str]]:
         """The sorted distinct values seen at each of `offsets` (for samples)."""
+        if len(offsets) == 0:  # most keys: no offset holds several values
+            return []
         seen = self.contents[self.contents["offset"].isin(offsets)]
         listed = seen.sort_values("value").groupby("offset")["value"].agg(list)
         return [listed.get(offset, []) for offset in offsets]
 
     def offsets_of(self, values: pd.Series) -> list[list[int]]:
         """The sorted offsets holding each of `values` (for samples)."""
+        if len(values) == 0:  # most keys: no value sits at several offsets
+            return []
         seen = self.contents[self.contents["value"].isin(values)]
         listed = seen.sort_values("offset").groupby("value")["offset"].agg(list)
         return [listed.get(value, []) for value in values]
@@ -746,5 +872,5 @@ class KeyLog:
 
     def _max_read_offset(self) -> int | None:
         """The highest offset an `ok` read reached (None: no `ok` read)."""
-        ok = self.reads.loc[self.reads["type"] == "ok", "offset"]
-        return None if ok.empty else int(ok.max())
+        ok = self.reads["type"].to_numpy() == "ok"
+        return int(self.reads["offset"].to_numpy()[ok].max()) if ok.any() else None

@@ -356,9 +356,8 @@ def key_pass_frame(
             return
         table = pa.Table.from_batches(received)
         del received
-        column = table.column("key")
-        for key in pc.unique(column).to_pylist():
-            yield from run(table.filter(pc.equal(column, key))).to_batches()
+        for rows in key_tables(table):
+            yield from run(rows).to_batches()
 
     # One shuffle brings each key's rows into one partition. Not groupBy().applyInArrow:
     # that sorts every partition by key first, which at 10M lines costs the JVM 14 s of
@@ -373,6 +372,29 @@ def key_pass_frame(
         else prepared.repartition(partitions, "key")
     )
     return by_key.mapInArrow(run_partition, schema=PASS_DDL)
+
+
+SORTED_FROM = 64
+"""From this many keys in a partition on, `key_tables` sorts the partition's rows by key
+once rather than scanning them once a key: a scan costs about 5 ns a row, the sort about
+70 scans' worth (measured on a 457,000-row table of 200 keys)."""
+
+
+def key_tables(table: pa.Table) -> Iterator[pa.Table]:
+    """Each key's rows of `table` (the pass's rows of one partition), keys in order of first
+    appearance, each key's rows in their order."""
+    column = table.column("key")
+    keys = pc.unique(column)
+    if len(keys) < SORTED_FROM or column.null_count:
+        for key in keys.to_pylist():
+            yield table.filter(pc.equal(column, key))
+        return
+    # dictionary_encode numbers the keys in order of first appearance, as unique lists them
+    codes = pc.dictionary_encode(column.combine_chunks()).indices.to_numpy()
+    ordered = table.take(pa.array(np.argsort(codes, kind="stable")))
+    ends = np.cumsum(np.bincount(codes, minlength=len(keys)))
+    for start, end in zip(np.r_[0, ends[:-1]], ends, strict=True):
+        yield ordered.slice(int(start), int(end - start))
 
 
 def pass_partitions(spark: SparkSession) -> int:

@@ -36,6 +36,7 @@ import pandas as pd
 
 from checkers.config import ExpectedLoss, TestSettings
 from checkers.disk_faults import DiskFault
+from checkers.empty_frames import made_once
 from checkers.power_losses import POWER_LOST_COLUMNS, PowerLoss
 
 
@@ -163,6 +164,15 @@ class LossRules:
         return notes
 
 
+def _classified_empty(rows: pd.DataFrame) -> pd.DataFrame:
+    """`KeyLosses.classify` of the empty `rows`."""
+    return rows.assign(
+        effective_acks=pd.Series(dtype="Int64"),
+        expected=pd.Series(dtype=bool),
+        expected_reason=pd.Series(dtype=object),
+    )
+
+
 @dataclass(frozen=True)
 class KeyLosses:
     """The allowances on one key, for the per-key pass (`checkers.key_pass`): the rules,
@@ -260,11 +270,7 @@ class KeyLosses:
         """`rows` of lost writes (value, acks) plus `effective_acks`, `expected` and
         `expected_reason`, as `LossRules.classify`."""
         if rows.empty:  # most keys lose nothing
-            return rows.assign(
-                effective_acks=pd.Series(dtype="Int64"),
-                expected=pd.Series(dtype=bool),
-                expected_reason=pd.Series(dtype=object),
-            )
+            return made_once("classify", rows, _classified_empty)
         rows = self.with_acks(rows)
         acks = rows["effective_acks"]
         lossy = acks.isin([0, 1]).fillna(False).astype(bool)

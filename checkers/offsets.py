@@ -16,6 +16,7 @@ from __future__ import annotations
 import pandas as pd
 
 from checkers.checker import CheckContext
+from checkers.empty_frames import made_once
 from checkers.key_findings import FindingRow, key_finding, keyed, rows_of
 from checkers.key_log import KeyLog
 from checkers.losses import KeyLosses
@@ -28,10 +29,11 @@ ANOMALIES = ("inconsistent-offsets", "duplicate")
 def key_inconsistent_offsets(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
     """`inconsistent_offsets` on one key."""
     per_offset = log.offset_values
-    several = per_offset[per_offset["value_count"] > 1].copy()
+    kept = per_offset["value_count"].to_numpy() > 1
+    if not kept.any():  # most keys
+        return made_once(CHECKER, per_offset[kept], lambda none: _inconsistent(log, none))
+    several = per_offset[kept].copy()
     several["values"] = log.values_at(several["offset"])
-    if several.empty:
-        return several.assign(expected=False, expected_reason=None)
     writes = log.located_writes
     committed = writes[writes["committed"]].copy()
     committed["offset"] = committed["offset"].fillna(committed["first_offset"])
@@ -44,13 +46,34 @@ def key_inconsistent_offsets(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
     return several
 
 
+def _inconsistent(log: KeyLog, none: pd.DataFrame) -> pd.DataFrame:
+    """`key_inconsistent_offsets` where no offset holds several values (`none`)."""
+    several = none.copy()
+    several["values"] = log.values_at(several["offset"])
+    return several.assign(expected=False, expected_reason=None)
+
+
+def _duplicates(log: KeyLog, several: pd.DataFrame) -> pd.DataFrame:
+    """`several` (values at several offsets) with their offsets and the first one's dense
+    index."""
+    several = several.copy()
+    several["offsets"] = log.offsets_of(several["value"])
+    several["first_idx"] = log.dense(several["first_offset"]).to_numpy()
+    return several
+
+
 def key_duplicates(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
     """Values at several offsets of one key, with `sends` where retries may duplicate."""
     values = log.values
-    several = values[values["offset_count"] > 1].copy()
-    several["offsets"] = log.offsets_of(several["value"])
-    several["first_idx"] = log.dense(several["first_offset"]).to_numpy()
-    if not losses.rules.retries_may_duplicate or several.empty:
+    kept = values["offset_count"].to_numpy() > 1
+    if not kept.any():  # most keys
+        return made_once(
+            "duplicate",
+            values[kept],
+            lambda none: _duplicates(log, none).assign(expected=False, expected_reason=None),
+        )
+    several = _duplicates(log, values[kept])
+    if not losses.rules.retries_may_duplicate:
         return several.assign(expected=False, expected_reason=None)
     writes = log.writes[log.writes["value"].isin(several["value"])]
     sends = {

@@ -50,37 +50,36 @@ COUNTED = ["ok", "info"]
 """The completions of the send operations that a later operation's first send follows."""
 
 
-def _resets(log: KeyLog, processes: pd.Series) -> pd.DataFrame:
+def _resets(log: KeyLog, processes: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """(process_id, index) where an `ok`/`info` assign/subscribe of one of `processes`
-    dropped the key: its keys do not hold it, or are not known."""
+    dropped the key (its keys do not hold it, or are not known), as two arrays."""
     changes = log.shared.assignments
     mine = changes["process_id"].isin(processes.unique()).to_numpy(dtype=bool)
     dropped = mine & ~log.shared.holds(log.key)
-    return pd.DataFrame(
-        {name: changes[name].to_numpy()[dropped] for name in ("process_id", "index")}
-    )
+    return changes["process_id"].to_numpy()[dropped], changes["index"].to_numpy()[dropped]
 
 
 def _preceding(
-    rows: pd.DataFrame, counted: np.ndarray, resets: pd.DataFrame
+    rows: pd.DataFrame, counted: np.ndarray, resets: tuple[np.ndarray, np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per row of `rows` (process_id, index, mop_index), as positions in `rows` (-1: none):
     `prev`, the row before it in its process's history where that is of the same operation
     (`inner`); else `prev_counted`, the last `counted` row before it where no reset came
     after that one (`follows`)."""
     size = len(rows)
-    process = np.r_[rows["process_id"].to_numpy(dtype=np.int64), resets["process_id"]]
-    index = np.r_[rows["index"].to_numpy(dtype=np.int64), resets["index"]]
+    reset_process, reset_index = resets
+    process = np.r_[rows["process_id"].to_numpy(dtype=np.int64), reset_process]
+    index = np.r_[rows["index"].to_numpy(dtype=np.int64), reset_index]
     # a reset sorts before the micro-operations of an operation at its index
     mop = np.r_[
         rows["mop_index"].to_numpy(dtype=np.float64, na_value=-np.inf),
-        np.full(len(resets), -np.inf),
+        np.full(len(reset_index), -np.inf),
     ]
     if len(mop) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     order = np.lexsort((mop, index, process))  # stable: rows before resets where tied
     process, index = process[order], index[order]
-    row = np.r_[np.arange(size), np.full(len(resets), -1)][order]
+    row = np.r_[np.arange(size), np.full(len(reset_index), -1)][order]
     is_reset = row < 0
     at = np.arange(len(row))
     opens = np.r_[True, process[1:] != process[:-1]]
@@ -93,7 +92,7 @@ def _preceding(
 
     prev = np.where(at > group_start, at - 1, -1)
     inner = (prev >= 0) & ~is_reset[prev] & (index[prev] == index)
-    counted_at = last_before(np.r_[counted, np.zeros(len(resets), dtype=bool)][order])
+    counted_at = last_before(np.r_[counted, np.zeros(len(reset_index), dtype=bool)][order])
     # In history order, so a reset before the counted row came before its operation.
     follows = ~inner & (counted_at >= 0) & (last_before(is_reset) < counted_at)
     prev_row = np.full(size, -1)
@@ -121,9 +120,13 @@ STEP_COLUMNS = {
 """The columns of `_uneven_steps`, as an empty frame has them."""
 
 
+NO_STEPS = pd.DataFrame({name: pd.Series(dtype=kind) for name, kind in STEP_COLUMNS.items()})
+"""`_uneven_steps` without a step, made once (most keys have none)."""
+
+
 def _no_steps() -> pd.DataFrame:
-    """`_uneven_steps` without a step."""
-    return pd.DataFrame({name: pd.Series(dtype=kind) for name, kind in STEP_COLUMNS.items()})
+    """`_uneven_steps` without a step: a copy of `NO_STEPS`."""
+    return NO_STEPS.copy()
 
 
 def _uneven(
@@ -360,19 +363,14 @@ def _detail(status_field: str) -> list[tuple[str, str]]:
 
 
 def check_order_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
-    """The findings of this checker on one key (the per-key pass)."""
+    """The findings of this checker on one key (the per-key pass); a kind of step without
+    any (most keys) costs nothing more."""
+    found: list[FindingRow] = []
     reads = _with_detail(read_steps(log), log, losses)
-    inner, delta = reads["inner"], reads["delta"]
-    reads["skipped"] = (delta - 1).astype("Int64").where(~inner & (delta > 1))
-    # A skip forward between two operations is no anomaly (other producers wrote between):
-    # most of a long history's steps, left out before their frame is built.
-    steps = send_steps(log, skips_between=False)
-    sends = _with_detail(steps.reset_index(drop=True), log, losses)
-    send_inner, send_delta = sends["inner"], sends["delta"]
-    read_detail = [*_detail("type"), ("skipped", "skipped")]
-    send_detail = _detail("status")
-    return [
-        *rows_of(
+    if not reads.empty:
+        inner, delta = reads["inner"], reads["delta"]
+        reads["skipped"] = (delta - 1).astype("Int64").where(~inner & (delta > 1))
+        found += rows_of(
             CHECKER,
             {
                 "int-poll-skip": inner & (delta > 1),
@@ -382,10 +380,16 @@ def check_order_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
             },
             reads,
             order="index",
-            detail=read_detail,
+            detail=[*_detail("type"), ("skipped", "skipped")],
             expected="expected",
-        ),
-        *rows_of(
+        )
+    # A skip forward between two operations is no anomaly (other producers wrote between):
+    # most of a long history's steps, left out before their frame is built.
+    steps = send_steps(log, skips_between=False)
+    if not steps.empty:
+        sends = _with_detail(steps.reset_index(drop=True), log, losses)
+        send_inner, send_delta = sends["inner"], sends["delta"]
+        found += rows_of(
             CHECKER,
             {
                 "int-send-skip": send_inner & (send_delta > 1),
@@ -394,10 +398,10 @@ def check_order_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
             },
             sends,
             order="index",
-            detail=send_detail,
+            detail=_detail("status"),
             expected="expected",
-        ),
-    ]
+        )
+    return found
 
 
 class OrderChecker:

@@ -119,6 +119,10 @@ def _nodes_that_lost_power(value_json: str) -> list[str]:
     return [node for node in targets if isinstance(node, str)] if isinstance(targets, list) else []
 
 
+NONE_POWER_LOST = pd.DataFrame(columns=list(POWER_LOST_COLUMNS))
+"""`key_power_lost` of a key that lost nothing with power (most keys), made once."""
+
+
 def key_power_lost(
     log: KeyLog, losses: Sequence[PowerLoss], settings: TestSettings
 ) -> pd.DataFrame:
@@ -126,7 +130,7 @@ def key_power_lost(
     every replica that held them (the module's rules), with `POWER_LOST_COLUMNS`; empty
     without power losses."""
     if not losses or not settings.brokers:
-        return pd.DataFrame(columns=list(POWER_LOST_COLUMNS))
+        return NONE_POWER_LOST.copy()
     writes = log.located_writes
     reads = log.reads
     final_values = reads.loc[(reads["type"] == "ok") & reads["final"], "value"]
@@ -136,7 +140,7 @@ def key_power_lost(
     read_info = (writes["status"] == "info") & writes["was_read"]
     acked = writes[(ok | read_info) & missed]
     if acked.empty:
-        return pd.DataFrame(columns=list(POWER_LOST_COLUMNS))
+        return NONE_POWER_LOST.copy()
     memberships = [e for e in log.events if e.isr is not None]
     timeline = HolderTimeline(memberships, losses, settings)
     rows = []

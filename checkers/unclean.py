@@ -52,6 +52,12 @@ CHECKER = "unclean"
 ANOMALIES = ("unclean-loss-window",)
 
 
+NOTHING_LOST = pd.DataFrame(
+    columns=["value", "offset", "complete_time", "complete_index", "election_index"]
+)
+"""`key_unclean_lost` of a key that lost nothing (most keys), made once."""
+
+
 def key_unclean_lost(log: KeyLog) -> pd.DataFrame:
     """The key's committed writes lost in an unclean-loss window (the module's rules), with
     `election_index` (empty when the key had no unclean election)."""
@@ -60,9 +66,8 @@ def key_unclean_lost(log: KeyLog) -> pd.DataFrame:
         (e for e in events if e.f == "leader-election" and e.unclean),
         key=lambda e: (e.time, e.index),
     )
-    columns = ["value", "offset", "complete_time", "complete_index", "election_index"]
     if not elections:
-        return pd.DataFrame(columns=columns)
+        return NOTHING_LOST.copy()
     nan = float("nan")
     table = pd.DataFrame(
         {
@@ -82,7 +87,7 @@ def key_unclean_lost(log: KeyLog) -> pd.DataFrame:
     last_read = acked["last_read_time"].astype("float64")
     acked["complete_time"] = complete.where(ok, _least(complete, last_read))
     if acked.empty:
-        return pd.DataFrame(columns=columns)
+        return NOTHING_LOST.copy()
     pairs = acked.merge(table, how="cross")
     complete = pairs["complete_time"].astype("float64")
     last_read = pairs["last_read_time"].astype("float64")
