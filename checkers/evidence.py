@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checkers.dense import look_up, with_dense_index
+from checkers.key_log import READ_COLUMNS
 from checkers.session import is_connect
 
 
@@ -72,16 +73,10 @@ class Evidence:
         return self._persist(
             polls.select(
                 "key",
-                "offset",
-                "value",
-                "type",
-                "index",
-                "invoke_index",
-                "process_id",
-                "mop_index",
-                "poll_seq",
-                F.coalesce(F.col("final"), F.lit(False)).alias("final"),
-                "time",
+                *(
+                    F.coalesce(F.col(name), F.lit(False)).alias(name) if name == "final" else name
+                    for name in READ_COLUMNS
+                ),
             ).repartition("key")
         )
 

@@ -488,10 +488,14 @@ class ScheduleRunner:
         watching = self.watch is not None and not schedule.resolved
         members = [e for e in schedule.faults if e.fault.f in MEMBER_FAULTS]
         faults = [e for e in schedule.faults if e.fault.f not in MEMBER_FAULTS]
-        alongside = threading.Thread(
-            target=self._run_alongside, args=(members,), name="nemesis-members", daemon=True
+        alongside = (
+            threading.Thread(
+                target=self._run_alongside, args=(members,), name="nemesis-members", daemon=True
+            )
+            if members
+            else None
         )
-        if members:
+        if alongside is not None:
             alongside.start()
         try:
             for chunk in _runs(faults) if watching else [[e] for e in faults]:
@@ -504,7 +508,7 @@ class ScheduleRunner:
                     if self._apply_at(entry) is None:
                         break
         finally:
-            if members:
+            if alongside is not None:
                 alongside.join()
         record = sorted(self._record, key=lambda entry: entry.at_s)
         return Schedule(
