@@ -219,10 +219,14 @@ class WorkloadSpec(BaseModel):
     consumer_mode: ConsumerMode = "at-least-once"
     """Commit after processing (at-least-once) or before (at-most-once)."""
     subscription: Subscription = "subscribe"
-    """subscribe: every consumer reads every partition; assign: they share them out."""
-    group_membership: bool = False
-    """With subscribe: each consumer joins the group, whose coordinator shares the partitions
-    out among the members and rebalances them as members come and go (any client)."""
+    """subscribe: each consumer is a member of the group, whose coordinator shares the
+    partitions out (see group_membership); assign: the workload shares them out itself."""
+    group_membership: bool = True
+    """With subscribe (the default: true with subscribe, false with assign): each consumer
+    joins the group, whose coordinator shares the partitions out among the members and
+    rebalances them as members come and go (any client). false with subscribe: every consumer
+    reads every partition outside any rebalancing (squall's own client then keeps the group's
+    offsets in ZooKeeper, as Kafka 0.8 did)."""
     group_id: str | None = None
     """The consumer group (default: squall-<topic>)."""
     poll_timeout_ms: Size = 100
@@ -237,6 +241,14 @@ class WorkloadSpec(BaseModel):
     """Producer client settings (Kafka 0.8 names)."""
     consumer_config: dict[str, Any] = Field(default_factory=dict)
     """Consumer client settings (Kafka 0.8 names); the group keys are the workload's."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _membership_from_subscription(cls, data: Any) -> Any:
+        """Without `group_membership`: members of the group with subscribe, not with assign."""
+        if not isinstance(data, Mapping) or data.get("group_membership") is not None:
+            return data
+        return {**data, "group_membership": data.get("subscription", "subscribe") == "subscribe"}
 
     @model_validator(mode="before")
     @classmethod
@@ -420,9 +432,9 @@ class WorkloadSpec(BaseModel):
     def assignment(self, consumer: int) -> list[int]:
         """The partitions consumer number `consumer` reads.
 
-        subscribe: all of them (our consumer has no group rebalancing). assign: a share,
-        round-robin, so that the consumers together cover every partition. A member of a
-        group (`group_membership`): none until its coordinator gives it some.
+        A member of the group (`group_membership`, subscribe's default): none until its
+        coordinator gives it some. subscribe outside the group: all of them. assign: a
+        share, round-robin, so that the consumers together cover every partition.
         """
         if self.group_membership:
             return []

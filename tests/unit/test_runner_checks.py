@@ -46,7 +46,13 @@ def test_a_cluster_squall_did_not_deploy_needs_its_inventory_group_offsets_and_p
     with pytest.raises(SpecError, match="external runtime needs an inventory"):
         check_runnable(spec(runtime="external", workload=kafka))
     with pytest.raises(SpecError, match="make them members of the group"):
-        check_runnable(spec(runtime="external", inventory="cluster.toml"))
+        check_runnable(
+            spec(
+                runtime="external",
+                inventory="cluster.toml",
+                workload={"group_membership": False},
+            )
+        )
     with pytest.raises(SpecError, match=r"external runtime cannot apply freeze"):
         check_runnable(
             spec(

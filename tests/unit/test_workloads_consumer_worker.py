@@ -130,7 +130,12 @@ def make_worker(
         consumers=1,
         consumer_mode=mode,
         mix=mix,
-        **{"long_lived_consumers": 0, "consumer_crash_interval_s": None, **fields},
+        **{
+            "long_lived_consumers": 0,
+            "consumer_crash_interval_s": None,
+            "group_membership": False,
+            **fields,
+        },
     )
     path = tmp_path / "history.jsonl"
     writer = HistoryWriter(path)

@@ -32,10 +32,14 @@ def test_rate_is_split_between_producers_and_consumers_by_the_mix() -> None:
 
 
 def test_subscribe_assigns_every_partition_and_assign_shares_them_out() -> None:
-    subscribe = WorkloadSpec(partitions=5, consumers=2, subscription="subscribe")
+    member = WorkloadSpec(partitions=5, consumers=2, subscription="subscribe")
+    assert member.group_membership and member.assignment(0) == member.assignment(1) == []
+    subscribe = WorkloadSpec(
+        partitions=5, consumers=2, subscription="subscribe", group_membership=False
+    )
     assert subscribe.assignment(0) == subscribe.assignment(1) == [0, 1, 2, 3, 4]
     assign = WorkloadSpec(partitions=5, consumers=2, subscription="assign")
-    assert assign.assignment(0) == [0, 2, 4]
+    assert not assign.group_membership and assign.assignment(0) == [0, 2, 4]
     assert assign.assignment(1) == [1, 3]
     many = WorkloadSpec(partitions=2, consumers=3, subscription="assign")
     assert [many.assignment(i) for i in range(3)] == [[0], [1], [0]]
@@ -251,7 +255,7 @@ def test_group_membership_is_a_subscribing_at_least_once_consumer() -> None:
     member = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
     assert WorkloadSpec(group_membership=True, consumer_config=member).group_membership
     with pytest.raises(ValidationError, match="unknown consumer config key"):
-        WorkloadSpec(consumer_config=member)  # a member's settings, for no member
+        WorkloadSpec(consumer_config=member, group_membership=False)  # for no member
     with pytest.raises(ValidationError, match='needs subscription = "subscribe"'):
         WorkloadSpec(client="kafka-python", group_membership=True, subscription="assign")
     spec = WorkloadSpec(group_membership=True, consumer_mode="at-most-once")
