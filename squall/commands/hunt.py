@@ -24,6 +24,7 @@ from squall.commands.run import (
     ClientOption,
     DurationOption,
     FaultsOption,
+    GroupMembershipOption,
     IdempotenceOption,
     IntervalOption,
     InventoryOption,
@@ -39,6 +40,7 @@ from squall.commands.run import (
     SettingsOption,
     SpecOption,
     StoreOption,
+    SubscriptionOption,
     TimeLimitOption,
     TruncationOption,
     UncleanOption,
@@ -158,6 +160,8 @@ def hunt(
     client: str | None = ClientOption,
     idempotence: bool | None = IdempotenceOption,
     producer_retries: int | None = ProducerRetriesOption,
+    subscription: str | None = SubscriptionOption,
+    group_membership: bool | None = GroupMembershipOption,
     acks: int | None = AcksOption,
     partitions: int | None = PartitionsOption,
     replication_factor: int | None = ReplicationFactorOption,
@@ -244,6 +248,8 @@ def hunt(
         client=client,
         idempotence=idempotence,
         producer_retries=producer_retries,
+        subscription=subscription,
+        group_membership=group_membership,
     )
     spark_master, spark_remote = spark_target(ctx, spark_master, spark_remote)
     require_spark(spark_master, spark_remote)

@@ -161,6 +161,21 @@ IdempotenceOption = typer.Option(
     "duplicate is an anomaly (needs a Kafka --client, acks -1 and --producer-retries >= 1)."
     + _or_spec("no"),
 )
+SubscriptionOption = typer.Option(
+    None,
+    "--subscription",
+    metavar="subscribe|assign",
+    help="subscribe: the consumers are members of the group, whose coordinator shares the "
+    "partitions out and rebalances them; assign: the workload shares them out itself."
+    + _or_spec(_WORKLOAD["subscription"].default),
+)
+GroupMembershipOption = typer.Option(
+    None,
+    "--group-membership/--no-group-membership",
+    help="With subscribe: each consumer a member of the group; --no-group-membership gives "
+    "every consumer every partition outside any group (docs/clients.md)."
+    + _or_spec("yes with subscribe, no with assign"),
+)
 ProducerRetriesOption = typer.Option(
     None,
     "--producer-retries",
@@ -288,6 +303,8 @@ def spec_from_flags(
     client: str | None = None,
     idempotence: bool | None = None,
     producer_retries: int | None = None,
+    subscription: str | None = None,
+    group_membership: bool | None = None,
 ) -> TestSpec:
     """The test the configuration flags describe, over the spec file if any; exits USAGE
     when they do not make a valid test."""
@@ -314,6 +331,8 @@ def spec_from_flags(
         "workload/client": client,
         "workload/idempotence": idempotence,
         "workload/producer_retries": producer_retries,
+        "workload/subscription": subscription,
+        "workload/group_membership": group_membership,
         "workload/partitions": partitions,
         "workload/replication_factor": replication_factor,
         "workload/rate": rate,
@@ -342,6 +361,8 @@ def run(
     client: str | None = ClientOption,
     idempotence: bool | None = IdempotenceOption,
     producer_retries: int | None = ProducerRetriesOption,
+    subscription: str | None = SubscriptionOption,
+    group_membership: bool | None = GroupMembershipOption,
     acks: int | None = AcksOption,
     partitions: int | None = PartitionsOption,
     replication_factor: int | None = ReplicationFactorOption,
@@ -389,6 +410,8 @@ def run(
         client=client,
         idempotence=idempotence,
         producer_retries=producer_retries,
+        subscription=subscription,
+        group_membership=group_membership,
     )
     spark_master, spark_remote = spark_target(ctx, spark_master, spark_remote)
     _execute(

@@ -347,7 +347,7 @@ def test_campaign_ends_by_naming_each_report_uncut_at_80_columns(
     assert not lines[-1].startswith("{")  # the last line is not raw JSON
 
 
-def test_idempotence_flags_make_the_spec_or_a_usage_error(
+def test_idempotence_and_group_flags_make_the_spec_or_a_usage_error(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from squall.commands.run import spec_from_flags
@@ -377,3 +377,11 @@ def test_idempotence_flags_make_the_spec_or_a_usage_error(
     assert (spec.workload.idempotence, spec.workload.producer_retries) == (True, 4)
     assert main(["run", "--runtime", "local", "--idempotence"]) == ExitCode.USAGE
     assert "set producer_retries >= 1" in capsys.readouterr().err
+    assert spec_from_flags(None, **flags).workload.group_membership  # subscribe's default
+    outside = spec_from_flags(None, **flags, group_membership=False).workload
+    assert (outside.subscription, outside.group_membership) == ("subscribe", False)
+    assign = spec_from_flags(None, **flags, subscription="assign").workload
+    assert (assign.subscription, assign.group_membership) == ("assign", False)
+    argv = ["run", "--runtime", "local", "--subscription", "assign", "--group-membership"]
+    assert main(argv) == ExitCode.USAGE
+    assert 'group_membership needs subscription = "subscribe"' in capsys.readouterr().err
