@@ -23,10 +23,11 @@ failed poll, so records a failing poll fetched but never returned are read again
 A crash throws the client away (f "crash", type `info`, so the process is retired); the
 next step opens a fresh client, records its assign or subscribe, and resumes from the
 group's committed offsets: the `ok` assign or subscribe carries `positions`, the offset the
-new client starts reading at per key. subscribe assigns every partition (the consumer has no group
-rebalancing); assign takes the worker's share of them.
+new client starts reading at per key. subscribe outside the group (`group_membership = false`)
+assigns every partition; assign takes the worker's share of them.
 
-With `group_membership`, a consumer joins the group instead: its `ok` subscribe holds no keys,
+With `group_membership` (subscribe's default), a consumer joins the group instead (its crashes
+less frequent by default: WorkloadSpec.consumer_crash_interval_s): its `ok` subscribe holds no keys,
 and the group's coordinator gives it partitions at each rebalance. A poll during which the
 member was given an assignment is preceded in the history by what happened, as the eager
 protocol does it: an `ok` assign of no keys (everything revoked), then an `ok` assign of the

@@ -40,6 +40,8 @@ ConsumerMode = Literal["at-least-once", "at-most-once"]
 Subscription = Literal["assign", "subscribe"]
 
 MAX_VALUE_SIZE = 1 << 20
+CONSUMER_CRASH_INTERVAL_S = 5.0
+MEMBER_CRASH_INTERVAL_S = 60.0
 # The workload records every commit, so it alone decides when and where the group commits.
 _RESERVED_CONSUMER_KEYS = ("group.id", "zookeeper.connect", "auto.commit.enable")
 _ASYNC_PRODUCER_DEFAULTS: dict[str, object] = {"queue.buffering.max.ms": 5}
@@ -201,9 +203,13 @@ class WorkloadSpec(BaseModel):
     long_lived_consumers: Size = 2
     """Of the consumers, how many (at most all) never crash on purpose: they tail the log
     from the group's committed offsets for the whole run, through every fault."""
-    consumer_crash_interval_s: Positive | None = 5.0
+    consumer_crash_interval_s: Positive | None = CONSUMER_CRASH_INTERVAL_S
     """Mean seconds between crashes of each other consumer (exponentially distributed,
-    drawn in time, not per operation); none: no timed crashes."""
+    drawn in time, not per operation); none: no timed crashes. Default 5 s, but 60 s for
+    members of the group (`group_membership`): a member's crash (it leaves) and its
+    successor's join each rebalance the whole group, which takes a heartbeat interval or
+    more, so members crashing as often as plain consumers would keep the group rebalancing
+    without end, and no member would read."""
     poll_backoff_ms: Size = 100
     """Pause after a failed poll or consumer start, doubling with each failure in a row."""
     poll_backoff_max_ms: Size = 1000
@@ -245,10 +251,20 @@ class WorkloadSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _membership_from_subscription(cls, data: Any) -> Any:
-        """Without `group_membership`: members of the group with subscribe, not with assign."""
-        if not isinstance(data, Mapping) or data.get("group_membership") is not None:
+        """Without `group_membership`: members of the group with subscribe, not with assign;
+        without `consumer_crash_interval_s`: the members' or the plain consumers' default."""
+        if not isinstance(data, Mapping):
             return data
-        return {**data, "group_membership": data.get("subscription", "subscribe") == "subscribe"}
+        resolved = dict(data)
+        if resolved.get("group_membership") is None:
+            subscription = resolved.get("subscription", "subscribe")
+            resolved["group_membership"] = subscription == "subscribe"
+        if "consumer_crash_interval_s" not in resolved:
+            members = resolved["group_membership"] is True
+            resolved["consumer_crash_interval_s"] = (
+                MEMBER_CRASH_INTERVAL_S if members else CONSUMER_CRASH_INTERVAL_S
+            )
+        return resolved
 
     @model_validator(mode="before")
     @classmethod

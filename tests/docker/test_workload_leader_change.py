@@ -1,6 +1,8 @@
 """The queue workload through a leader change, on real containers: while one partition's
 leader is killed or paused, the producers go on sending to the other partitions and the
-consumers go on reading them; every send's outcome is recorded, however late.
+consumers go on reading them; every send's outcome is recorded, however late. The consumers
+read every partition outside any group (`group_membership = false`), so that what they read
+does not hang on where the group's coordinator sits or whether the group is rebalancing.
 
 Counted, not timed: the outage is the stretch of the history from the fault to the first
 `ok` of a send to the lost partition invoked after it (its new leader's, elected by the
@@ -56,6 +58,7 @@ def test_the_other_partitions_keep_being_written_and_read_while_one_leader_is_go
     topic = f"change-{fault}-{secrets.token_hex(3)}"
     spec = WorkloadSpec(
         topic=topic,
+        group_membership=False,
         partitions=3,
         replication_factor=3,
         topic_config={"min.insync.replicas": "2"},

@@ -77,9 +77,9 @@ def test_a_healthy_run_through_a_kafka_client_reads_every_acknowledged_value(
     cluster: Cluster, tmp_path: Path, client: str
 ) -> None:
     topic = f"healthy-{client}"
-    workload = QueueWorkload(
-        spec_for(topic, client=client, in_flight=4), client_factory=client_factory(client)
-    )
+    # Consumers outside any group, each on every partition (members: the group tests below).
+    spec = spec_for(topic, client=client, in_flight=4, group_membership=False)
+    workload = QueueWorkload(spec, client_factory=client_factory(client))
     bootstrap = kafka_bootstrap(cluster)
     workload.prepare(bootstrap)
     path = tmp_path / "history.jsonl"

@@ -40,6 +40,13 @@ def test_subscribe_assigns_every_partition_and_assign_shares_them_out() -> None:
     assert subscribe.assignment(0) == subscribe.assignment(1) == [0, 1, 2, 3, 4]
     assign = WorkloadSpec(partitions=5, consumers=2, subscription="assign")
     assert not assign.group_membership and assign.assignment(0) == [0, 2, 4]
+    # Members crash less often: each crash and each join rebalances the whole group.
+    assert member.consumer_crash_interval_s == 60.0
+    assert subscribe.consumer_crash_interval_s == assign.consumer_crash_interval_s == 5.0
+    chosen = WorkloadSpec(consumer_crash_interval_s=2.0)
+    assert chosen.group_membership and chosen.consumer_crash_interval_s == 2.0
+    assert WorkloadSpec(consumer_crash_interval_s=None).consumer_crash_interval_s is None
+    assert WorkloadSpec.model_validate(member.to_dict()) == member
     assert assign.assignment(1) == [1, 3]
     many = WorkloadSpec(partitions=2, consumers=3, subscription="assign")
     assert [many.assignment(i) for i in range(3)] == [[0], [1], [0]]
