@@ -499,8 +499,10 @@ _CONFORMANCE = (
         "`reader` the first `ok` read, which started at `offset` (`value`).",
         "a SUT truncation of the key to below the anchor, between the anchor's commit and "
         "the read, that removed committed records (below the high watermark then), an "
-        "allowed unclean election before the read, or an allowed loss with power of a record "
-        "below the anchor in between",
+        "allowed unclean election before the read, an allowed loss with power of a record "
+        "below the anchor in between, or an allowed loss with power of the group's commits "
+        "on the offsets topic in between (every broker's, or any one's while the offsets "
+        "topic's min.insync.replicas is 1)",
         "configuration",
         (
             "key",
@@ -524,8 +526,10 @@ _CONFORMANCE = (
         "process's anchor (`since: anchor`) or its own earlier commit (`since: own-commit`).",
         "a SUT truncation of the key to below `above`, after the process's anchor was "
         "committed, that removed committed records (below the high watermark then), an "
-        "allowed unclean election before the commit, or an allowed loss with power of a "
-        "record below `above` in between",
+        "allowed unclean election before the commit, an allowed loss with power of a "
+        "record below `above` in between, or an allowed loss with power of the group's "
+        "commits on the offsets topic in between (every broker's, or any one's while the "
+        "offsets topic's min.insync.replicas is 1)",
         "configuration",
         ("key", "process", "commit", "committed", "above", "since"),
     ),
@@ -536,8 +540,9 @@ _CONFORMANCE = (
         "`processes` are the group members whose `ok` assigns (`ops`) gave them the key "
         "under `generation`.",
         "a flush policy that does not fsync before acknowledging, when every broker lost "
-        "power between the two assigns (the group's generations on the offsets topic lost, "
-        "a generation given again); otherwise none: in each generation the group's leader "
+        "power between the two assigns, or any broker did while the offsets topic's "
+        "min.insync.replicas is 1 (the group's generations on the offsets topic lost, a "
+        "generation given again); otherwise none: in each generation the group's leader "
         "gives every partition to one member",
         "configuration",
         ("key", "generation", "processes", "ops"),
@@ -550,8 +555,9 @@ _CONFORMANCE = (
         "`commit` is the `ok` commit by `process` under `generation`, invoked after the `ok` "
         "assign `assign` of generation `newer` had completed; `key` lists the keys committed.",
         "a flush policy that does not fsync before acknowledging, when every broker lost "
-        "power between the assign and the commit (the group's generations on the offsets "
-        "topic lost); otherwise none: the coordinator takes commits only under the group's "
+        "power between the assign and the commit, or any broker did while the offsets "
+        "topic's min.insync.replicas is 1 (the group's generations on the offsets topic "
+        "lost); otherwise none: the coordinator takes commits only under the group's "
         "current generation (ILLEGAL_GENERATION otherwise)",
         "configuration",
         ("key", "process", "commit", "generation", "newer", "assign"),

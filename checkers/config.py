@@ -10,7 +10,9 @@ often the producer, without idempotence, may send a record again), `workload.ide
 `workload.consumer_mode` (`at-least-once`, or `at-most-once`: consumers commit what they
 fetched before delivering it), `workload.client` (the
 client library; one that resends on its own whatever its retries, `RESENDING_CLIENTS`),
-`broker_in_force["replica.lag.time.max.ms"]`, `brokers` (each broker node's name and its
+`broker_in_force["replica.lag.time.max.ms"]`,
+`broker_in_force["offsets.topic.min.insync.replicas"]` (1: an ISR of one acknowledges the
+consumer group's generations and commits), `brokers` (each broker node's name and its
 broker id: `{"n1": 1, ...}`, which joins nemesis events to SUT events) and
 `clock.tolerance_ns` (how far the SUT
 events' times may still be off the operations' after the runner corrected each node's
@@ -23,8 +25,10 @@ measured clock offset; `checkers.conformance`). They decide:
 - which losses it allows: those of acks=0/1 writes, with unclean leader election on those
   in an unclean-loss window, and, under a flush policy that does not fsync each message
   before it is acknowledged (`flush_messages` > 1), those lost with the power of every
-  replica that held them (`checkers.power_losses`). They are reported as expected losses,
-  not anomalies;
+  replica that held them (`checkers.power_losses`), and the consumer group's state on the
+  offsets topic lost with power (of every broker; of any, where the offsets topic's
+  min.insync.replicas is 1: `LossRules.group_state_losses`). They are reported as expected
+  losses, not anomalies;
 - whether a retried send may have landed twice (producer_retries > 0, or a client that
   resends on its own, and no idempotence): a `duplicate` that such a retry explains is
   then reported as expected, not as an anomaly.
@@ -82,6 +86,8 @@ class TestSettings:
     """`at-least-once` or `at-most-once` (None: not known)."""
     client: str | None = None
     replica_lag_time_max_ms: int | None = None
+    offsets_min_insync_replicas: int | None = None
+    """min.insync.replicas of the offsets topic, where the group's state lives."""
     clock_tolerance_ns: int | None = None
     brokers: Mapping[str, int] | None = None
     flush_messages: int | None = None
@@ -151,6 +157,7 @@ class TestSettings:
             "consumer_mode": self.consumer_mode,
             "client": self.client,
             "replica_lag_time_max_ms": self.replica_lag_time_max_ms,
+            "offsets_min_insync_replicas": self.offsets_min_insync_replicas,
             "clock_tolerance_ns": self.event_tolerance_ns,
             "brokers": None if self.brokers is None else dict(self.brokers),
             "flush_messages": self.flush_messages,
@@ -239,7 +246,8 @@ def read_test_settings(path: Path) -> TestSettings:
         idempotence=_field(doc, where, "workload", "idempotence", bool),
         consumer_mode=_consumer_mode(where, doc),
         client=_field(doc, where, "workload", "client", str),
-        replica_lag_time_max_ms=_lag_time(where, doc),
+        replica_lag_time_max_ms=_broker_int(where, doc, "replica.lag.time.max.ms", 0),
+        offsets_min_insync_replicas=_broker_int(where, doc, "offsets.topic.min.insync.replicas", 1),
         clock_tolerance_ns=_field(doc, where, "clock", "tolerance_ns", int),
         brokers=_brokers(where, doc),
         flush_messages=_positive(where, doc, "flush_messages"),
@@ -280,23 +288,21 @@ def _brokers(path: str, doc: dict[str, Any]) -> dict[str, int] | None:
     return dict(brokers)
 
 
-def _lag_time(path: str, doc: dict[str, Any]) -> int | None:
-    """`broker_in_force["replica.lag.time.max.ms"]` as an integer (None: absent)."""
+def _broker_int(path: str, doc: dict[str, Any], name: str, least: int) -> int | None:
+    """`broker_in_force[name]` as an integer of at least `least` (None: absent)."""
     settings = doc.get("broker_in_force")
-    if not isinstance(settings, dict) or settings.get("replica.lag.time.max.ms") is None:
+    if not isinstance(settings, dict) or settings.get(name) is None:
         return None
-    raw = settings["replica.lag.time.max.ms"]
+    raw = settings[name]
     try:
-        lag = int(str(raw))
+        value = int(str(raw))
     except ValueError:
         raise TestConfigError(
-            f"{path}: broker_in_force.replica.lag.time.max.ms is {raw!r}, expected an integer"
+            f"{path}: broker_in_force.{name} is {raw!r}, expected an integer"
         ) from None
-    if lag < 0:
-        raise TestConfigError(
-            f"{path}: broker_in_force.replica.lag.time.max.ms is {lag}, expected >= 0"
-        )
-    return lag
+    if value < least:
+        raise TestConfigError(f"{path}: broker_in_force.{name} is {value}, expected >= {least}")
+    return value
 
 
 def _acks(path: str, doc: dict[str, Any]) -> int | None:

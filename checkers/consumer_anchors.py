@@ -36,7 +36,9 @@ key at any time before, while unclean election is allowed (offsets read from the
 leader may be committed after the election), or, where the flush policy allows it, a write
 of the key below the higher offset lost with power after an `ok` read last returned the
 record just below the higher offset before its commit, and before the finding
-(`checkers.power_losses`): the offsets may be committed after the power loss that cut them. Final reads (`final`) start from the
+(`checkers.power_losses`): the offsets may be committed after the power loss that cut them;
+or a power loss in between that may have taken the group's commits themselves from the
+offsets topic (`LossRules.group_state_losses`). Final reads (`final`) start from the
 log's beginning by design and are not judged. `info` commits lower an anchor (they may
 have landed) but are not compared as the process's own. Found per key, in the per-key pass (`checkers.key_pass`); sessions and
 commits are few beside the reads, and each is placed with numpy searches.
@@ -285,6 +287,13 @@ def _explained(
     for at in np.flatnonzero(~explained & pd.notna(powered)):
         reasons[at] = str(powered[at])
         explained[at] = True
+    # The group's commits themselves lost with power on the offsets topic: the anchor (or
+    # the commit above) gone, a later reader starts where an older commit left the group.
+    for loss, why in losses.rules.group_state_losses():
+        hit = (loss.time >= since - tolerance) & (loss.time <= times + tolerance) & ~explained
+        for at in np.flatnonzero(hit):
+            reasons[at] = why
+        explained |= hit
     return explained, reasons
 
 

@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from checkers.checker import CheckContext
 from checkers.events import NemesisEvent
 from checkers.findings import Finding, finding
+from checkers.power_losses import PowerLoss
 from checkers.results import CheckerReport
 
 CHECKER = "generations"
@@ -124,27 +125,18 @@ def rebalance_counts(assign: DataFrame) -> dict[str, int]:
     return {k: 0 if row is None else int(row[k] or 0) for k in names}
 
 
-def rack_power_losses(nemesis: Sequence[NemesisEvent], brokers: Sequence[str]) -> list[int]:
-    """The indexes of the power losses that hit every broker at once: the group's state on
-    the offsets topic (its generations, its commits) that no replica had fsynced is gone."""
-    every = set(brokers)
-    found = []
-    for index, _, f, value_json in nemesis:
-        if f != "power-loss" or not value_json:
-            continue
-        outcome = (json.loads(value_json) or {}).get("outcome") or {}
-        hit = {node for node, result in outcome.items() if result != "not-running"}
-        if every and every <= hit:
-            found.append(index)
-    return found
-
-
-def _after_power_loss(losses: Sequence[int], since: Column, until: Column) -> Column:
-    """Whether one of `losses` lies between the two indexes."""
+def _lost_between(
+    losses: Sequence[tuple[PowerLoss, str]], since: Column, until: Column
+) -> tuple[Column, Column]:
+    """Whether one of the group state's `losses` lies between the two indexes, and the
+    reason of the first that does."""
     condition = F.lit(False)
-    for index in losses:
-        condition = condition | ((since < F.lit(index)) & (F.lit(index) < until))
-    return condition
+    reason: Column = F.lit(None).cast("string")
+    for loss, why in reversed(losses):
+        between = (since < F.lit(loss.index)) & (F.lit(loss.index) < until)
+        condition = condition | between
+        reason = F.when(between, F.lit(why)).otherwise(reason)
+    return condition, reason
 
 
 class GenerationsChecker:
@@ -161,37 +153,29 @@ class GenerationsChecker:
                 "again to judge generations"
             )
             return CheckerReport(self.name, [Finding(CHECKER, (), None)], notes=[note])
-        losses = (
-            rack_power_losses(context.nemesis, sorted(context.settings.brokers or {}))
-            if context.losses.power_loss_allowed
-            else []
-        )
-        reason = F.lit(
-            "a power loss of every broker came between (the group's generations and commits "
-            f"on the offsets topic that no replica had fsynced are gone; "
-            f"{context.settings.flush_policy} does not fsync before acknowledging)"
-        )
-        owned = double_owners(assign)
+        losses = context.losses.group_state_losses()
+        twice, twice_why = _lost_between(losses, F.array_min("ops"), F.array_max("ops"))
         owners = finding(
             CHECKER,
             "generation-double-owner",
-            owned.withColumn("expected_reason", reason),
+            double_owners(assign).withColumn("expected_reason", twice_why),
             order="last",
             detail=["key", "generation", "processes", "ops"],
-            expected=_after_power_loss(losses, F.array_min("ops"), F.array_max("ops")),
+            expected=twice,
             json_fields=(),
         )
-        stale = finding(
+        stale, stale_why = _lost_between(losses, F.col("assign"), F.col("commit"))
+        stale_found = finding(
             CHECKER,
             "stale-generation-commit",
-            stale_commits(assign).withColumn("expected_reason", reason),
+            stale_commits(assign).withColumn("expected_reason", stale_why),
             order="commit",
             detail=["key", "process", "commit", "generation", "newer", "assign"],
-            expected=_after_power_loss(losses, F.col("assign"), F.col("commit")),
+            expected=stale,
             json_fields=(),
         )
         details: dict[str, Any] = rebalance_counts(assign)
         faults = member_faults(context.nemesis)
         if faults["counts"]:
             details["member_faults"] = faults
-        return CheckerReport(self.name, [owners, stale], details=details)
+        return CheckerReport(self.name, [owners, stale_found], details=details)

@@ -13,6 +13,13 @@ power and the flush setting, and a write that an ISR of one acknowledged under
 such a loss stays an anomaly: nothing here excuses a loss while a replica that held the
 write kept its power (a minority's power loss, a corrupted file, a rollback).
 
+A consumer group's state on the offsets topic (its generations, its commits) is written
+under the same flush policy: where it does not fsync, a power loss of every broker may take
+what the group had acknowledged, and so may one of any broker where the offsets topic's
+`min.insync.replicas` is 1 (an ISR of one acknowledges it): `LossRules.group_state_losses`,
+with which the group checkers explain generations handed out again and commits gone
+backwards.
+
 Such a loss truncates the log: offsets are handed out again, so a producer's next send or a
 consumer's next read may land at or before where it was (`checkers.order` explains such a
 step back by the lost position).
@@ -70,6 +77,40 @@ class LossRules:
                 f"the power of {lost_with} ({flush})"
             )
         return f"lost with the power of {lost_with}; {flush}"
+
+    def group_state_losses(self) -> tuple[tuple[PowerLoss, str], ...]:
+        """The power losses that may have taken the consumer group's acknowledged state on
+        the offsets topic, each with the reason: under a flush policy that does not fsync
+        before acknowledging, one of every broker; or, where the offsets topic's
+        min.insync.replicas is 1, one of any broker (which may have been the ISR of one of
+        the group's offsets partition: squall does not place the group's partition)."""
+        if not self.power_loss_allowed:
+            return ()
+        flush = f"{self.settings.flush_policy} does not fsync before acknowledging"
+        every = set(self.settings.brokers or {})
+        alone = self.settings.offsets_min_insync_replicas == 1
+        found: list[tuple[PowerLoss, str]] = []
+        for loss in self.power_losses:
+            if every and every <= set(loss.nodes):
+                found.append(
+                    (
+                        loss,
+                        f"a power loss of every broker at index {loss.index} came between "
+                        "(the group's generations and commits on the offsets topic that no "
+                        f"replica had fsynced are gone; {flush})",
+                    )
+                )
+            elif alone:
+                nodes = ", ".join(loss.nodes)
+                found.append(
+                    (
+                        loss,
+                        f"a power loss of {nodes} at index {loss.index} came between "
+                        "(offsets.topic.min.insync.replicas=1 lets an ISR of one acknowledge "
+                        f"the group's generations and commits; {flush})",
+                    )
+                )
+        return tuple(found)
 
     def _node(self, broker: int) -> str:
         names = {b: n for n, b in (self.settings.brokers or {}).items()}

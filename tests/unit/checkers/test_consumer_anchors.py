@@ -370,3 +370,44 @@ def test_an_allowed_unclean_election_before_the_anchor_commit_explains(
     )
     strict = check_history(history)["checkers"]["consumer_anchors"]
     assert strict["counts"]["poll-below-anchor"] == 1
+
+
+@pytest.mark.parametrize("offsets_min_insync", ["1", "2"])
+def test_commits_lost_with_one_brokers_power_explain_only_under_an_offsets_isr_of_one(
+    spark: Any, tmp_path: Path, offsets_min_insync: str
+) -> None:
+    """The group's commit lost from the offsets topic with one broker's power (an ISR of one
+    acknowledged it, offsets.topic.min.insync.replicas=1, under a flush policy that does not
+    fsync): the next consumer starts from 0, expected with that reason; with 2, an anomaly."""
+    never = 2**63 - 1
+    test = {
+        "topic": {
+            "replication_factor": 3,
+            "min_insync_replicas": 2,
+            "unclean_leader_election": False,
+            "flush_messages": never,
+            "flush_ms": never,
+            "flush_setting": "log.flush.interval.messages",
+        },
+        "workload": {"acks": -1, "producer_retries": 0},
+        "brokers": {"n1": 1, "n2": 2, "n3": 3},
+        "broker_in_force": {"offsets.topic.min.insync.replicas": offsets_min_insync},
+    }
+    b = HistoryBuilder(tmp_path / "h", test_json=test)
+    k = "lost-commit"
+    v = log_of(b, k, 6)
+    p = b.process()
+    b.assign(p, [k])
+    b.poll(p, {k: records(v, 0, 4)})
+    b.commit(p, {k: 4})
+    b.nemesis("power-loss", {"targets": ["n2"], "outcome": {"n2": "lost-power"}})
+    q = b.process()
+    b.assign(q, [k])
+    b.poll(q, {k: records(v, 0, 2)})
+    found = check_history(b.close())["checkers"]["consumer_anchors"]
+    if offsets_min_insync == "1":
+        assert found["counts"]["poll-below-anchor"] == 0
+        (case,) = found["expected"]["poll-below-anchor"]
+        assert "offsets.topic.min.insync.replicas=1" in case["expected_because"]
+    else:
+        assert found["counts"]["poll-below-anchor"] == 1

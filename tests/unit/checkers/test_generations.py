@@ -164,3 +164,42 @@ def test_generations_reused_after_every_broker_lost_power_are_expected(
     (case,) = report["anomalies"]["stale-generation-commit"]
     assert (case["generation"], case["newer"]) == (4, 5)
     assert report["counts"] == {"generation-double-owner": 0, "stale-generation-commit": 1}
+
+
+@pytest.mark.parametrize("offsets_min_insync", ["1", "2"])
+def test_a_power_loss_of_one_broker_explains_them_only_under_an_offsets_isr_of_one(
+    spark: Any, tmp_path: Path, offsets_min_insync: str
+) -> None:
+    """With offsets.topic.min.insync.replicas=1 an ISR of one may have acknowledged the
+    group's records, so a power loss of any one broker may take them (a generation given
+    again is then expected, with that reason); with 2, a minority's power loss keeps them
+    on a replica that had its power, and the same history is an anomaly."""
+    never = 2**63 - 1
+    test = {
+        "topic": {
+            "replication_factor": 3,
+            "min_insync_replicas": int(offsets_min_insync),
+            "unclean_leader_election": False,
+            "flush_messages": never,
+            "flush_ms": never,
+            "flush_setting": "log.flush.interval.messages",
+        },
+        "workload": {"acks": -1, "producer_retries": 0},
+        "brokers": {"n1": 1, "n2": 2, "n3": 3},
+        "broker_in_force": {"offsets.topic.min.insync.replicas": offsets_min_insync},
+    }
+    b = HistoryBuilder(tmp_path, test_json=test)
+    one, two = b.process(), b.process()
+    for p in (one, two):
+        b.subscribe(p, [])
+    b.assign(one, ["k0"], generation=2)
+    b.nemesis("power-loss", {"targets": ["n3"], "outcome": {"n3": "lost-power"}})
+    b.assign(two, ["k0"], generation=2)  # generation 2 given again, to another member
+    report = check_history(b.close(), config=ALL)["checkers"]["generations"]
+    if offsets_min_insync == "1":
+        (case,) = report["expected"]["generation-double-owner"]
+        assert "power loss of n3" in case["expected_because"]
+        assert "offsets.topic.min.insync.replicas=1" in case["expected_because"]
+        assert report["counts"]["generation-double-owner"] == 0
+    else:
+        assert report["counts"]["generation-double-owner"] == 1
