@@ -151,6 +151,14 @@ def test_test_json(tmp_path: Path) -> None:
     path.write_text('{"workload": {"acks": 2}}')
     with pytest.raises(TestConfigError, match=r"workload\.acks"):
         read_test_settings(path)
+    path.write_text('{"broker_in_force": {"offsets.topic.min.insync.replicas": "1"}}')
+    assert read_test_settings(path).offsets_min_insync_replicas == 1
+    path.write_text('{"broker_in_force": {"offsets.topic.min.insync.replicas": "0"}}')
+    with pytest.raises(TestConfigError, match=r"offsets\.topic\.min\.insync\.replicas is 0"):
+        read_test_settings(path)
+    path.write_text('{"broker_in_force": {"replica.lag.time.max.ms": "soon"}}')
+    with pytest.raises(TestConfigError, match=r"replica\.lag\.time\.max\.ms is 'soon'"):
+        read_test_settings(path)
     path.write_text("{not json")
     with pytest.raises(TestConfigError, match="cannot be read as JSON"):
         read_test_settings(path)
