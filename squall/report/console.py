@@ -21,6 +21,7 @@ from squall.report.verdict import (
     describe_faults,
     describe_lost,
     explain,
+    group_summary,
     history_events,
     lost_counts,
     replica_reads_summary,
@@ -136,9 +137,9 @@ def print_results(
         allowed = ", ".join(f"{k} {v:,}" for k, v in sorted(expected.items()) if v) or "-"
         checkers.add_row(name, _verdict(checker.get("valid")), shown, allowed)
     parts.append(checkers)
-    replicas = replica_reads_summary(results)
-    if replicas is not None:
-        parts.append(Text(replicas, style="dim"))
+    for summary in (replica_reads_summary(results), group_summary(results)):
+        if summary is not None:
+            parts.append(Text(summary, style="dim"))
 
     for name, checker in sorted(results.get("checkers", {}).items()):
         for anomaly, found in sorted(checker.get("anomalies", {}).items()):

@@ -27,6 +27,7 @@ from squall.report.verdict import (
     describe_faults,
     describe_lost,
     explain,
+    group_summary,
     replica_reads_summary,
 )
 
@@ -514,9 +515,9 @@ def _checkers(results: Mapping[str, Any], samples: int) -> list[str]:
             f"<td>{_counts(expected) if expected else '-'}</td></tr>"
         )
     out.append("</table>")
-    replicas = replica_reads_summary(results)
-    if replicas is not None:
-        out.append(f"<p class='caption'>{html.escape(replicas)}</p>")
+    for summary in (replica_reads_summary(results), group_summary(results)):
+        if summary is not None:
+            out.append(f"<p class='caption'>{html.escape(summary)}</p>")
     notes = results.get("notes", [])
     for note in notes if isinstance(notes, list) else [notes]:
         out.append(f"<p><em>{_text(note)}</em></p>")

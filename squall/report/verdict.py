@@ -186,6 +186,31 @@ def describe_faults(test: Mapping[str, Any] | None, applied: Sequence[Mapping[st
     return f"faults: {asked}{done}{timing}"
 
 
+def group_summary(results: Mapping[str, Any]) -> str | None:
+    """What the consumer group went through, in words, from the `generations` checker's
+    details (None: no member of a group in the history)."""
+    section = results.get("checkers", {}).get("generations", {})
+    details = section.get("details", {}) if isinstance(section, Mapping) else {}
+    if not isinstance(details, Mapping) or not details.get("generations"):
+        return None
+    text = (
+        f"consumer group: {details['generations']:,} generations, "
+        f"{details.get('revocations', 0):,} rebalances of a member (partitions revoked), "
+        f"{details.get('refused_commits', 0):,} commits refused"
+    )
+    faults = details.get("member_faults") or {}
+    counts = faults.get("counts", {}) if isinstance(faults, Mapping) else {}
+    slept = [float(s) for s in faults.get("paused_s", [])] if isinstance(faults, Mapping) else []
+    done = []
+    if counts.get("pause-member"):
+        span = f" ({min(slept):.1f}-{max(slept):.1f} s each)" if slept else ""
+        done.append(f"{counts['pause-member']} paused{span}")
+    for f, verb in (("kill-member", "killed"), ("leave-member", "made to leave")):
+        if counts.get(f):
+            done.append(f"{counts[f]} {verb}")
+    return text + (f"; members faulted: {', '.join(done)}" if done else "")
+
+
 def replica_reads_summary(results: Mapping[str, Any]) -> str | None:
     """What the replica reads covered, in words (None: the history has none)."""
     section = results.get("checkers", {}).get("replicas", {})

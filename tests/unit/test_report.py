@@ -308,3 +308,31 @@ def test_write_reports_renders_a_run_directory(tmp_path: Path) -> None:
     assert f"<code>squall replay {run}</code>" in page
     assert "<td>NETWORK_EXCEPTION: cannot connect to &lt;addr&gt;</td><td>4</td>" in page
     assert "the 4 events: 2 faults applied, 1 leader elections (0 unclean)" in page
+
+
+def test_the_consumer_groups_story_is_told_in_the_html_and_the_terminal() -> None:
+    from rich.console import Console
+
+    from squall.report.console import print_results
+
+    details = {
+        "generations": 14,
+        "revocations": 83,
+        "refused_commits": 13,
+        "member_faults": {
+            "counts": {"pause-member": 3, "resume-member": 3, "kill-member": 1},
+            "paused_s": [15.191, 23.281, 17.777],
+        },
+    }
+    results = {"valid": True, "checkers": {"generations": {"valid": True, "details": details}}}
+    said = (
+        "consumer group: 14 generations, 83 rebalances of a member (partitions revoked), 13 "
+        "commits refused; members faulted: 3 paused (15.2-23.3 s each), 1 killed"
+    )
+    assert said in render_html(results)
+    console = Console(record=True, width=400)
+    print_results(results, console=console)
+    assert said in console.export_text()
+    quiet = Console(record=True, width=400)
+    print_results({"valid": True, "checkers": {}}, console=quiet)
+    assert "consumer group" not in quiet.export_text()
