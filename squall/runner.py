@@ -601,10 +601,11 @@ def check_runnable(spec: TestSpec) -> None:
         and not workload.group_membership
     ):
         raise SpecError(
-            "squall's own consumers keep their group's offsets in ZooKeeper, which a cluster "
-            "squall did not deploy does not offer: make them members of the group "
-            "(group_membership = true in the spec's [workload], whose coordinator keeps the "
-            "offsets), or use --client confluent-kafka or --client kafka-python"
+            "squall's own consumers outside the group (group_membership = false) keep their "
+            "group's offsets in ZooKeeper, which a cluster squall did not deploy does not "
+            "offer: make them members of the group (drop group_membership = false, or "
+            "--group-membership; the group's coordinator keeps the offsets), or use "
+            "--client confluent-kafka or --client kafka-python"
         )
     nemesis = spec.nemesis
     if nemesis is None or nemesis.generator in DEFAULT_GENERATORS:

@@ -116,8 +116,9 @@ class QueueWorkload:
             and not spec.group_membership
         ):
             raise WorkloadSpecError(
-                "squall's consumers keep their group's offsets in ZooKeeper: pass "
-                "zookeeper_connect (the cluster's HOST:PORT), set group_membership (the "
+                "squall's consumers outside the group (group_membership=False) keep their "
+                "group's offsets in ZooKeeper: pass zookeeper_connect (the cluster's "
+                "HOST:PORT), make them members of the group (the default with subscribe: the "
                 "group's coordinator keeps them), or set consumers=0"
             )
         if self._prepared != bootstrap:
