@@ -18,11 +18,14 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+
+from pyspark import cloudpickle
 
 import checkers.check as check_module
 from checkers import CheckConfig
@@ -86,6 +89,8 @@ def phases(run: Path, master: str) -> dict[str, Any]:
         setattr(check_module, name, _timed(function, name, spent))
     from checkers.registry import REGISTRY
 
+    if __name__ != "__main__":  # imported: the workers get the wrapper by value too
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
     chosen: Iterable[Checker] = [TimedChecker(checker, spent) for checker in REGISTRY]
     started = time.perf_counter()
     try:
