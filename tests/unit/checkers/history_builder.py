@@ -15,6 +15,29 @@ from typing import Any
 from histories import HistoryWriter
 
 Record = tuple[int, Any]
+NEVER = 2**63 - 1
+
+
+def unfsynced_test_json(
+    min_insync_replicas: int, *, offsets_min_insync_replicas: str | None = None
+) -> dict[str, Any]:
+    """A test.json of three brokers whose flush policy never fsyncs (Kafka's default), acks
+    -1, unclean election off; with `offsets_min_insync_replicas`, the offsets topic's."""
+    test: dict[str, Any] = {
+        "topic": {
+            "replication_factor": 3,
+            "min_insync_replicas": min_insync_replicas,
+            "unclean_leader_election": False,
+            "flush_messages": NEVER,
+            "flush_ms": NEVER,
+            "flush_setting": "log.flush.interval.messages",
+        },
+        "workload": {"acks": -1, "producer_retries": 0},
+        "brokers": {"n1": 1, "n2": 2, "n3": 3},
+    }
+    if offsets_min_insync_replicas is not None:
+        test["broker_in_force"] = {"offsets.topic.min.insync.replicas": offsets_min_insync_replicas}
+    return test
 
 
 class HistoryBuilder:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from checkers import CheckConfig, check_history
-from tests.unit.checkers.history_builder import HistoryBuilder
+from tests.unit.checkers.history_builder import HistoryBuilder, unfsynced_test_json
 
 
 def log_of(b: HistoryBuilder, key: str, count: int) -> list[str]:
@@ -379,20 +379,7 @@ def test_commits_lost_with_one_brokers_power_explain_only_under_an_offsets_isr_o
     """The group's commit lost from the offsets topic with one broker's power (an ISR of one
     acknowledged it, offsets.topic.min.insync.replicas=1, under a flush policy that does not
     fsync): the next consumer starts from 0, expected with that reason; with 2, an anomaly."""
-    never = 2**63 - 1
-    test = {
-        "topic": {
-            "replication_factor": 3,
-            "min_insync_replicas": 2,
-            "unclean_leader_election": False,
-            "flush_messages": never,
-            "flush_ms": never,
-            "flush_setting": "log.flush.interval.messages",
-        },
-        "workload": {"acks": -1, "producer_retries": 0},
-        "brokers": {"n1": 1, "n2": 2, "n3": 3},
-        "broker_in_force": {"offsets.topic.min.insync.replicas": offsets_min_insync},
-    }
+    test = unfsynced_test_json(2, offsets_min_insync_replicas=offsets_min_insync)
     b = HistoryBuilder(tmp_path / "h", test_json=test)
     k = "lost-commit"
     v = log_of(b, k, 6)

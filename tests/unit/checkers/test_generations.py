@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from checkers import CheckConfig, check_history
-from tests.unit.checkers.history_builder import HistoryBuilder
+from tests.unit.checkers.history_builder import HistoryBuilder, unfsynced_test_json
 
 ALL = CheckConfig(sample=100)
 
@@ -126,20 +126,7 @@ def test_generations_reused_after_every_broker_lost_power_are_expected(
     broker may take the group's generations and commits off the offsets topic: a
     generation given again after it, and a commit of a generation since lost, are expected,
     with the reason; the same without a power loss in between are not."""
-    never = 2**63 - 1
-    test = {
-        "topic": {
-            "replication_factor": 3,
-            "min_insync_replicas": 2,
-            "unclean_leader_election": False,
-            "flush_messages": never,
-            "flush_ms": never,
-            "flush_setting": "log.flush.interval.messages",
-        },
-        "workload": {"acks": -1, "producer_retries": 0},
-        "brokers": {"n1": 1, "n2": 2, "n3": 3},
-    }
-    b = HistoryBuilder(tmp_path, test_json=test)
+    b = HistoryBuilder(tmp_path, test_json=unfsynced_test_json(2))
     one, two, three = b.process(), b.process(), b.process()
     for p in (one, two, three):
         b.subscribe(p, [])
@@ -174,20 +161,9 @@ def test_a_power_loss_of_one_broker_explains_them_only_under_an_offsets_isr_of_o
     group's records, so a power loss of any one broker may take them (a generation given
     again is then expected, with that reason); with 2, a minority's power loss keeps them
     on a replica that had its power, and the same history is an anomaly."""
-    never = 2**63 - 1
-    test = {
-        "topic": {
-            "replication_factor": 3,
-            "min_insync_replicas": int(offsets_min_insync),
-            "unclean_leader_election": False,
-            "flush_messages": never,
-            "flush_ms": never,
-            "flush_setting": "log.flush.interval.messages",
-        },
-        "workload": {"acks": -1, "producer_retries": 0},
-        "brokers": {"n1": 1, "n2": 2, "n3": 3},
-        "broker_in_force": {"offsets.topic.min.insync.replicas": offsets_min_insync},
-    }
+    test = unfsynced_test_json(
+        int(offsets_min_insync), offsets_min_insync_replicas=offsets_min_insync
+    )
     b = HistoryBuilder(tmp_path, test_json=test)
     one, two = b.process(), b.process()
     for p in (one, two):
