@@ -134,15 +134,19 @@ def test_members_paused_killed_and_leaving_are_faulted_as_processes(
     rejoined = [op for op in zombie_ops if op.f == "assign" and op.type == "ok" and op.value]
     assert rejoined and rejoined[0].extra["generation"] > newest
     # The killed and the leaving members were retired (a crash; a leaving one's written
-    # before the fault, which is written once done) and came back as new ones.
+    # before the fault, which is written once done; or, killed in the middle of an
+    # operation, that operation's `info` completion) and came back as new ones.
     for before, fault in itertools.pairwise(applied[1:]):
         (name,) = fault.value["members"]
         at = next(op.index for op in ops if op.f == before.f)
-        retired = [
-            op
+        struck = next(op.index for op in ops if op.f == fault.f)
+        victim = max(
+            op.process
             for op in ops
-            if op.f == "crash" and op.index > at and members.get(op.process) == name
-        ]
+            if op.f == "subscribe" and op.type == "ok" and op.index < struck
+            and op.extra.get("member") == name
+        )  # fmt: skip
+        retired = [op for op in ops if op.process == victim and op.type == "info"]
         back = [
             op
             for op in ops
