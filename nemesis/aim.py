@@ -10,7 +10,9 @@ partition of the workload and the controller, and the scenario's rule picks a pa
 - ``apart-from-controller``: the same, whose leader is not the controller;
 - ``with-controller``: the same, whose leader is the controller;
 - ``idle-follower``: the same, with a follower in its ISR that leads no partition of the
-  workload (``idle-follower`` in ``nemesis.targets``).
+  workload (``idle-follower`` in ``nemesis.targets``);
+- ``group-state``: a partition that holds a consumer group's state (``ClusterView.groups``),
+  with a leader (the group's coordinator) and a follower in its ISR.
 
 A rule that no partition satisfies falls back to ``any`` (and says so). The scenario's
 partition roles (``leader``, ``followers``...) then mean that partition's, for every step of
@@ -21,15 +23,15 @@ when it was aimed at strikes ``follower`` where its scenario says ``idle-followe
 from __future__ import annotations
 
 import random
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from nemesis.errors import FaultError, TargetError
 from nemesis.fault import Fault
-from nemesis.targets import PARTITION_ROLES, ClusterView, parse_target
+from nemesis.targets import PARTITION_ROLES, ClusterView, PartitionView, parse_target
 
-RULES = ("any", "apart-from-controller", "with-controller", "idle-follower")
+RULES = ("any", "apart-from-controller", "with-controller", "idle-follower", "group-state")
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,20 @@ def _fits(rule: str, key: str, view: ClusterView) -> bool:
     return True
 
 
+def _usable(partitions: Mapping[str, PartitionView]) -> dict[str, PartitionView]:
+    """The partitions with a leader and a follower in their ISR."""
+    return {
+        key: state
+        for key, state in partitions.items()
+        if state.leader >= 0 and any(b != state.leader for b in state.isr)
+    }
+
+
+def _full(usable: dict[str, PartitionView]) -> dict[str, PartitionView]:
+    """Those of ``usable`` whose every replica is in the ISR, or all of them when none is."""
+    return {k: s for k, s in usable.items() if set(s.replicas) <= set(s.isr)} or usable
+
+
 def choose_partition(
     rule: str, view: ClusterView, rng: random.Random, *, avoid: Collection[str] = ()
 ) -> Aim:
@@ -82,17 +98,16 @@ def choose_partition(
     TargetError when no partition has a leader and a follower in its ISR."""
     if rule not in RULES:
         raise FaultError(f"unknown partition rule {rule!r}; use one of {', '.join(RULES)}")
-    usable = {
-        key: state
-        for key, state in view.partitions.items()
-        if state.leader >= 0 and any(b != state.leader for b in state.isr)
-    }
+    usable = _usable(view.partitions)
     if not usable:
         raise TargetError(
             "no partition of the workload has a leader and a follower in its ISR right now"
         )
-    full = {k: s for k, s in usable.items() if set(s.replicas) <= set(s.isr)} or usable
-    fitting = {k: s for k, s in full.items() if _fits(rule, k, view)}
+    full = _full(usable)
+    if rule == "group-state":
+        fitting = _full(_usable(view.groups))
+    else:
+        fitting = {k: s for k, s in full.items() if _fits(rule, k, view)}
     fallback = not fitting
     pool = fitting or full
     fresh = sorted(k for k in pool if k not in avoid) or sorted(pool)

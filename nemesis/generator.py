@@ -466,8 +466,8 @@ default mix without the storage family."""
 
 def default_generator(*, disks: bool = True) -> Generator:
     """squall's default: a shuffled round of the scenario families (leader change, ISR
-    shrink, truncation after failover, a slow follower and, with ``disks``, the storage
-    family), each use of a family taking its next scenario (the first of a turn's the
+    shrink, truncation after failover, a slow follower, a group's coordinator moved and, with
+    ``disks``, the storage family), each use of a family taking its next scenario (the first of a turn's the
     runtime can apply), one after another, a third to half a session timeout apart, until
     the time limit. A family the runtime cannot apply at all sits out."""
     families: list[Generator] = []

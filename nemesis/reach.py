@@ -3,7 +3,8 @@
 The events are the log's own record (docs/history.md, SUT events): ``leader-election``
 (``key``, ``leader``, ``previous_leader``, ``isr``, ``unclean``), ``isr-change`` (``key``,
 ``isr``, ``leader``), ``truncation`` (``key``, ``from_offset``, ``to_offset``, ``broker``:
-the replica that truncated) and ``controller-elected`` (``controller``), each with the
+the replica that truncated), ``controller-elected`` (``controller``) and ``group-load``
+(``topic``, ``partition``, ``broker``: a new coordinator loaded the groups), each with the
 node's ``wall_time_ns``. A judge sees the events logged from the run's start (those
 read from the nodes after it began) to the moment it judges, the run's aim (the partition
 and its roles when the run began) and its faults as applied; it returns whether the state
@@ -98,6 +99,35 @@ def leader_deposed(run: ScenarioRun) -> Reach:
     if away:
         return Reach(True, _evidence(away[0]))
     return Reach(False, missing=f"no election of {run.aim.key} away from broker {leader}")
+
+
+def coordinator_moved(run: ScenarioRun) -> Reach:
+    """The group's coordinator deposed (an election of its state partition away from the
+    leader struck), and another broker loaded the partition's groups after it."""
+    deposed = leader_deposed(run)
+    if not deposed.reached:
+        return deposed
+    elected = deposed.evidence[0]
+    since = int(elected.get("wall_time_ns", 0))
+    loads = sorted(
+        (
+            e
+            for e in run.events
+            if e.get("type") == "group-load"
+            and f"{e.get('topic')}-{e.get('partition')}" == run.aim.key
+            and e.get("broker") != elected.get("previous_leader")
+            and int(e.get("wall_time_ns", 0)) >= since
+        ),
+        key=lambda e: int(e.get("wall_time_ns", 0)),
+    )
+    if loads:
+        return Reach(True, _evidence(elected, loads[0]))
+    return Reach(
+        False,
+        _evidence(elected),
+        f"no broker loaded the groups of {run.aim.key} after broker "
+        f"{elected.get('previous_leader')} was deposed",
+    )
 
 
 def leadership_moved(run: ScenarioRun) -> Reach:

@@ -2,8 +2,9 @@
 runs, and whether each run reached its state, from the SUT's events as they are logged.
 
 The schedule runner asks, for every run of a scenario: before it, that the cluster has
-settled since the last heal (a leader for every partition of the workload, every replica
-back in its ISR, a controller; up to a bound of a few session timeouts), then leaves a
+settled since the last heal (a leader for every partition of the workload and of its
+consumer groups' state, every replica back in its ISR, a controller; up to a bound of a few
+session timeouts), then leaves a
 quiet time of a few fetch rounds in which nothing strikes, so that a node rejoining as
 follower shows what its rejoin did before it is struck again; then which partition the run
 aims at (``nemesis.aim``); after it, once settled again, whether it reached its state
@@ -18,7 +19,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nemesis.aim import Aim, choose_partition
@@ -42,7 +43,7 @@ laid out another way."""
 def unsettled(view: ClusterView) -> list[str]:
     """What keeps the cluster of ``view`` from being settled; [] when it is."""
     problems = [] if view.controller is not None and view.controller >= 0 else ["no controller"]
-    for key, state in sorted(view.partitions.items()):
+    for key, state in sorted({**view.partitions, **view.groups}.items()):
         if state.leader < 0:
             problems.append(f"{key} has no leader")
         missing = sorted(set(state.replicas) - set(state.isr))
@@ -83,12 +84,17 @@ class ScenarioWatch:
         poll_s: float = 0.5,
         observe_timeout_s: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
+        group_keys: Sequence[str] = (),
     ) -> None:
+        """``keys`` are the workload's partitions; ``group_keys`` the partitions that hold
+        its consumer groups' state (none: the workload has no group), which the
+        ``group-state`` aim picks among."""
         if not keys:
             raise TargetError("a scenario watch needs the workload's partitions")
         self.roles = roles
         self.events = events
         self.keys = tuple(keys)
+        self.group_keys = tuple(k for k in group_keys if k not in self.keys)
         self.detectors = detectors
         self.rng = rng
         self.settle_bound = settle_bound
@@ -100,7 +106,17 @@ class ScenarioWatch:
         self._seen: list[dict[str, Any]] = []
 
     def view(self) -> ClusterView:
-        return self.roles.observe(self.keys, controller=True, timeout_s=self.observe_timeout_s)
+        observed = self.roles.observe(
+            (*self.keys, *self.group_keys), controller=True, timeout_s=self.observe_timeout_s
+        )
+        if not self.group_keys:
+            return observed
+        states = observed.partitions
+        return replace(
+            observed,
+            partitions={k: v for k, v in states.items() if k not in self.group_keys},
+            groups={k: v for k, v in states.items() if k in self.group_keys},
+        )
 
     def settle(self, stop: threading.Event) -> Settling:
         """Wait until the cluster has settled, up to the bound (or ``stop``)."""

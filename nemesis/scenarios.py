@@ -5,8 +5,9 @@ replica truncating after a failover).
 Each scenario lays a few faults out on a timeline (``nemesis.layout.Layout``), targeted
 by role (``leader``, ``followers``, ``controller``) and timed around the cluster's
 detectors, so that every fault outlasts what it must outlast. Each run aims at one
-partition of the workload, picked by the scenario's ``aim`` rule when its first fault
-strikes (``nemesis.aim``); roles are that partition's, resolved when each fault strikes; a
+partition of the workload (or of its consumer groups' state, whose leader is a group's
+coordinator), picked by the scenario's ``aim`` rule when its first fault strikes
+(``nemesis.aim``); roles are that partition's, resolved when each fault strikes; a
 step that must hit the node an earlier step hit says ``same_as``. Each scenario says how to
 tell from the SUT's events that a run reached its state (``reached``, ``nemesis.reach``).
 A scenario gets to its state in one or more ways (``Variant``: the leader cut off, or
@@ -164,6 +165,17 @@ def zombie_leader_paused(layout: Layout, start: float) -> float:
 
 def _leader_back(layout: Layout, killed: int, start: float, shrink: float) -> float:
     back = start + shrink + layout.draw(Span(1.3, 2.0, "session"))
+    layout.add(back, Fault("start"), heals=killed)
+    return back
+
+
+def coordinator_killed(layout: Layout, start: float) -> float:
+    """The group's coordinator (the leader of the partition holding the group's state)
+    killed while its members heartbeat and commit: once its session ends another broker
+    leads the partition and loads the group from its log; members find it and rejoin. The
+    old coordinator returns a session or so later."""
+    killed = layout.add(start, Fault("kill", {"targets": ["leader"]}))
+    back = start + layout.draw(Span(1.3, 2.0, "session"))
     layout.add(back, Fault("start"), heals=killed)
     return back
 
@@ -554,6 +566,17 @@ SCENARIOS: dict[str, Scenario] = {
             aim="idle-follower",
         ),
         Scenario(
+            "coordinator-failover",
+            "a group's coordinator lost while its members rebalance and commit",
+            (
+                Variant("killed", coordinator_killed, "members"),
+                Variant("cut-off", zombie_leader_cut_off, ("members", "partitions")),
+                Variant("paused", zombie_leader_paused, "members"),
+            ),
+            reach.coordinator_moved,
+            aim="group-state",
+        ),
+        Scenario(
             "rolling-bounce",
             "every leader moved by clean restarts",
             (Variant("bounce", rolling_bounce),),
@@ -635,12 +658,15 @@ DEFAULT_FAMILIES: dict[str, tuple[FamilyTurn, ...]] = {
     "ISR shrink": (("isr-shrink-leader-power-loss", "isr-shrink-leader-loss"),),
     "truncation after failover": ("follower-restart-leader-loss", "failover-during-truncation"),
     "a slow follower through leader changes": ("slow-follower-failover", "failover-chain"),
+    "a group's coordinator moved": ("coordinator-failover",),
 }
 """The default generator's round: one scenario of each family of states where replication
 bugs show, each family taking its scenarios in turn, so that a 120-second run reaches every
 family, not only the ones with many scenarios. The ISR of one ends with its last member's
 power where the runtime can cut it (a killed process keeps what it wrote; only a power loss
-tests what ``min.insync.replicas`` promises), else with its process."""
+tests what ``min.insync.replicas`` promises), else with its process. The coordinator's family
+needs the workload's consumers to be members of a group (the runtime's ``members``); without
+them it sits out."""
 
 
 def turn_scenarios(turn: FamilyTurn) -> tuple[str, ...]:

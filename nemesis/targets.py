@@ -125,6 +125,10 @@ class ClusterView:
     """Where roles were read from (``brokers`` or ``zookeeper``), for the record."""
     live: tuple[int, ...] | None = None
     """The brokers registered in ZooKeeper; None when not read."""
+    groups: Mapping[str, PartitionView] = field(default_factory=dict)
+    """The partitions that hold the workload's consumer groups' state, where observed: a
+    group's coordinator is its partition's leader. Apart from ``partitions``, so that the
+    roles that look across the workload's partitions do not count them."""
 
     def leading(self) -> set[int]:
         """The brokers that lead some observed partition."""

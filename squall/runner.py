@@ -50,6 +50,9 @@ from squall.report.scenarios import scenario_section_of
 from squall.run_log import run_log
 from squall.spec import SpecError, TestSpec
 from squall.store import RunDirectory, RunStore
+from system_under_test.config import BROKER_KEYS
+from system_under_test.group_metadata_manager import partition_for
+from system_under_test.kafka.group_metadata import OFFSETS_TOPIC
 from workloads import QueueWorkload
 from workloads.clients import client_factory, speaks_kafka
 
@@ -335,6 +338,7 @@ class TestRunner:
             if schedule is not None and schedule.spec is not None
             else spec.detectors(),
             rng=random.Random(seed + 2),
+            group_keys=group_state_keys(spec),
         )
 
         def judged(outcome: dict[str, Any]) -> None:
@@ -713,6 +717,18 @@ def has_members(spec: TestSpec) -> bool:
     """Whether the workload's consumers are members of a group, which the nemesis can
     pause, kill and make leave."""
     return spec.workload.group_membership and spec.workload.consumers > 0
+
+
+def group_state_keys(spec: TestSpec) -> list[str]:
+    """The partition of the offsets topic that holds the workload's group, where its
+    consumers are members (none otherwise): its leader is the group's coordinator. Kafka's
+    rule, the group id's hash over the topic's partitions, as the brokers are configured."""
+    if not has_members(spec):
+        return []
+    key = "offsets.topic.num.partitions"
+    setting = spec.broker_settings().get(key, BROKER_KEYS[key].default)
+    count = int(BROKER_KEYS[key].convert(str(setting), "broker"))
+    return [f"{OFFSETS_TOPIC}-{partition_for(spec.workload.group, count)}"]
 
 
 def client_bootstrap(cluster: Cluster, spec: TestSpec) -> str:

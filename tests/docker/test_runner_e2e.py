@@ -48,6 +48,9 @@ RUN_FLAGS = [
     "2",
     "--seed",
     "11",
+    # Consumers outside any group: these tests are about the store, the replay and the
+    # clean-up, and members' processes would only cost the machine (groups: their own tests).
+    "--no-group-membership",
 ]
 
 

@@ -12,11 +12,15 @@ something to truncate.
 
 from __future__ import annotations
 
+import json
 import random
 import secrets
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +43,7 @@ from squall.cluster.cluster import Cluster
 from squall.cluster.docker import DockerRuntime
 from squall.cluster.event_tail import EventTail
 from system_under_test.client import AdminClient, Producer
+from system_under_test.group_metadata_manager import partition_for
 from tests.support import QUICK_DETECTORS
 from tests.support import wait_for as _wait_for
 
@@ -150,10 +155,16 @@ def run_watched(
 
 
 def run_schedule(
-    cluster: Cluster, generator: Any, *, detectors: Detectors = DETECTORS, seed: int = 5
+    cluster: Cluster,
+    generator: Any,
+    *,
+    detectors: Detectors = DETECTORS,
+    seed: int = 5,
+    group_keys: Sequence[str] = (),
 ) -> tuple[Schedule, Watched]:
     """Lay the generator out and run it as a test run does, watched; the applied schedule
-    and its judged runs."""
+    and its judged runs. ``group_keys``: the partitions holding the state of a group whose
+    members run meanwhile (the runtime then has ``members``)."""
     wait_for(lambda: full_isrs(cluster), what="full ISRs before")
     spec = ScheduleSpec(
         generator=generator,
@@ -167,12 +178,15 @@ def run_schedule(
                 "disks",
                 "zookeeper",
                 *(["lazy-disk"] if cluster.capabilities.lazy_disk else []),
+                *(["members"] if group_keys else []),
             }
         ),
     )
     nemesis = Nemesis(cluster, rng=random.Random(seed), topic_hint=KEYS[0], partitions=KEYS)
     events = RecordedEvents(cluster)
-    watch = ScenarioWatch(cluster.roles, events, KEYS, DETECTORS, rng=random.Random(seed))
+    watch = ScenarioWatch(
+        cluster.roles, events, KEYS, DETECTORS, rng=random.Random(seed), group_keys=group_keys
+    )
     try:
         with Writer(cluster.bootstrap):
             started_ns = time.time_ns()
@@ -232,7 +246,11 @@ STATES: dict[str, Callable[[Watched, dict[str, Any]], None]] = {
 """What a scenario's state means beyond its judge, checked on the SUT's events of the run."""
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
+GROUP_SCENARIOS = ("coordinator-failover",)
+"""Scenarios aimed at a consumer group's coordinator: their own test, with members."""
+
+
+@pytest.mark.parametrize("name", sorted(set(SCENARIOS) - set(GROUP_SCENARIOS)))
 def test_the_scenario_reaches_its_state(cluster: Cluster, name: str) -> None:
     if SCENARIOS[name].aim == "apart-from-controller":
         a_leader_apart_from_the_controller(cluster)
@@ -303,3 +321,89 @@ def test_slow_follower_failover_slows_a_follower_that_leads_nothing(cluster: Clu
     hit = slowed.targets or []
     assert len(hit) == 1 and int(hit[0][1:]) in idle, slowed
     assert any(o["reached"] for o in applied.scenarios), applied.scenarios
+
+
+GROUP = "reach-group"
+GROUP_KEY = f"__consumer_offsets-{partition_for(GROUP, 12)}"
+"""The partition holding the group's state (the brokers' 12 partitions of the topic)."""
+
+
+@contextmanager
+def members(cluster: Cluster, count: int, out: Path) -> Iterator[list[Path]]:
+    """``count`` members of ``GROUP`` reading ``TOPIC`` and committing, through squall's
+    client, each in a process of its own that writes what it did to a file of ``out``."""
+    logs = [out / f"member-{i}.jsonl" for i in range(count)]
+    processes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.integration.group_member",
+                "squall",
+                cluster.bootstrap,
+                GROUP,
+                TOPIC,
+            ],
+            stdout=log.open("w"),
+            stderr=subprocess.DEVNULL,
+        )
+        for log in logs
+    ]
+    try:
+        yield logs
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def said(log: Path, what: str) -> list[Any]:
+    """What a member printed under ``what``, in order."""
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    return [line[what] for line in lines if what in line]
+
+
+def test_a_coordinator_failover_moves_the_group_to_a_broker_that_loads_it(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The group's coordinator (its partition's leader) lost while two members read and
+    commit: the partition's leadership moves and the new leader loads the group, the run
+    says so from those events, and the members are given partitions again after it."""
+    with members(cluster, 2, tmp_path) as logs:
+
+        def assigned() -> bool:
+            view = cluster.roles.observe([GROUP_KEY], controller=False)
+            state = view.partitions.get(GROUP_KEY)
+            held = {p for log in logs for now in said(log, "assigned")[-1:] for p in now}
+            return state is not None and len(state.isr) == 3 and held == {0, 1, 2}
+
+        wait_for(assigned, what="the group's partition in full ISR, every partition assigned")
+        applied, watched = run_schedule(
+            cluster, "coordinator-failover", seed=2, group_keys=[GROUP_KEY]
+        )
+        reached = watched.reached()
+        assert reached["aim"]["key"] == GROUP_KEY and not reached["aim"]["fallback"], reached
+        assert reached["aim"]["rule"] == "group-state"
+        elected, loaded = reached["evidence"]
+        assert elected["previous_leader"] == reached["aim"]["leader"] != elected["leader"]
+        assert loaded["type"] == "group-load" and GROUP in loaded["groups"], loaded
+        assert loaded["broker"] == elected["leader"]
+        # the group goes on under its new coordinator: new records are read and committed
+        before = sum(len(said(log, "committed")) for log in logs)
+        producer = Producer(cluster.bootstrap, acks=-1)
+        try:
+            for n in range(30):
+                producer.send(TOPIC, f"after-{n}".encode(), partition=n % 3)
+            producer.flush(timeout=30)
+        finally:
+            producer.close(timeout=5)
+        wait_for(
+            lambda: sum(len(said(log, "committed")) for log in logs) > before,
+            what="a commit through the new coordinator",
+        )
+    assert all(s.fault.value.get("aim") == GROUP_KEY for s in applied.faults), applied.to_json()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from nemesis.generator import parse_generator
 from nemesis.layout import Layout
 from nemesis.reach import (
     ScenarioRun,
+    coordinator_moved,
     election_by_new_controller,
     isr_of_one_then_lost,
     leader_deposed,
@@ -94,6 +96,19 @@ def test_idle_follower_picks_a_partition_with_a_follower_that_leads_nothing() ->
     aim = choose_partition("idle-follower", everyone_leads, random.Random(0))
     assert aim.fallback and aim.idle_followers == ()
     assert aim.to_json()["idle_followers"] == []
+
+
+def test_group_state_aims_at_the_partition_holding_the_group() -> None:
+    group = {"__consumer_offsets-9": PartitionView(3, 1, (3, 1, 2), (3, 1, 2))}
+    seen = replace(view(), groups=group)
+    aim = choose_partition("group-state", seen, random.Random(0))
+    assert (aim.key, aim.leader, aim.fallback) == ("__consumer_offsets-9", 3, False)
+    # no group (the workload has no members), or its partition led by its last replica
+    # alone: any of the workload's partitions, said
+    alone = {"__consumer_offsets-9": PartitionView(3, 1, (3, 1, 2), (3,))}
+    for groups in ({}, alone):
+        aim = choose_partition("group-state", replace(view(), groups=groups), random.Random(0))
+        assert aim.fallback and aim.key in KEYS
 
 
 def test_aimed_strikes_a_follower_where_the_partition_had_no_idle_one() -> None:
@@ -234,6 +249,34 @@ def test_a_failover_chain_cuts_the_last_follower_off_one_way_then_from_the_other
     assert [s.heals for s in steps[7:]] == [5, 2, 6] and end - second >= 1.3 * 6.0
 
 
+def test_a_coordinator_moved_when_another_broker_loaded_its_groups() -> None:
+    group = Aim("__consumer_offsets-9", "group-state", 3, (3, 1, 2), (3, 1, 2), controller=1)
+
+    def run(*events: dict[str, Any]) -> ScenarioRun:
+        return ScenarioRun("coordinator-failover", group, (), events)
+
+    elected = {**election(2, 3, 1, [1, 2]), "key": "__consumer_offsets-9"}
+    load = {
+        "type": "group-load",
+        "wall_time_ns": 3,
+        "topic": "__consumer_offsets",
+        "partition": 9,
+        "broker": 1,
+        "groups": ["g"],
+    }
+    reach = coordinator_moved(run(elected, load))
+    assert reach.reached and [e["type"] for e in reach.evidence] == [
+        "leader-election",
+        "group-load",
+    ]
+    unloaded = coordinator_moved(run(elected))
+    assert not unloaded.reached and "no broker loaded the groups" in unloaded.missing
+    # a load before the election, by the deposed broker, or of another partition: not it
+    for stale in ({"wall_time_ns": 1}, {"broker": 3}, {"partition": 8}):
+        assert not coordinator_moved(run(elected, {**load, **stale})).reached
+    assert "away from broker 3" in coordinator_moved(run(load)).missing
+
+
 def test_an_election_by_a_new_controller() -> None:
     moved = {"type": "controller-elected", "wall_time_ns": 1, "controller": 3}
     assert election_by_new_controller(run_of("cf", moved, election(2, 2, 3, [3, 1]))).reached
@@ -262,6 +305,34 @@ def test_settled_means_a_controller_leaders_and_full_isrs() -> None:
         "t-0 has no leader",
         "t-2: replicas [2] are not in its ISR [3, 1]",
     ]
+    # the group's partition too: a group without a coordinator has not settled
+    group = {"__consumer_offsets-9": PartitionView(-1, 2, (3, 1, 2), (3,))}
+    assert unsettled(replace(view(), groups=group)) == [
+        "__consumer_offsets-9 has no leader",
+        "__consumer_offsets-9: replicas [1, 2] are not in its ISR [3]",
+    ]
+
+
+def test_the_watch_observes_the_group_s_partition_apart_from_the_workload_s() -> None:
+    group = PartitionView(2, 1, (2, 3, 1), (2, 3, 1))
+
+    class Roles:
+        def observe(
+            self, keys: Collection[str], *, controller: bool, timeout_s: float
+        ) -> ClusterView:
+            assert set(keys) == {*KEYS, "__consumer_offsets-4"}
+            return replace(view(), partitions={**view().partitions, "__consumer_offsets-4": group})
+
+    quick = Detectors(session_timeout_s=0.2, replica_lag_s=0.2, fetch_wait_s=0.01)
+    groups = ["__consumer_offsets-4"]
+    watch = ScenarioWatch(
+        Roles(), Cluster([], {}), KEYS, quick, rng=random.Random(0), group_keys=groups
+    )
+    seen = watch.view()
+    assert set(seen.partitions) == set(KEYS) and dict(seen.groups) == {
+        "__consumer_offsets-4": group
+    }
+    assert watch.aim("group-state").key == "__consumer_offsets-4"
 
 
 # --- the runner, on a cluster of data ------------------------------------------------------
