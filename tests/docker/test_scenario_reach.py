@@ -368,12 +368,13 @@ def said(log: Path, what: str) -> list[Any]:
     return [line[what] for line in lines if what in line]
 
 
+@pytest.mark.parametrize("variant", ["killed", "cut-off", "paused"])
 def test_a_coordinator_failover_moves_the_group_to_a_broker_that_loads_it(
-    cluster: Cluster, tmp_path: Path
+    cluster: Cluster, tmp_path: Path, variant: str
 ) -> None:
-    """The group's coordinator (its partition's leader) lost while two members read and
-    commit: the partition's leadership moves and the new leader loads the group, the run
-    says so from those events, and the members are given partitions again after it."""
+    """The group's coordinator (its partition's leader) lost, each way, while two members
+    read and commit: the partition's leadership moves and the new leader loads the group,
+    the run says so from those events, and the group goes on under its new coordinator."""
     with members(cluster, 2, tmp_path) as logs:
 
         def assigned() -> bool:
@@ -384,9 +385,13 @@ def test_a_coordinator_failover_moves_the_group_to_a_broker_that_loads_it(
 
         wait_for(assigned, what="the group's partition in full ISR, every partition assigned")
         applied, watched = run_schedule(
-            cluster, "coordinator-failover", seed=2, group_keys=[GROUP_KEY]
+            cluster,
+            {"scenario": "coordinator-failover", "variant": variant},
+            seed=2,
+            group_keys=[GROUP_KEY],
         )
         reached = watched.reached()
+        assert watched.outcomes[0]["variant"] == variant
         assert reached["aim"]["key"] == GROUP_KEY and not reached["aim"]["fallback"], reached
         assert reached["aim"]["rule"] == "group-state"
         elected, loaded = reached["evidence"]
