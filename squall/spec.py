@@ -83,17 +83,24 @@ BrokerSetting = Annotated[
 ]
 
 
+TEST_SEGMENT_BYTES = 65536
+"""The segment size of a test cluster: a 120-second run writes a few hundred kilobytes to
+each partition, so Kafka's 1 GiB segments would never roll, and segment rolls, index
+lookups across segments, truncations that cross a segment's base and the recovery of
+several segments would go untested; at 64 KiB each partition rolls about ten times."""
+
 PROFILES: dict[str, dict[str, str]] = {
     "kafka-2.4": {
         "zookeeper.session.timeout.ms": "6000",
         "zookeeper.connection.timeout.ms": "6000",
         "replica.lag.time.max.ms": "10000",
+        "log.segment.bytes": str(TEST_SEGMENT_BYTES),
     },
     "none": {},
 }
 """Broker settings a test cluster starts from, before the spec's own ``[broker]``: Kafka
-2.4's failure detectors (a 6 s ZooKeeper session, a 10 s replica lag time), or the broker's
-own defaults."""
+2.4's failure detectors (a 6 s ZooKeeper session, a 10 s replica lag time) and segments
+small enough to roll in a test (``TEST_SEGMENT_BYTES``), or the broker's own defaults."""
 NO_FAULTS = "none"
 
 
@@ -159,7 +166,8 @@ class TestSpec(ConfigModel):
     workload's client is a Kafka client."""
     profile: Literal["kafka-2.4", "none"] = "kafka-2.4"
     """Broker settings the cluster starts from: Kafka 2.4's failure detectors (6 s session,
-    10 s replica lag), or none (the broker's own defaults); [broker] overrides them."""
+    10 s replica lag) and 64 KiB segments, which roll many times in a test, or none (the
+    broker's own defaults); [broker] overrides them."""
     broker: dict[BrokerKey, BrokerSetting] = Field(default_factory=dict)
     """Broker settings with Kafka's names, e.g. "replica.truncation" = "high-watermark"."""
     workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
