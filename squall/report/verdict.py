@@ -186,12 +186,18 @@ def describe_faults(test: Mapping[str, Any] | None, applied: Sequence[Mapping[st
     return f"faults: {asked}{done}{timing}"
 
 
+def _details(results: Mapping[str, Any], checker: str) -> Mapping[str, Any]:
+    """A checker's `details` in results.json (empty where it has none)."""
+    section = results.get("checkers", {}).get(checker, {})
+    details = section.get("details", {}) if isinstance(section, Mapping) else {}
+    return details if isinstance(details, Mapping) else {}
+
+
 def group_summary(results: Mapping[str, Any]) -> str | None:
     """What the consumer group went through, in words, from the `generations` checker's
     details (None: no member of a group in the history)."""
-    section = results.get("checkers", {}).get("generations", {})
-    details = section.get("details", {}) if isinstance(section, Mapping) else {}
-    if not isinstance(details, Mapping) or not details.get("generations"):
+    details = _details(results, "generations")
+    if not details.get("generations"):
         return None
     text = (
         f"consumer group: {details['generations']:,} generations, "
@@ -213,9 +219,8 @@ def group_summary(results: Mapping[str, Any]) -> str | None:
 
 def replica_reads_summary(results: Mapping[str, Any]) -> str | None:
     """What the replica reads covered, in words (None: the history has none)."""
-    section = results.get("checkers", {}).get("replicas", {})
-    details = section.get("details", {}) if isinstance(section, Mapping) else {}
-    if not isinstance(details, Mapping) or not details.get("replica_reads"):
+    details = _details(results, "replicas")
+    if not details.get("replica_reads"):
         return None
     text = (
         f"replica reads: {details.get('replicas', 0)} replicas of {details.get('keys', 0)} "
@@ -224,7 +229,7 @@ def replica_reads_summary(results: Mapping[str, Any]) -> str | None:
     unreadable = details.get("unreadable_replicas") or []
     if unreadable:
         text += f"; {len(unreadable)} could not be read"
-    diverged = section.get("counts", {}).get("replica-divergence", 0)
+    diverged = results["checkers"]["replicas"].get("counts", {}).get("replica-divergence", 0)
     return text + (
         f"; {diverged} disagree below the high watermark" if diverged else "; they agree"
     )
