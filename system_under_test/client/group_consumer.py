@@ -74,6 +74,9 @@ from system_under_test.kafka.sync_group import (
 
 log = logging.getLogger(__name__)
 
+JOIN_FAILURE_LOG_S = 10.0
+"""While joins keep failing, one log line this often (seconds), not one a poll."""
+
 TopicPartition = tuple[str, int]
 GROUP_KEYS = (
     "group.id",
@@ -188,6 +191,9 @@ class GroupConsumer:
         self._assignment: list[TopicPartition] = []
         self._assignments = 0
         self._joined = False
+        self._join_failures = 0
+        """Joins failed in a row (an outage of the coordinator fails every poll's)."""
+        self._join_failure_logged = 0.0
         self._joining = False
         """While a JoinGroup or SyncGroup of this member is under way (no heartbeats)."""
         self._last_heartbeat = 0.0
@@ -265,16 +271,27 @@ class GroupConsumer:
             except (BrokerError, *UNREACHABLE, CorruptResponseError) as err:
                 if isinstance(err, BrokerError) and err.code not in _JOIN_AGAIN:
                     raise
-                log.info(
-                    "group %s: joining failed (%s); the next poll tries again",
-                    self.group.group_id,
-                    err,
-                )
+                self._log_join_failure(err)
                 self._forget_coordinator_after(err)
                 time.sleep(max(0.0, min(0.1, deadline - time.monotonic())))
                 return []
         remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
         return self._consumer.poll(remaining_ms)
+
+    def _log_join_failure(self, err: BaseException) -> None:
+        """Log a failed join: the first of a run of them, then one line every
+        `JOIN_FAILURE_LOG_S` with how many failed since."""
+        self._join_failures += 1
+        now = time.monotonic()
+        if self._join_failures > 1 and now - self._join_failure_logged < JOIN_FAILURE_LOG_S:
+            return
+        self._join_failure_logged = now
+        log.info(
+            "group %s: joining failed (%s; %d in a row); the next poll tries again",
+            self.group.group_id,
+            err,
+            self._join_failures,
+        )
 
     def position(self, topic: str, partition: int) -> int:
         return self._consumer.position(topic, partition)
@@ -446,6 +463,7 @@ class GroupConsumer:
             self._assignments += 1
             self._last_heartbeat = time.monotonic()
             self._joined = self._topics == topics
+        self._join_failures = 0
         log.info(
             "group %s: member %s has %s in generation %d",
             self.group.group_id,
