@@ -132,7 +132,9 @@ class ConsumerWorker:
                     self.leave_group()
                 elif self.consumer is None:
                     self._after(self.open())
-                elif self.crash_due() or self._member_retired():
+                elif self._member_retired():
+                    self.discard()
+                elif self.crash_due():
                     self.crash()
                 else:
                     self._step_unless_killed()
@@ -360,12 +362,25 @@ class ConsumerWorker:
 
     def crash(self) -> None:
         """Throw the client away; the next step opens a fresh one."""
+        consumer = self._forget()
+        self.crashes += 1
+        self.recorder.record_crash(self.client, consumer.close)
+
+    def discard(self) -> None:
+        """Throw away a member whose process an `info` completion already retired, without
+        a crash of its own: the client's process number has moved on, and a crash written
+        under it would be an operation of a process that never opened a client."""
+        consumer = self._forget()
+        with contextlib.suppress(Exception):
+            consumer.close()
+
+    def _forget(self) -> Consumer:
+        """The open consumer, no longer the worker's."""
         consumer = self._require_consumer()
         self.consumer = self.member = self.process = None
         self.delivered = {}
         self.crash_at = None
-        self.crashes += 1
-        self.recorder.record_crash(self.client, consumer.close)
+        return consumer
 
     def leave_group(self) -> None:
         """The member leaves its group cleanly (its client closed: a LeaveGroup) and its
