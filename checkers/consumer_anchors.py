@@ -383,6 +383,8 @@ def _time_of(log: KeyLog, index: pd.Series) -> np.ndarray:
 
 def check_anchors_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
     """The findings of this checker on one key."""
+    if not log.shared.holds(log.key).any():
+        return []  # most keys of a long history: no consumer was given them (`sessions`)
     held = sessions(log)
     if held.empty:
         return []

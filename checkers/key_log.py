@@ -173,6 +173,14 @@ class SharedFacts:
             object.__setattr__(self, "_rebalanced_since", known)
         return known
 
+    def assignment_column(self, name: str) -> np.ndarray:
+        """The column `name` of `assignments` as a numpy array, worked out once (kept on the
+        instance, as `holding`)."""
+        known: dict[str, np.ndarray] = self.__dict__.setdefault("_assignment_columns", {})
+        if name not in known:
+            known[name] = self.assignments[name].to_numpy()
+        return known[name]
+
     def holds(self, key: str) -> np.ndarray:
         """Whether each of `assignments` holds `key` (`holding`), as a mask."""
         mask = np.zeros(len(self.assignments), dtype=bool)
@@ -838,11 +846,14 @@ class KeyLog:
         at = self.dense_positions(wanted)
         return pd.Series(at, index=wanted.index).astype("Int64").where(at >= 0)
 
-    def dense_positions(self, offsets: pd.Series) -> np.ndarray:
-        """The dense index of each of `offsets` as integers, -1 where the evidence has no
-        such offset or the offset is null."""
+    def dense_positions(self, offsets: Any) -> np.ndarray:
+        """The dense index of each of `offsets` (a Series or an array) as integers, -1 where
+        the evidence has no such offset or the offset is null."""
         known = self.offsets
-        wanted = offsets.to_numpy(dtype=np.float64, na_value=np.nan)
+        if isinstance(offsets, np.ndarray) and offsets.dtype.kind in "iuf":
+            wanted = offsets.astype(np.float64)
+        else:
+            wanted = pd.Series(offsets).to_numpy(dtype=np.float64, na_value=np.nan)
         if len(known) == 0:
             return np.full(len(wanted), -1, dtype=np.int64)
         present = ~np.isnan(wanted)
