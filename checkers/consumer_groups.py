@@ -52,9 +52,9 @@ def consumed_values(log: KeyLog) -> pd.Series:
 def _consumed(log: KeyLog) -> np.ndarray:
     """Which of the key's reads are `ok` polls of a member."""
     reads = log.columns["reads"]
-    ok = np.asarray(reads["type"]) == "ok"
+    ok: np.ndarray = np.asarray(reads["type"]) == "ok"
     if not ok.any() or not log.shared.members:
-        return ok & False
+        return np.zeros(len(ok), dtype=bool)
     member = isin(np.asarray(reads["process_id"]), list(log.shared.members))
     consumed: np.ndarray = ok & member
     return consumed
