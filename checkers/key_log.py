@@ -19,6 +19,9 @@ own (see `histories.parquet_schema`); the key's `ok` and `info` commits come as 
 "commit", `offset` the committed offset). What no key knows alone comes as `SharedFacts`,
 among it what the rows of an operation that did not complete `ok` must know of its
 completion (`SharedFacts.told`, looked up by `invoke_index`).
+
+Each of the log's frames is kept as `Columns` (`KeyLog.columns`, `checkers.columns`): the
+checks of most keys find nothing on a few arrays and never make the pandas frame.
 """
 
 from __future__ import annotations
@@ -504,7 +507,8 @@ def _joined(first: Any, then: Any) -> Any:
 
 
 class KeyLog:
-    """The reads, writes and contents of one key, built from its micro-operations."""
+    """The reads, writes and contents of one key, built from its micro-operations: as
+    columns (`columns`), and as pandas frames (`writes`, `reads`...) made on first use."""
 
     def __init__(
         self,
