@@ -380,6 +380,8 @@ def _disturbed(
 
 def check_conformance_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
     """The findings of this checker on one key."""
+    if not log.events:
+        return []  # every finding is of an event of the key's (most keys have none)
     settings = losses.rules.settings
     acked = acks_below_min_isr(log, settings, losses.rules.default_acks)
     elected = elections_outside_isr(log, settings)

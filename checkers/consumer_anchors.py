@@ -46,6 +46,7 @@ commits are few beside the reads, and each is placed with numpy searches.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,7 @@ import pandas as pd
 
 from checkers.catalogue import ANOMALIES as CATALOGUE
 from checkers.checker import CheckContext
+from checkers.columns import Columns
 from checkers.key_findings import FindingRow, key_finding, rows_of, same_named
 from checkers.key_log import KeyLog, ReplicationEvent
 from checkers.losses import KeyLosses
@@ -63,15 +65,24 @@ ANOMALIES = ("poll-below-anchor", "commit-backwards")
 
 
 def sessions(log: KeyLog) -> pd.DataFrame:
+    """The `ok` assigns/subscribes that hold the key (`_sessions`), as a frame."""
+    held = _sessions(log)
+    if held is None:
+        return pd.DataFrame(columns=["process_id", "index", "invoke_index", "anchor"])
+    return held.frame
+
+
+def _sessions(log: KeyLog) -> Columns | None:
     """The `ok` assigns/subscribes that hold the key: process_id, index, invoke_index,
     `position` (where the consumer said it starts the key; null: not said), `anchor` (the
     greater of the commits' bound and `position`; null: neither), `anchor_from` (`commit`
     or `position`), `anchor_commit` (the commit that set the commits' bound) and `next`
-    (`_next_of_process`). Worked out on arrays, made a frame once."""
+    (`_next_of_process`). Worked out on arrays, as columns; None where no assign holds the
+    key."""
     changes = log.shared.assignments
     holds = log.shared.holds(log.key)
     if not holds.any():  # most keys of a long history: no consumer was given them
-        return pd.DataFrame(columns=["process_id", "index", "invoke_index", "anchor"])
+        return None
     said_at = changes["positions"] if "positions" in changes.columns else None
     position = [
         _position_of(log.key, keys, positions)
@@ -86,12 +97,12 @@ def sessions(log: KeyLog) -> pd.DataFrame:
     )
     since = log.shared.rebalanced_since()[holds]
     began = np.where(since >= 0, np.minimum(invoke.astype(np.int64), since), invoke)
-    commits, info = log.commits, log.info_commits
-    done = commits["index"].to_numpy(dtype=np.int64)
-    invoked = commits["invoke_index"].to_numpy(dtype=np.int64)
+    commits, info = log.columns["commits"], log.columns["info_commits"]
+    done = np.asarray(commits["index"], dtype=np.int64)
+    invoked = np.asarray(commits["invoke_index"], dtype=np.int64)
     # Candidates: `ok` commits, and `info` ones, which may have landed before they completed.
     every_done, every_invoked, every_committed = (
-        np.concatenate([commits[name].to_numpy(dtype=np.int64), info[name].to_numpy(np.int64)])
+        np.concatenate([np.asarray(frame[name], dtype=np.int64) for frame in (commits, info)])
         for name in ("index", "invoke_index", "committed")
     )
     order = np.argsort(every_done, kind="stable")
@@ -118,24 +129,21 @@ def sessions(log: KeyLog) -> pd.DataFrame:
     known = np.where(anchors >= 0, anchors, np.nan)
     from_position = ~np.isnan(said) & (np.isnan(known) | (said > known))
     higher = np.fmax(known, said)
-    held = pd.DataFrame(
-        {
-            "process_id": process,
-            "index": index,
-            "invoke_index": invoke,
-            "position": pd.array(position, dtype="Int64"),
-            "anchor": pd.arrays.IntegerArray(
-                np.where(np.isnan(higher), 0, higher).astype(np.int64), np.isnan(higher)
-            ),
-            "anchor_from": [
-                "position" if p else (None if np.isnan(k) else "commit")
-                for p, k in zip(from_position, known, strict=True)
-            ],
-            "anchor_commit": pd.arrays.IntegerArray(np.maximum(setters, 0), setters < 0),
-        }
-    )
-    held["next"] = _next_of_process(held)
-    return held
+    held = {
+        "process_id": process,
+        "index": index,
+        "invoke_index": invoke,
+        "position": pd.array(position, dtype="Int64"),
+        "anchor": pd.arrays.IntegerArray(
+            np.where(np.isnan(higher), 0, higher).astype(np.int64), np.isnan(higher)
+        ),
+        "anchor_from": [
+            "position" if p else (None if np.isnan(k) else "commit")
+            for p, k in zip(from_position, known, strict=True)
+        ],
+        "anchor_commit": pd.arrays.IntegerArray(np.maximum(setters, 0), setters < 0),
+    }
+    return Columns({**held, "next": _next_of_process(held)})
 
 
 def _position_of(key: str, keys: Any, positions: Any) -> int | None:
@@ -148,12 +156,12 @@ def _position_of(key: str, keys: Any, positions: Any) -> int | None:
     return None
 
 
-def _next_of_process(held: pd.DataFrame) -> np.ndarray:
+def _next_of_process(held: Mapping[str, Any]) -> np.ndarray:
     """The index of the same process's next session (infinite: none)."""
-    process = held["process_id"].to_numpy()
-    index = held["index"].to_numpy(dtype=np.float64)
+    process = np.asarray(held["process_id"])
+    index = np.asarray(held["index"], dtype=np.float64)
     order = np.argsort(process, kind="stable")  # each process's sessions, in their order
-    out = np.full(len(held), np.inf)
+    out = np.full(len(process), np.inf)
     same = process[order][1:] == process[order][:-1]
     out[order[:-1][same]] = index[order[1:][same]]
     return out
@@ -164,20 +172,18 @@ _PROCESS_SHIFT = 1 << 40
 2**40 and process numbers below 2**23."""
 
 
-def _session_of(held: pd.DataFrame, process: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """The position in `held` of the session each (process, index) falls in (-1: none),
-    with one search over the sessions sorted by (process, index)."""
-    starts = held["process_id"].to_numpy(dtype=np.int64) * _PROCESS_SHIFT + held["index"].to_numpy(
-        dtype=np.int64
-    )
+def _session_of(held: Mapping[str, Any], process: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """The position in `held` (the sessions, a frame or columns) of the session each
+    (process, index) falls in (-1: none), with one search over the sessions sorted by
+    (process, index)."""
+    held_process = np.asarray(held["process_id"], dtype=np.int64)
+    starts = held_process * _PROCESS_SHIFT + np.asarray(held["index"], dtype=np.int64)
     order = np.argsort(starts, kind="stable")
     wanted = process.astype(np.int64) * _PROCESS_SHIFT + index.astype(np.int64)
     at = np.searchsorted(starts[order], wanted, side="right") - 1
     found = order[np.maximum(at, 0)]
     inside = (
-        (at >= 0)
-        & (held["process_id"].to_numpy(dtype=np.int64)[found] == process)
-        & (index < held["next"].to_numpy()[found])
+        (at >= 0) & (held_process[found] == process) & (index < np.asarray(held["next"])[found])
     )
     return np.where(inside, found, -1)
 
@@ -210,6 +216,45 @@ def polls_below_anchor(log: KeyLog, held: pd.DataFrame) -> pd.DataFrame:
             "time": below["time"],
         }
     )
+
+
+def _nothing_below(log: KeyLog, held: Columns) -> bool:
+    """Whether the key has neither a poll below its session's anchor (`polls_below_anchor`)
+    nor a commit backwards (`commits_backwards`), decided on the log's columns."""
+    anchor = held["anchor"].to_numpy(dtype=np.float64, na_value=np.nan)
+    reads = log.columns["reads"]
+    chosen = (np.asarray(reads["type"]) == "ok") & ~np.asarray(reads["final"], dtype=bool)
+    if chosen.any() and not np.isnan(anchor).all():
+        session = _session_of(
+            held,
+            np.asarray(reads["process_id"], dtype=np.int64)[chosen],
+            np.asarray(reads["index"], dtype=np.int64)[chosen],
+        )
+        inside = session >= 0
+        # the first read of each session (reads are in history order)
+        opened, first = np.unique(session[inside], return_index=True)
+        offsets = np.asarray(reads["offset"], dtype=np.float64)[chosen][inside][first]
+        if (offsets < anchor[opened]).any():
+            return False
+    commits = log.columns["commits"]
+    if commits.rows == 0:
+        return True
+    session = _session_of(
+        held,
+        np.asarray(commits["process_id"], dtype=np.int64),
+        np.asarray(commits["index"], dtype=np.int64),
+    )
+    inside = session >= 0
+    committed = np.asarray(commits["committed"], dtype=np.float64)[inside]
+    session = session[inside]
+    # the process's own earlier commits in the session: the running greatest before each
+    highest: dict[int, float] = {}
+    running = np.empty(len(session))
+    for at, (slot, offset) in enumerate(zip(session.tolist(), committed.tolist(), strict=True)):
+        running[at] = highest[slot] = max(highest.get(slot, offset), offset)
+    same = np.r_[False, session[1:] == session[:-1]]
+    earlier = np.where(same, np.r_[np.nan, running[:-1]], np.nan)
+    return not (committed < np.fmax(anchor[session], earlier)).any()
 
 
 def commits_backwards(log: KeyLog, held: pd.DataFrame) -> pd.DataFrame:
@@ -382,10 +427,12 @@ def _time_of(log: KeyLog, index: pd.Series) -> np.ndarray:
 
 
 def check_anchors_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
-    """The findings of this checker on one key."""
-    held = sessions(log)
-    if held.empty:
+    """The findings of this checker on one key; most keys' sessions are judged on arrays
+    and find nothing (`_nothing_below`)."""
+    columns = _sessions(log)
+    if columns is None or _nothing_below(log, columns):
         return []
+    held = columns.frame
     rows: list[FindingRow] = []
     polls = polls_below_anchor(log, held)
     if not polls.empty:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pandas.core.algorithms import isin
 
 from checkers.checker import CheckContext
 from checkers.empty_frames import made_once
@@ -50,9 +51,12 @@ def consumed_values(log: KeyLog) -> pd.Series:
 
 def _consumed(log: KeyLog) -> np.ndarray:
     """Which of the key's reads are `ok` polls of a member."""
-    reads = log.reads
-    ok = reads["type"].to_numpy() == "ok"
-    consumed: np.ndarray = ok & reads["process_id"].isin(log.shared.members).to_numpy()
+    reads = log.columns["reads"]
+    ok: np.ndarray = np.asarray(reads["type"]) == "ok"
+    if not ok.any() or not log.shared.members:
+        return np.zeros(len(ok), dtype=bool)
+    member = isin(np.asarray(reads["process_id"]), list(log.shared.members))
+    consumed: np.ndarray = ok & member
     return consumed
 
 
@@ -153,7 +157,10 @@ def _committed_before_a_power_loss(
 def check_consumer_groups_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyFacts]:
     """The findings of this checker on one key, and how often its values were consumed."""
     # Most keys of a long history are no group's: nothing consumed, nothing to count.
-    times = consumed_values(log).value_counts() if _consumed(log).any() else pd.Series()
+    consumed = _consumed(log).any()
+    if not consumed and log.columns["commits"].rows == 0:
+        return []  # no commit: no violation (`at_least_once_violations`)
+    times = consumed_values(log).value_counts() if consumed else pd.Series()
     found: list[FindingRow | KeyFacts] = [
         *rows_of(
             CHECKER,

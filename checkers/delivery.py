@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pandas.core.algorithms import isin
 
 from checkers.checker import CheckContext
 from checkers.empty_frames import made_once
@@ -98,36 +99,36 @@ def final_read_coverage(log: KeyLog) -> dict[str, Any] | None:
     """The key's highest acknowledged offset, lowest known offset, how far its final read
     went, the log end it read to (`log_end`, `reached_log_end`) and whether it was
     complete; None when no acknowledged write has an offset."""
-    writes = log.writes
+    writes = log.columns["writes"]
     offsets = writes["offset"]
-    acked = (writes["status"].to_numpy() == "ok") & offsets.notna().to_numpy()
+    acked = (writes["status"] == "ok") & ~pd.isna(offsets)
     if not acked.any():
         return None
-    max_acked = int(offsets.to_numpy()[acked].max())
+    max_acked = int(np.asarray(offsets[acked].astype(np.int64)).max())
     lowest = int(log.offsets[0])
-    final = _final(log.reads)
-    reads = log.reads
-    spans = _spans(reads["process_id"].to_numpy()[final], reads["offset"].to_numpy()[final])
-    complete = bool(((spans["min"] <= lowest) & (spans["max"] >= max_acked)).any())
+    reads = log.columns["reads"]
+    final = _final(reads)
+    spans = _spans(reads["process_id"][final], reads["offset"][final])
+    complete = any(low <= lowest and high >= max_acked for low, high in spans.values())
     log_end = reached_log_end(spans, log.shared.log_ends.get(log.key, {}), lowest)
     return {
         "max_acked_offset": max_acked,
         "min_known_offset": lowest,
-        "final_read_to": None if spans.empty else int(spans["max"].max()),
+        "final_read_to": max(high for _, high in spans.values()) if spans else None,
         "log_end": log_end,
         "complete": complete or log_end is not None,
     }
 
 
-def _final(reads: pd.DataFrame) -> np.ndarray:
-    """Which of `reads` (`KeyLog.reads`) the final read made: `ok` and `final`."""
-    final: np.ndarray = (reads["type"].to_numpy() == "ok") & reads["final"].to_numpy(dtype=bool)
+def _final(reads: Mapping[str, Any]) -> np.ndarray:
+    """Which of `reads` (`KeyLog.reads`' columns) the final read made: `ok` and `final`."""
+    final: np.ndarray = (np.asarray(reads["type"]) == "ok") & np.asarray(reads["final"], bool)
     return final
 
 
-def _spans(processes: np.ndarray, offsets: np.ndarray) -> pd.DataFrame:
-    """The least and greatest of `offsets` per process (`min`, `max`), by process (a row
-    without one is left out, as a groupby leaves it)."""
+def _spans(processes: np.ndarray, offsets: np.ndarray) -> dict[Any, tuple[int, int]]:
+    """The least and greatest of `offsets` per process, by process (a row without one is
+    left out, as a groupby leaves it)."""
     named = ~pd.isna(processes)
     known, at = np.unique(processes[named], return_inverse=True)
     offsets = offsets[named]
@@ -135,18 +136,23 @@ def _spans(processes: np.ndarray, offsets: np.ndarray) -> pd.DataFrame:
     high = np.full(len(known), np.iinfo(np.int64).min, dtype=np.int64)
     np.minimum.at(low, at, offsets)
     np.maximum.at(high, at, offsets)
-    return pd.DataFrame({"min": low, "max": high}, index=pd.Index(known, name="process_id"))
+    return {
+        process: (int(first), int(last))
+        for process, first, last in zip(known.tolist(), low, high, strict=True)
+    }
 
 
-def reached_log_end(spans: pd.DataFrame, ends: Mapping[int, int], lowest: int) -> int | None:
+def reached_log_end(
+    spans: Mapping[Any, tuple[int, int]], ends: Mapping[int, int], lowest: int
+) -> int | None:
     """The highest log end (`SharedFacts.log_ends`: per process, the end its last `ok`
     `log-ends` recorded) that its process's final read (`spans`: min and max offset read,
     per process) read the key to from at or before `lowest`, and not beyond; a log that
     ended at or below `lowest` held nothing to read. None if none did."""
     reached = None
     for process, end in ends.items():
-        if process in spans.index:
-            first, last = (int(spans.at[process, "min"]), int(spans.at[process, "max"]))
+        if process in spans:
+            first, last = spans[process]
             if last >= end or first > lowest or last < end - 1:
                 continue
         elif end > lowest:
@@ -161,13 +167,8 @@ def lost_acked_writes(
     """acks=-1 `ok` writes with an offset, missing from the key's complete final read; those
     lost with the power of every replica that held them are expected where the flush
     policy allows it (`KeyLosses.classify`)."""
+    kept = _missing_from_final_read(log, losses)
     writes = log.writes
-    reads = log.reads
-    final_values = reads["value"].to_numpy()[_final(reads)]
-    kept = (writes["status"].to_numpy() == "ok") & writes["offset"].notna().to_numpy()
-    if kept.any():
-        kept &= (losses.effective_acks(writes["acks"]) == -1).to_numpy(dtype=bool, na_value=False)
-        kept &= ~writes["value"].isin(final_values).to_numpy()
     if not kept.any():  # most keys; the columns' dtypes follow the two facts' types
         facts = (type(final_read_to), type(log_end))
         return made_once(
@@ -176,6 +177,20 @@ def lost_acked_writes(
             lambda none: _missing(losses.classify(none), final_read_to, log_end),
         )
     return _missing(losses.classify(writes[kept]), final_read_to, log_end)
+
+
+def _missing_from_final_read(log: KeyLog, losses: KeyLosses) -> np.ndarray:
+    """Which of the key's writes are acks=-1 `ok` writes with an offset whose value the
+    final read did not return."""
+    writes = log.columns["writes"]
+    reads = log.columns["reads"]
+    final_values = np.asarray(reads["value"])[_final(reads)]
+    kept: np.ndarray = (writes["status"] == "ok") & ~pd.isna(writes["offset"])
+    if kept.any():
+        acks = losses.effective_acks(pd.array(writes["acks"], dtype="Int64"))
+        kept &= (acks == -1).to_numpy(dtype=bool, na_value=False)
+        kept &= ~isin(np.asarray(writes["value"]), final_values)
+    return kept
 
 
 def _missing(missing: pd.DataFrame, final_read_to: Any, log_end: Any) -> pd.DataFrame:
@@ -189,8 +204,8 @@ def held_span(log: KeyLog) -> tuple[int, int] | None:
     """The first and last offset the key's log still held at the end: read by its final
     read (`ok` polls marked `final`) or listed by a replica's final read (`replica-read`);
     None when neither holds anything."""
-    reads = log.reads
-    final = reads["offset"].to_numpy()[_final(reads)]
+    reads = log.columns["reads"]
+    final = np.asarray(reads["offset"])[_final(reads)]
     final = final[~pd.isna(final)]
     lows = [int(final.min())] if len(final) else []
     highs = [int(final.max())] if len(final) else []
@@ -266,10 +281,37 @@ def _hashable(value: Any) -> Any:
     return value
 
 
+def _lost_any(log: KeyLog) -> bool:
+    """Whether the key has a lost-write, unseen or G1a case (`lost_writes`, `unseen_writes`,
+    `aborted_reads`), decided on the log's columns."""
+    writes = log.columns["writes"]
+    status, was_read = writes["status"], np.asarray(writes["was_read"], dtype=bool)
+    if ((status == "ok") & ~was_read).any() or ((status == "fail") & was_read).any():
+        return True
+    reach = log.max_read_offset
+    if reach is None:
+        return False
+    located = log.columns["located_writes"]
+    last = located["last_offset"]
+    unread = (
+        np.asarray(located["committed"], dtype=bool)
+        & ~np.asarray(located["was_read"], dtype=bool)
+        & ~pd.isna(last)
+        & (last.to_numpy(dtype=np.int64, na_value=reach + 1) <= reach)
+    )
+    return bool(unread.any())
+
+
 def check_delivery_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyFacts]:
     """The findings of this checker on one key, its final read's coverage, and its
-    acknowledged writes lost (`acknowledged_lost`)."""
+    acknowledged writes lost (`acknowledged_lost`). A key that lost nothing (most) is
+    judged on the log's columns alone."""
     key = log.key
+    judged = judges_lost_acked_writes(losses.rules)
+    coverage = final_read_coverage(log) if judged else None
+    complete = coverage is not None and coverage["complete"]
+    if not _lost_any(log) and not (complete and _missing_from_final_read(log, losses).any()):
+        return [] if coverage is None else [KeyFacts(CHECKER, key, {"complete": complete})]
     lost = lost_writes(log, losses)
     unseen = unseen_writes(log, losses)
     missing = unseen.iloc[0:0]
@@ -311,27 +353,23 @@ def check_delivery_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow | KeyF
             ],
         ),
     ]
-    if judges_lost_acked_writes(losses.rules):
-        coverage = final_read_coverage(log)
-        if coverage is not None:
-            facts["complete"] = coverage["complete"]
-            if coverage["complete"]:
-                missing = lost_acked_writes(
-                    log, losses, coverage["final_read_to"], coverage["log_end"]
-                )
-                found += rows_of(
-                    CHECKER,
-                    "lost-acked-write",
-                    _placed(missing, span, key),
-                    order="offset",
-                    detail=[
-                        *WRITE_DETAIL,
-                        ("final_read_to", "final_read_to"),
-                        ("log_end", "log_end"),
-                        ("placement", "placement"),
-                    ],
-                    expected="expected",
-                )
+    if judged and coverage is not None:
+        facts["complete"] = coverage["complete"]
+        if coverage["complete"]:
+            missing = lost_acked_writes(log, losses, coverage["final_read_to"], coverage["log_end"])
+            found += rows_of(
+                CHECKER,
+                "lost-acked-write",
+                _placed(missing, span, key),
+                order="offset",
+                detail=[
+                    *WRITE_DETAIL,
+                    ("final_read_to", "final_read_to"),
+                    ("log_end", "log_end"),
+                    ("placement", "placement"),
+                ],
+                expected="expected",
+            )
     counted = acknowledged_lost(unseen, missing)
     if counted["acknowledged_lost"]:
         facts.update(counted)

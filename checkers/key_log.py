@@ -19,6 +19,9 @@ own (see `histories.parquet_schema`); the key's `ok` and `info` commits come as 
 "commit", `offset` the committed offset). What no key knows alone comes as `SharedFacts`,
 among it what the rows of an operation that did not complete `ok` must know of its
 completion (`SharedFacts.told`, looked up by `invoke_index`).
+
+Each of the log's frames is kept as `Columns` (`KeyLog.columns`, `checkers.columns`): the
+checks of most keys find nothing on a few arrays and never make the pandas frame.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from checkers.columns import Columns
 
 INPUT_COLUMNS = (
     "index",
@@ -171,6 +176,14 @@ class SharedFacts:
             object.__setattr__(self, "_rebalanced_since", known)
         return known
 
+    def assignment_column(self, name: str) -> np.ndarray:
+        """The column `name` of `assignments` as a numpy array, worked out once (kept on the
+        instance, as `holding`)."""
+        known: dict[str, np.ndarray] = self.__dict__.setdefault("_assignment_columns", {})
+        if name not in known:
+            known[name] = self.assignments[name].to_numpy()
+        return known[name]
+
     def holds(self, key: str) -> np.ndarray:
         """Whether each of `assignments` holds `key` (`holding`), as a mask."""
         mask = np.zeros(len(self.assignments), dtype=bool)
@@ -248,10 +261,11 @@ def _first_rows(groups: np.ndarray) -> np.ndarray:
     return first
 
 
-def _reduced(ufunc: np.ufunc, groups: np.ndarray, count: int, column: pd.Series) -> np.ndarray:
-    """`ufunc` (np.minimum or np.maximum) of `column` per group, nulls skipped as pandas
-    skips them; integers stay integers (no group of them can be all null)."""
-    data: np.ndarray = column.to_numpy()
+def _reduced(ufunc: np.ufunc, groups: np.ndarray, count: int, column: Any) -> np.ndarray:
+    """`ufunc` (np.minimum or np.maximum) of `column` (a Series or an array) per group,
+    nulls skipped as pandas skips them; integers stay integers (no group of them can be all
+    null)."""
+    data: np.ndarray = column if isinstance(column, np.ndarray) else column.to_numpy()
     if data.dtype.kind in "iu":
         out: np.ndarray = data[_first_rows(groups)]
         ufunc.at(out, groups, data)
@@ -263,7 +277,7 @@ def _reduced(ufunc: np.ufunc, groups: np.ndarray, count: int, column: pd.Series)
 
 
 def _ok_aggregates(
-    groups: np.ndarray, count: int, ok: np.ndarray, index: pd.Series, time: pd.Series
+    groups: np.ndarray, count: int, ok: np.ndarray, index: Any, time: Any
 ) -> dict[str, np.ndarray]:
     """`reads` (ok rows), `first_reader` (least ok index) and `last_read_time` (greatest ok
     time) per group: floats with NaN where some row is not ok, as pandas' `where` makes."""
@@ -275,8 +289,8 @@ def _ok_aggregates(
         }
     return {
         "reads": np.bincount(groups, ok, minlength=count).astype(np.int64),
-        "first_reader": _reduced(np.minimum, groups, count, index.where(ok)),
-        "last_read_time": _reduced(np.maximum, groups, count, time.where(ok)),
+        "first_reader": _reduced(np.minimum, groups, count, pd.Series(index).where(ok)),
+        "last_read_time": _reduced(np.maximum, groups, count, pd.Series(time).where(ok)),
     }
 
 
@@ -324,14 +338,14 @@ def _settled(writes: pd.DataFrame) -> pd.DataFrame:
     return writes
 
 
-def _looked_up(left: Mapping[str, Any], right: pd.DataFrame, on: str) -> dict[str, Any] | None:
+def _looked_up(left: Mapping[str, Any], right: Columns, on: str) -> dict[str, Any] | None:
     """The columns `_left_joined` adds to a frame of the columns `left` from `right` on the
     string column `on`, where it would add them by lookup; None where it would merge."""
     wanted = left[on]
-    added = [name for name in right.columns if name != on]
+    added = [name for name in right if name != on]
     if (
         len(wanted) == 0
-        or len(right) == 0
+        or right.rows == 0
         or set(added) & set(left)
         or not isinstance(wanted, np.ndarray)
         or wanted.dtype.kind != "O"
@@ -346,21 +360,23 @@ def _looked_up(left: Mapping[str, Any], right: pd.DataFrame, on: str) -> dict[st
     if not keys.is_unique or keys.hasnans or pd.isna(wanted).any():
         return None
     at = keys.get_indexer(wanted)
-    return {name: _taken(right[name].to_numpy(), at) for name in added}
+    return {name: _taken(right[name], at) for name in added}
 
 
 _MOP_BITS = 20
 """(invoke_index, mop_index) as one integer: invoke_index * 2**20 + mop_index."""
 
 
-def _positions(left: pd.DataFrame, right: pd.DataFrame, on: list[str]) -> np.ndarray | None:
+def _positions(
+    left: pd.DataFrame | Columns, right: pd.DataFrame | Columns, on: list[str]
+) -> np.ndarray | None:
     """Where each row of `left` has its `on` in `right` (-1: nowhere), or None where this
     lookup cannot stand for a merge's: keys not unique, null, or not one string column or
     two integer ones of a size that packs into one integer."""
     if len(on) == 1 and left[on[0]].dtype.kind == "O":
         keys = pd.Index(right[on[0]])
         wanted = left[on[0]]
-        if not keys.is_unique or keys.hasnans or wanted.isna().any():
+        if not keys.is_unique or keys.hasnans or pd.isna(wanted).any():
             return None
         found: np.ndarray = keys.get_indexer(wanted)
         return found
@@ -491,7 +507,8 @@ def _joined(first: Any, then: Any) -> Any:
 
 
 class KeyLog:
-    """The reads, writes and contents of one key, built from its micro-operations."""
+    """The reads, writes and contents of one key, built from its micro-operations: as
+    columns (`columns`), and as pandas frames (`writes`, `reads`...) made on first use."""
 
     def __init__(
         self,
@@ -511,28 +528,83 @@ class KeyLog:
             self._told = shared.told
         self._coded: dict[str, tuple[np.ndarray, list[str]]] = {}
         self._rows = rows.drop_columns(["key"]).to_pandas()  # the key is `key`
-        # Built at once, in dependency order: every check reads nearly all of them.
-        self.commits: pd.DataFrame = self._commits()
-        self.info_commits: pd.DataFrame = self._commits("info")
-        """The key's commits completed `info` with their value: they may have landed."""
-        self.reads: pd.DataFrame = self._reads()
-        self.read_records: pd.DataFrame = self._read_records()
-        self.read_values: pd.DataFrame = self._read_values()
-        self.writes: pd.DataFrame = self._writes()
-        self.contents: pd.DataFrame = self._contents()
+        # Built at once, in dependency order, as columns (`Columns`): the checks of most
+        # keys read a few of them and make no frame.
+        self.columns: dict[str, Columns] = {}
+        """Each frame of the log (`commits`, `writes`...) as its columns."""
+        made = self.columns
+        made["commits"] = self._commits()
+        made["info_commits"] = self._commits("info")
+        made["reads"] = self._reads()
+        made["read_records"] = self._read_records()
+        made["read_values"] = self._read_values()
+        made["writes"] = self._writes()
+        made["contents"] = self._contents()
         self.offsets: np.ndarray = self._offsets()
-        self.offset_values: pd.DataFrame = self._offset_values()
-        self.values: pd.DataFrame = self._values()
-        self.located_writes: pd.DataFrame = self._located_writes()
+        made["offset_values"] = self._offset_values()
+        made["values"] = self._values()
+        made["located_writes"] = self._located_writes()
         self.max_read_offset: int | None = self._max_read_offset()
         del self._rows, self._coded, self._told
+
+    @property
+    def commits(self) -> pd.DataFrame:
+        """The key's `ok` commits: process_id, index, invoke_index, time, committed; in
+        history order."""
+        return self.columns["commits"].frame
+
+    @property
+    def info_commits(self) -> pd.DataFrame:
+        """The key's commits completed `info` with their value: they may have landed."""
+        return self.columns["info_commits"].frame
+
+    @property
+    def reads(self) -> pd.DataFrame:
+        """Every record read by a completed poll (`READ_COLUMNS`), in history order."""
+        return self.columns["reads"].frame
+
+    @property
+    def read_records(self) -> pd.DataFrame:
+        """Per (offset, value) read by any completed poll (`_read_records`)."""
+        return self.columns["read_records"].frame
+
+    @property
+    def read_values(self) -> pd.DataFrame:
+        """Per value read by an `ok` operation (`_read_values`)."""
+        return self.columns["read_values"].frame
+
+    @property
+    def writes(self) -> pd.DataFrame:
+        """One row per send micro-op (`_writes`)."""
+        return self.columns["writes"].frame
+
+    @property
+    def contents(self) -> pd.DataFrame:
+        """Distinct (offset, value) of the evidence."""
+        return self.columns["contents"].frame
+
+    @property
+    def offset_values(self) -> pd.DataFrame:
+        """Per offset in the evidence, in order: didx, value_count."""
+        return self.columns["offset_values"].frame
+
+    @property
+    def values(self) -> pd.DataFrame:
+        """Per value in the evidence: first_offset, last_offset, offset_count."""
+        return self.columns["values"].frame
+
+    @property
+    def located_writes(self) -> pd.DataFrame:
+        """The writes with their value's first and last offset (`_located_writes`)."""
+        return self.columns["located_writes"].frame
 
     def last_read_times(self, offsets: np.ndarray, by: np.ndarray) -> np.ndarray:
         """Per pair of `offsets` and `by` (times): when an `ok` read last returned that
         offset at or before that time; `by` itself where none did."""
-        reads = self.reads[self.reads["type"] == "ok"]
-        read_offsets = reads["offset"].to_numpy(dtype=np.int64)
-        read_times = reads["time"].to_numpy(dtype=np.int64)
+        reads = self.columns["reads"]
+        ok = reads["type"] == "ok"
+        read_offsets = reads["offset"][ok].astype(np.int64)
+        read_times = reads["time"][ok].astype(np.int64)
         out = np.asarray(by, dtype=np.int64).copy()
         for at, (offset, until) in enumerate(zip(offsets, out, strict=True)):
             seen = read_times[(read_offsets == int(offset)) & (read_times <= until)]
@@ -559,7 +631,7 @@ class KeyLog:
             known = self._coded[column] = (codes, list(names))
         return known
 
-    def _commits(self, *types: str) -> pd.DataFrame:
+    def _commits(self, *types: str) -> Columns:
         """The key's commits completed with one of `types` (default `ok`): process_id,
         index, invoke_index, time, committed; in history order."""
         rows = self._rows
@@ -571,9 +643,9 @@ class KeyLog:
                 # numpy's stable sort of the index is the frame's, without the frame twice
                 at = np.argsort(picked["index"], kind="stable")
                 picked["committed"] = picked.pop("offset").astype(np.int64)
-                return pd.DataFrame({name: values[at] for name, values in picked.items()})
+                return Columns({name: values[at] for name, values in picked.items()})
         commits = rows[mask] if mask.any() else rows.iloc[:0]  # most keys: no commit
-        return pd.DataFrame(
+        frame = pd.DataFrame(
             {
                 "process_id": commits["process_id"],
                 "index": commits["index"],
@@ -582,8 +654,9 @@ class KeyLog:
                 "committed": commits["offset"].astype(np.int64),
             }
         ).sort_values("index", kind="stable", ignore_index=True)
+        return Columns.of(frame)
 
-    def _reads(self) -> pd.DataFrame:
+    def _reads(self) -> Columns:
         """Every record read by a completed poll: offset, value, type, index, invoke_index,
         process_id, mop_index, poll_seq, final, time; in history order."""
         rows = self._rows
@@ -600,38 +673,42 @@ class KeyLog:
         if all(_plain_numbers(key) for key in keys):
             # numpy's stable sort of the keys is the frame's, without making it twice
             at = np.lexsort(keys)
-            return pd.DataFrame({name: values[at] for name, values in picked.items()})
+            return Columns({name: values[at] for name, values in picked.items()})
         out = pd.DataFrame(picked)
-        return out.sort_values(order, kind="stable").reset_index(drop=True)
+        return Columns.of(out.sort_values(order, kind="stable").reset_index(drop=True))
 
-    def _read_records(self) -> pd.DataFrame:
+    def _read_records(self) -> Columns:
         """Per (offset, value) read by any completed poll: `reads` (by `ok` polls), the first
         such reader and the last such read's time (null: no `ok` read); in order of first
         reading."""
-        reads = self.reads[self.reads["value"].notna()]
-        offsets = reads["offset"].to_numpy(dtype=np.int64)
-        values = reads["value"].to_numpy(dtype=object)
+        reads = self.columns["reads"]
+        known = ~pd.isna(reads["value"])
+        offsets = np.asarray(reads["offset"][known], dtype=np.int64)
+        values = np.asarray(reads["value"][known], dtype=object)
         value_codes, distinct = pd.factorize(values)
         groups, _ = pd.factorize(offsets * max(len(distinct), 1) + value_codes)
         first = _first_rows(groups)
-        ok = reads["type"].to_numpy(dtype=object) == "ok"
-        return pd.DataFrame(
+        ok = np.asarray(reads["type"][known], dtype=object) == "ok"
+        index, time = (reads[name][known] for name in ("index", "time"))
+        return Columns(
             {
                 "offset": offsets[first],
                 "value": values[first],
-                **_ok_aggregates(groups, len(first), ok, reads["index"], reads["time"]),
+                **_ok_aggregates(groups, len(first), ok, index, time),
             }
         )
 
-    def _read_values(self) -> pd.DataFrame:
+    def _read_values(self) -> Columns:
         """Per value read by an `ok` operation: reads, first_reader, last_read_time; in order
         of first reading."""
-        seen = self.read_records[self.read_records["reads"] > 0]
-        values = seen["value"].to_numpy(dtype=object)
+        records = self.columns["read_records"]
+        read = records["reads"] > 0
+        seen = {name: records[name][read] for name in records}
+        values = np.asarray(seen["value"], dtype=object)
         groups, _ = pd.factorize(values)
         first = _first_rows(groups)
         count = len(first)
-        return pd.DataFrame(
+        return Columns(
             {
                 "value": values[first],
                 "reads": np.bincount(groups, seen["reads"], minlength=count).astype(np.int64),
@@ -640,7 +717,7 @@ class KeyLog:
             }
         )
 
-    def _writes(self) -> pd.DataFrame:
+    def _writes(self) -> Columns:
         """One row per send micro-op: value, offset, status, pending, invoke_index,
         complete_index, mop_index, process_id, acks, complete_time, op_f, error,
         invoke_time, reads, last_read_time, first_reader, was_read, committed."""
@@ -703,9 +780,10 @@ class KeyLog:
         made["invoke_time"] = _invoke_times(
             invoke_index[sent], rows["time"].to_numpy()[sent], pd.Series(made["invoke_index"])
         )
-        looked_up = _looked_up(made, self.read_values, "value")
+        looked_up = _looked_up(made, self.columns["read_values"], "value")
         if looked_up is None:
-            return _settled(_left_joined(pd.DataFrame(made), self.read_values, ["value"]))
+            read_values = self.columns["read_values"].frame
+            return Columns.of(_settled(_left_joined(pd.DataFrame(made), read_values, ["value"])))
         # As `_settled` does it, on the arrays, the frame made once.
         told_seen = pd.Series(made.pop("seen")).to_numpy()
         made.update(looked_up)
@@ -715,7 +793,7 @@ class KeyLog:
         invoked_by = pd.Series(made["invoke_index"])
         seen = told_seen | invoked_by.isin(invoked_by[info & was_read]).to_numpy()
         committed = (status == "ok") | (info & seen)
-        return pd.DataFrame({**made, "was_read": was_read, "committed": committed})
+        return Columns({**made, "was_read": was_read, "committed": committed})
 
     def _errors(self, invoke_index: np.ndarray) -> np.ndarray:
         """The completion's error of each of the operations `invoke_index` (None: none)."""
@@ -734,19 +812,19 @@ class KeyLog:
         found[found] = known[at[found]] == wanted[found]
         return at, found
 
-    def _contents(self) -> pd.DataFrame:
+    def _contents(self) -> Columns:
         """Distinct (offset, value) of the evidence: what each offset was seen holding."""
-        writes = self.writes
+        writes = self.columns["writes"]
         offset = writes["offset"]
-        committed = writes["committed"].to_numpy(dtype=bool) & offset.notna().to_numpy()
-        reads = self.reads
+        committed = np.asarray(writes["committed"], dtype=bool) & ~pd.isna(offset)
+        reads = self.columns["reads"]
         offsets = np.concatenate(
-            [reads["offset"].to_numpy(), offset[committed].astype(np.int64).to_numpy()]
+            [np.asarray(reads["offset"]), np.asarray(offset[committed].astype(np.int64))]
         )
         values = np.concatenate(
             [
-                reads["value"].to_numpy(dtype=object),
-                writes["value"].to_numpy(dtype=object)[committed],
+                np.asarray(reads["value"], dtype=object),
+                np.asarray(writes["value"], dtype=object)[committed],
             ]
         )
         if (
@@ -758,13 +836,13 @@ class KeyLog:
             # drop_duplicates' first occurrences, of the pairs numbered as one integer each
             value_codes, distinct = pd.factorize(values)
             first = _first_rows(pd.factorize(offsets * len(distinct) + value_codes)[0])
-            return pd.DataFrame({"offset": offsets[first], "value": values[first]})
+            return Columns({"offset": offsets[first], "value": values[first]})
         seen = pd.DataFrame({"offset": offsets, "value": values})
-        return seen.drop_duplicates(ignore_index=True)
+        return Columns.of(seen.drop_duplicates(ignore_index=True))
 
     def _offsets(self) -> np.ndarray:
         """The distinct offsets of the evidence, sorted: position i has dense index i."""
-        return np.unique(self.contents["offset"].to_numpy(dtype=np.int64))
+        return np.unique(np.asarray(self.columns["contents"]["offset"], dtype=np.int64))
 
     def dense(self, offsets: pd.Series | np.ndarray) -> pd.Series:
         """The dense index of each of `offsets` (null where the evidence has no such offset)."""
@@ -772,11 +850,14 @@ class KeyLog:
         at = self.dense_positions(wanted)
         return pd.Series(at, index=wanted.index).astype("Int64").where(at >= 0)
 
-    def dense_positions(self, offsets: pd.Series) -> np.ndarray:
-        """The dense index of each of `offsets` as integers, -1 where the evidence has no
-        such offset or the offset is null."""
+    def dense_positions(self, offsets: Any) -> np.ndarray:
+        """The dense index of each of `offsets` (a Series or an array) as integers, -1 where
+        the evidence has no such offset or the offset is null."""
         known = self.offsets
-        wanted = offsets.to_numpy(dtype=np.float64, na_value=np.nan)
+        if isinstance(offsets, np.ndarray) and offsets.dtype.kind in "iuf":
+            wanted = offsets.astype(np.float64)
+        else:
+            wanted = pd.Series(offsets).to_numpy(dtype=np.float64, na_value=np.nan)
         if len(known) == 0:
             return np.full(len(wanted), -1, dtype=np.int64)
         present = ~np.isnan(wanted)
@@ -785,12 +866,12 @@ class KeyLog:
         found = present & (at < len(known)) & (known[np.minimum(at, len(known) - 1)] == filled)
         return np.where(found, at, -1)
 
-    def _offset_values(self) -> pd.DataFrame:
+    def _offset_values(self) -> Columns:
         """Per offset in the evidence, in order: didx, value_count."""
-        offsets = self.contents["offset"].to_numpy()
+        offsets = self.columns["contents"]["offset"]
         if offsets.dtype == np.int64:  # the groupby's sorted groups and sizes
             known, sizes = np.unique(offsets, return_counts=True)
-            return pd.DataFrame(
+            return Columns(
                 {
                     "offset": known,
                     "value_count": sizes.astype(np.int64),
@@ -798,7 +879,7 @@ class KeyLog:
                 }
             )
         counts = self.contents.groupby("offset", sort=True).size()
-        return pd.DataFrame(
+        return Columns(
             {
                 "offset": counts.index.to_numpy(dtype=np.int64),
                 "value_count": counts.to_numpy(),
@@ -806,11 +887,10 @@ class KeyLog:
             }
         )
 
-    def _values(self) -> pd.DataFrame:
+    def _values(self) -> Columns:
         """Per value in the evidence: first_offset, last_offset, offset_count."""
-        contents = self.contents
-        offsets = contents["offset"].to_numpy()
-        values = contents["value"].to_numpy()
+        offsets = self.columns["contents"]["offset"]
+        values = self.columns["contents"]["value"]
         if offsets.dtype == np.int64 and len(values) and not pd.isna(values).any():
             # the groupby's groups (in order of appearance) as numbers, reduced by numpy
             groups, distinct = pd.factorize(values)
@@ -819,7 +899,7 @@ class KeyLog:
             low, high = offsets[first], offsets[first]
             np.minimum.at(low, groups, offsets)
             np.maximum.at(high, groups, offsets)
-            return pd.DataFrame(
+            return Columns(
                 {
                     "value": np.asarray(distinct, dtype=object),
                     "first_offset": low,
@@ -827,14 +907,16 @@ class KeyLog:
                     "offset_count": np.bincount(groups, minlength=count).astype(np.int64),
                 }
             )
-        grouped = contents.groupby("value", sort=False)["offset"]
-        return pd.DataFrame(
-            {
-                "first_offset": grouped.min(),
-                "last_offset": grouped.max(),
-                "offset_count": grouped.size(),
-            }
-        ).reset_index()
+        grouped = self.contents.groupby("value", sort=False)["offset"]
+        return Columns.of(
+            pd.DataFrame(
+                {
+                    "first_offset": grouped.min(),
+                    "last_offset": grouped.max(),
+                    "offset_count": grouped.size(),
+                }
+            ).reset_index()
+        )
 
     def values_at(self, offsets: pd.Series) -> list[list[str]]:
         """The sorted distinct values seen at each of `offsets` (for samples)."""
@@ -852,25 +934,26 @@ class KeyLog:
         listed = seen.sort_values("offset").groupby("value")["offset"].agg(list)
         return [listed.get(value, []) for value in values]
 
-    def _located_writes(self) -> pd.DataFrame:
+    def _located_writes(self) -> Columns:
         """The writes with their value's first and last offset (null: not in the log)."""
-        positions = self.values[["value", "first_offset", "last_offset"]]
+        positions = self.columns["values"]
+        writes = self.columns["writes"]
         bounds = ("first_offset", "last_offset")
         at = None
-        if len(positions) and all(positions[name].dtype == np.int64 for name in bounds):
-            at = _positions(self.writes, positions, ["value"])
+        if positions.rows and all(positions[name].dtype == np.int64 for name in bounds):
+            at = _positions(writes, positions, ["value"])
         if at is None:
-            located = _left_joined(self.writes, positions, ["value"])
+            located = _left_joined(self.writes, self.values[["value", *bounds]], ["value"])
             located["first_offset"] = _int(located["first_offset"])
             located["last_offset"] = _int(located["last_offset"])
-            return located
+            return Columns.of(located)
         # Straight into nullable integers, as the merge's columns would be made.
-        located = self.writes.reset_index(drop=True)
-        for name in bounds:
-            located[name] = pd.arrays.IntegerArray(positions[name].to_numpy()[at], at < 0)
-        return located
+        return writes.with_columns(
+            {name: pd.arrays.IntegerArray(positions[name][at], at < 0) for name in bounds}
+        )
 
     def _max_read_offset(self) -> int | None:
         """The highest offset an `ok` read reached (None: no `ok` read)."""
-        ok = self.reads["type"].to_numpy() == "ok"
-        return int(self.reads["offset"].to_numpy()[ok].max()) if ok.any() else None
+        reads = self.columns["reads"]
+        ok = reads["type"] == "ok"
+        return int(reads["offset"][ok].max()) if ok.any() else None

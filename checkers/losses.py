@@ -300,9 +300,10 @@ class KeyLosses:
         rows["effective_acks"] = self.effective_acks(rows["acks"])
         return rows
 
-    def effective_acks(self, acks: pd.Series) -> pd.Series:
-        """The acks each write of `acks` (its operation's, null: not said) was sent with:
-        the operation's, else the default (`LossRules.default_acks`)."""
+    def effective_acks(self, acks: Any) -> Any:
+        """The acks each write of `acks` (a Series or an array of its operation's acks, null:
+        not said) was sent with: the operation's, else the default (`LossRules.default_acks`),
+        as pandas' nullable integers."""
         acks = acks.astype("Int64")
         default = self.rules.default_acks
         return acks if default is None else acks.fillna(default)

@@ -98,6 +98,9 @@ def key_duplicates(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
 
 def check_offsets_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
     """The findings of this checker on one key (the per-key pass)."""
+    several_values = log.columns["offset_values"]["value_count"] > 1
+    if not several_values.any() and not (log.columns["values"]["offset_count"] > 1).any():
+        return []  # most keys: no offset holds several values, no value several offsets
     inconsistent = key_inconsistent_offsets(log, losses)
     duplicates = key_duplicates(log, losses)
     duplicate_detail = [

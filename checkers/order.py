@@ -26,8 +26,12 @@ All are found per key, in the per-key pass (`checkers.key_pass`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 import pandas as pd
+from pandas.core.algorithms import isin
 
 from checkers.checker import CheckContext
 from checkers.key_findings import FindingRow, key_finding, rows_of
@@ -50,31 +54,41 @@ COUNTED = ["ok", "info"]
 """The completions of the send operations that a later operation's first send follows."""
 
 
-def _resets(log: KeyLog, processes: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+def _resets(log: KeyLog, processes: Any) -> tuple[np.ndarray, np.ndarray]:
     """(process_id, index) where an `ok`/`info` assign/subscribe of one of `processes`
     dropped the key (its keys do not hold it, or are not known), as two arrays."""
-    changes = log.shared.assignments
-    mine = changes["process_id"].isin(processes.unique()).to_numpy(dtype=bool)
+    changed = log.shared.assignment_column("process_id")
+    if len(changed) == 0:
+        return changed, log.shared.assignment_column("index")
+    mine = isin(changed, pd.unique(np.asarray(processes)))
     dropped = mine & ~log.shared.holds(log.key)
-    return changes["process_id"].to_numpy()[dropped], changes["index"].to_numpy()[dropped]
+    return changed[dropped], log.shared.assignment_column("index")[dropped]
+
+
+def _floats(values: Any, missing: float) -> np.ndarray:
+    """`values` (a Series or an array) as floats, `missing` for null, as pandas'
+    `to_numpy(dtype=float, na_value=missing)` makes them."""
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iuf":
+        out = values.astype(np.float64)
+        out[np.isnan(out)] = missing
+        return out
+    floats: np.ndarray = pd.Series(values).to_numpy(dtype=np.float64, na_value=missing)
+    return floats
 
 
 def _preceding(
-    rows: pd.DataFrame, counted: np.ndarray, resets: tuple[np.ndarray, np.ndarray]
+    rows: Mapping[str, Any], counted: np.ndarray, resets: tuple[np.ndarray, np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per row of `rows` (process_id, index, mop_index), as positions in `rows` (-1: none):
     `prev`, the row before it in its process's history where that is of the same operation
     (`inner`); else `prev_counted`, the last `counted` row before it where no reset came
     after that one (`follows`)."""
-    size = len(rows)
+    size = len(rows["index"])
     reset_process, reset_index = resets
-    process = np.r_[rows["process_id"].to_numpy(dtype=np.int64), reset_process]
-    index = np.r_[rows["index"].to_numpy(dtype=np.int64), reset_index]
+    process = np.r_[np.asarray(rows["process_id"], dtype=np.int64), reset_process]
+    index = np.r_[np.asarray(rows["index"], dtype=np.int64), reset_index]
     # a reset sorts before the micro-operations of an operation at its index
-    mop = np.r_[
-        rows["mop_index"].to_numpy(dtype=np.float64, na_value=-np.inf),
-        np.full(len(reset_index), -np.inf),
-    ]
+    mop = np.r_[_floats(rows["mop_index"], -np.inf), np.full(len(reset_index), -np.inf)]
     if len(mop) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     order = np.lexsort((mop, index, process))  # stable: rows before resets where tied
@@ -131,7 +145,7 @@ def _no_steps() -> pd.DataFrame:
 
 def _uneven(
     log: KeyLog,
-    positions: pd.Series,
+    positions: Any,
     earlier: np.ndarray,
     later: np.ndarray,
     inner: np.ndarray,
@@ -192,35 +206,38 @@ def read_steps(log: KeyLog) -> pd.DataFrame:
     a poll, or into a poll's first record from the record before it in the same operation
     (`inner`) or from the last record of the process's previous `ok` read of the key
     (`follows`); `delta` in dense index, `before_*` the earlier record."""
-    reads = log.reads
-    # A read's status is its type, its position its offset.
-    if reads.empty:
-        nothing = np.zeros(0, dtype=np.int64)
-        return _uneven_steps(
-            log, reads, nothing, nothing, nothing.astype(bool), status="type", pos="offset"
-        )
-    index = reads["index"].to_numpy()
-    mop = reads["mop_index"].to_numpy()
-    offset = reads["offset"].to_numpy()
+    steps = _read_steps(log)
+    return _no_steps() if steps is None else steps
+
+
+def _read_steps(log: KeyLog) -> pd.DataFrame | None:
+    """`read_steps`, None where there is none (most keys): found on the log's columns,
+    the frame of the reads made only for a step."""
+    reads = log.columns["reads"]
+    if reads.rows == 0:
+        return None
+    index = reads["index"]
+    mop = reads["mop_index"]
+    offset = reads["offset"]
     opens = np.r_[True, (index[1:] != index[:-1]) | (mop[1:] != mop[:-1])]
     inside = np.flatnonzero(~opens & (offset - np.r_[offset[0], offset[:-1]] != 1))
     first = np.flatnonzero(opens)
-    last = np.r_[first[1:], len(reads)] - 1
-    polls = reads[["process_id", "index", "mop_index", "type"]].iloc[first].reset_index(drop=True)
+    last = np.r_[first[1:], reads.rows] - 1
+    polls = {name: reads[name][first] for name in ("process_id", "index", "mop_index", "type")}
     prev, prev_counted = _preceding(
-        polls, (polls["type"] == "ok").to_numpy(), _resets(log, polls["process_id"])
+        polls, np.asarray(polls["type"] == "ok"), _resets(log, polls["process_id"])
     )
     origin = np.where(prev >= 0, prev, prev_counted)
     into = np.flatnonzero(origin >= 0)
-    return _uneven_steps(
-        log,
-        reads,
+    steps = (
         np.r_[inside - 1, last[origin[into]]],
         np.r_[inside, first[into]],
         np.r_[np.ones(len(inside), dtype=bool), prev[into] >= 0],
-        status="type",
-        pos="offset",
     )
+    # A read's status is its type, its position its offset.
+    if not _uneven(log, offset, *steps, True)[0].any():
+        return None
+    return _uneven_steps(log, log.reads, *steps, status="type", pos="offset")
 
 
 def send_steps(log: KeyLog, *, skips_between: bool = True) -> pd.DataFrame:
@@ -229,23 +246,22 @@ def send_steps(log: KeyLog, *, skips_between: bool = True) -> pd.DataFrame:
     the process's previous such operation (`follows`); `delta` in dense index where both
     positions are known. A send's position is its value's first offset in the log. Without
     `skips_between`, skips forward between operations are left out."""
-    writes = log.located_writes
-    completed = writes["complete_index"].notna().to_numpy()
+    columns = log.columns["located_writes"]
+    completed = ~pd.isna(columns["complete_index"])
     # Who sent what when, on arrays; the frame of the sends only where a step is kept.
-    sends = pd.DataFrame(
-        {
-            "process_id": writes["process_id"].to_numpy()[completed],
-            "index": writes["complete_index"][completed].to_numpy(dtype=np.int64),
-            "mop_index": writes["mop_index"].to_numpy()[completed],
-        }
-    )
-    counted = np.isin(writes["status"].to_numpy()[completed], COUNTED)
+    sends = {
+        "process_id": np.asarray(columns["process_id"])[completed],
+        "index": np.asarray(columns["complete_index"][completed].astype(np.int64)),
+        "mop_index": np.asarray(columns["mop_index"])[completed],
+    }
+    counted = np.isin(np.asarray(columns["status"])[completed], COUNTED)
     prev, prev_counted = _preceding(sends, counted, _resets(log, sends["process_id"]))
     origin = np.where(prev >= 0, prev, np.where(counted, prev_counted, -1))
     into = np.flatnonzero(origin >= 0)
     steps = (origin[into], into, prev[into] >= 0)
-    if not _uneven(log, writes["first_offset"][completed], *steps, skips_between)[0].any():
+    if not _uneven(log, columns["first_offset"][completed], *steps, skips_between)[0].any():
         return _no_steps()
+    writes = log.located_writes
     sent = writes[completed]
     ops = pd.DataFrame(
         {
@@ -366,7 +382,8 @@ def check_order_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
     """The findings of this checker on one key (the per-key pass); a kind of step without
     any (most keys) costs nothing more."""
     found: list[FindingRow] = []
-    reads = _with_detail(read_steps(log), log, losses)
+    steps = _read_steps(log)
+    reads = _no_steps() if steps is None else _with_detail(steps, log, losses)
     if not reads.empty:
         inner, delta = reads["inner"], reads["delta"]
         reads["skipped"] = (delta - 1).astype("Int64").where(~inner & (delta > 1))
