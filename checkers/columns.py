@@ -24,6 +24,13 @@ def _array(column: Any) -> Any:
     return column
 
 
+def isin(values: Any, among: Any) -> np.ndarray:
+    """Which of `values` (an array) are among `among`, by hash as pandas' `isin` does (numpy's
+    sorts, and compares objects one by one)."""
+    found: np.ndarray = pd.Series(values, copy=False).isin(among).to_numpy(dtype=bool)
+    return found
+
+
 class Columns(Mapping[str, Any]):
     """Named columns of one length (numpy arrays, or pandas' arrays of its nullable
     dtypes), and the pandas frame of them (`frame`), made once, when first asked for."""

@@ -39,9 +39,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pandas.core.algorithms import isin
 
 from checkers.checker import CheckContext
+from checkers.columns import isin
 from checkers.empty_frames import made_once
 from checkers.key_findings import FindingRow, KeyFacts, key_finding, keyed, rows_of
 from checkers.key_log import KeyLog

@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pandas.core.algorithms import isin
 
 from checkers.checker import CheckContext
+from checkers.columns import isin
 from checkers.key_findings import FindingRow, key_finding, rows_of
 from checkers.key_log import KeyLog
 from checkers.losses import KeyLosses
