@@ -6,8 +6,9 @@ from xml.etree import ElementTree
 import pytest
 
 from squall.campaign import CampaignError, CaseResult, junit_xml, load_campaign, progress_line
-from squall.runner import check_runnable
+from squall.runner import check_runnable, group_state_keys
 from squall.spec import SpecError, TestSpec
+from system_under_test.group_metadata_manager import partition_for
 
 
 def test_spec_from_toml_and_what_it_promises(tmp_path: Path) -> None:
@@ -213,3 +214,28 @@ def test_squall_s_client_tests_a_cluster_squall_did_not_deploy_as_group_members(
     check_runnable(external())  # subscribe's consumers are members of the group
     check_runnable(external(consumers=0, mix={"poll": 0, "commit": 0}))
     check_runnable(external(client="kafka-python"))
+
+
+def test_the_group_s_state_partition_is_the_offsets_partition_kafka_s_rule_names() -> None:
+    """Where the workload's consumers are members, the scenarios' `group-state` aim needs
+    the partition of the offsets topic that holds its group: the group id's hash over the
+    topic's partitions, as the brokers are configured."""
+    spec = TestSpec(name="t")
+    assert spec.workload.group_membership and spec.workload.group == "squall-squall-queue"
+    assert group_state_keys(spec) == [
+        f"__consumer_offsets-{partition_for('squall-squall-queue', 12)}"
+    ]
+    wider = TestSpec(name="t", broker={"offsets.topic.num.partitions": "50"})
+    assert group_state_keys(wider) == [
+        f"__consumer_offsets-{partition_for('squall-squall-queue', 50)}"
+    ]
+    assert partition_for("squall-squall-queue", 50) != partition_for("squall-squall-queue", 12)
+    outside = TestSpec(name="t", workload={"group_membership": False})
+    assert group_state_keys(outside) == []
+
+
+def test_test_clusters_roll_segments() -> None:
+    """A test's log rolls segments (Kafka's 1 GiB would never roll in a run); the `none`
+    profile keeps the broker's own defaults."""
+    assert TestSpec(name="t").broker_settings()["log.segment.bytes"] == "65536"
+    assert "log.segment.bytes" not in TestSpec(name="t", profile="none").broker_settings()
