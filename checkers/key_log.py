@@ -576,6 +576,7 @@ class KeyLog:
         self.shared = shared
         self.events = events
         """The key's leader elections and ISR changes, in history order."""
+        self._told: Mapping[str, np.ndarray]
         if shared.told is None:  # the pass joined what the rows are told onto them
             told = told_frame(rows.filter(pc.is_valid(rows.column("unsettled"))))
             self._told = told_columns(told)
