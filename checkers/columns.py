@@ -8,7 +8,7 @@ log keeps its frames as `Columns` and the checks read arrays until they find som
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Set
 from typing import Any
 
 import numpy as np
@@ -24,9 +24,26 @@ def _array(column: Any) -> Any:
     return column
 
 
+TABLE_SPAN = 1 << 20
+"""`isin` looks integers up in a table of flags where they span fewer than this many."""
+
+
 def isin(values: Any, among: Any) -> np.ndarray:
     """Which of `values` (an array) are among `among`, by hash as pandas' `isin` does (numpy's
-    sorts, and compares objects one by one)."""
+    sorts, and compares objects one by one); signed integers among signed integers (a
+    key's process ids, say) in a table of flags, which costs a tenth of pandas' call."""
+    if isinstance(values, np.ndarray) and values.dtype.kind == "i":
+        wanted = np.asarray(list(among) if isinstance(among, Set) else among)
+        if len(values) == 0 or len(wanted) == 0:
+            return np.zeros(len(values), dtype=bool)
+        if wanted.dtype.kind == "i":
+            low = min(int(values.min()), int(wanted.min()))
+            span = max(int(values.max()), int(wanted.max())) - low + 1
+            if span < TABLE_SPAN:
+                table = np.zeros(span, dtype=bool)
+                table[wanted - low] = True
+                flags: np.ndarray = table[values - low]
+                return flags
     found: np.ndarray = pd.Series(values, copy=False).isin(among).to_numpy(dtype=bool)
     return found
 

@@ -60,7 +60,7 @@ def _resets(log: KeyLog, processes: Any) -> tuple[np.ndarray, np.ndarray]:
     changed = log.shared.assignment_column("process_id")
     if len(changed) == 0:
         return changed, log.shared.assignment_column("index")
-    mine = isin(changed, pd.unique(np.asarray(processes)))
+    mine = isin(changed, np.asarray(processes))
     dropped = mine & ~log.shared.holds(log.key)
     return changed[dropped], log.shared.assignment_column("index")[dropped]
 
@@ -246,6 +246,12 @@ def send_steps(log: KeyLog, *, skips_between: bool = True) -> pd.DataFrame:
     the process's previous such operation (`follows`); `delta` in dense index where both
     positions are known. A send's position is its value's first offset in the log. Without
     `skips_between`, skips forward between operations are left out."""
+    steps = _send_steps(log, skips_between)
+    return _no_steps() if steps is None else steps
+
+
+def _send_steps(log: KeyLog, skips_between: bool) -> pd.DataFrame | None:
+    """`send_steps`, None where there is none (most keys)."""
     columns = log.columns["located_writes"]
     completed = ~pd.isna(columns["complete_index"])
     # Who sent what when, on arrays; the frame of the sends only where a step is kept.
@@ -260,7 +266,7 @@ def send_steps(log: KeyLog, *, skips_between: bool = True) -> pd.DataFrame:
     into = np.flatnonzero(origin >= 0)
     steps = (origin[into], into, prev[into] >= 0)
     if not _uneven(log, columns["first_offset"][completed], *steps, skips_between)[0].any():
-        return _no_steps()
+        return None
     writes = log.located_writes
     sent = writes[completed]
     ops = pd.DataFrame(
@@ -383,8 +389,8 @@ def check_order_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
     any (most keys) costs nothing more."""
     found: list[FindingRow] = []
     steps = _read_steps(log)
-    reads = _no_steps() if steps is None else _with_detail(steps, log, losses)
-    if not reads.empty:
+    reads = None if steps is None else _with_detail(steps, log, losses)
+    if reads is not None and not reads.empty:
         inner, delta = reads["inner"], reads["delta"]
         reads["skipped"] = (delta - 1).astype("Int64").where(~inner & (delta > 1))
         found += rows_of(
@@ -402,8 +408,8 @@ def check_order_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
         )
     # A skip forward between two operations is no anomaly (other producers wrote between):
     # most of a long history's steps, left out before their frame is built.
-    steps = send_steps(log, skips_between=False)
-    if not steps.empty:
+    steps = _send_steps(log, skips_between=False)
+    if steps is not None and not steps.empty:
         sends = _with_detail(steps.reset_index(drop=True), log, losses)
         send_inner, send_delta = sends["inner"], sends["delta"]
         found += rows_of(
