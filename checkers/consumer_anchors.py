@@ -133,7 +133,10 @@ def _sessions(log: KeyLog) -> Columns | None:
         "process_id": process,
         "index": index,
         "invoke_index": invoke,
-        "position": pd.array(position, dtype="Int64"),
+        "position": pd.arrays.IntegerArray(
+            np.array([0 if p is None else p for p in position], dtype=np.int64),
+            np.array([p is None for p in position], dtype=bool),
+        ),
         "anchor": pd.arrays.IntegerArray(
             np.where(np.isnan(higher), 0, higher).astype(np.int64), np.isnan(higher)
         ),
@@ -252,8 +255,8 @@ def _nothing_below(log: KeyLog, held: Columns) -> bool:
     running = np.empty(len(session))
     for at, (slot, offset) in enumerate(zip(session.tolist(), committed.tolist(), strict=True)):
         running[at] = highest[slot] = max(highest.get(slot, offset), offset)
-    same = np.r_[False, session[1:] == session[:-1]]
-    earlier = np.where(same, np.r_[np.nan, running[:-1]], np.nan)
+    same = np.concatenate(([False], session[1:] == session[:-1]))
+    earlier = np.where(same, np.concatenate(([np.nan], running[:-1])), np.nan)
     return not (committed < np.fmax(anchor[session], earlier)).any()
 
 

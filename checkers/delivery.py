@@ -179,6 +179,16 @@ def lost_acked_writes(
     return _missing(losses.classify(writes[kept]), final_read_to, log_end)
 
 
+def _acks_all(acks: Any, default: int | None) -> np.ndarray:
+    """Which of `acks` (the writes' own; null: not said) are -1 once the default fills
+    those not said, as `KeyLosses.effective_acks` fills them."""
+    said = pd.array(acks, dtype="Int64")
+    null = np.asarray(said.isna(), dtype=bool)
+    minus_one = (said.to_numpy(dtype=np.int64, na_value=0) == -1) & ~null
+    found: np.ndarray = minus_one | (null & (default == -1))
+    return found
+
+
 def _missing_from_final_read(log: KeyLog, losses: KeyLosses) -> np.ndarray:
     """Which of the key's writes are acks=-1 `ok` writes with an offset whose value the
     final read did not return."""
@@ -187,8 +197,7 @@ def _missing_from_final_read(log: KeyLog, losses: KeyLosses) -> np.ndarray:
     final_values = np.asarray(reads["value"])[_final(reads)]
     kept: np.ndarray = (writes["status"] == "ok") & ~pd.isna(writes["offset"])
     if kept.any():
-        acks = losses.effective_acks(pd.array(writes["acks"], dtype="Int64"))
-        kept &= (acks == -1).to_numpy(dtype=bool, na_value=False)
+        kept &= _acks_all(writes["acks"], losses.rules.default_acks)
         kept &= ~isin(np.asarray(writes["value"]), final_values)
     return kept
 

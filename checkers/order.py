@@ -85,28 +85,30 @@ def _preceding(
     after that one (`follows`)."""
     size = len(rows["index"])
     reset_process, reset_index = resets
-    process = np.r_[np.asarray(rows["process_id"], dtype=np.int64), reset_process]
-    index = np.r_[np.asarray(rows["index"], dtype=np.int64), reset_index]
+    process = np.concatenate((np.asarray(rows["process_id"], dtype=np.int64), reset_process))
+    index = np.concatenate((np.asarray(rows["index"], dtype=np.int64), reset_index))
     # a reset sorts before the micro-operations of an operation at its index
-    mop = np.r_[_floats(rows["mop_index"], -np.inf), np.full(len(reset_index), -np.inf)]
+    mop = np.concatenate((_floats(rows["mop_index"], -np.inf), np.full(len(reset_index), -np.inf)))
     if len(mop) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     order = np.lexsort((mop, index, process))  # stable: rows before resets where tied
     process, index = process[order], index[order]
-    row = np.r_[np.arange(size), np.full(len(reset_index), -1)][order]
+    row = np.concatenate((np.arange(size), np.full(len(reset_index), -1)))[order]
     is_reset = row < 0
     at = np.arange(len(row))
-    opens = np.r_[True, process[1:] != process[:-1]]
+    opens = np.concatenate(([True], process[1:] != process[:-1]))
     group_start = np.maximum.accumulate(np.where(opens, at, 0))
 
     def last_before(mask: np.ndarray) -> np.ndarray:
         latest = np.maximum.accumulate(np.where(mask, at, -1))
-        before = np.r_[-1, latest[:-1]]
+        before = np.concatenate(([-1], latest[:-1]))
         return np.where(before >= group_start, before, -1)
 
     prev = np.where(at > group_start, at - 1, -1)
     inner = (prev >= 0) & ~is_reset[prev] & (index[prev] == index)
-    counted_at = last_before(np.r_[counted, np.zeros(len(reset_index), dtype=bool)][order])
+    counted_at = last_before(
+        np.concatenate((counted, np.zeros(len(reset_index), dtype=bool)))[order]
+    )
     # In history order, so a reset before the counted row came before its operation.
     follows = ~inner & (counted_at >= 0) & (last_before(is_reset) < counted_at)
     prev_row = np.full(size, -1)
@@ -219,10 +221,10 @@ def _read_steps(log: KeyLog) -> pd.DataFrame | None:
     index = reads["index"]
     mop = reads["mop_index"]
     offset = reads["offset"]
-    opens = np.r_[True, (index[1:] != index[:-1]) | (mop[1:] != mop[:-1])]
-    inside = np.flatnonzero(~opens & (offset - np.r_[offset[0], offset[:-1]] != 1))
+    opens = np.concatenate(([True], (index[1:] != index[:-1]) | (mop[1:] != mop[:-1])))
+    inside = np.flatnonzero(~opens & (offset - np.concatenate((offset[:1], offset[:-1])) != 1))
     first = np.flatnonzero(opens)
-    last = np.r_[first[1:], reads.rows] - 1
+    last = np.concatenate((first[1:], [reads.rows])) - 1
     polls = {name: reads[name][first] for name in ("process_id", "index", "mop_index", "type")}
     prev, prev_counted = _preceding(
         polls, np.asarray(polls["type"] == "ok"), _resets(log, polls["process_id"])
@@ -230,9 +232,9 @@ def _read_steps(log: KeyLog) -> pd.DataFrame | None:
     origin = np.where(prev >= 0, prev, prev_counted)
     into = np.flatnonzero(origin >= 0)
     steps = (
-        np.r_[inside - 1, last[origin[into]]],
-        np.r_[inside, first[into]],
-        np.r_[np.ones(len(inside), dtype=bool), prev[into] >= 0],
+        np.concatenate((inside - 1, last[origin[into]])),
+        np.concatenate((inside, first[into])),
+        np.concatenate((np.ones(len(inside), dtype=bool), prev[into] >= 0)),
     )
     # A read's status is its type, its position its offset.
     if not _uneven(log, offset, *steps, True)[0].any():
