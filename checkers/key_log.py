@@ -312,43 +312,6 @@ def _joined_integers(
     )
 
 
-FEW = 2_000
-"""Up to this many values, `_factorized` and `_pairs_factorized` number them by a dict:
-pandas' call costs more than a key's few values, a dict more than pandas' on many."""
-
-
-def _factorized(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`pd.factorize(values)` of an array without null: each value's number, in order of
-    first appearance, and the distinct values."""
-    if len(values) > FEW:
-        codes, distinct = pd.factorize(values)
-        return codes, np.asarray(distinct)
-    numbers: dict[Any, int] = {}
-    codes = np.fromiter(
-        (numbers.setdefault(value, len(numbers)) for value in values.tolist()),
-        dtype=np.intp,
-        count=len(values),
-    )
-    return codes, np.fromiter(numbers, dtype=values.dtype, count=len(numbers))
-
-
-def _pairs_factorized(offsets: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """The number of each distinct (offset, value) of integer `offsets` and `values` without
-    null, in order of first appearance: `pd.factorize` of the pairs packed as one integer
-    each (offset times the distinct values, plus the value's number)."""
-    if len(values) > FEW:
-        value_codes, distinct = pd.factorize(values)
-        groups: np.ndarray = pd.factorize(offsets * max(len(distinct), 1) + value_codes)[0]
-        return groups
-    numbers: dict[tuple[Any, Any], int] = {}
-    pairs = zip(offsets.tolist(), values.tolist(), strict=True)
-    return np.fromiter(
-        (numbers.setdefault(pair, len(numbers)) for pair in pairs),
-        dtype=np.intp,
-        count=len(values),
-    )
-
-
 def _first_rows(groups: np.ndarray) -> np.ndarray:
     """The position of each group's first row, groups numbered in order of appearance."""
     first: np.ndarray = np.unique(groups, return_index=True)[1]
@@ -772,7 +735,8 @@ class KeyLog:
         known = ~pd.isna(reads["value"])
         offsets = np.asarray(reads["offset"][known], dtype=np.int64)
         values = np.asarray(reads["value"][known], dtype=object)
-        groups = _pairs_factorized(offsets, values)
+        value_codes, distinct = pd.factorize(values)
+        groups, _ = pd.factorize(offsets * max(len(distinct), 1) + value_codes)
         first = _first_rows(groups)
         ok = np.asarray(reads["type"][known], dtype=object) == "ok"
         index, time = (reads[name][known] for name in ("index", "time"))
@@ -791,7 +755,7 @@ class KeyLog:
         read = records["reads"] > 0
         seen = {name: records[name][read] for name in records}
         values = np.asarray(seen["value"], dtype=object)
-        groups, _ = _factorized(values)
+        groups, _ = pd.factorize(values)
         first = _first_rows(groups)
         count = len(first)
         return Columns(
@@ -917,7 +881,8 @@ class KeyLog:
             and not pd.isna(values).any()
         ):
             # drop_duplicates' first occurrences, of the pairs numbered as one integer each
-            first = _first_rows(_pairs_factorized(offsets, values))
+            value_codes, distinct = pd.factorize(values)
+            first = _first_rows(pd.factorize(offsets * len(distinct) + value_codes)[0])
             return Columns({"offset": offsets[first], "value": values[first]})
         seen = pd.DataFrame({"offset": offsets, "value": values})
         return Columns.of(seen.drop_duplicates(ignore_index=True))
@@ -975,7 +940,7 @@ class KeyLog:
         values = self.columns["contents"]["value"]
         if offsets.dtype == np.int64 and len(values) and not pd.isna(values).any():
             # the groupby's groups (in order of appearance) as numbers, reduced by numpy
-            groups, distinct = _factorized(values)
+            groups, distinct = pd.factorize(values)
             count = len(distinct)
             first = _first_rows(groups)
             low, high = offsets[first], offsets[first]
