@@ -83,17 +83,19 @@ def _sessions(log: KeyLog) -> Columns | None:
     holds = log.shared.holds(log.key)
     if not holds.any():  # most keys of a long history: no consumer was given them
         return None
-    said_at = changes["positions"] if "positions" in changes.columns else None
+    column = log.shared.assignment_column
     position = [
         _position_of(log.key, keys, positions)
         for keys, positions in zip(
-            changes["keys"].to_numpy()[holds],
-            [None] * int(holds.sum()) if said_at is None else said_at.to_numpy()[holds],
+            column("keys")[holds],
+            column("positions")[holds]
+            if "positions" in changes.columns
+            else [None] * int(holds.sum()),
             strict=True,
         )
     ]
     process, index, invoke = (
-        changes[name].to_numpy()[holds] for name in ("process_id", "index", "invoke_index")
+        column(name)[holds] for name in ("process_id", "index", "invoke_index")
     )
     since = log.shared.rebalanced_since()[holds]
     began = np.where(since >= 0, np.minimum(invoke.astype(np.int64), since), invoke)

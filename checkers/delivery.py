@@ -182,7 +182,7 @@ def lost_acked_writes(
 def _acks_all(acks: Any, default: int | None) -> np.ndarray:
     """Which of `acks` (the writes' own; null: not said) are -1 once the default fills
     those not said, as `KeyLosses.effective_acks` fills them."""
-    said = pd.array(acks, dtype="Int64")
+    said = acks if isinstance(acks, pd.arrays.IntegerArray) else pd.array(acks, dtype="Int64")
     null = np.asarray(said.isna(), dtype=bool)
     minus_one = (said.to_numpy(dtype=np.int64, na_value=0) == -1) & ~null
     found: np.ndarray = minus_one | (null & (default == -1))
