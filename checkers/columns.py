@@ -17,6 +17,8 @@ import pandas as pd
 
 def _array(column: Any) -> Any:
     """`column` as an array: numpy's where its dtype is numpy's, else pandas' own array."""
+    if type(column) is np.ndarray:  # most columns: nothing to look into
+        return column
     if isinstance(column, pd.Series):
         return column.to_numpy() if isinstance(column.dtype, np.dtype) else column.array
     if isinstance(column, pd.arrays.NumpyExtensionArray):

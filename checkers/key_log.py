@@ -903,6 +903,8 @@ class KeyLog:
         known = self.offsets
         if isinstance(offsets, np.ndarray) and offsets.dtype.kind in "iuf":
             wanted = offsets.astype(np.float64)
+        elif isinstance(offsets, pd.arrays.IntegerArray):
+            wanted = offsets.to_numpy(dtype=np.float64, na_value=np.nan)
         else:
             wanted = pd.Series(offsets).to_numpy(dtype=np.float64, na_value=np.nan)
         if len(known) == 0:
