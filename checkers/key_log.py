@@ -313,18 +313,26 @@ def _joined_integers(
 
 
 def _first_rows(groups: np.ndarray) -> np.ndarray:
-    """The position of each group's first row, groups numbered in order of appearance."""
-    first: np.ndarray = np.unique(groups, return_index=True)[1]
-    return first
+    """The position of each group's first row, groups numbered from 0 in order of
+    appearance: where the greatest number so far grows."""
+    if len(groups) == 0 or groups[0] != 0:
+        first: np.ndarray = np.unique(groups, return_index=True)[1]
+        return first
+    grows = np.empty(len(groups), dtype=bool)
+    grows[0] = True
+    running = np.maximum.accumulate(groups)
+    np.not_equal(running[1:], running[:-1], out=grows[1:])
+    return np.flatnonzero(grows)
 
 
-def _reduced(ufunc: np.ufunc, groups: np.ndarray, count: int, column: Any) -> np.ndarray:
-    """`ufunc` (np.minimum or np.maximum) of `column` (a Series or an array) per group,
-    nulls skipped as pandas skips them; integers stay integers (no group of them can be all
-    null)."""
+def _reduced(ufunc: np.ufunc, groups: np.ndarray, first: np.ndarray, column: Any) -> np.ndarray:
+    """`ufunc` (np.minimum or np.maximum) of `column` (a Series or an array) per group (the
+    groups' `first` rows, `_first_rows`), nulls skipped as pandas skips them; integers stay
+    integers (no group of them can be all null)."""
     data: np.ndarray = column if isinstance(column, np.ndarray) else column.to_numpy()
+    count = len(first)
     if data.dtype.kind in "iu":
-        out: np.ndarray = data[_first_rows(groups)]
+        out: np.ndarray = data[first]
         ufunc.at(out, groups, data)
         return out
     out = np.full(count, np.nan)
@@ -334,20 +342,22 @@ def _reduced(ufunc: np.ufunc, groups: np.ndarray, count: int, column: Any) -> np
 
 
 def _ok_aggregates(
-    groups: np.ndarray, count: int, ok: np.ndarray, index: Any, time: Any
+    groups: np.ndarray, first: np.ndarray, ok: np.ndarray, index: Any, time: Any
 ) -> dict[str, np.ndarray]:
     """`reads` (ok rows), `first_reader` (least ok index) and `last_read_time` (greatest ok
-    time) per group: floats with NaN where some row is not ok, as pandas' `where` makes."""
+    time) per group (their `first` rows): floats with NaN where some row is not ok, as
+    pandas' `where` makes."""
+    count = len(first)
     if ok.all():
         return {
             "reads": np.bincount(groups, minlength=count).astype(np.int64),
-            "first_reader": _reduced(np.minimum, groups, count, index),
-            "last_read_time": _reduced(np.maximum, groups, count, time),
+            "first_reader": _reduced(np.minimum, groups, first, index),
+            "last_read_time": _reduced(np.maximum, groups, first, time),
         }
     return {
         "reads": np.bincount(groups, ok, minlength=count).astype(np.int64),
-        "first_reader": _reduced(np.minimum, groups, count, pd.Series(index).where(ok)),
-        "last_read_time": _reduced(np.maximum, groups, count, pd.Series(time).where(ok)),
+        "first_reader": _reduced(np.minimum, groups, first, pd.Series(index).where(ok)),
+        "last_read_time": _reduced(np.maximum, groups, first, pd.Series(time).where(ok)),
     }
 
 
@@ -744,7 +754,7 @@ class KeyLog:
             {
                 "offset": offsets[first],
                 "value": values[first],
-                **_ok_aggregates(groups, len(first), ok, index, time),
+                **_ok_aggregates(groups, first, ok, index, time),
             }
         )
 
@@ -762,8 +772,8 @@ class KeyLog:
             {
                 "value": values[first],
                 "reads": np.bincount(groups, seen["reads"], minlength=count).astype(np.int64),
-                "first_reader": _reduced(np.minimum, groups, count, seen["first_reader"]),
-                "last_read_time": _reduced(np.maximum, groups, count, seen["last_read_time"]),
+                "first_reader": _reduced(np.minimum, groups, first, seen["first_reader"]),
+                "last_read_time": _reduced(np.maximum, groups, first, seen["last_read_time"]),
             }
         )
 
