@@ -72,8 +72,20 @@ def _floats(values: Any, missing: float) -> np.ndarray:
         out = values.astype(np.float64)
         out[np.isnan(out)] = missing
         return out
-    floats: np.ndarray = pd.Series(values).to_numpy(dtype=np.float64, na_value=missing)
+    floats: np.ndarray
+    if isinstance(values, pd.arrays.IntegerArray):
+        floats = values.to_numpy(dtype=np.float64, na_value=missing)
+    else:
+        floats = pd.Series(values).to_numpy(dtype=np.float64, na_value=missing)
     return floats
+
+
+def _integers(values: Any) -> tuple[np.ndarray, np.ndarray]:
+    """`values` (pandas' nullable integers, or what pandas makes them of) as integers (0 for
+    null) and the mask of null."""
+    if not isinstance(values, pd.arrays.IntegerArray):
+        values = pd.array(values, dtype="Int64")
+    return values.to_numpy(dtype=np.int64, na_value=0), np.asarray(values.isna(), dtype=bool)
 
 
 def _preceding(
@@ -255,19 +267,24 @@ def send_steps(log: KeyLog, *, skips_between: bool = True) -> pd.DataFrame:
 def _send_steps(log: KeyLog, skips_between: bool) -> pd.DataFrame | None:
     """`send_steps`, None where there is none (most keys)."""
     columns = log.columns["located_writes"]
-    completed = ~pd.isna(columns["complete_index"])
+    complete_index, unfinished = _integers(columns["complete_index"])
+    completed = ~unfinished
     # Who sent what when, on arrays; the frame of the sends only where a step is kept.
     sends = {
         "process_id": np.asarray(columns["process_id"])[completed],
-        "index": np.asarray(columns["complete_index"][completed].astype(np.int64)),
+        "index": complete_index[completed],
         "mop_index": np.asarray(columns["mop_index"])[completed],
     }
-    counted = np.isin(np.asarray(columns["status"])[completed], COUNTED)
+    status = np.asarray(columns["status"])[completed]
+    counted = np.zeros(len(status), dtype=bool)
+    for name in COUNTED:
+        counted |= status == name
     prev, prev_counted = _preceding(sends, counted, _resets(log, sends["process_id"]))
     origin = np.where(prev >= 0, prev, np.where(counted, prev_counted, -1))
     into = np.flatnonzero(origin >= 0)
     steps = (origin[into], into, prev[into] >= 0)
-    if not _uneven(log, columns["first_offset"][completed], *steps, skips_between)[0].any():
+    first_offset = _floats(columns["first_offset"], np.nan)[completed]
+    if not _uneven(log, first_offset, *steps, skips_between)[0].any():
         return None
     writes = log.located_writes
     sent = writes[completed]
