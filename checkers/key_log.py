@@ -723,17 +723,21 @@ class KeyLog:
         process_id, mop_index, poll_seq, final, time; in history order."""
         rows = self._rows
         polls = ~self._is("type", "invoke") & self._is("f", "poll") & ~pd.isna(rows["offset"])
-        picked = {name: rows[name][polls] for name in READ_COLUMNS}
+        order = ["index", "mop_index", "poll_seq"]
+        at = np.flatnonzero(polls)
+        keys = [rows[name][at] for name in reversed(order)]
+        plain = all(_plain_numbers(key) for key in keys)
+        if plain:
+            # numpy's stable sort of the keys is the frame's, without making it twice; each
+            # column then taken once
+            at = at[np.lexsort(keys)]
+        picked = {name: rows[name][at] for name in READ_COLUMNS}
         final = picked["final"]
         if final.dtype != bool:  # null: not final
             picked["final"] = np.where(pd.isna(final), False, final).astype(bool)
         picked["offset"] = picked["offset"].astype(np.int64)
-        order = ["index", "mop_index", "poll_seq"]
-        keys = [picked[name] for name in reversed(order)]
-        if all(_plain_numbers(key) for key in keys):
-            # numpy's stable sort of the keys is the frame's, without making it twice
-            at = np.lexsort(keys)
-            return Columns({name: values[at] for name, values in picked.items()})
+        if plain:
+            return Columns(picked)
         out = pd.DataFrame(picked)
         return Columns.of(out.sort_values(order, kind="stable").reset_index(drop=True))
 
