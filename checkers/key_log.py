@@ -596,6 +596,7 @@ class KeyLog:
         # Each column as `to_pandas` makes the frame's (integers with null as floats with
         # NaN, strings and booleans with null as objects), without the frame: the key is
         # `key`.
+        self._compared: dict[tuple[str, str], np.ndarray] = {}
         self._rows: dict[str, np.ndarray] = {
             name: rows.column(name).to_numpy(zero_copy_only=False)
             for name in rows.column_names
@@ -618,7 +619,7 @@ class KeyLog:
         made["values"] = self._values()
         made["located_writes"] = self._located_writes()
         self.max_read_offset: int | None = self._max_read_offset()
-        del self._rows, self._told
+        del self._rows, self._told, self._compared
 
     @property
     def commits(self) -> pd.DataFrame:
@@ -686,12 +687,18 @@ class KeyLog:
         return out
 
     def _is(self, column: str, *values: str) -> np.ndarray:
-        """Where `column` (of strings) of the key's rows is one of `values`."""
-        strings = self._rows[column]
-        found: np.ndarray = strings == values[0]
+        """Where `column` (of strings) of the key's rows is one of `values` (each compared
+        once a key)."""
+        found: np.ndarray = self._equal(column, values[0])
         for value in values[1:]:
-            found = found | (strings == value)
+            found = found | self._equal(column, value)
         return found
+
+    def _equal(self, column: str, value: str) -> np.ndarray:
+        known = self._compared.get((column, value))
+        if known is None:
+            known = self._compared[column, value] = self._rows[column] == value
+        return known
 
     def _commits(self, *types: str) -> Columns:
         """The key's commits completed with one of `types` (default `ok`): process_id,
