@@ -60,6 +60,15 @@ def isin(values: Any, among: Any) -> np.ndarray:
     return found
 
 
+def integer_values(values: Any) -> np.ndarray:
+    """`values` (pandas' nullable integers, or what pandas makes them of) as numpy's
+    integers, 0 for null: for picking out those not null without pandas' indexing."""
+    if not isinstance(values, pd.arrays.IntegerArray):
+        values = pd.array(values, dtype="Int64")
+    integers: np.ndarray = values.to_numpy(dtype=np.int64, na_value=0)
+    return integers
+
+
 class Columns(Mapping[str, Any]):
     """Named columns of one length (numpy arrays, or pandas' arrays of its nullable
     dtypes), and the pandas frame of them (`frame`), made once, when first asked for."""

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from checkers.checker import CheckContext
-from checkers.columns import isin
+from checkers.columns import integer_values, isin
 from checkers.empty_frames import made_once
 from checkers.key_findings import FindingRow, KeyFacts, key_finding, keyed, rows_of
 from checkers.key_log import KeyLog
@@ -104,7 +104,7 @@ def final_read_coverage(log: KeyLog) -> dict[str, Any] | None:
     acked = (writes["status"] == "ok") & ~pd.isna(offsets)
     if not acked.any():
         return None
-    max_acked = int(np.asarray(offsets[acked].astype(np.int64)).max())
+    max_acked = int(integer_values(offsets)[acked].max())
     lowest = int(log.offsets[0])
     reads = log.columns["reads"]
     final = _final(reads)

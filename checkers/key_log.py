@@ -35,7 +35,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from checkers.columns import Columns, isin
+from checkers.columns import Columns, integer_values, isin
 
 INPUT_COLUMNS = (
     "index",
@@ -886,9 +886,7 @@ class KeyLog:
         offset = writes["offset"]
         committed = np.asarray(writes["committed"], dtype=bool) & ~pd.isna(offset)
         reads = self.columns["reads"]
-        offsets = np.concatenate(
-            [np.asarray(reads["offset"]), np.asarray(offset[committed].astype(np.int64))]
-        )
+        offsets = np.concatenate([np.asarray(reads["offset"]), integer_values(offset)[committed]])
         values = np.concatenate(
             [
                 np.asarray(reads["value"], dtype=object),
