@@ -476,9 +476,13 @@ def _positions(
 
 def _packed(high: np.ndarray, low: np.ndarray) -> np.ndarray | None:
     """(invoke_index, mop_index) columns as one integer each (`_MOP_BITS`), or None where
-    they are not integers of a size that packs."""
-    if high.dtype.kind not in "iu" or low.dtype.kind not in "iu":
-        return None
+    they are not integers, or floats of whole numbers without NaN (a column with null that
+    none of these rows has), of a size that packs."""
+    for part in (high, low):
+        if part.dtype.kind == "f" and not (part == np.trunc(part)).all():  # NaN or fraction
+            return None
+        if part.dtype.kind not in "iuf":
+            return None
     high, low = high.astype(np.int64), low.astype(np.int64)
     if len(low) and (
         low.min() < 0 or low.max() >= 1 << _MOP_BITS or high.min() < 0 or high.max() >= 1 << 42
@@ -521,16 +525,16 @@ def _completions(
     keys = ["invoke_index", "mop_index"]
     if len(sends) == 0 or len(done) == 0:
         return np.full(len(sends), -1, dtype=np.int64)
-    packed = _packed(*(np.asarray(rows[name]) for name in keys))
-    if packed is not None:
+    high, low = (np.asarray(rows[name]) for name in keys)
+    wanted, completed = _packed(high[sends], low[sends]), _packed(high[done], low[done])
+    if wanted is not None and completed is not None:
         # np.unique's first occurrences are drop_duplicates' kept rows
-        known, first = np.unique(packed[done], return_index=True)
-        wanted = packed[sends]
-        at = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
-        found: np.ndarray = np.where(known[at] == wanted, first[at], -1)
+        known, first = np.unique(completed, return_index=True)
+        near = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
+        found: np.ndarray = np.where(known[near] == wanted, first[near], -1)
         return found
-    left = pd.DataFrame({name: np.asarray(rows[name])[sends] for name in keys})
-    right = pd.DataFrame({name: np.asarray(rows[name])[done] for name in keys})
+    left = pd.DataFrame({"invoke_index": high[sends], "mop_index": low[sends]})
+    right = pd.DataFrame({"invoke_index": high[done], "mop_index": low[done]})
     right = right.assign(_at=np.arange(len(done))).drop_duplicates(keys)
     at = _positions(left, right, keys)
     if at is not None:
