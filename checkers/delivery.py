@@ -130,12 +130,14 @@ def _spans(processes: np.ndarray, offsets: np.ndarray) -> dict[Any, tuple[int, i
     """The least and greatest of `offsets` per process, by process (a row without one is
     left out, as a groupby leaves it)."""
     named = ~pd.isna(processes)
-    known, at = np.unique(processes[named], return_inverse=True)
-    offsets = offsets[named]
-    low = np.full(len(known), np.iinfo(np.int64).max, dtype=np.int64)
-    high = np.full(len(known), np.iinfo(np.int64).min, dtype=np.int64)
-    np.minimum.at(low, at, offsets)
-    np.maximum.at(high, at, offsets)
+    if not named.any():
+        return {}
+    order = np.argsort(processes[named], kind="stable")
+    processes, offsets = processes[named][order], np.asarray(offsets[named])[order]
+    starts = np.flatnonzero(np.concatenate(([True], processes[1:] != processes[:-1])))
+    known = processes[starts]
+    low = np.minimum.reduceat(offsets, starts)
+    high = np.maximum.reduceat(offsets, starts)
     return {
         process: (int(first), int(last))
         for process, first, last in zip(known.tolist(), low, high, strict=True)
