@@ -34,7 +34,7 @@ def isin(values: Any, among: Any) -> np.ndarray:
     """Which of `values` (an array) are among `among`, by hash as pandas' `isin` does (numpy's
     sorts, and compares objects one by one); signed integers among signed integers (a
     key's process ids, say) in a table of flags, and objects without null among objects in
-    a set, which cost a tenth of pandas' call on a key's few."""
+    a set: on a key's few values, a twentieth and a half of pandas' call."""
     if isinstance(values, np.ndarray) and values.dtype.kind == "i":
         wanted = np.asarray(list(among) if isinstance(among, Set) else among)
         if len(values) == 0 or len(wanted) == 0:

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from checkers.checker import CheckContext
-from checkers.columns import isin
+from checkers.columns import integer_values, isin
 from checkers.key_findings import FindingRow, key_finding, rows_of
 from checkers.key_log import KeyLog
 from checkers.losses import KeyLosses
@@ -78,14 +78,6 @@ def _floats(values: Any, missing: float) -> np.ndarray:
     else:
         floats = pd.Series(values).to_numpy(dtype=np.float64, na_value=missing)
     return floats
-
-
-def _integers(values: Any) -> tuple[np.ndarray, np.ndarray]:
-    """`values` (pandas' nullable integers, or what pandas makes them of) as integers (0 for
-    null) and the mask of null."""
-    if not isinstance(values, pd.arrays.IntegerArray):
-        values = pd.array(values, dtype="Int64")
-    return values.to_numpy(dtype=np.int64, na_value=0), np.asarray(values.isna(), dtype=bool)
 
 
 def _preceding(
@@ -267,12 +259,12 @@ def send_steps(log: KeyLog, *, skips_between: bool = True) -> pd.DataFrame:
 def _send_steps(log: KeyLog, skips_between: bool) -> pd.DataFrame | None:
     """`send_steps`, None where there is none (most keys)."""
     columns = log.columns["located_writes"]
-    complete_index, unfinished = _integers(columns["complete_index"])
-    completed = ~unfinished
+    complete_index = columns["complete_index"]
+    completed = ~np.asarray(pd.isna(complete_index), dtype=bool)
     # Who sent what when, on arrays; the frame of the sends only where a step is kept.
     sends = {
         "process_id": np.asarray(columns["process_id"])[completed],
-        "index": complete_index[completed],
+        "index": integer_values(complete_index)[completed],
         "mop_index": np.asarray(columns["mop_index"])[completed],
     }
     status = np.asarray(columns["status"])[completed]
