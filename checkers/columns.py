@@ -8,7 +8,7 @@ log keeps its frames as `Columns` and the checks read arrays until they find som
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Set
 from typing import Any
 
 import numpy as np
@@ -17,6 +17,8 @@ import pandas as pd
 
 def _array(column: Any) -> Any:
     """`column` as an array: numpy's where its dtype is numpy's, else pandas' own array."""
+    if type(column) is np.ndarray:  # most columns: nothing to look into
+        return column
     if isinstance(column, pd.Series):
         return column.to_numpy() if isinstance(column.dtype, np.dtype) else column.array
     if isinstance(column, pd.arrays.NumpyExtensionArray):
@@ -24,11 +26,47 @@ def _array(column: Any) -> Any:
     return column
 
 
+TABLE_SPAN = 1 << 20
+"""`isin` looks integers up in a table of flags where they span fewer than this many."""
+
+
 def isin(values: Any, among: Any) -> np.ndarray:
     """Which of `values` (an array) are among `among`, by hash as pandas' `isin` does (numpy's
-    sorts, and compares objects one by one)."""
+    sorts, and compares objects one by one); signed integers among signed integers (a
+    key's process ids, say) in a table of flags, and objects without null among objects in
+    a set: on a key's few values, a twentieth and a half of pandas' call."""
+    if isinstance(values, np.ndarray) and values.dtype.kind == "i":
+        wanted = np.asarray(list(among) if isinstance(among, Set) else among)
+        if len(values) == 0 or len(wanted) == 0:
+            return np.zeros(len(values), dtype=bool)
+        if wanted.dtype.kind == "i":
+            low = min(int(values.min()), int(wanted.min()))
+            span = max(int(values.max()), int(wanted.max())) - low + 1
+            if span < TABLE_SPAN:
+                table = np.zeros(span, dtype=bool)
+                table[wanted - low] = True
+                flags: np.ndarray = table[values - low]
+                return flags
+    if (
+        isinstance(values, np.ndarray)
+        and values.dtype.kind == "O"
+        and isinstance(among, np.ndarray)
+        and among.dtype.kind == "O"
+        and not (pd.isna(values).any() or pd.isna(among).any())
+    ):  # strings (a key's values) in a set
+        known = set(among.tolist())
+        return np.array([value in known for value in values.tolist()], dtype=bool)
     found: np.ndarray = pd.Series(values, copy=False).isin(among).to_numpy(dtype=bool)
     return found
+
+
+def integer_values(values: Any) -> np.ndarray:
+    """`values` (pandas' nullable integers, or what pandas makes them of) as numpy's
+    integers, 0 for null: for picking out those not null without pandas' indexing."""
+    if not isinstance(values, pd.arrays.IntegerArray):
+        values = pd.array(values, dtype="Int64")
+    integers: np.ndarray = values.to_numpy(dtype=np.int64, na_value=0)
+    return integers
 
 
 class Columns(Mapping[str, Any]):

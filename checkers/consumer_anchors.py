@@ -83,17 +83,19 @@ def _sessions(log: KeyLog) -> Columns | None:
     holds = log.shared.holds(log.key)
     if not holds.any():  # most keys of a long history: no consumer was given them
         return None
-    said_at = changes["positions"] if "positions" in changes.columns else None
+    column = log.shared.assignment_column
     position = [
         _position_of(log.key, keys, positions)
         for keys, positions in zip(
-            changes["keys"].to_numpy()[holds],
-            [None] * int(holds.sum()) if said_at is None else said_at.to_numpy()[holds],
+            column("keys")[holds],
+            column("positions")[holds]
+            if "positions" in changes.columns
+            else [None] * int(holds.sum()),
             strict=True,
         )
     ]
     process, index, invoke = (
-        changes[name].to_numpy()[holds] for name in ("process_id", "index", "invoke_index")
+        column(name)[holds] for name in ("process_id", "index", "invoke_index")
     )
     since = log.shared.rebalanced_since()[holds]
     began = np.where(since >= 0, np.minimum(invoke.astype(np.int64), since), invoke)
@@ -133,7 +135,10 @@ def _sessions(log: KeyLog) -> Columns | None:
         "process_id": process,
         "index": index,
         "invoke_index": invoke,
-        "position": pd.array(position, dtype="Int64"),
+        "position": pd.arrays.IntegerArray(
+            np.array([0 if p is None else p for p in position], dtype=np.int64),
+            np.array([p is None for p in position], dtype=bool),
+        ),
         "anchor": pd.arrays.IntegerArray(
             np.where(np.isnan(higher), 0, higher).astype(np.int64), np.isnan(higher)
         ),
@@ -252,8 +257,8 @@ def _nothing_below(log: KeyLog, held: Columns) -> bool:
     running = np.empty(len(session))
     for at, (slot, offset) in enumerate(zip(session.tolist(), committed.tolist(), strict=True)):
         running[at] = highest[slot] = max(highest.get(slot, offset), offset)
-    same = np.r_[False, session[1:] == session[:-1]]
-    earlier = np.where(same, np.r_[np.nan, running[:-1]], np.nan)
+    same = np.concatenate(([False], session[1:] == session[:-1]))
+    earlier = np.where(same, np.concatenate(([np.nan], running[:-1])), np.nan)
     return not (committed < np.fmax(anchor[session], earlier)).any()
 
 

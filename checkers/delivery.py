@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from checkers.checker import CheckContext
-from checkers.columns import isin
+from checkers.columns import integer_values, isin
 from checkers.empty_frames import made_once
 from checkers.key_findings import FindingRow, KeyFacts, key_finding, keyed, rows_of
 from checkers.key_log import KeyLog
@@ -104,7 +104,7 @@ def final_read_coverage(log: KeyLog) -> dict[str, Any] | None:
     acked = (writes["status"] == "ok") & ~pd.isna(offsets)
     if not acked.any():
         return None
-    max_acked = int(np.asarray(offsets[acked].astype(np.int64)).max())
+    max_acked = int(integer_values(offsets)[acked].max())
     lowest = int(log.offsets[0])
     reads = log.columns["reads"]
     final = _final(reads)
@@ -130,12 +130,14 @@ def _spans(processes: np.ndarray, offsets: np.ndarray) -> dict[Any, tuple[int, i
     """The least and greatest of `offsets` per process, by process (a row without one is
     left out, as a groupby leaves it)."""
     named = ~pd.isna(processes)
-    known, at = np.unique(processes[named], return_inverse=True)
-    offsets = offsets[named]
-    low = np.full(len(known), np.iinfo(np.int64).max, dtype=np.int64)
-    high = np.full(len(known), np.iinfo(np.int64).min, dtype=np.int64)
-    np.minimum.at(low, at, offsets)
-    np.maximum.at(high, at, offsets)
+    if not named.any():
+        return {}
+    order = np.argsort(processes[named], kind="stable")
+    processes, offsets = processes[named][order], np.asarray(offsets[named])[order]
+    starts = np.flatnonzero(np.concatenate(([True], processes[1:] != processes[:-1])))
+    known = processes[starts]
+    low = np.minimum.reduceat(offsets, starts)
+    high = np.maximum.reduceat(offsets, starts)
     return {
         process: (int(first), int(last))
         for process, first, last in zip(known.tolist(), low, high, strict=True)
@@ -179,6 +181,16 @@ def lost_acked_writes(
     return _missing(losses.classify(writes[kept]), final_read_to, log_end)
 
 
+def _acks_all(acks: Any, default: int | None) -> np.ndarray:
+    """Which of `acks` (the writes' own; null: not said) are -1 once the default fills
+    those not said, as `KeyLosses.effective_acks` fills them."""
+    said = acks if isinstance(acks, pd.arrays.IntegerArray) else pd.array(acks, dtype="Int64")
+    null = np.asarray(said.isna(), dtype=bool)
+    minus_one = (said.to_numpy(dtype=np.int64, na_value=0) == -1) & ~null
+    found: np.ndarray = minus_one | (null & (default == -1))
+    return found
+
+
 def _missing_from_final_read(log: KeyLog, losses: KeyLosses) -> np.ndarray:
     """Which of the key's writes are acks=-1 `ok` writes with an offset whose value the
     final read did not return."""
@@ -187,8 +199,7 @@ def _missing_from_final_read(log: KeyLog, losses: KeyLosses) -> np.ndarray:
     final_values = np.asarray(reads["value"])[_final(reads)]
     kept: np.ndarray = (writes["status"] == "ok") & ~pd.isna(writes["offset"])
     if kept.any():
-        acks = losses.effective_acks(pd.array(writes["acks"], dtype="Int64"))
-        kept &= (acks == -1).to_numpy(dtype=bool, na_value=False)
+        kept &= _acks_all(writes["acks"], losses.rules.default_acks)
         kept &= ~isin(np.asarray(writes["value"]), final_values)
     return kept
 

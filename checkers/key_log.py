@@ -35,7 +35,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from checkers.columns import Columns
+from checkers.columns import Columns, integer_values, isin
 
 INPUT_COLUMNS = (
     "index",
@@ -184,6 +184,16 @@ class SharedFacts:
             known[name] = self.assignments[name].to_numpy()
         return known[name]
 
+    def told_columns(self) -> Mapping[str, np.ndarray]:
+        """`told`'s columns as numpy arrays (`told_columns`), worked out once (kept on the
+        instance, as `holding`); `told` must be given."""
+        known: Mapping[str, np.ndarray] | None = self.__dict__.get("_told_columns")
+        if known is None:
+            assert self.told is not None
+            known = told_columns(self.told)
+            object.__setattr__(self, "_told_columns", known)
+        return known
+
     def holds(self, key: str) -> np.ndarray:
         """Whether each of `assignments` holds `key` (`holding`), as a mask."""
         mask = np.zeros(len(self.assignments), dtype=bool)
@@ -205,6 +215,21 @@ did not complete `ok` (`unsettled`), and then its completion's type, index and t
 it never completed); its completion's `error`; and, for an indeterminate send that sent to
 several keys, whether another key's `ok` poll read one of its values (`op_seen`: in
 `SharedFacts.seen`)."""
+
+
+def told_columns(told: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The columns of `told` (`TOLD`) as numpy arrays; each of pandas' nullable integers
+    as its integers (0 for null) and, suffixed `_null`, its mask of null."""
+    out: dict[str, np.ndarray] = {}
+    for name in TOLD:
+        column = told[name]
+        if TOLD[name] == "Int64":
+            out[name] = column.to_numpy(dtype=np.int64, na_value=0)
+            out[f"{name}_null"] = column.isna().to_numpy()
+        else:
+            out[name] = column.to_numpy()
+    out["invoke_index"] = out["invoke_index"].astype(np.int64)
+    return out
 
 
 def _no_told() -> pd.DataFrame:
@@ -255,19 +280,59 @@ def _integers(values: Any) -> Any:
     return _int(pd.Series(values)).array
 
 
+def _integer_parts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """`values` as `_integers` makes them, as the integers and the mask of null of pandas'
+    nullable integers (0 under the mask); None where `_integers` would convert by pandas."""
+    if values.dtype.kind in "iu":
+        return values.astype(np.int64), np.zeros(len(values), dtype=bool)
+    if values.dtype.kind == "f":
+        missing = np.isnan(values)
+        whole = np.where(missing, 0.0, values)
+        if (whole == np.trunc(whole)).all() and (np.abs(whole) < 2.0**53).all():
+            return whole.astype(np.int64), missing
+    return None
+
+
+def _joined_integers(
+    first: np.ndarray | tuple[np.ndarray, np.ndarray],
+    then: np.ndarray | tuple[np.ndarray, np.ndarray],
+) -> Any:
+    """Two parts of a column of integers as one of pandas' nullable integers, as `_joined`
+    joins their `_integers`: each part an array, or already integers and their mask."""
+    parts = [part if isinstance(part, tuple) else _integer_parts(part) for part in (first, then)]
+    if parts[0] is None or parts[1] is None:
+        return _joined(
+            *(
+                pd.arrays.IntegerArray(*part) if isinstance(part, tuple) else _integers(part)
+                for part in (first, then)
+            )
+        )
+    return pd.arrays.IntegerArray(
+        np.concatenate([parts[0][0], parts[1][0]]), np.concatenate([parts[0][1], parts[1][1]])
+    )
+
+
 def _first_rows(groups: np.ndarray) -> np.ndarray:
-    """The position of each group's first row, groups numbered in order of appearance."""
-    first: np.ndarray = np.unique(groups, return_index=True)[1]
-    return first
+    """The position of each group's first row, groups numbered from 0 in order of
+    appearance: where the greatest number so far grows."""
+    if len(groups) == 0 or groups[0] != 0:
+        first: np.ndarray = np.unique(groups, return_index=True)[1]
+        return first
+    grows = np.empty(len(groups), dtype=bool)
+    grows[0] = True
+    running = np.maximum.accumulate(groups)
+    np.not_equal(running[1:], running[:-1], out=grows[1:])
+    return np.flatnonzero(grows)
 
 
-def _reduced(ufunc: np.ufunc, groups: np.ndarray, count: int, column: Any) -> np.ndarray:
-    """`ufunc` (np.minimum or np.maximum) of `column` (a Series or an array) per group,
-    nulls skipped as pandas skips them; integers stay integers (no group of them can be all
-    null)."""
+def _reduced(ufunc: np.ufunc, groups: np.ndarray, first: np.ndarray, column: Any) -> np.ndarray:
+    """`ufunc` (np.minimum or np.maximum) of `column` (a Series or an array) per group (the
+    groups' `first` rows, `_first_rows`), nulls skipped as pandas skips them; integers stay
+    integers (no group of them can be all null)."""
     data: np.ndarray = column if isinstance(column, np.ndarray) else column.to_numpy()
+    count = len(first)
     if data.dtype.kind in "iu":
-        out: np.ndarray = data[_first_rows(groups)]
+        out: np.ndarray = data[first]
         ufunc.at(out, groups, data)
         return out
     out = np.full(count, np.nan)
@@ -277,20 +342,22 @@ def _reduced(ufunc: np.ufunc, groups: np.ndarray, count: int, column: Any) -> np
 
 
 def _ok_aggregates(
-    groups: np.ndarray, count: int, ok: np.ndarray, index: Any, time: Any
+    groups: np.ndarray, first: np.ndarray, ok: np.ndarray, index: Any, time: Any
 ) -> dict[str, np.ndarray]:
     """`reads` (ok rows), `first_reader` (least ok index) and `last_read_time` (greatest ok
-    time) per group: floats with NaN where some row is not ok, as pandas' `where` makes."""
+    time) per group (their `first` rows): floats with NaN where some row is not ok, as
+    pandas' `where` makes."""
+    count = len(first)
     if ok.all():
         return {
             "reads": np.bincount(groups, minlength=count).astype(np.int64),
-            "first_reader": _reduced(np.minimum, groups, count, index),
-            "last_read_time": _reduced(np.maximum, groups, count, time),
+            "first_reader": _reduced(np.minimum, groups, first, index),
+            "last_read_time": _reduced(np.maximum, groups, first, time),
         }
     return {
         "reads": np.bincount(groups, ok, minlength=count).astype(np.int64),
-        "first_reader": _reduced(np.minimum, groups, count, pd.Series(index).where(ok)),
-        "last_read_time": _reduced(np.maximum, groups, count, pd.Series(time).where(ok)),
+        "first_reader": _reduced(np.minimum, groups, first, pd.Series(index).where(ok)),
+        "last_read_time": _reduced(np.maximum, groups, first, pd.Series(time).where(ok)),
     }
 
 
@@ -356,11 +423,24 @@ def _looked_up(left: Mapping[str, Any], right: Columns, on: str) -> dict[str, An
         )
     ):
         return None
-    keys = pd.Index(right[on])
-    if not keys.is_unique or keys.hasnans or pd.isna(wanted).any():
+    at = _object_positions(right[on], wanted)
+    if at is None:
         return None
-    at = keys.get_indexer(wanted)
     return {name: _taken(right[name], at) for name in added}
+
+
+def _object_positions(known: Any, wanted: Any) -> np.ndarray | None:
+    """Where each of `wanted` is in `known` (-1: nowhere), as `pd.Index(known).get_indexer`
+    finds them, by a dict (pandas' index costs more than a key's few values); None where
+    `known` is not unique or either holds null."""
+    if pd.isna(known).any() or pd.isna(wanted).any():
+        return None
+    listed = np.asarray(known, dtype=object).tolist()
+    where = {value: at for at, value in enumerate(listed)}
+    if len(where) != len(listed):
+        return None
+    found = [where.get(value, -1) for value in np.asarray(wanted, dtype=object).tolist()]
+    return np.array(found, dtype=np.int64)
 
 
 _MOP_BITS = 20
@@ -374,12 +454,7 @@ def _positions(
     lookup cannot stand for a merge's: keys not unique, null, or not one string column or
     two integer ones of a size that packs into one integer."""
     if len(on) == 1 and left[on[0]].dtype.kind == "O":
-        keys = pd.Index(right[on[0]])
-        wanted = left[on[0]]
-        if not keys.is_unique or keys.hasnans or pd.isna(wanted).any():
-            return None
-        found: np.ndarray = keys.get_indexer(wanted)
-        return found
+        return _object_positions(right[on[0]], left[on[0]])
     if len(on) != 2 or not all(left[name].dtype.kind in "iu" for name in on):
         return None
     packed = []
@@ -401,9 +476,13 @@ def _positions(
 
 def _packed(high: np.ndarray, low: np.ndarray) -> np.ndarray | None:
     """(invoke_index, mop_index) columns as one integer each (`_MOP_BITS`), or None where
-    they are not integers of a size that packs."""
-    if high.dtype.kind not in "iu" or low.dtype.kind not in "iu":
-        return None
+    they are not integers, or floats of whole numbers without NaN (a column with null that
+    none of these rows has), of a size that packs."""
+    for part in (high, low):
+        if part.dtype.kind == "f" and not (part == np.trunc(part)).all():  # NaN or fraction
+            return None
+        if part.dtype.kind not in "iuf":
+            return None
     high, low = high.astype(np.int64), low.astype(np.int64)
     if len(low) and (
         low.min() < 0 or low.max() >= 1 << _MOP_BITS or high.min() < 0 or high.max() >= 1 << 42
@@ -413,12 +492,12 @@ def _packed(high: np.ndarray, low: np.ndarray) -> np.ndarray | None:
     return packed
 
 
-def _invoke_times(invokes: np.ndarray, times: np.ndarray, invoke_index: pd.Series) -> pd.array:
+def _invoke_times(invokes: np.ndarray, times: np.ndarray, invoke_index: Any) -> pd.array:
     """The time of each of `invoke_index`, from the operations' invocation rows (their
     `invokes` and `times`; null where the key's rows do not hold the invoke)."""
     known, first = np.unique(invokes.astype(np.int64), return_index=True)
     times = times.astype(np.int64)[first]
-    wanted = invoke_index.to_numpy(dtype=np.int64)
+    wanted = np.asarray(invoke_index, dtype=np.int64)
     if len(known) == 0:
         return pd.array([None] * len(wanted), dtype="Int64")
     at = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
@@ -438,22 +517,24 @@ def _taken(values: np.ndarray, at: np.ndarray) -> np.ndarray:
     return taken
 
 
-def _completions(rows: pd.DataFrame, sends: np.ndarray, done: np.ndarray) -> np.ndarray:
+def _completions(
+    rows: Mapping[str, np.ndarray] | pd.DataFrame, sends: np.ndarray, done: np.ndarray
+) -> np.ndarray:
     """For each of the rows `sends` (invocations), the position in `done` (completion rows)
     of its first completion, matched on (invoke_index, mop_index); -1: none."""
     keys = ["invoke_index", "mop_index"]
     if len(sends) == 0 or len(done) == 0:
         return np.full(len(sends), -1, dtype=np.int64)
-    packed = _packed(*(rows[name].to_numpy() for name in keys))
-    if packed is not None:
+    high, low = (np.asarray(rows[name]) for name in keys)
+    wanted, completed = _packed(high[sends], low[sends]), _packed(high[done], low[done])
+    if wanted is not None and completed is not None:
         # np.unique's first occurrences are drop_duplicates' kept rows
-        known, first = np.unique(packed[done], return_index=True)
-        wanted = packed[sends]
-        at = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
-        found: np.ndarray = np.where(known[at] == wanted, first[at], -1)
+        known, first = np.unique(completed, return_index=True)
+        near = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
+        found: np.ndarray = np.where(known[near] == wanted, first[near], -1)
         return found
-    left = pd.DataFrame({name: rows[name].to_numpy()[sends] for name in keys})
-    right = pd.DataFrame({name: rows[name].to_numpy()[done] for name in keys})
+    left = pd.DataFrame({"invoke_index": high[sends], "mop_index": low[sends]})
+    right = pd.DataFrame({"invoke_index": high[done], "mop_index": low[done]})
     right = right.assign(_at=np.arange(len(done))).drop_duplicates(keys)
     at = _positions(left, right, keys)
     if at is not None:
@@ -464,13 +545,6 @@ def _completions(rows: pd.DataFrame, sends: np.ndarray, done: np.ndarray) -> np.
     return found
 
 
-def _picked(column: pd.Series, at: np.ndarray) -> Any:
-    """`column` at `at` (a mask or positions), as an array of its dtype: numpy's where it
-    is one (indexing pandas' wrapper of it costs several times more)."""
-    values = column.to_numpy() if isinstance(column.dtype, np.dtype) else column.array
-    return values[at]
-
-
 def _plain_numbers(values: Any) -> bool:
     """Whether `values` are a numpy array of numbers without NaN."""
     return (
@@ -478,11 +552,6 @@ def _plain_numbers(values: Any) -> bool:
         and values.dtype.kind in "iuf"
         and not (values.dtype.kind == "f" and np.isnan(values).any())
     )
-
-
-def _parts(column: pd.Series, first: np.ndarray, then: np.ndarray) -> tuple[Any, Any]:
-    """`column` at the mask `first` and at the positions `then`, as arrays of its dtype."""
-    return _picked(column, first), _picked(column, then)
 
 
 def _joined(first: Any, then: Any) -> Any:
@@ -521,13 +590,22 @@ class KeyLog:
         self.shared = shared
         self.events = events
         """The key's leader elections and ISR changes, in history order."""
+        self._told: Mapping[str, np.ndarray]
         if shared.told is None:  # the pass joined what the rows are told onto them
-            self._told = told_frame(rows.filter(pc.is_valid(rows.column("unsettled"))))
+            told = told_frame(rows.filter(pc.is_valid(rows.column("unsettled"))))
+            self._told = told_columns(told)
             rows = rows.drop_columns([name for name in TOLD if name != "invoke_index"])
         else:
-            self._told = shared.told
-        self._coded: dict[str, tuple[np.ndarray, list[str]]] = {}
-        self._rows = rows.drop_columns(["key"]).to_pandas()  # the key is `key`
+            self._told = shared.told_columns()
+        # Each column as `to_pandas` makes the frame's (integers with null as floats with
+        # NaN, strings and booleans with null as objects), without the frame: the key is
+        # `key`.
+        self._compared: dict[tuple[str, str], np.ndarray] = {}
+        self._rows: dict[str, np.ndarray] = {
+            name: rows.column(name).to_numpy(zero_copy_only=False)
+            for name in rows.column_names
+            if name != "key"
+        }
         # Built at once, in dependency order, as columns (`Columns`): the checks of most
         # keys read a few of them and make no frame.
         self.columns: dict[str, Columns] = {}
@@ -545,7 +623,7 @@ class KeyLog:
         made["values"] = self._values()
         made["located_writes"] = self._located_writes()
         self.max_read_offset: int | None = self._max_read_offset()
-        del self._rows, self._coded, self._told
+        del self._rows, self._told, self._compared
 
     @property
     def commits(self) -> pd.DataFrame:
@@ -613,22 +691,17 @@ class KeyLog:
         return out
 
     def _is(self, column: str, *values: str) -> np.ndarray:
-        """Where `column` of the key's rows is one of `values`: its distinct strings are
-        numbered once (`_codes`), and their numbers compared."""
-        codes, names = self._codes(column)
-        found = np.zeros(len(codes), dtype=bool)
-        for at, name in enumerate(names):
-            if name in values:
-                found |= codes == at
+        """Where `column` (of strings) of the key's rows is one of `values` (each compared
+        once a key)."""
+        found: np.ndarray = self._equal(column, values[0])
+        for value in values[1:]:
+            found = found | self._equal(column, value)
         return found
 
-    def _codes(self, column: str) -> tuple[np.ndarray, list[str]]:
-        """The key's rows' `column` (of strings) as numbers into its distinct strings (-1:
-        null), worked out once a column."""
-        known = self._coded.get(column)
+    def _equal(self, column: str, value: str) -> np.ndarray:
+        known = self._compared.get((column, value))
         if known is None:
-            codes, names = pd.factorize(self._rows[column].to_numpy(dtype=object))
-            known = self._coded[column] = (codes, list(names))
+            known = self._compared[column, value] = self._rows[column] == value
         return known
 
     def _commits(self, *types: str) -> Columns:
@@ -637,14 +710,14 @@ class KeyLog:
         rows = self._rows
         mask = self._is("f", "commit") & self._is("type", *(types or ("ok",)))
         names = ("process_id", "index", "invoke_index", "time", "offset")
-        if all(isinstance(rows[name].dtype, np.dtype) for name in names):
-            picked = {name: rows[name].to_numpy()[mask] for name in names}
-            if not np.isnan(picked["offset"].astype(np.float64)).any():
-                # numpy's stable sort of the index is the frame's, without the frame twice
-                at = np.argsort(picked["index"], kind="stable")
-                picked["committed"] = picked.pop("offset").astype(np.int64)
-                return Columns({name: values[at] for name, values in picked.items()})
-        commits = rows[mask] if mask.any() else rows.iloc[:0]  # most keys: no commit
+        picked = {name: rows[name][mask] for name in names}
+        if not np.isnan(picked["offset"].astype(np.float64)).any():
+            # numpy's stable sort of the index is the frame's, without the frame twice
+            at = np.argsort(picked["index"], kind="stable")
+            picked["committed"] = picked.pop("offset").astype(np.int64)
+            return Columns({name: values[at] for name, values in picked.items()})
+        frame = pd.DataFrame(rows)
+        commits = frame[mask] if mask.any() else frame.iloc[:0]  # most keys: no commit
         frame = pd.DataFrame(
             {
                 "process_id": commits["process_id"],
@@ -660,20 +733,22 @@ class KeyLog:
         """Every record read by a completed poll: offset, value, type, index, invoke_index,
         process_id, mop_index, poll_seq, final, time; in history order."""
         rows = self._rows
-        polls = (
-            ~self._is("type", "invoke") & self._is("f", "poll") & rows["offset"].notna().to_numpy()
-        )
-        picked = {name: _picked(rows[name], polls) for name in READ_COLUMNS}
+        polls = ~self._is("type", "invoke") & self._is("f", "poll") & ~pd.isna(rows["offset"])
+        order = ["index", "mop_index", "poll_seq"]
+        at = np.flatnonzero(polls)
+        keys = [rows[name][at] for name in reversed(order)]
+        plain = all(_plain_numbers(key) for key in keys)
+        if plain:
+            # numpy's stable sort of the keys is the frame's, without making it twice; each
+            # column then taken once
+            at = at[np.lexsort(keys)]
+        picked = {name: rows[name][at] for name in READ_COLUMNS}
         final = picked["final"]
         if final.dtype != bool:  # null: not final
-            picked["final"] = pd.array(final, dtype="boolean").fillna(False).to_numpy(bool)
+            picked["final"] = np.where(pd.isna(final), False, final).astype(bool)
         picked["offset"] = picked["offset"].astype(np.int64)
-        order = ["index", "mop_index", "poll_seq"]
-        keys = [picked[name] for name in reversed(order)]
-        if all(_plain_numbers(key) for key in keys):
-            # numpy's stable sort of the keys is the frame's, without making it twice
-            at = np.lexsort(keys)
-            return Columns({name: values[at] for name, values in picked.items()})
+        if plain:
+            return Columns(picked)
         out = pd.DataFrame(picked)
         return Columns.of(out.sort_values(order, kind="stable").reset_index(drop=True))
 
@@ -694,7 +769,7 @@ class KeyLog:
             {
                 "offset": offsets[first],
                 "value": values[first],
-                **_ok_aggregates(groups, len(first), ok, index, time),
+                **_ok_aggregates(groups, first, ok, index, time),
             }
         )
 
@@ -712,8 +787,8 @@ class KeyLog:
             {
                 "value": values[first],
                 "reads": np.bincount(groups, seen["reads"], minlength=count).astype(np.int64),
-                "first_reader": _reduced(np.minimum, groups, count, seen["first_reader"]),
-                "last_read_time": _reduced(np.maximum, groups, count, seen["last_read_time"]),
+                "first_reader": _reduced(np.minimum, groups, first, seen["first_reader"]),
+                "last_read_time": _reduced(np.maximum, groups, first, seen["last_read_time"]),
             }
         )
 
@@ -726,72 +801,69 @@ class KeyLog:
         rows = self._rows
         send = self._is("f", "send")
         ok = send & self._is("type", "ok")
-        invoke_index = rows["invoke_index"].to_numpy()
-        invoked = self._is("type", "invoke") | (rows["invoke_index"] == rows["index"]).to_numpy()
+        invoke_index = rows["invoke_index"]
+        invoked = self._is("type", "invoke") | (invoke_index == rows["index"])
         sent = np.flatnonzero(send & invoked)
         told = self._told
         at, found = self._told_at(invoke_index[sent])
         unsettled = found.copy()
-        unsettled[found] = told["unsettled"].to_numpy()[at[found]]
+        unsettled[found] = told["unsettled"][at[found]]
         others, at = sent[unsettled], at[unsettled]
         done = np.flatnonzero(send & self._is("type", "fail", "info"))
         # A send has one completion row at most: its first, where it has any.
         completion = _completions(rows, others, done)
-        op_type = told["op_type"].to_numpy()[at]
-        value = rows["value"].to_numpy()
+        op_type = told["op_type"][at]
+        value = rows["value"]
         done_value = _taken(value[done], completion)
         acks = rows["acks"]
-        done_acks = pd.Series(_taken(acks.to_numpy()[done], completion))
+        done_acks = _taken(acks[done], completion)
         count = int(ok.sum())
-        columns = {
-            "value": (
-                value[ok],
-                np.where(pd.isna(done_value), value[others], done_value).astype(object),
+        made = {
+            "value": _joined(
+                value[ok], np.where(pd.isna(done_value), value[others], done_value).astype(object)
             ),
-            "offset": (
-                _integers(_picked(rows["offset"], ok)),
-                _integers(_taken(rows["offset"].to_numpy()[done], completion)),
+            "offset": _joined_integers(
+                rows["offset"][ok], _taken(rows["offset"][done], completion)
             ),
-            "status": (
+            "status": _joined(
                 np.full(count, "ok", dtype=object),
                 np.where(pd.isna(op_type), "info", op_type).astype(object),
             ),
-            "pending": (np.zeros(count, dtype=bool), pd.isna(op_type)),
-            "invoke_index": (invoke_index[ok], invoke_index[others]),
-            "complete_index": (
-                _integers(_picked(rows["index"], ok)),
-                told["op_complete_index"].array[at],
+            "pending": _joined(np.zeros(count, dtype=bool), pd.isna(op_type)),
+            "invoke_index": _joined(invoke_index[ok], invoke_index[others]),
+            "complete_index": _joined_integers(
+                rows["index"][ok],
+                (told["op_complete_index"][at], told["op_complete_index_null"][at]),
             ),
-            "mop_index": _parts(rows["mop_index"], ok, others),
-            "process_id": _parts(rows["process_id"], ok, others),
-            "acks": (
-                _integers(_picked(acks, ok)),
-                _int(done_acks.where(done_acks.notna(), acks.to_numpy()[others])).array,
+            "mop_index": _joined(rows["mop_index"][ok], rows["mop_index"][others]),
+            "process_id": _joined(rows["process_id"][ok], rows["process_id"][others]),
+            "acks": _joined_integers(
+                acks[ok], np.where(pd.isna(done_acks), acks[others], done_acks)
             ),
-            "complete_time": (
-                _integers(_picked(rows["time"], ok)),
-                told["op_complete_time"].array[at],
+            "complete_time": _joined_integers(
+                rows["time"][ok], (told["op_complete_time"][at], told["op_complete_time_null"][at])
             ),
-            "op_f": _parts(rows["op_f"], ok, others),
-            "error": (self._errors(invoke_index[ok]), told["error"].to_numpy()[at]),
-            "seen": (np.zeros(count, dtype=bool), told["op_seen"].to_numpy()[at]),
+            "op_f": _joined(rows["op_f"][ok], rows["op_f"][others]),
+            "error": _joined(self._errors(invoke_index[ok]), told["error"][at]),
+            "seen": _joined(np.zeros(count, dtype=bool), told["op_seen"][at]),
         }
-        made = {name: _joined(*parts) for name, parts in columns.items()}
         made["invoke_time"] = _invoke_times(
-            invoke_index[sent], rows["time"].to_numpy()[sent], pd.Series(made["invoke_index"])
+            invoke_index[sent], rows["time"][sent], made["invoke_index"]
         )
         looked_up = _looked_up(made, self.columns["read_values"], "value")
         if looked_up is None:
             read_values = self.columns["read_values"].frame
             return Columns.of(_settled(_left_joined(pd.DataFrame(made), read_values, ["value"])))
         # As `_settled` does it, on the arrays, the frame made once.
-        told_seen = pd.Series(made.pop("seen")).to_numpy()
+        seen = np.asarray(made.pop("seen"), dtype=bool)
         made.update(looked_up)
         was_read = ~pd.isna(made["reads"])
-        status = pd.Series(made["status"]).to_numpy()
+        status = np.asarray(made["status"])
         info = status == "info"
-        invoked_by = pd.Series(made["invoke_index"])
-        seen = told_seen | invoked_by.isin(invoked_by[info & was_read]).to_numpy()
+        read_here = info & was_read
+        if read_here.any():
+            invoked_by = made["invoke_index"]
+            seen = seen | isin(invoked_by, invoked_by[read_here])
         committed = (status == "ok") | (info & seen)
         return Columns({**made, "was_read": was_read, "committed": committed})
 
@@ -799,13 +871,13 @@ class KeyLog:
         """The completion's error of each of the operations `invoke_index` (None: none)."""
         at, found = self._told_at(invoke_index)
         errors = np.full(len(found), None, dtype=object)
-        errors[found] = self._told["error"].to_numpy()[at[found]]
+        errors[found] = self._told["error"][at[found]]
         return errors
 
     def _told_at(self, invoke_index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Where each of `invoke_index` is in `SharedFacts.told` (its position, and
         whether it is there at all: an operation that completed ok without error is not)."""
-        known = self._told["invoke_index"].to_numpy(dtype=np.int64)
+        known = self._told["invoke_index"]
         wanted = np.asarray(invoke_index, dtype=np.int64)
         at = np.searchsorted(known, wanted)
         found = at < len(known)
@@ -818,9 +890,7 @@ class KeyLog:
         offset = writes["offset"]
         committed = np.asarray(writes["committed"], dtype=bool) & ~pd.isna(offset)
         reads = self.columns["reads"]
-        offsets = np.concatenate(
-            [np.asarray(reads["offset"]), np.asarray(offset[committed].astype(np.int64))]
-        )
+        offsets = np.concatenate([np.asarray(reads["offset"]), integer_values(offset)[committed]])
         values = np.concatenate(
             [
                 np.asarray(reads["value"], dtype=object),
@@ -856,6 +926,8 @@ class KeyLog:
         known = self.offsets
         if isinstance(offsets, np.ndarray) and offsets.dtype.kind in "iuf":
             wanted = offsets.astype(np.float64)
+        elif isinstance(offsets, pd.arrays.IntegerArray):
+            wanted = offsets.to_numpy(dtype=np.float64, na_value=np.nan)
         else:
             wanted = pd.Series(offsets).to_numpy(dtype=np.float64, na_value=np.nan)
         if len(known) == 0:

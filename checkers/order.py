@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from checkers.checker import CheckContext
-from checkers.columns import isin
+from checkers.columns import integer_values, isin
 from checkers.key_findings import FindingRow, key_finding, rows_of
 from checkers.key_log import KeyLog
 from checkers.losses import KeyLosses
@@ -60,7 +60,7 @@ def _resets(log: KeyLog, processes: Any) -> tuple[np.ndarray, np.ndarray]:
     changed = log.shared.assignment_column("process_id")
     if len(changed) == 0:
         return changed, log.shared.assignment_column("index")
-    mine = isin(changed, pd.unique(np.asarray(processes)))
+    mine = isin(changed, np.asarray(processes))
     dropped = mine & ~log.shared.holds(log.key)
     return changed[dropped], log.shared.assignment_column("index")[dropped]
 
@@ -72,7 +72,11 @@ def _floats(values: Any, missing: float) -> np.ndarray:
         out = values.astype(np.float64)
         out[np.isnan(out)] = missing
         return out
-    floats: np.ndarray = pd.Series(values).to_numpy(dtype=np.float64, na_value=missing)
+    floats: np.ndarray
+    if isinstance(values, pd.arrays.IntegerArray):
+        floats = values.to_numpy(dtype=np.float64, na_value=missing)
+    else:
+        floats = pd.Series(values).to_numpy(dtype=np.float64, na_value=missing)
     return floats
 
 
@@ -85,28 +89,30 @@ def _preceding(
     after that one (`follows`)."""
     size = len(rows["index"])
     reset_process, reset_index = resets
-    process = np.r_[np.asarray(rows["process_id"], dtype=np.int64), reset_process]
-    index = np.r_[np.asarray(rows["index"], dtype=np.int64), reset_index]
+    process = np.concatenate((np.asarray(rows["process_id"], dtype=np.int64), reset_process))
+    index = np.concatenate((np.asarray(rows["index"], dtype=np.int64), reset_index))
     # a reset sorts before the micro-operations of an operation at its index
-    mop = np.r_[_floats(rows["mop_index"], -np.inf), np.full(len(reset_index), -np.inf)]
+    mop = np.concatenate((_floats(rows["mop_index"], -np.inf), np.full(len(reset_index), -np.inf)))
     if len(mop) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     order = np.lexsort((mop, index, process))  # stable: rows before resets where tied
     process, index = process[order], index[order]
-    row = np.r_[np.arange(size), np.full(len(reset_index), -1)][order]
+    row = np.concatenate((np.arange(size), np.full(len(reset_index), -1)))[order]
     is_reset = row < 0
     at = np.arange(len(row))
-    opens = np.r_[True, process[1:] != process[:-1]]
+    opens = np.concatenate(([True], process[1:] != process[:-1]))
     group_start = np.maximum.accumulate(np.where(opens, at, 0))
 
     def last_before(mask: np.ndarray) -> np.ndarray:
         latest = np.maximum.accumulate(np.where(mask, at, -1))
-        before = np.r_[-1, latest[:-1]]
+        before = np.concatenate(([-1], latest[:-1]))
         return np.where(before >= group_start, before, -1)
 
     prev = np.where(at > group_start, at - 1, -1)
     inner = (prev >= 0) & ~is_reset[prev] & (index[prev] == index)
-    counted_at = last_before(np.r_[counted, np.zeros(len(reset_index), dtype=bool)][order])
+    counted_at = last_before(
+        np.concatenate((counted, np.zeros(len(reset_index), dtype=bool)))[order]
+    )
     # In history order, so a reset before the counted row came before its operation.
     follows = ~inner & (counted_at >= 0) & (last_before(is_reset) < counted_at)
     prev_row = np.full(size, -1)
@@ -219,10 +225,10 @@ def _read_steps(log: KeyLog) -> pd.DataFrame | None:
     index = reads["index"]
     mop = reads["mop_index"]
     offset = reads["offset"]
-    opens = np.r_[True, (index[1:] != index[:-1]) | (mop[1:] != mop[:-1])]
-    inside = np.flatnonzero(~opens & (offset - np.r_[offset[0], offset[:-1]] != 1))
+    opens = np.concatenate(([True], (index[1:] != index[:-1]) | (mop[1:] != mop[:-1])))
+    inside = np.flatnonzero(~opens & (offset - np.concatenate((offset[:1], offset[:-1])) != 1))
     first = np.flatnonzero(opens)
-    last = np.r_[first[1:], reads.rows] - 1
+    last = np.concatenate((first[1:], [reads.rows])) - 1
     polls = {name: reads[name][first] for name in ("process_id", "index", "mop_index", "type")}
     prev, prev_counted = _preceding(
         polls, np.asarray(polls["type"] == "ok"), _resets(log, polls["process_id"])
@@ -230,9 +236,9 @@ def _read_steps(log: KeyLog) -> pd.DataFrame | None:
     origin = np.where(prev >= 0, prev, prev_counted)
     into = np.flatnonzero(origin >= 0)
     steps = (
-        np.r_[inside - 1, last[origin[into]]],
-        np.r_[inside, first[into]],
-        np.r_[np.ones(len(inside), dtype=bool), prev[into] >= 0],
+        np.concatenate((inside - 1, last[origin[into]])),
+        np.concatenate((inside, first[into])),
+        np.concatenate((np.ones(len(inside), dtype=bool), prev[into] >= 0)),
     )
     # A read's status is its type, its position its offset.
     if not _uneven(log, offset, *steps, True)[0].any():
@@ -246,21 +252,32 @@ def send_steps(log: KeyLog, *, skips_between: bool = True) -> pd.DataFrame:
     the process's previous such operation (`follows`); `delta` in dense index where both
     positions are known. A send's position is its value's first offset in the log. Without
     `skips_between`, skips forward between operations are left out."""
+    steps = _send_steps(log, skips_between)
+    return _no_steps() if steps is None else steps
+
+
+def _send_steps(log: KeyLog, skips_between: bool) -> pd.DataFrame | None:
+    """`send_steps`, None where there is none (most keys)."""
     columns = log.columns["located_writes"]
-    completed = ~pd.isna(columns["complete_index"])
+    complete_index = columns["complete_index"]
+    completed = ~np.asarray(pd.isna(complete_index), dtype=bool)
     # Who sent what when, on arrays; the frame of the sends only where a step is kept.
     sends = {
         "process_id": np.asarray(columns["process_id"])[completed],
-        "index": np.asarray(columns["complete_index"][completed].astype(np.int64)),
+        "index": integer_values(complete_index)[completed],
         "mop_index": np.asarray(columns["mop_index"])[completed],
     }
-    counted = np.isin(np.asarray(columns["status"])[completed], COUNTED)
+    status = np.asarray(columns["status"])[completed]
+    counted = np.zeros(len(status), dtype=bool)
+    for name in COUNTED:
+        counted |= status == name
     prev, prev_counted = _preceding(sends, counted, _resets(log, sends["process_id"]))
     origin = np.where(prev >= 0, prev, np.where(counted, prev_counted, -1))
     into = np.flatnonzero(origin >= 0)
     steps = (origin[into], into, prev[into] >= 0)
-    if not _uneven(log, columns["first_offset"][completed], *steps, skips_between)[0].any():
-        return _no_steps()
+    first_offset = _floats(columns["first_offset"], np.nan)[completed]
+    if not _uneven(log, first_offset, *steps, skips_between)[0].any():
+        return None
     writes = log.located_writes
     sent = writes[completed]
     ops = pd.DataFrame(
@@ -383,8 +400,8 @@ def check_order_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
     any (most keys) costs nothing more."""
     found: list[FindingRow] = []
     steps = _read_steps(log)
-    reads = _no_steps() if steps is None else _with_detail(steps, log, losses)
-    if not reads.empty:
+    reads = None if steps is None else _with_detail(steps, log, losses)
+    if reads is not None and not reads.empty:
         inner, delta = reads["inner"], reads["delta"]
         reads["skipped"] = (delta - 1).astype("Int64").where(~inner & (delta > 1))
         found += rows_of(
@@ -402,8 +419,8 @@ def check_order_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
         )
     # A skip forward between two operations is no anomaly (other producers wrote between):
     # most of a long history's steps, left out before their frame is built.
-    steps = send_steps(log, skips_between=False)
-    if not steps.empty:
+    steps = _send_steps(log, skips_between=False)
+    if steps is not None and not steps.empty:
         sends = _with_detail(steps.reset_index(drop=True), log, losses)
         send_inner, send_delta = sends["inner"], sends["delta"]
         found += rows_of(

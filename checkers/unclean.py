@@ -188,6 +188,8 @@ def loss_windows(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
 
 def check_unclean_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
     """The findings of this checker on one key: its loss windows."""
+    if losses.unclean_lost.empty:  # most keys: no frame to make
+        return []
     windows = loss_windows(log, losses)
     if windows.empty:
         return []
