@@ -22,7 +22,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from checkers.checker import CheckContext
@@ -45,11 +45,29 @@ def _of_members(assign: DataFrame, f: str) -> DataFrame:
     )
 
 
+def _with_learnt_since(assign: DataFrame) -> DataFrame:
+    """`assign` with `since`: where the member may have been given what a row says. A
+    member learns of a rebalance inside a poll and writes it after (everything revoked, then
+    its new assignment), so an assignment may date from the process's last completed row
+    before it that is not everything revoked (its subscribe, its last assignment of some
+    keys, a commit); its own index where there is none."""
+    completed = F.col("type") != "invoke"
+    revoked = (F.col("f") == "assign") & (F.size("keys") == 0)
+    before = (
+        Window.partitionBy("process_id").orderBy("index").rowsBetween(Window.unboundedPreceding, -1)
+    )
+    learnt = F.max(F.when(completed & ~F.coalesce(revoked, F.lit(False)), F.col("index"))).over(
+        before
+    )
+    return assign.withColumn("since", F.coalesce(learnt, F.col("index")))
+
+
 def double_owners(assign: DataFrame) -> DataFrame:
     """Per (generation, key) given to more than one process: the processes, their assigns,
-    and the last of those (where the second owner appeared)."""
-    given = _of_members(assign, "assign").select(
-        "generation", "process_id", "index", F.explode("keys").alias("key")
+    the last of those (where the second owner appeared), and `since`, the earliest any of
+    those assignments may have been given (`_with_learnt_since`)."""
+    given = _of_members(_with_learnt_since(assign), "assign").select(
+        "generation", "process_id", "index", "since", F.explode("keys").alias("key")
     )
     return (
         given.groupBy("generation", "key")
@@ -57,6 +75,7 @@ def double_owners(assign: DataFrame) -> DataFrame:
             F.array_sort(F.collect_set("process_id")).alias("processes"),
             F.array_sort(F.collect_list("index")).alias("ops"),
             F.max("index").alias("last"),
+            F.min("since").alias("since"),
         )
         .filter(F.size("processes") > 1)
     )
@@ -154,7 +173,7 @@ class GenerationsChecker:
             )
             return CheckerReport(self.name, [Finding(CHECKER, (), None)], notes=[note])
         losses = context.losses.group_state_losses()
-        twice, twice_why = _lost_between(losses, F.array_min("ops"), F.array_max("ops"))
+        twice, twice_why = _lost_between(losses, F.col("since"), F.array_max("ops"))
         owners = finding(
             CHECKER,
             "generation-double-owner",
