@@ -334,7 +334,8 @@ _CATALOGUE = (
         "`read_by_anyone` says whether any `ok` poll at all read the value.",
         "acks=0 or acks=1, unclean leader election, or a power loss under a flush policy "
         "that does not fsync before acknowledging, and only when no consumer at all read "
-        "the record",
+        "the record; or unclean leader election where the group had committed past the "
+        "offset before the record was written (the offset written again)",
         "configuration",
         ("key", "value", "offset", "writer", "commit", "committed", "acks", "read_by_anyone"),
     ),

@@ -101,9 +101,40 @@ def at_least_once_violations(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
     classified = losses.classify(found)
     classified["expected"] = classified["expected"] & ~classified["was_read"]
     judged = _committed_before_a_power_loss(log, losses, classified)
+    if losses.rules.unclean_allowed:
+        judged = _written_below_the_group(judged, commit_ops, committed)
     if losses.rules.settings.consumer_mode == "at-most-once":
         judged = _consumed_at_most_once(judged)
     return judged
+
+
+BELOW_THE_GROUP = (
+    "the group had committed past this offset before the record was written: the log was "
+    "cut back below the group's position and the offset written again, which an unclean "
+    "election (allowed here) does, so the group skipped the new record"
+)
+
+
+def _written_below_the_group(
+    found: pd.DataFrame, commit_ops: np.ndarray, committed: np.ndarray
+) -> pd.DataFrame:
+    """`found` with the open cases whose offset a commit had passed before their write was
+    invoked expected (`BELOW_THE_GROUP`), where unclean election is allowed."""
+    open_cases = ~found["expected"].astype(bool).to_numpy()
+    if not open_cases.any():
+        return found
+    offsets = found["offset"].to_numpy(dtype=np.int64)
+    invoked = found["invoke_index"].to_numpy(dtype=np.int64)
+    passed = (
+        (commit_ops[None, :] < invoked[:, None]) & (committed[None, :] > offsets[:, None])
+    ).any(axis=1)
+    rows = open_cases & passed
+    if not rows.any():
+        return found
+    found = found.copy()
+    found.loc[rows, "expected"] = True
+    found.loc[rows, "expected_reason"] = BELOW_THE_GROUP
+    return found
 
 
 AT_MOST_ONCE = (
