@@ -67,7 +67,8 @@ class LocalCluster:
             finally:
                 admin.close()
 
-        wait_for(registered, what=f"{count} brokers to register")
+        # Three brokers' processes start on two cores that a check may be sharing: 60 s.
+        wait_for(registered, timeout=60.0, what=f"{count} brokers to register")
 
     def stop(self) -> None:
         for broker in self.brokers.values():
