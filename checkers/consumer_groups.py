@@ -128,13 +128,7 @@ def _written_below_the_group(
     passed = (
         (commit_ops[None, :] < invoked[:, None]) & (committed[None, :] > offsets[:, None])
     ).any(axis=1)
-    rows = open_cases & passed
-    if not rows.any():
-        return found
-    found = found.copy()
-    found.loc[rows, "expected"] = True
-    found.loc[rows, "expected_reason"] = BELOW_THE_GROUP
-    return found
+    return _expected(found, open_cases & passed, BELOW_THE_GROUP)
 
 
 AT_MOST_ONCE = (
@@ -145,13 +139,7 @@ AT_MOST_ONCE = (
 
 def _consumed_at_most_once(found: pd.DataFrame) -> pd.DataFrame:
     """`found` with every open case expected: at most once, a commit promises nothing."""
-    open_cases = ~found["expected"].astype(bool)
-    if not open_cases.any():
-        return found
-    found = found.copy()
-    found.loc[open_cases, "expected"] = True
-    found.loc[open_cases, "expected_reason"] = AT_MOST_ONCE
-    return found
+    return _expected(found, ~found["expected"].astype(bool).to_numpy(), AT_MOST_ONCE)
 
 
 def _committed_before_a_power_loss(
@@ -171,17 +159,24 @@ def _committed_before_a_power_loss(
         pd.Series(log.last_read_times(committed - 1, commit_times), index=open_cases.index),
         open_cases["commit_time"],
     )
-    hit = powered.notna()
-    if hit.any():
-        found = found.copy()
-        rows = hit.index[hit]
-        found.loc[rows, "expected"] = True
-        found.loc[rows, "expected_reason"] = (
-            "the commit's offset "
-            + open_cases.loc[rows, "committed"].astype("string")
-            + " was read before "
-            + powered[rows].astype("string")
-        )
+    rows = powered.index[powered.notna()]
+    reasons = (
+        "the commit's offset "
+        + open_cases.loc[rows, "committed"].astype("string")
+        + " was read before "
+        + powered[rows].astype("string")
+    )
+    return _expected(found, found.index.isin(rows), reasons)
+
+
+def _expected(found: pd.DataFrame, rows: np.ndarray, reason: str | pd.Series) -> pd.DataFrame:
+    """`found` with the cases `rows` (a mask) expected, for `reason` (one for all, or one
+    per row, by index)."""
+    if not rows.any():
+        return found
+    found = found.copy()
+    found.loc[rows, "expected"] = True
+    found.loc[rows, "expected_reason"] = reason
     return found
 
 
