@@ -5,8 +5,10 @@ From a run's `test.json` the checkers read only
 `topic.flush_messages`, `topic.flush_ms` and `topic.flush_setting` (the flush policy in
 force: fsync every so many messages, or data older than so many ms; 2**63-1: never),
 `workload.acks` (-1, 0, 1 or "all"), `workload.producer_retries` (an integer >= 0: how
-often the producer, without idempotence, may send a record again), `workload.idempotence`
-(true: the producer was idempotent, so nothing it sent lands twice),
+often a producer without idempotence may send a record again), `workload.idempotence`
+(true: every producer was idempotent, so nothing sent lands twice), `workload.producers`
+and `workload.idempotent_producers` (how many of them were idempotent: all of them is
+`idempotence`; some of them leaves a duplicate to be explained by the others' retries),
 `workload.consumer_mode` (`at-least-once`, or `at-most-once`: consumers commit what they
 fetched before delivering it), `workload.client` (the
 client library; one that resends on its own whatever its retries, `RESENDING_CLIENTS`),
@@ -82,6 +84,9 @@ class TestSettings:
     acks: int | None = None
     producer_retries: int | None = None
     idempotence: bool | None = None
+    producers: int | None = None
+    idempotent_producers: int | None = None
+    """How many of the `producers` were idempotent (None: not known; `idempotence`: all)."""
     consumer_mode: str | None = None
     """`at-least-once` or `at-most-once` (None: not known)."""
     client: str | None = None
@@ -120,17 +125,26 @@ class TestSettings:
         return DEFAULT_CLOCK_TOLERANCE_NS
 
     @property
+    def every_producer_idempotent(self) -> bool:
+        """Every producer was idempotent: `idempotence`, or `idempotent_producers` of all."""
+        if self.idempotence:
+            return True
+        if self.idempotent_producers is None or self.producers is None:
+            return False
+        return self.producers > 0 and self.idempotent_producers >= self.producers
+
+    @property
     def client_resends(self) -> str | None:
-        """How the client resends on its own whatever its retries (None: it does not, it is
-        idempotent, or the client is not known)."""
-        if self.idempotence or self.client is None:
+        """How a producer without idempotence resends on its own whatever its retries
+        (None: it does not, every producer is idempotent, or the client is not known)."""
+        if self.every_producer_idempotent or self.client is None:
             return None
         return RESENDING_CLIENTS.get(self.client)
 
     @property
     def retries_may_duplicate(self) -> bool:
-        """The producer may send a record again without idempotence: it may land twice."""
-        if self.idempotence:
+        """A producer may send a record again without idempotence: it may land twice."""
+        if self.every_producer_idempotent:
             return False
         retries = self.producer_retries is not None and self.producer_retries > 0
         return retries or self.client_resends is not None
@@ -154,6 +168,8 @@ class TestSettings:
             "acks": self.acks,
             "producer_retries": self.producer_retries,
             "idempotence": self.idempotence,
+            "producers": self.producers,
+            "idempotent_producers": self.idempotent_producers,
             "consumer_mode": self.consumer_mode,
             "client": self.client,
             "replica_lag_time_max_ms": self.replica_lag_time_max_ms,
@@ -244,6 +260,8 @@ def read_test_settings(path: Path) -> TestSettings:
         acks=acks,
         producer_retries=_producer_retries(where, doc),
         idempotence=_field(doc, where, "workload", "idempotence", bool),
+        producers=_count(where, doc, "producers"),
+        idempotent_producers=_count(where, doc, "idempotent_producers"),
         consumer_mode=_consumer_mode(where, doc),
         client=_field(doc, where, "workload", "client", str),
         replica_lag_time_max_ms=_broker_int(where, doc, "replica.lag.time.max.ms", 0),
@@ -254,6 +272,14 @@ def read_test_settings(path: Path) -> TestSettings:
         flush_ms=_field(doc, where, "topic", "flush_ms", int),
         flush_setting=_flush_setting(where, doc),
     )
+
+
+def _count(path: str, doc: dict[str, Any], name: str) -> int | None:
+    """`workload.<name>`: an integer >= 0 (None: absent)."""
+    value = _field(doc, path, "workload", name, int)
+    if value is not None and value < 0:
+        raise TestConfigError(f"{path}: workload.{name} is {value}, expected an integer >= 0")
+    return value  # type: ignore[no-any-return]
 
 
 def _positive(path: str, doc: dict[str, Any], name: str) -> int | None:

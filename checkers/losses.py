@@ -142,7 +142,7 @@ class LossRules:
         known (retries declared by hand, or test.json silent on them)."""
         if "retries" in self.expect_loss:
             return None
-        if self.settings.idempotence:
+        if self.settings.every_producer_idempotent:
             return 1
         if self.settings.producer_retries is None:
             return None

@@ -143,7 +143,9 @@ class ProducerWorker:
             self.bootstrap,
             acks=self.spec.acks,
             mode=self.spec.producer_mode,
-            settings=self.spec.producer_settings(),
+            settings=self.spec.producer_settings(
+                idempotent=self.spec.is_idempotent_producer(self.index)
+            ),
             client_id=f"squall-producer-{self.index}{suffix}",
         )
         self.session = ProducerSession(producer, clients)

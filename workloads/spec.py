@@ -48,6 +48,10 @@ _ASYNC_PRODUCER_DEFAULTS: dict[str, object] = {"queue.buffering.max.ms": 5}
 REQUEST_TIMEOUT_KEY = "request.timeout.ms"
 IDEMPOTENCE_KEY = "enable.idempotence"
 RETRIES_KEY = "message.send.max.retries"
+IDEMPOTENT_RETRIES = 3
+"""How often an idempotent producer resends a failed batch where `producer_retries` is 0:
+squall's client's own default message.send.max.retries (one that never resent would never
+use what makes it idempotent)."""
 """The producer setting (Kafka 0.8's name) for how often the client resends a failed send."""
 _MODEL_CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
@@ -193,6 +197,14 @@ class WorkloadSpec(BaseModel):
     """The client's idempotent producer (enable.idempotence): producer ids from
     InitProducerId and sequences the leader checks, so that a retried send lands once and
     the checkers count any duplicate as an anomaly. Needs acks -1 and producer_retries >= 1."""
+    idempotent_producers: Size | None = None
+    """How many of the producers are idempotent (Kafka's enable.idempotence), the others not,
+    so that one run drives both of the leaders' write paths: batches with a producer id and
+    sequences, which a leader checks against the producer state it rebuilt from its log, and
+    batches without. An idempotent producer resends a failed batch `producer_retries` times,
+    or `IDEMPOTENT_RETRIES` where that is 0; any duplicate of its sends is an anomaly.
+    Default: every producer with `idempotence`; else, where acks is -1, half of them (rounded
+    down; Kafka's producer is idempotent by default since 3.0); else none."""
     rate: Positive | None = 1000.0
     """Operations per second over every worker (none: as fast as the clients go)."""
     producers: Size = 2
@@ -265,6 +277,24 @@ class WorkloadSpec(BaseModel):
                 MEMBER_CRASH_INTERVAL_S if members else CONSUMER_CRASH_INTERVAL_S
             )
         return resolved
+
+    @model_validator(mode="before")
+    @classmethod
+    def _idempotent_producers_by_default(cls, data: Any) -> Any:
+        """Without `idempotent_producers`: every producer with `idempotence`, else half of
+        them where acks is -1, else none (malformed fields are left to their own checks)."""
+        if not isinstance(data, Mapping) or data.get("idempotent_producers") is not None:
+            return data
+        producers = data.get("producers", cls.model_fields["producers"].default)
+        if type(producers) is not int or producers < 0:
+            return data
+        if data.get("idempotence") is True:
+            count = producers
+        elif data.get("acks", -1) == -1:
+            count = producers // 2
+        else:
+            count = 0
+        return {**data, "idempotent_producers": count}
 
     @model_validator(mode="before")
     @classmethod
@@ -360,6 +390,23 @@ class WorkloadSpec(BaseModel):
         return self
 
     def _check_idempotence(self) -> None:
+        idempotent = self.idempotent_producer_count
+        if idempotent > self.producers:
+            raise ValueError(
+                f"idempotent_producers={idempotent} exceeds producers={self.producers}; "
+                "lower it or add producers"
+            )
+        if self.idempotence and idempotent != self.producers:
+            raise ValueError(
+                f"idempotence makes every producer idempotent, but idempotent_producers="
+                f"{idempotent} of producers={self.producers}; set one of them"
+            )
+        if idempotent and self.acks != -1:
+            raise ValueError(
+                f"idempotent_producers={idempotent} needs acks = -1 (Kafka's idempotent "
+                f"producer writes with acks=all), not {self.acks}; set idempotent_producers "
+                "to 0 or acks to -1"
+            )
         if not self.idempotence:
             return
         if self.acks != -1:
@@ -460,16 +507,32 @@ class WorkloadSpec(BaseModel):
             return [consumer % self.partitions]
         return list(range(consumer % self.consumers, self.partitions, self.consumers))
 
-    def producer_settings(self) -> dict[str, object]:
-        """The producer's client config: the workload's defaults, then `producer_config`,
-        with message.send.max.retries always `producer_retries`."""
+    @property
+    def idempotent_producer_count(self) -> int:
+        """How many producers are idempotent (`idempotent_producers`, resolved)."""
+        if self.idempotent_producers is not None:
+            return self.idempotent_producers
+        return self.producers if self.idempotence else 0
+
+    def is_idempotent_producer(self, index: int) -> bool:
+        """Whether producer worker `index` is idempotent: the first
+        `idempotent_producer_count` of them are."""
+        return index < self.idempotent_producer_count
+
+    def producer_settings(self, *, idempotent: bool | None = None) -> dict[str, object]:
+        """A producer's client config: the workload's defaults, then `producer_config`,
+        with message.send.max.retries `producer_retries` (an idempotent producer's at least
+        `IDEMPOTENT_RETRIES` where that is 0). `idempotent`: that producer's (None: as
+        `idempotence` says)."""
+        idempotent = self.idempotence if idempotent is None else idempotent
         settings: dict[str, object] = {REQUEST_TIMEOUT_KEY: self.request_timeout_ms}
         if self.producer_mode == "async":
             settings.update(_ASYNC_PRODUCER_DEFAULTS)
         settings.update(self.producer_config)
         settings[RETRIES_KEY] = self.producer_retries
-        if self.idempotence:
+        if idempotent:
             settings[IDEMPOTENCE_KEY] = True
+            settings[RETRIES_KEY] = self.producer_retries or IDEMPOTENT_RETRIES
         return settings
 
     def producer_request_timeout_s(self) -> float:

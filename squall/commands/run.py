@@ -157,9 +157,15 @@ ClientOption = typer.Option(
 IdempotenceOption = typer.Option(
     None,
     "--idempotence/--no-idempotence",
-    help="The Kafka client's idempotent producer: a retried send lands once, and any "
-    "duplicate is an anomaly (needs a Kafka --client, acks -1 and --producer-retries >= 1)."
-    + _or_spec("no"),
+    help="Every producer idempotent: a retried send lands once, and any duplicate is an "
+    "anomaly (needs acks -1 and --producer-retries >= 1)." + _or_spec("no"),
+)
+IdempotentProducersOption = typer.Option(
+    None,
+    "--idempotent-producers",
+    metavar="N",
+    help="How many of the producers are idempotent, the others not (needs acks -1)."
+    + _or_spec("half of them with acks -1, else none"),
 )
 SubscriptionOption = typer.Option(
     None,
@@ -302,6 +308,7 @@ def spec_from_flags(
     lazy_disk: bool | None = None,
     client: str | None = None,
     idempotence: bool | None = None,
+    idempotent_producers: int | None = None,
     producer_retries: int | None = None,
     subscription: str | None = None,
     group_membership: bool | None = None,
@@ -330,6 +337,7 @@ def spec_from_flags(
         "workload/acks": acks,
         "workload/client": client,
         "workload/idempotence": idempotence,
+        "workload/idempotent_producers": idempotent_producers,
         "workload/producer_retries": producer_retries,
         "workload/subscription": subscription,
         "workload/group_membership": group_membership,
@@ -360,6 +368,7 @@ def run(
     seed: int | None = SeedOption,
     client: str | None = ClientOption,
     idempotence: bool | None = IdempotenceOption,
+    idempotent_producers: int | None = IdempotentProducersOption,
     producer_retries: int | None = ProducerRetriesOption,
     subscription: str | None = SubscriptionOption,
     group_membership: bool | None = GroupMembershipOption,
@@ -409,6 +418,7 @@ def run(
         lazy_disk=lazy_disk,
         client=client,
         idempotence=idempotence,
+        idempotent_producers=idempotent_producers,
         producer_retries=producer_retries,
         subscription=subscription,
         group_membership=group_membership,

@@ -223,7 +223,12 @@ def test_a_producer_crash_ends_its_sends_in_flight_as_info_and_a_new_client_take
     monkeypatch.setattr(workloads.squall_client, "Producer", HoldingProducer)
     HoldingProducer.opened = []
     spec = WorkloadSpec(
-        topic="t", partitions=1, in_flight=4, consumers=0, mix=OpMix(poll=0, commit=0, crash=0)
+        topic="t",
+        partitions=1,
+        in_flight=4,
+        consumers=0,
+        idempotent_producers=0,
+        mix=OpMix(poll=0, commit=0, crash=0),
     )
     assert spec.producer_mode == "async"
     path = tmp_path / "history.jsonl"

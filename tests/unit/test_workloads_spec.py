@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from squall.config import ConfigurationError
 from workloads import OpMix, WorkloadSpec, WorkloadSpecError, key_name, partition_of
+from workloads.spec import IDEMPOTENT_RETRIES
 
 
 def test_defaults_are_valid_and_name_keys_topic_dash_partition() -> None:
@@ -220,6 +221,40 @@ def test_idempotence_needs_acks_all_and_retries() -> None:
     assert spec.producer_settings()["enable.idempotence"] is True
     assert spec.to_dict()["idempotence"] is True
     assert "enable.idempotence" not in WorkloadSpec().producer_settings()
+
+
+def test_half_the_producers_are_idempotent_by_default_where_acks_is_minus_one() -> None:
+    spec = WorkloadSpec()
+    assert (spec.producers, spec.idempotent_producers) == (2, 1)
+    assert spec.to_dict()["idempotent_producers"] == 1
+    first, second = (
+        spec.producer_settings(idempotent=spec.is_idempotent_producer(i)) for i in (0, 1)
+    )
+    assert first["enable.idempotence"] is True
+    assert first["message.send.max.retries"] == IDEMPOTENT_RETRIES
+    assert "enable.idempotence" not in second and second["message.send.max.retries"] == 0
+    assert WorkloadSpec(producers=5).idempotent_producers == 2
+    assert WorkloadSpec(producers=1).idempotent_producers == 0
+    assert WorkloadSpec(acks=1).idempotent_producers == 0
+    assert WorkloadSpec(acks=0, producers=4).idempotent_producers == 0
+    assert WorkloadSpec(idempotence=True, producer_retries=2, producers=3).idempotent_producers == 3
+    own = WorkloadSpec(idempotent_producers=2, producer_retries=5)
+    assert own.producer_settings(idempotent=True)["message.send.max.retries"] == 5
+    assert own.producer_settings(idempotent=False)["message.send.max.retries"] == 5
+    assert WorkloadSpec.from_dict(own.to_dict()) == own
+    for client in ("confluent-kafka", "kafka-python"):
+        assert WorkloadSpec(client=client).idempotent_producers == 1
+
+
+def test_idempotent_producers_must_fit_the_producers_and_the_acks() -> None:
+    assert "idempotent_producers=3 exceeds producers=2" in problem(
+        lambda: WorkloadSpec(idempotent_producers=3)
+    )
+    assert "needs acks = -1" in problem(lambda: WorkloadSpec(acks=1, idempotent_producers=1))
+    assert "idempotence makes every producer idempotent" in problem(
+        lambda: WorkloadSpec(idempotence=True, producer_retries=1, idempotent_producers=1)
+    )
+    assert "idempotent_producers = -1" in problem(lambda: WorkloadSpec(idempotent_producers=-1))
 
 
 def test_producer_retries_set_twice_must_agree() -> None:

@@ -88,6 +88,37 @@ def test_idempotence_in_test_json_takes_the_resending_clients_excuse_too() -> No
     assert LossRules(idempotent, frozenset()).landings_per_send == 1
 
 
+def test_some_idempotent_producers_leave_duplicates_to_the_others_retries() -> None:
+    mixed = TestSettings(producer_retries=0, client="squall", producers=2, idempotent_producers=1)
+    assert not mixed.every_producer_idempotent and not mixed.retries_may_duplicate
+    assert LossRules(mixed, frozenset()).landings_per_send == 1
+    retrying = TestSettings(producer_retries=2, producers=2, idempotent_producers=1)
+    assert retrying.retries_may_duplicate
+    assert LossRules(retrying, frozenset()).landings_per_send == 3
+    resending = TestSettings(client="confluent-kafka", producers=3, idempotent_producers=1)
+    assert resending.client_resends is not None and resending.retries_may_duplicate
+    every = TestSettings(
+        producer_retries=4, client="confluent-kafka", producers=2, idempotent_producers=2
+    )
+    assert every.every_producer_idempotent and not every.retries_may_duplicate
+    assert every.client_resends is None
+    assert not TestSettings(producers=0, idempotent_producers=0).every_producer_idempotent
+
+
+def test_test_json_gives_the_idempotent_producers(tmp_path: Path) -> None:
+    path = tmp_path / "test.json"
+    path.write_text(json.dumps({"workload": {"producers": 4, "idempotent_producers": 2}}))
+    settings = read_test_settings(path)
+    assert (settings.producers, settings.idempotent_producers) == (4, 2)
+    assert settings.as_dict()["idempotent_producers"] == 2
+    path.write_text(json.dumps({"workload": {"idempotent_producers": -1}}))
+    with pytest.raises(TestConfigError, match=r"workload\.idempotent_producers is -1"):
+        read_test_settings(path)
+    path.write_text(json.dumps({"workload": {"producers": "two"}}))
+    with pytest.raises(TestConfigError, match=r"workload\.producers is .two., expected an integer"):
+        read_test_settings(path)
+
+
 def test_retried_duplicate_is_expected_with_its_evidence(retries3: Any) -> None:
     results, send = retries3
     assert results["valid"] is True
