@@ -475,7 +475,7 @@ class KafkaRequestHandler:
             # A new block may be claimed in ZooKeeper: not on the event loop.
             producer_id = await asyncio.to_thread(self.producer_ids.next_id)
         except Exception as err:  # ZooKeeper unreachable, a damaged block file
-            log.warning("no producer id could be handed out: %s", err)
+            log.warning("no producer id could be handed out: %s: %s", type(err).__name__, err)
             return init_producer_id.InitProducerIdResponse(
                 throttle_time_ms=0,
                 error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
