@@ -89,18 +89,27 @@ each partition, so Kafka's 1 GiB segments would never roll, and segment rolls, i
 lookups across segments, truncations that cross a segment's base and the recovery of
 several segments would go untested; at 64 KiB each partition rolls about ten times."""
 
+TEST_LEADER_IMBALANCE_CHECK_S = 30
+"""How often a test cluster's controller checks the leaders' balance: Kafka checks every
+300 s (``leader.imbalance.check.interval.seconds``), so in a 120-second run leadership would
+never go back to a restarted broker, and the hand-over from a live leader to an in-sync
+follower (in-flight requests answered NOT_LEADER, the old leader truncating as a follower)
+would go untested; at 30 s a run sees about four checks."""
+
 PROFILES: dict[str, dict[str, str]] = {
     "kafka-2.4": {
         "zookeeper.session.timeout.ms": "6000",
         "zookeeper.connection.timeout.ms": "6000",
         "replica.lag.time.max.ms": "10000",
         "log.segment.bytes": str(TEST_SEGMENT_BYTES),
+        "leader.imbalance.check.interval.seconds": str(TEST_LEADER_IMBALANCE_CHECK_S),
     },
     "none": {},
 }
 """Broker settings a test cluster starts from, before the spec's own ``[broker]``: Kafka
-2.4's failure detectors (a 6 s ZooKeeper session, a 10 s replica lag time) and segments
-small enough to roll in a test (``TEST_SEGMENT_BYTES``), or the broker's own defaults."""
+2.4's failure detectors (a 6 s ZooKeeper session, a 10 s replica lag time), segments small
+enough to roll in a test (``TEST_SEGMENT_BYTES``) and leader-balance checks frequent enough
+to happen in one (``TEST_LEADER_IMBALANCE_CHECK_S``), or the broker's own defaults."""
 NO_FAULTS = "none"
 
 
@@ -166,8 +175,9 @@ class TestSpec(ConfigModel):
     workload's client is a Kafka client."""
     profile: Literal["kafka-2.4", "none"] = "kafka-2.4"
     """Broker settings the cluster starts from: Kafka 2.4's failure detectors (6 s session,
-    10 s replica lag) and 64 KiB segments, which roll many times in a test, or none (the
-    broker's own defaults); [broker] overrides them."""
+    10 s replica lag), 64 KiB segments, which roll many times in a test, and a leader-balance
+    check every 30 s, which moves leadership back to restarted brokers within a test, or none
+    (the broker's own defaults); [broker] overrides them."""
     broker: dict[BrokerKey, BrokerSetting] = Field(default_factory=dict)
     """Broker settings with Kafka's names, e.g. "replica.truncation" = "high-watermark"."""
     workload: WorkloadSpec = Field(default_factory=WorkloadSpec)

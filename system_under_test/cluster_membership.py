@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from kazoo.exceptions import KazooException, NodeExistsError
 
 from system_under_test.config import BrokerConfig
-from system_under_test.controller import Controller
+from system_under_test.controller import Controller, LeaderRebalance
 from system_under_test.controller_channel import BrokerRequestChannel
 from system_under_test.errors import ErrorCode
 from system_under_test.event_log import EventLog
@@ -69,6 +69,11 @@ class ClusterMembership:
             events,
             default_unclean=bool(config["unclean.leader.election.enable"]),
             default_min_insync=int(config["min.insync.replicas"]),
+            rebalance=LeaderRebalance(
+                enabled=bool(config["auto.leader.rebalance.enable"]),
+                interval_s=float(config["leader.imbalance.check.interval.seconds"]),
+                imbalance_percent=int(config["leader.imbalance.per.broker.percentage"]),
+            ),
         )
         self.replica_manager: ReplicaManager | None = None
         self.endpoint: BrokerEndpoint | None = None

@@ -166,6 +166,28 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             topic_level="unclean.leader.election.enable",
         ),
         _key(
+            "auto.leader.rebalance.enable",
+            _parse_bool,
+            True,
+            "the controller moves leadership back to each partition's preferred replica "
+            "when a broker leads too few of the partitions it is preferred for",
+        ),
+        _key(
+            "leader.imbalance.check.interval.seconds",
+            _parse_int,
+            300,
+            "how often the controller checks the leaders' balance",
+            minimum=1,
+        ),
+        _key(
+            "leader.imbalance.per.broker.percentage",
+            _parse_int,
+            10,
+            "the share of its preferred partitions a broker may not lead before the check "
+            "moves them back",
+            minimum=0,
+        ),
+        _key(
             "replica.lag.time.max.ms",
             _parse_int,
             10000,

@@ -22,6 +22,13 @@ same incarnation (its first registration's czxid): it did not restart. Where no 
 them that did not restart is elected cleanly (ISR: it alone), before the restarted ISR
 members, which may have lost their unsynced tail. A replica that restarted leaves the ELR.
 
+Leadership goes back to each partition's preferred replica (its first assigned) when an
+operator asks (the ``/admin/preferred_replica_election`` znode), and on its own, as Kafka's
+``auto.leader.rebalance.enable`` does: every check interval, a broker that leads less than
+its share of the partitions it is preferred for, beyond the imbalance allowed, gets those
+back where it is live and in the ISR (``LeaderRebalance``). So after a restart leadership
+moves without any failure: the old leader becomes a follower while it still holds requests.
+
 Events are processed one at a time on the controller's own thread, as Kafka's
 ControllerEventManager does, so no two decisions interleave. A controller that loses its
 ZooKeeper session stops acting at once.
@@ -30,8 +37,10 @@ ZooKeeper session stops acting at once.
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -53,6 +62,37 @@ _T = TypeVar("_T")
 
 STALE_STATE_ATTEMPTS = 5
 """How often a decision is made on states re-read after leaders changed them under it."""
+FIRST_REBALANCE_CHECK_S = 5.0
+"""A new controller's first leader-balance check comes this long after it took over
+(Kafka's controller schedules it 5 s after failover), then one every check interval."""
+
+
+@dataclass(frozen=True)
+class LeaderRebalance:
+    """Kafka's automatic preferred leader election: ``auto.leader.rebalance.enable``,
+    ``leader.imbalance.check.interval.seconds`` and ``leader.imbalance.per.broker.percentage``."""
+
+    enabled: bool = True
+    interval_s: float = 300.0
+    imbalance_percent: int = 10
+
+    def imbalanced(
+        self,
+        assignments: Mapping[TopicPartition, tuple[int, ...]],
+        leaders: Mapping[TopicPartition, int],
+    ) -> dict[int, list[TopicPartition]]:
+        """Per preferred broker, the partitions it does not lead, for each broker whose share
+        of them is above the allowed imbalance (Kafka's checkAndTriggerAutoLeaderRebalance)."""
+        preferred: dict[int, list[TopicPartition]] = {}
+        for key, replicas in assignments.items():
+            if replicas and key in leaders:
+                preferred.setdefault(replicas[0], []).append(key)
+        out: dict[int, list[TopicPartition]] = {}
+        for broker, keys in sorted(preferred.items()):
+            led_by_others = sorted(k for k in keys if leaders[k] != broker)
+            if len(led_by_others) * 100 > self.imbalance_percent * len(keys):
+                out[broker] = led_by_others
+        return out
 
 
 @dataclass(frozen=True)
@@ -203,6 +243,7 @@ class Controller:
         *,
         default_unclean: bool = False,
         default_min_insync: int = 1,
+        rebalance: LeaderRebalance | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.store = store
@@ -217,16 +258,25 @@ class Controller:
             target=self._run, name=f"controller-{broker_id}", daemon=True
         )
         self._stopped = threading.Event()
+        self.rebalance = rebalance if rebalance is not None else LeaderRebalance(enabled=False)
+        self._next_rebalance = math.inf
+        """When the next leader-balance check is due (time.monotonic()); inf: none."""
+        self._rebalance_clock = threading.Thread(
+            target=self._tick_rebalance, name=f"controller-{broker_id}-rebalance", daemon=True
+        )
 
     # lifecycle
 
     def startup(self) -> None:
         """Start the event thread and take part in the controller election."""
         self._thread.start()
+        if self.rebalance.enabled:
+            self._rebalance_clock.start()
         self._enqueue("elect")
 
     def shutdown(self) -> None:
         """Stop acting and resign ``/controller`` if held."""
+        self._stopped.set()
         self._enqueue("shutdown")
         if self._thread.ident is not None:  # a broker that failed to start never started it
             self._thread.join(timeout=10)
@@ -248,6 +298,13 @@ class Controller:
     def _enqueue(self, kind: str, payload: Any = None) -> None:
         self._queue.put((kind, payload))
 
+    def _tick_rebalance(self) -> None:
+        """Ask the event thread for a leader-balance check whenever one is due."""
+        while not self._stopped.wait(0.5):
+            if self.active and time.monotonic() >= self._next_rebalance:
+                self._next_rebalance = math.inf  # the check schedules the next
+                self._enqueue("auto-rebalance")
+
     def _watch(self, kind: str) -> Callable[[Any], None]:
         def fire(_event: Any) -> None:
             self._enqueue(kind)
@@ -263,6 +320,7 @@ class Controller:
             "isr-change": lambda _p: self._on_isr_change(),
             "preferred": self._on_preferred_election,
             "preferred-znode": lambda _p: self._on_preferred_znode(),
+            "auto-rebalance": lambda _p: self._check_leader_balance(),
             "session-lost": lambda _p: None,
         }
         while True:
@@ -324,6 +382,7 @@ class Controller:
         )
         self._send_leader_and_isr(list(ctx.assignments), set(ctx.live_brokers))
         self._on_preferred_znode()
+        self._next_rebalance = time.monotonic() + FIRST_REBALANCE_CHECK_S
 
     def _load_topic(self, topic: str) -> None:
         ctx = self.context
@@ -643,15 +702,43 @@ class Controller:
         if requested is not None:
             self._on_preferred_election(requested or None)
 
-    def _on_preferred_election(self, partitions: list[TopicPartition] | None) -> None:
+    def _on_preferred_election(
+        self, partitions: list[TopicPartition] | None, reason: str = "preferred leader election"
+    ) -> None:
         if not self.active:
             return
         ctx = self.context
-        writes = self._fresh(lambda: self._elect_preferred(partitions))
+        writes = self._fresh(lambda: self._elect_preferred(partitions, reason))
         if writes:
             self._send_leader_and_isr(writes, {r for k in writes for r in ctx.assignments[k]})
 
-    def _elect_preferred(self, partitions: list[TopicPartition] | None) -> set[TopicPartition]:
+    def _check_leader_balance(self) -> None:
+        """Kafka's auto leader rebalance: preferred elections for every broker that leads
+        too few of the partitions it is preferred for; then the next check is scheduled."""
+        if not self.active:
+            return
+        try:
+            ctx = self.context
+            leaders = {key: state.leader for key, (state, _v) in ctx.states.items()}
+            imbalanced = self.rebalance.imbalanced(ctx.assignments, leaders)
+            for broker, keys in imbalanced.items():
+                if broker not in ctx.live_brokers:
+                    continue
+                log.info(
+                    "controller %d: broker %d leads too few of its preferred partitions; "
+                    "electing it for %d",
+                    self.broker_id,
+                    broker,
+                    len(keys),
+                )
+                self._on_preferred_election(keys, reason="auto leader rebalance")
+        finally:
+            if self.active:
+                self._next_rebalance = time.monotonic() + self.rebalance.interval_s
+
+    def _elect_preferred(
+        self, partitions: list[TopicPartition] | None, reason: str = "preferred leader election"
+    ) -> set[TopicPartition]:
         """Elect the preferred replica where it is live, in the ISR and not leading; the
         partitions whose state was written."""
         ctx = self.context
@@ -686,7 +773,7 @@ class Controller:
                 previous_elr=previous.elr,
                 unclean=False,
                 controller_epoch=ctx.epoch,
-                reason="preferred leader election",
+                reason=reason,
                 zk_version=versions[key],
                 previous_zk_version=previous_version,
             )

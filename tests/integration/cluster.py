@@ -37,6 +37,8 @@ class LocalCluster:
             "replica.lag.time.max.ms": 3000,
             "replica.fetch.wait.max.ms": 200,
             "log.flush.interval.messages": 1,
+            # Leadership moves only when a test moves it (a test of the rebalance turns it on).
+            "auto.leader.rebalance.enable": "false",
         }
         base.update({k.replace("_", "."): v for k, v in settings.items()})
         self.zookeeper_connect = str(base["zookeeper.connect"])

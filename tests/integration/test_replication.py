@@ -369,6 +369,56 @@ def test_preferred_leader_election_moves_leadership_back(make_cluster) -> None:
     assert "preferred leader election" in reasons
 
 
+def test_the_controller_moves_leadership_back_to_a_restarted_preferred_replica(
+    make_cluster,
+) -> None:
+    cluster = make_cluster(
+        auto_leader_rebalance_enable="true",
+        leader_imbalance_check_interval_seconds=1,
+        leader_imbalance_per_broker_percentage=0,
+    ).start()
+    state = cluster.create_topic("balance", min_insync_replicas=1)
+    preferred = state.replicas[0]
+    assert state.leader == preferred
+    cluster.brokers[preferred].kill()
+    moved = cluster.wait_for_leader(
+        "balance", lambda d: d.leader not in (-1, preferred), "a failover"
+    )
+    with Producer(cluster.live_bootstrap(), acks=-1) as producer:
+        assert isinstance(
+            send(producer, "balance", [b"while it was away"])[b"while it was away"], int
+        )
+    cluster.brokers[preferred].start()
+    back = cluster.wait_for_leader(
+        "balance", lambda d: d.leader == preferred, "the preferred replica to lead again"
+    )
+    assert back.leader_epoch > moved.leader_epoch
+    assert preferred in back.isr
+    elections = [e for e in cluster.events() if e["type"] == "leader-election"]
+    rebalanced = [e for e in elections if e.get("reason") == "auto leader rebalance"]
+    assert rebalanced and rebalanced[-1]["leader"] == preferred
+    assert rebalanced[-1]["previous_leader"] == moved.leader
+    assert cluster.read_all("balance").get(0) == b"while it was away"
+
+
+def test_no_rebalance_when_the_preferred_replica_is_out_of_the_isr(make_cluster) -> None:
+    cluster = make_cluster(
+        auto_leader_rebalance_enable="true",
+        leader_imbalance_check_interval_seconds=1,
+        leader_imbalance_per_broker_percentage=0,
+    ).start()
+    state = cluster.create_topic("stays", min_insync_replicas=1)
+    preferred = state.replicas[0]
+    cluster.brokers[preferred].kill()
+    moved = cluster.wait_for_leader(
+        "stays", lambda d: d.leader not in (-1, preferred), "a failover"
+    )
+    time.sleep(3)  # three checks while the preferred replica is dead: nothing to move
+    assert cluster.describe("stays").leader == moved.leader
+    reasons = [e.get("reason") for e in cluster.events() if e["type"] == "leader-election"]
+    assert "auto leader rebalance" not in reasons
+
+
 def test_zookeeper_session_loss_fences_then_the_cluster_recovers(
     tmp_path: Path, zookeeper_server_factory
 ) -> None:

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from system_under_test.controller import Election, elect_leader, fenced_into_elr
+from system_under_test.controller import Election, LeaderRebalance, elect_leader, fenced_into_elr
 
 
 def test_first_live_isr_member_in_assignment_order() -> None:
@@ -88,3 +88,22 @@ def test_followers_dead_past_their_sessions_stay_eligible_after_the_leader_is_lo
     assert elect_leader((2, 1, 3), (2,), {1, 3}, unclean_allowed=False, elr=(1, 3)) == Election(
         1, (1,), False, (3,), from_elr=True
     )
+
+
+def test_a_broker_leading_too_few_of_its_preferred_partitions_is_imbalanced() -> None:
+    assignments = {
+        ("t", 0): (1, 2, 3),
+        ("t", 1): (2, 3, 1),
+        ("t", 2): (3, 1, 2),
+        ("t", 3): (1, 3, 2),
+    }
+    balanced = {("t", 0): 1, ("t", 1): 2, ("t", 2): 3, ("t", 3): 1}
+    assert LeaderRebalance().imbalanced(assignments, balanced) == {}
+    moved = {**balanced, ("t", 0): 2}  # broker 1 leads one of its two: 50% > 10%
+    assert LeaderRebalance().imbalanced(assignments, moved) == {1: [("t", 0)]}
+    assert LeaderRebalance(imbalance_percent=50).imbalanced(assignments, moved) == {}
+    assert LeaderRebalance(imbalance_percent=49).imbalanced(assignments, moved) == {1: [("t", 0)]}
+    offline = {**balanced, ("t", 2): -1}
+    assert LeaderRebalance().imbalanced(assignments, offline) == {3: [("t", 2)]}
+    unknown = {k: v for k, v in balanced.items() if k != ("t", 1)}
+    assert LeaderRebalance().imbalanced(assignments, unknown) == {}

@@ -239,3 +239,10 @@ def test_test_clusters_roll_segments() -> None:
     profile keeps the broker's own defaults."""
     assert TestSpec(name="t").broker_settings()["log.segment.bytes"] == "65536"
     assert "log.segment.bytes" not in TestSpec(name="t", profile="none").broker_settings()
+
+
+def test_test_clusters_check_the_leaders_balance_within_a_run() -> None:
+    settings = TestSpec(name="t").broker_settings()
+    assert settings["leader.imbalance.check.interval.seconds"] == "30"
+    none = TestSpec(name="t", profile="none").broker_settings()
+    assert "leader.imbalance.check.interval.seconds" not in none
