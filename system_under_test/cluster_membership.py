@@ -4,7 +4,9 @@ It registers the broker (ephemeral ``/brokers/ids/<id>``), runs the controller e
 on every broker, creates topics by writing their assignment to ZooKeeper for the controller
 to pick up, and reacts to the ZooKeeper session: when it is lost, the broker stops acting as
 leader and controller at once; when a new session is made, the broker registers again, and the
-controller (seeing a new broker epoch) hands it its partitions afresh.
+controller (seeing a new broker epoch) hands it its partitions afresh. Before it stops
+cleanly, it asks the controller to move its leaderships and ISR memberships away
+(``controlled_shutdown``).
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from collections.abc import Mapping, Sequence
 
 from kazoo.exceptions import KazooException, NodeExistsError
 
+from system_under_test import protocol
 from system_under_test.config import BrokerConfig
 from system_under_test.controller import Controller, LeaderRebalance
-from system_under_test.controller_channel import BrokerRequestChannel
+from system_under_test.controller_channel import BrokerRequestChannel, request_once
 from system_under_test.errors import ErrorCode
 from system_under_test.event_log import EventLog
 from system_under_test.metadata_cache import NO_LEADER, BrokerEndpoint, MetadataCache
@@ -83,6 +86,8 @@ class ClusterMembership:
         self._kafka_endpoints_read = 0.0
         self._incarnation: int | None = None
         """The czxid of this process's first registration."""
+        self._broker_epoch: int | None = None
+        """The czxid of this process's current registration (KIP-380's broker epoch)."""
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def connect(self) -> None:
@@ -107,9 +112,67 @@ class ClusterMembership:
     def _registered(self, broker_epoch: int) -> None:
         """This run's registration is `broker_epoch`: from now on the replica manager takes
         the controller's orders meant for it, and only those."""
+        self._broker_epoch = broker_epoch
         loop, manager = self._loop, self.replica_manager
         if loop is not None and manager is not None:
             loop.call_soon_threadsafe(manager.registered, broker_epoch)
+
+    def controlled_shutdown(self, *, attempts: int, backoff_s: float, timeout_s: float) -> bool:
+        """Ask the controller to move this broker's leaderships and ISR memberships to other
+        replicas, up to `attempts` times until it leads nothing others could lead (Kafka's
+        controlledShutdown; blocking). Whether the controller answered at all: the broker then
+        stops following (its ISR memberships are gone), whatever it still leads."""
+        answered = False
+        for attempt in range(1, attempts + 1):
+            try:
+                remaining = self._ask_controller_to_move_off(timeout_s)
+            except Exception as err:  # best effort: the broker stops regardless
+                log.warning(
+                    "broker %d: controlled shutdown attempt %d of %d failed: %s: %s",
+                    self.broker_id,
+                    attempt,
+                    attempts,
+                    type(err).__name__,
+                    err,
+                )
+            else:
+                answered = True
+                if not remaining:
+                    log.info("broker %d: controlled shutdown succeeded", self.broker_id)
+                    return True
+                log.warning(
+                    "broker %d: controlled shutdown attempt %d of %d: still leads %s "
+                    "(no other in-sync replica)",
+                    self.broker_id,
+                    attempt,
+                    attempts,
+                    ", ".join(f"{t}-{p}" for t, p in remaining),
+                )
+            if attempt < attempts:
+                time.sleep(backoff_s)
+        log.warning("broker %d: stopping without a complete controlled shutdown", self.broker_id)
+        return answered
+
+    def _ask_controller_to_move_off(self, timeout_s: float) -> list[tuple[str, int]]:
+        if self._broker_epoch is None:
+            raise MetadataError("this broker never registered")
+        controller = self.store.controller_id()
+        if controller is None:
+            raise MetadataError("no controller is elected")
+        endpoint = self.store.broker(controller)
+        if endpoint is None:
+            raise MetadataError(f"controller {controller} is not registered")
+        answer = request_once(
+            endpoint,
+            protocol.ControlledShutdownRequest(self.broker_id, self._broker_epoch),
+            protocol.ControlledShutdownResponse,
+            client_id=f"broker-{self.broker_id}",
+            timeout_s=timeout_s,
+        )
+        code = ErrorCode.from_wire(answer.error_code)
+        if code is not ErrorCode.NONE:
+            raise MetadataError(f"controller {controller} answered {code.name}")
+        return [(p.topic, p.partition) for p in answer.remaining]
 
     def shutdown(self) -> None:
         self.controller.shutdown()

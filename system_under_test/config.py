@@ -166,6 +166,27 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             topic_level="unclean.leader.election.enable",
         ),
         _key(
+            "controlled.shutdown.enable",
+            _parse_bool,
+            True,
+            "a broker stopping cleanly first asks the controller to move its leaderships "
+            "and ISR memberships to other replicas",
+        ),
+        _key(
+            "controlled.shutdown.max.retries",
+            _parse_int,
+            3,
+            "attempts at a controlled shutdown before the broker stops regardless",
+            minimum=1,
+        ),
+        _key(
+            "controlled.shutdown.retry.backoff.ms",
+            _parse_int,
+            5000,
+            "pause between controlled shutdown attempts",
+            minimum=0,
+        ),
+        _key(
             "auto.leader.rebalance.enable",
             _parse_bool,
             True,

@@ -22,6 +22,12 @@ same incarnation (its first registration's czxid): it did not restart. Where no 
 them that did not restart is elected cleanly (ISR: it alone), before the restarted ISR
 members, which may have lost their unsynced tail. A replica that restarted leaves the ELR.
 
+A broker that stops cleanly asks first (ControlledShutdown, as Kafka's brokers do with
+``controlled.shutdown.enable``): the controller elects another live ISR member of each
+partition it leads (never an unclean leader, never none: a partition no other ISR member
+can take stays with it and is named in the answer), removes it from the ISR of each
+partition it follows, and elects it nowhere until it has stopped or registered again.
+
 Leadership goes back to each partition's preferred replica (its first assigned) when an
 operator asks (the ``/admin/preferred_replica_election`` znode), and on its own, as Kafka's
 ``auto.leader.rebalance.enable`` does: every check interval, a broker that leads less than
@@ -42,9 +48,11 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from system_under_test.errors import ErrorCode
 from system_under_test.event_log import EventLog
 from system_under_test.metadata_cache import BrokerEndpoint
 from system_under_test.zookeeper import (
@@ -145,6 +153,13 @@ class ControllerContext:
     min_insync: dict[str, int] = field(default_factory=dict)
     # Per live broker, the czxid of its process's first registration (its incarnation).
     incarnations: dict[int, int] = field(default_factory=dict)
+    # Brokers in controlled shutdown: live, but elected nowhere and kept out of every ISR.
+    shutting_down: set[int] = field(default_factory=set)
+
+    @property
+    def electable(self) -> set[int]:
+        """The live brokers that may lead or join an ISR (not shutting down)."""
+        return set(self.live_brokers) - self.shutting_down
 
     def leader_states(self, keys: Iterable[TopicPartition]) -> list[PartitionLeaderState]:
         out = []
@@ -291,6 +306,15 @@ class Controller:
     def reconnected(self) -> None:
         self._enqueue("elect")
 
+    def controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> Future[tuple[ErrorCode, list[TopicPartition]]]:
+        """A broker about to stop asks its leaderships and ISR memberships be moved: the
+        error (NOT_CONTROLLER, STALE_BROKER_EPOCH) and the partitions it still leads."""
+        answer: Future[tuple[ErrorCode, list[TopicPartition]]] = Future()
+        self._enqueue("controlled-shutdown", (broker_id, broker_epoch, answer))
+        return answer
+
     def request_preferred_election(self, partitions: list[TopicPartition] | None) -> None:
         """Admin action: move leadership back to each partition's first assigned replica."""
         self._enqueue("preferred", partitions)
@@ -321,11 +345,16 @@ class Controller:
             "preferred": self._on_preferred_election,
             "preferred-znode": lambda _p: self._on_preferred_znode(),
             "auto-rebalance": lambda _p: self._check_leader_balance(),
+            "controlled-shutdown": self._answer_controlled_shutdown,
             "session-lost": lambda _p: None,
         }
         while True:
             kind, payload = self._queue.get()
             if kind == "shutdown":
+                while not self._queue.empty():  # nobody waits forever on a stopped controller
+                    _kind, waiting = self._queue.get_nowait()
+                    if _kind == "controlled-shutdown":
+                        waiting[2].set_result((ErrorCode.NOT_CONTROLLER, []))
                 if self.active:
                     self.active = False
                     try:
@@ -512,7 +541,7 @@ class Controller:
                 continue
             state, version = ctx.states[key]
             replicas = ctx.assignments[key]
-            live = set(ctx.live_brokers)
+            live = ctx.electable
             fenced = restarted.get(key, frozenset()) & live
             fit = live - fenced
             elr = tuple(r for r in state.elr if r not in fenced)
@@ -645,6 +674,7 @@ class Controller:
         ctx.live_brokers = {b: e for b, (e, _epoch, _i) in registrations.items()}
         ctx.broker_epochs = epochs
         ctx.incarnations = {**was, **incarnations}  # a dead broker's, to tell when it returns
+        ctx.shutting_down -= dead | born
         if not dead and not born:
             return
         log.info(
@@ -712,6 +742,110 @@ class Controller:
         if writes:
             self._send_leader_and_isr(writes, {r for k in writes for r in ctx.assignments[k]})
 
+    def _answer_controlled_shutdown(
+        self, payload: tuple[int, int, Future[tuple[ErrorCode, list[TopicPartition]]]]
+    ) -> None:
+        broker, broker_epoch, answer = payload
+        try:
+            answer.set_result(self._controlled_shutdown(broker, broker_epoch))
+        except BaseException as err:
+            answer.set_exception(err)
+            raise
+
+    def _controlled_shutdown(
+        self, broker: int, broker_epoch: int
+    ) -> tuple[ErrorCode, list[TopicPartition]]:
+        """Kafka's doControlledShutdown: move the broker's leaderships to other live ISR
+        members and take it out of the ISRs it is in; the partitions it still leads."""
+        if not self.active:
+            return ErrorCode.NOT_CONTROLLER, []
+        ctx = self.context
+        if broker not in ctx.live_brokers or ctx.broker_epochs.get(broker) != broker_epoch:
+            log.warning(
+                "controller %d: controlled shutdown of broker %d (epoch %d) refused: its "
+                "registration is %s",
+                self.broker_id,
+                broker,
+                broker_epoch,
+                ctx.broker_epochs.get(broker, "gone"),
+            )
+            return ErrorCode.STALE_BROKER_EPOCH, []
+        if broker not in ctx.shutting_down:
+            log.info("controller %d: broker %d shuts down", self.broker_id, broker)
+        ctx.shutting_down.add(broker)
+        changed = self._fresh(lambda: self._move_off(broker))
+        if changed:
+            self._send_leader_and_isr(changed, {r for k in changed for r in ctx.assignments[k]})
+        remaining = sorted(
+            k
+            for k, (state, _v) in ctx.states.items()
+            if state.leader == broker and len(ctx.assignments.get(k, ())) > 1
+        )
+        return ErrorCode.NONE, remaining
+
+    def _move_off(self, broker: int) -> set[TopicPartition]:
+        """Write the states that move `broker`'s leaderships and ISR memberships elsewhere
+        (ControlledShutdownPartitionLeaderElectionStrategy, then OfflineReplica)."""
+        ctx = self.context
+        electable = ctx.electable
+        writes: dict[TopicPartition, tuple[LeaderAndIsr, int | None]] = {}
+        for key, (state, version) in ctx.states.items():
+            replicas = ctx.assignments.get(key, ())
+            if broker not in replicas or len(replicas) < 2:
+                continue
+            if state.leader == broker:
+                candidates = [r for r in replicas if r in state.isr and r in electable]
+                if not candidates:
+                    continue  # it stays leader: no other in-sync replica can take over
+                leader = candidates[0]
+            elif broker in state.isr:
+                leader = state.leader
+            else:
+                continue
+            isr = tuple(r for r in state.isr if r != broker)
+            elr = fenced_into_elr(
+                state.elr, state.isr, isr, electable, ctx.min_insync.get(key[0], 1)
+            )
+            writes[key] = (
+                LeaderAndIsr(leader, state.leader_epoch + 1, isr, ctx.epoch, elr),
+                version,
+            )
+        versions = self.store.write_partition_states(
+            writes, controller_epoch_version=ctx.epoch_zk_version
+        )
+        for key, (new_state, previous_version) in writes.items():
+            previous = ctx.states[key][0]
+            ctx.states[key] = (new_state, versions[key])
+            ctx.state_zxids.pop(key, None)
+            name = f"{key[0]}-{key[1]}"
+            if new_state.leader != previous.leader:
+                self.events.leader_election(
+                    key=name,
+                    leader=new_state.leader,
+                    leader_epoch=new_state.leader_epoch,
+                    isr=new_state.isr,
+                    elr=new_state.elr,
+                    previous_leader=previous.leader,
+                    previous_isr=previous.isr,
+                    previous_elr=previous.elr,
+                    unclean=False,
+                    controller_epoch=ctx.epoch,
+                    reason=f"controlled shutdown of broker {broker}",
+                    zk_version=versions[key],
+                    previous_zk_version=previous_version,
+                )
+            else:
+                self.events.isr_change(
+                    key=name,
+                    isr=new_state.isr,
+                    elr=new_state.elr,
+                    leader=new_state.leader,
+                    leader_epoch=new_state.leader_epoch,
+                    reason=f"controlled shutdown of broker {broker}",
+                    zk_version=versions[key],
+                )
+        return set(writes)
+
     def _check_leader_balance(self) -> None:
         """Kafka's auto leader rebalance: preferred elections for every broker that leads
         too few of the partitions it is preferred for; then the next check is scheduled."""
@@ -722,7 +856,7 @@ class Controller:
             leaders = {key: state.leader for key, (state, _v) in ctx.states.items()}
             imbalanced = self.rebalance.imbalanced(ctx.assignments, leaders)
             for broker, keys in imbalanced.items():
-                if broker not in ctx.live_brokers:
+                if broker not in ctx.electable:
                     continue
                 log.info(
                     "controller %d: broker %d leads too few of its preferred partitions; "
@@ -742,7 +876,7 @@ class Controller:
         """Elect the preferred replica where it is live, in the ISR and not leading; the
         partitions whose state was written."""
         ctx = self.context
-        live = set(ctx.live_brokers)
+        live = ctx.electable
         writes: dict[TopicPartition, tuple[LeaderAndIsr, int | None]] = {}
         for key in partitions or list(ctx.assignments):
             if key not in ctx.states:

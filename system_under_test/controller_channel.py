@@ -14,6 +14,7 @@ import queue
 import socket
 import threading
 import time
+from typing import TypeVar
 
 from system_under_test import protocol
 from system_under_test.controller import PartitionLeaderState
@@ -23,6 +24,7 @@ from system_under_test.metadata_cache import BrokerEndpoint
 log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_S = 0.2
+_R = TypeVar("_R", bound=protocol.Response)
 
 
 def _state_data(p: PartitionLeaderState) -> protocol.PartitionLeaderStateData:
@@ -136,6 +138,42 @@ class _BrokerSender:
                 self._socket.close()
             finally:
                 self._socket = None
+
+
+def request_once(
+    endpoint: BrokerEndpoint,
+    request: protocol.Request,
+    expected: type[_R],
+    *,
+    client_id: str,
+    timeout_s: float,
+) -> _R:
+    """One request to a broker on a connection of its own, and its answer; OSError when it
+    cannot be reached, ProtocolError when it answers something else."""
+    with socket.create_connection((endpoint.host, endpoint.port), timeout=timeout_s) as conn:
+        conn.settimeout(timeout_s)
+        conn.sendall(protocol.encode_request(request, correlation_id=1, client_id=client_id))
+        size = protocol.FRAME_SIZE.unpack(_read_exactly(conn, 4))[0]
+        got, body = protocol.decode_response(_read_exactly(conn, size), expected)
+    if got != 1:
+        raise ProtocolError(f"correlation id {got}, expected 1")
+    if isinstance(body, protocol.ErrorResponse):
+        raise ProtocolError(
+            f"broker {endpoint.broker_id} refused {type(request).__name__}: "
+            f"{ErrorCode.from_wire(body.error_code).name} {body.error_message or ''}"
+        )
+    return body
+
+
+def _read_exactly(conn: socket.socket, size: int) -> bytes:
+    chunks = []
+    while size:
+        chunk = conn.recv(min(size, 1 << 20))
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
 
 
 _RESPONSES: dict[type[protocol.Request], type[protocol.Response]] = {

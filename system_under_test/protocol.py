@@ -597,6 +597,32 @@ class OffsetForLeaderEpochResponse(Response):
     topics: list[OffsetForLeaderEpochTopicResponse]
 
 
+@wire
+@dataclass(frozen=True, slots=True)
+class ControlledShutdownRequest(Request):
+    """A broker about to stop asks the controller to move its leaderships and its ISR
+    memberships elsewhere first (Kafka's ControlledShutdown, v2: with the broker epoch)."""
+
+    API_KEY: ClassVar[ApiKey] = ApiKey.CONTROLLED_SHUTDOWN
+    broker_id: Int32
+    broker_epoch: Int64
+
+
+@wire
+@dataclass(frozen=True, slots=True)
+class RemainingPartition:
+    topic: String
+    partition: Int32
+
+
+@wire
+@dataclass(frozen=True, slots=True)
+class ControlledShutdownResponse(Response):
+    error_code: Int16
+    remaining: list[RemainingPartition]
+    """Partitions the broker still leads: no other replica of their ISR could take over."""
+
+
 # --- the API table -------------------------------------------------------------------------
 
 
@@ -616,8 +642,11 @@ API_TABLE: dict[int, dict[int, ApiCodec]] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: {
         0: ApiCodec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse)
     },
+    ApiKey.CONTROLLED_SHUTDOWN: {
+        0: ApiCodec(ControlledShutdownRequest, ControlledShutdownResponse)
+    },
 }
-"""api key -> version -> codec. StopReplica (5) and ControlledShutdown (7) are reserved."""
+"""api key -> version -> codec. StopReplica (5) is reserved."""
 
 
 def serves(api_key: int, api_version: int) -> bool:

@@ -9,6 +9,7 @@ Partition. Clients' APIs are Kafka's, answered by kafka_handler.py on top of thi
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -67,6 +68,14 @@ class TopicCreator(Protocol):
 Handler = Callable[[protocol.RequestHeader, Any], Awaitable[protocol.Response | None]]
 
 
+class ShutdownCoordinator(Protocol):
+    """Answers brokers' controlled shutdowns: this broker's controller."""
+
+    def controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> concurrent.futures.Future[tuple[ErrorCode, list[tuple[str, int]]]]: ...
+
+
 class RequestHandler:
     """Answers every implemented API from the partitions and the metadata cache."""
 
@@ -77,8 +86,10 @@ class RequestHandler:
         metadata: MetadataCache,
         topic_creator: TopicCreator,
         replica_manager: ReplicaManager | None = None,
+        controller: ShutdownCoordinator | None = None,
     ) -> None:
         self.partitions = partitions
+        self.controller = controller
         self.metadata = metadata
         self.topic_creator = topic_creator
         self.replica_manager = replica_manager
@@ -89,6 +100,7 @@ class RequestHandler:
             protocol.LeaderAndIsrRequest: self.leader_and_isr,
             protocol.UpdateMetadataRequest: self.update_metadata,
             protocol.OffsetForLeaderEpochRequest: self.offsets_for_leader_epoch,
+            protocol.ControlledShutdownRequest: self.controlled_shutdown,
         }
 
     async def handle(
@@ -308,6 +320,20 @@ class RequestHandler:
             return self._replicas().update_metadata(request)
         except BrokerError as err:
             return protocol.ErrorResponse(err.code, err.message)
+
+    async def controlled_shutdown(
+        self, header: protocol.RequestHeader, request: protocol.ControlledShutdownRequest
+    ) -> protocol.Response:
+        if self.controller is None:
+            return protocol.ErrorResponse(
+                ErrorCode.INVALID_REQUEST,
+                "this broker runs standalone: there is no controller to shut down through",
+            )
+        answer = self.controller.controlled_shutdown(request.broker_id, request.broker_epoch)
+        code, remaining = await asyncio.wrap_future(answer)
+        return protocol.ControlledShutdownResponse(
+            int(code), [protocol.RemainingPartition(t, p) for t, p in remaining]
+        )
 
     async def offsets_for_leader_epoch(
         self, header: protocol.RequestHeader, request: protocol.OffsetForLeaderEpochRequest

@@ -66,6 +66,9 @@ MIN_CONNECTION_QUEUED_BYTES = 4 << 20
 REFUSAL_WARNING_INTERVAL_S = 1.0
 """Connections refused for max.connections are logged at most once per this interval."""
 SHUTDOWN_GRACE_S = 10.0
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
+"""How long a controlled shutdown request waits for the controller's answer (Kafka's
+controller.socket.timeout.ms)."""
 EVENT_LOG_NAME = "squall-events.jsonl"
 
 
@@ -381,6 +384,7 @@ class Broker:
             metadata=self.metadata,
             topic_creator=topic_creator,
             replica_manager=self.replica_manager,
+            controller=self.membership.controller if self.membership is not None else None,
         )
         self.groups = GroupMetadataManager(
             config,
@@ -566,11 +570,13 @@ class Broker:
         return found
 
     async def stop(self) -> None:
-        """Stop accepting, finish requests in flight, close connections, shut the logs down."""
+        """Move leaderships away (controlled shutdown), stop accepting, finish requests in
+        flight, close connections, shut the logs down."""
         if not self._started:
             return
         self._started = False
         log.info("broker %d shutting down", self.broker_id)
+        await self._controlled_shutdown()
         assert self._server is not None
         self._server.close()
         if self._kafka_server is not None:
@@ -604,6 +610,25 @@ class Broker:
         self.log_manager.shutdown()
         self.events.close()
         log.info("broker %d stopped cleanly", self.broker_id)
+
+    async def _controlled_shutdown(self) -> None:
+        """Kafka's controlled shutdown, while this broker still serves: the controller moves
+        its leaderships to other in-sync replicas and its ISR memberships away, then it stops
+        following."""
+        config = self.config
+        if self.membership is None or not config["controlled.shutdown.enable"]:
+            return
+        membership = self.membership
+        answered = await asyncio.get_running_loop().run_in_executor(
+            None,
+            lambda: membership.controlled_shutdown(
+                attempts=config["controlled.shutdown.max.retries"],
+                backoff_s=config["controlled.shutdown.retry.backoff.ms"] / 1000,
+                timeout_s=CONTROLLED_SHUTDOWN_TIMEOUT_S,
+            ),
+        )
+        if answered and self.replica_manager is not None:
+            await self.replica_manager.stop_replicas()
 
     def _queue(self, nbytes: int) -> None:
         """A request of nbytes was received whole."""

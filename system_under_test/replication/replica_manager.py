@@ -81,6 +81,8 @@ class ReplicaManager:
         self._checkpointed_hw: dict[TopicPartition, int] = {}
         self._background: asyncio.Task[None] | None = None
         self._isr_writes: set[asyncio.Task[None]] = set()
+        self._replicas_stopped = False
+        """After a controlled shutdown: this broker follows no partition any more."""
 
     # --- life cycle -------------------------------------------------------------------------
 
@@ -103,6 +105,15 @@ class ReplicaManager:
             await fetcher.stop()
         self.fetchers.clear()
         self.checkpoint_high_watermarks()
+
+    async def stop_replicas(self) -> None:
+        """Stop following every partition, for good, as the StopReplica that a controlled
+        shutdown brings in Kafka: the broker is about to stop, and a follower that went on
+        fetching would be taken back into the ISRs the controller just removed it from."""
+        self._replicas_stopped = True
+        for fetcher in list(self.fetchers.values()):
+            await fetcher.stop()
+        self.fetchers.clear()
 
     def checkpoint_high_watermarks(self) -> None:
         by_dir: dict[Path, dict[TopicPartition, int]] = {}
@@ -241,6 +252,8 @@ class ReplicaManager:
                 ErrorCode.LEADER_NOT_AVAILABLE,
                 f"leader {state.leader} of {partition.name} has no known endpoint",
             )
+        if self._replicas_stopped:
+            return
         self._fetcher_for(leader).add(partition, truncate=True)
         log.info(
             "%s: follower of %d in epoch %d, log end %d, HW %d",

@@ -37,8 +37,10 @@ class LocalCluster:
             "replica.lag.time.max.ms": 3000,
             "replica.fetch.wait.max.ms": 200,
             "log.flush.interval.messages": 1,
-            # Leadership moves only when a test moves it (a test of the rebalance turns it on).
+            # Leadership moves only when a test moves it (a test of the rebalance or of the
+            # controlled shutdown turns it on); a stop is a plain stop, quick at teardown.
             "auto.leader.rebalance.enable": "false",
+            "controlled.shutdown.enable": "false",
         }
         base.update({k.replace("_", "."): v for k, v in settings.items()})
         self.zookeeper_connect = str(base["zookeeper.connect"])

@@ -525,3 +525,60 @@ def test_a_restarted_broker_refuses_orders_meant_for_its_previous_run(make_clust
     finally:
         zk.stop()
         zk.close()
+
+
+def test_a_clean_stop_moves_leadership_and_isr_membership_away_first(make_cluster) -> None:
+    cluster = make_cluster(
+        controlled_shutdown_enable="true", controlled_shutdown_retry_backoff_ms=200
+    ).start()
+    state = cluster.create_topic("handover", min_insync_replicas=2)
+    leader = state.leader
+    with Producer(cluster.bootstrap, acks=-1) as producer:
+        sent = send(producer, "handover", [b"before"])
+    assert isinstance(sent[b"before"], int)
+    cluster.brokers[leader].stop(timeout=30)
+    after = cluster.wait_for_leader(
+        "handover", lambda d: d.leader not in (-1, leader), "the new leader's metadata"
+    )
+    assert leader not in after.isr
+    moved = [
+        e
+        for e in cluster.events()
+        if e["type"] == "leader-election"
+        and e.get("reason") == f"controlled shutdown of broker {leader}"
+    ]
+    assert len(moved) == 1 and moved[0]["previous_leader"] == leader
+    assert moved[0]["leader"] == after.leader and not moved[0]["unclean"]
+    log_text = cluster.brokers[leader].log_path.read_text()
+    assert "controlled shutdown succeeded" in log_text
+    # A follower's clean stop takes it out of the ISR before it goes.
+    follower = next(r for r in after.isr if r != after.leader)
+    cluster.brokers[follower].stop(timeout=30)
+    shrunk = cluster.wait_for_leader(
+        "handover", lambda d: follower not in d.isr, "the follower to leave the ISR"
+    )
+    assert shrunk.leader == after.leader
+    reasons = [e.get("reason") for e in cluster.events() if e["type"] == "isr-change"]
+    assert f"controlled shutdown of broker {follower}" in reasons
+    assert cluster.read_all("handover").get(0) == b"before"
+
+
+def test_the_last_in_sync_replica_keeps_leading_through_a_failed_controlled_shutdown(
+    make_cluster,
+) -> None:
+    cluster = make_cluster(
+        controlled_shutdown_enable="true",
+        controlled_shutdown_retry_backoff_ms=100,
+        controlled_shutdown_max_retries=2,
+    ).start()
+    state = cluster.create_topic("alone", min_insync_replicas=1)
+    for broker in state.replicas:
+        if broker != state.leader:
+            cluster.brokers[broker].kill()
+    cluster.wait_for_leader("alone", lambda d: d.isr == [state.leader], "an ISR of the leader")
+    cluster.brokers[state.leader].stop(timeout=30)
+    log_text = cluster.brokers[state.leader].log_path.read_text()
+    assert "attempt 2 of 2: still leads alone-0" in log_text
+    assert "stopping without a complete controlled shutdown" in log_text
+    reasons = [e.get("reason") for e in cluster.events() if e["type"] == "leader-election"]
+    assert not any("controlled shutdown" in str(r) for r in reasons)

@@ -121,7 +121,7 @@ def test_error_response_is_recognised_where_another_response_was_expected() -> N
 
 def test_the_brokers_own_apis_are_told_apart_from_kafkas_by_key_and_version() -> None:
     own = {(key, v) for key, versions in p.API_TABLE.items() for v in versions}
-    assert own == {(1, 0), (2, 0), (4, 0), (6, 0), (23, 0)}
+    assert own == {(1, 0), (2, 0), (4, 0), (6, 0), (7, 0), (23, 0)}
     assert all(p.serves(key, version) for key, version in own)
     # Kafka's Fetch starts at version 4 and ListOffsets at 1 in the codec clients use.
     assert not p.serves(p.ApiKey.FETCH, 4) and not p.serves(p.ApiKey.LIST_OFFSETS, 1)
