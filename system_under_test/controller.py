@@ -548,9 +548,14 @@ class Controller:
             notes[key] = "; ".join(_restart_notes(state, fenced, fit))
             if not notes[key]:
                 del notes[key]
-            # A restarted leader is elected anew (a new leader epoch) even where it stays.
-            if state.leader in fit:
-                isr = tuple(r for r in state.isr if r in fit)
+            # A restarted leader is elected anew (a new leader epoch) even where it stays; a
+            # leader in controlled shutdown that no in-sync replica could relieve leads on
+            # until it stops (Kafka takes offline only partitions whose leader is gone).
+            stays = state.leader in fit or (
+                state.leader in ctx.shutting_down and state.leader in ctx.live_brokers
+            )
+            if stays:
+                isr = tuple(r for r in state.isr if r in fit or r == state.leader)
                 elr = fenced_into_elr(elr, state.isr, isr, live, ctx.min_insync.get(key[0], 1))
                 if isr != state.isr or elr != state.elr:
                     writes[key] = (
