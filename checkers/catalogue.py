@@ -167,7 +167,9 @@ _CATALOGUE = (
         "no operation: find the polls and sends that saw each value at that offset in "
         "history.jsonl.",
         "acks=0 or acks=1, or unclean leader election, when a write at that offset was such "
-        "an allowed loss and the next leader reused the offset",
+        "an allowed loss and the next leader reused the offset; unclean leader election, "
+        "when the offset was seen holding one value before an unclean election of its "
+        "partition and another after it",
         "configuration",
         ("key", "offset", "index", "values"),
     ),
@@ -180,7 +182,9 @@ _CATALOGUE = (
         "index of the first. Only when producer retries are allowed does the case list the "
         "value's send operations, in `sends` (`invoke_index`, `index`: history indices).",
         "producer retries without idempotence (test.json workload.producer_retries > 0, or "
-        "--expect-loss retries), when a retry explains the extra offsets",
+        "--expect-loss retries), when a retry explains the extra offsets; unclean leader "
+        "election, when the value was seen at one offset before an unclean election of its "
+        "partition and at another after it",
         "configuration",
         ("key", "value", "offsets", "count", "index", "sends"),
     ),

@@ -8,17 +8,26 @@
   expected when the producer may have retried the send without idempotence and a retry
   explains it (`checkers.losses`); its sample then lists the value's send operations.
 
+Where unclean leader election is allowed, an unclean leader's log replaces the old
+leader's from where the two diverged: an offset seen holding one value before an unclean
+election of its key and another after it, or a value seen at one offset before and at
+another after (an idempotent producer's retry that landed on the old leader's lineage, whose
+first attempt survived on the unclean leader's), is expected, with that election as the
+reason.
+
 Both are found per key, in the per-key pass (`checkers.key_pass`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import pandas as pd
 
 from checkers.checker import CheckContext
 from checkers.empty_frames import made_once
 from checkers.key_findings import FindingRow, key_finding, keyed, rows_of
-from checkers.key_log import KeyLog
+from checkers.key_log import KeyLog, ReplicationEvent
 from checkers.losses import KeyLosses
 from checkers.results import CheckerReport
 
@@ -42,8 +51,86 @@ def key_inconsistent_offsets(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
     lossy = lossy[lossy["expected"]]
     reasons = lossy.groupby(lossy["offset"].astype("int64"))["expected_reason"].min()
     several["expected_reason"] = several["offset"].map(reasons)
+    elections = allowed_unclean_elections(log, losses)
+    if elections:
+        at_offset = dict(tuple(_sightings(log).groupby("offset")))
+        diverged = [
+            _offset_across(at_offset.get(int(offset), _NO_SIGHTINGS), elections)
+            if pd.isna(reason)
+            else reason
+            for offset, reason in zip(several["offset"], several["expected_reason"], strict=True)
+        ]
+        several["expected_reason"] = pd.Series(diverged, index=several.index, dtype=object)
     several["expected"] = several["expected_reason"].notna()
     return several
+
+
+def allowed_unclean_elections(log: KeyLog, losses: KeyLosses) -> list[ReplicationEvent]:
+    """The key's unclean elections, by time, where the configuration allows them."""
+    if not losses.rules.unclean_allowed:
+        return []
+    return sorted(
+        (e for e in log.events if e.f == "leader-election" and e.unclean),
+        key=lambda e: (e.time, e.index),
+    )
+
+
+_NO_SIGHTINGS = pd.DataFrame({"value": [], "offset": [], "time": []})
+
+
+def _sightings(log: KeyLog) -> pd.DataFrame:
+    """Where each value of the key was seen: (value, offset, time) of every `ok` read and
+    every acknowledged send."""
+    reads = log.reads
+    reads = reads.loc[reads["type"] == "ok", ["value", "offset", "time"]]
+    writes = log.located_writes
+    acked = writes[(writes["status"] == "ok") & writes["offset"].notna()]
+    acked = pd.DataFrame(
+        {"value": acked["value"], "offset": acked["offset"], "time": acked["complete_time"]}
+    )
+    both = pd.concat([reads, acked], ignore_index=True)
+    both["offset"] = both["offset"].astype("int64")
+    both["time"] = both["time"].astype("int64")
+    return both
+
+
+def _across(
+    earlier: pd.DataFrame, later: pd.DataFrame, elections: Sequence[ReplicationEvent]
+) -> ReplicationEvent | None:
+    """The first election with a sighting of `earlier` before it and of `later` after it."""
+    if earlier.empty or later.empty:
+        return None
+    first, last = int(earlier["time"].min()), int(later["time"].max())
+    return next((e for e in elections if first < e.time < last), None)
+
+
+def _offset_across(seen: pd.DataFrame, elections: Sequence[ReplicationEvent]) -> str | None:
+    """Why an offset seen holding several values (`seen`: its sightings) is expected: one
+    value before an allowed unclean election, another after it (None: none was)."""
+    for value, before in seen.groupby("value", sort=False):
+        election = _across(before, seen[seen["value"] != value], elections)
+        if election is not None:
+            return (
+                f"held {value} before the unclean election at index {election.index} and "
+                "another value after it: the unclean leader's log replaced the old one's"
+            )
+    return None
+
+
+def _value_across(seen: pd.DataFrame, elections: Sequence[ReplicationEvent]) -> str | None:
+    """Why a value seen at several offsets (`seen`: its sightings) is expected: at one
+    offset before an allowed unclean election, at another after it (None: it was not)."""
+    for offset, before in seen.groupby("offset", sort=False):
+        elsewhere = seen[seen["offset"] != offset]
+        election = _across(before, elsewhere, elections)
+        if election is not None:
+            later = int(elsewhere.loc[elsewhere["time"] > election.time, "offset"].iloc[0])
+            return (
+                f"seen at offset {offset} before the unclean election at index "
+                f"{election.index} and at offset {later} after it: the unclean leader's log "
+                "replaced the old one's"
+            )
+    return None
 
 
 def _inconsistent(log: KeyLog, none: pd.DataFrame) -> pd.DataFrame:
@@ -74,7 +161,8 @@ def key_duplicates(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
         )
     several = _duplicates(log, values[kept])
     if not losses.rules.retries_may_duplicate:
-        return several.assign(expected=False, expected_reason=None)
+        several = several.assign(expected=False, expected_reason=None)
+        return _diverged_duplicates(log, losses, several)
     writes = log.writes[log.writes["value"].isin(several["value"])]
     sends = {
         value: [
@@ -93,7 +181,25 @@ def key_duplicates(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
         for value, group in writes.groupby("value", sort=False)
     }
     several["sends"] = several["value"].map(sends)
-    return losses.classify_duplicates(several)
+    return _diverged_duplicates(log, losses, losses.classify_duplicates(several))
+
+
+def _diverged_duplicates(log: KeyLog, losses: KeyLosses, several: pd.DataFrame) -> pd.DataFrame:
+    """`several` (duplicates) with those an allowed unclean election explains expected."""
+    elections = allowed_unclean_elections(log, losses)
+    if not elections:
+        return several
+    by_value = dict(tuple(_sightings(log).groupby("value")))
+    reasons = [
+        reason if expected else _value_across(by_value.get(value, _NO_SIGHTINGS), elections)
+        for value, expected, reason in zip(
+            several["value"], several["expected"], several["expected_reason"], strict=True
+        )
+    ]
+    several = several.copy()
+    several["expected_reason"] = pd.Series(reasons, index=several.index, dtype=object)
+    several["expected"] = several["expected_reason"].notna()
+    return several
 
 
 def check_offsets_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
@@ -127,7 +233,9 @@ def check_offsets_key(log: KeyLog, losses: KeyLosses) -> list[FindingRow]:
             keyed(duplicates, log.key),
             order="first_offset",
             detail=duplicate_detail,
-            expected="expected" if losses.rules.retries_may_duplicate else None,
+            expected="expected"
+            if losses.rules.retries_may_duplicate or losses.rules.unclean_allowed
+            else None,
         ),
     ]
 
