@@ -619,14 +619,22 @@ class Broker:
         if self.membership is None or not config["controlled.shutdown.enable"]:
             return
         membership = self.membership
-        answered = await asyncio.get_running_loop().run_in_executor(
+        attempts = config["controlled.shutdown.max.retries"]
+        backoff_s = config["controlled.shutdown.retry.backoff.ms"] / 1000
+        asking = asyncio.get_running_loop().run_in_executor(
             None,
             lambda: membership.controlled_shutdown(
-                attempts=config["controlled.shutdown.max.retries"],
-                backoff_s=config["controlled.shutdown.retry.backoff.ms"] / 1000,
-                timeout_s=CONTROLLED_SHUTDOWN_TIMEOUT_S,
+                attempts=attempts, backoff_s=backoff_s, timeout_s=CONTROLLED_SHUTDOWN_TIMEOUT_S
             ),
         )
+        try:
+            # ZooKeeper out of reach can hold a question up: never longer than the attempts.
+            answered = await asyncio.wait_for(
+                asking, attempts * (CONTROLLED_SHUTDOWN_TIMEOUT_S + backoff_s)
+            )
+        except TimeoutError:
+            log.warning("broker %d: controlled shutdown timed out; stopping", self.broker_id)
+            answered = False
         if answered and self.replica_manager is not None:
             await self.replica_manager.stop_replicas()
 
