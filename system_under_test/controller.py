@@ -184,6 +184,16 @@ class Election:
     from_elr: bool = False
 
 
+@dataclass(frozen=True)
+class StateChange:
+    """How a written partition state is logged: an election (`unclean` or not) or an ISR
+    change, and why."""
+
+    election: bool
+    reason: str
+    unclean: bool = False
+
+
 def elect_leader(
     replicas: tuple[int, ...],
     isr: tuple[int, ...],
@@ -595,6 +605,30 @@ class Controller:
                     ),
                     version,
                 )
+
+        def logged(key: TopicPartition) -> StateChange:
+            why = f"{reason}: {notes[key]}" if key in notes else reason
+            if key not in elections:
+                return StateChange(
+                    False, why if key in notes else f"{reason}: dead replica removed"
+                )
+            election = elections[key]
+            if election is None:
+                why = f"{why}: no live in-sync or eligible leader replica, offline"
+            elif election.from_elr:
+                why = f"{why}: elected from the eligible leader replicas"
+            return StateChange(True, why, bool(election and election.unclean))
+
+        return self._write_states(writes, logged)
+
+    def _write_states(
+        self,
+        writes: Mapping[TopicPartition, tuple[LeaderAndIsr, int | None]],
+        logged: Callable[[TopicPartition], StateChange],
+    ) -> set[TopicPartition]:
+        """Write `writes` (new state, the version it replaces) to ZooKeeper, fenced by this
+        controller's epoch, take them as the context's, and log each as `logged` says."""
+        ctx = self.context
         versions = self.store.write_partition_states(
             writes, controller_epoch_version=ctx.epoch_zk_version
         )
@@ -602,16 +636,10 @@ class Controller:
             previous = ctx.states[key][0]
             ctx.states[key] = (new_state, versions[key])
             ctx.state_zxids.pop(key, None)
-            name = f"{key[0]}-{key[1]}"
-            why = f"{reason}: {notes[key]}" if key in notes else reason
-            if key in elections:
-                election = elections[key]
-                if election is None:
-                    why = f"{why}: no live in-sync or eligible leader replica, offline"
-                elif election.from_elr:
-                    why = f"{why}: elected from the eligible leader replicas"
+            change = logged(key)
+            if change.election:
                 self.events.leader_election(
-                    key=name,
+                    key=f"{key[0]}-{key[1]}",
                     leader=new_state.leader,
                     leader_epoch=new_state.leader_epoch,
                     isr=new_state.isr,
@@ -619,20 +647,20 @@ class Controller:
                     previous_leader=previous.leader,
                     previous_isr=previous.isr,
                     previous_elr=previous.elr,
-                    unclean=bool(election and election.unclean),
+                    unclean=change.unclean,
                     controller_epoch=ctx.epoch,
-                    reason=why,
+                    reason=change.reason,
                     zk_version=versions[key],
                     previous_zk_version=previous_version,
                 )
             else:
                 self.events.isr_change(
-                    key=name,
+                    key=f"{key[0]}-{key[1]}",
                     isr=new_state.isr,
                     elr=new_state.elr,
                     leader=new_state.leader,
                     leader_epoch=new_state.leader_epoch,
-                    reason=why if key in notes else f"{reason}: dead replica removed",
+                    reason=change.reason,
                     zk_version=versions[key],
                 )
         return set(writes)
@@ -815,41 +843,9 @@ class Controller:
                 LeaderAndIsr(leader, state.leader_epoch + 1, isr, ctx.epoch, elr),
                 version,
             )
-        versions = self.store.write_partition_states(
-            writes, controller_epoch_version=ctx.epoch_zk_version
-        )
-        for key, (new_state, previous_version) in writes.items():
-            previous = ctx.states[key][0]
-            ctx.states[key] = (new_state, versions[key])
-            ctx.state_zxids.pop(key, None)
-            name = f"{key[0]}-{key[1]}"
-            if new_state.leader != previous.leader:
-                self.events.leader_election(
-                    key=name,
-                    leader=new_state.leader,
-                    leader_epoch=new_state.leader_epoch,
-                    isr=new_state.isr,
-                    elr=new_state.elr,
-                    previous_leader=previous.leader,
-                    previous_isr=previous.isr,
-                    previous_elr=previous.elr,
-                    unclean=False,
-                    controller_epoch=ctx.epoch,
-                    reason=f"controlled shutdown of broker {broker}",
-                    zk_version=versions[key],
-                    previous_zk_version=previous_version,
-                )
-            else:
-                self.events.isr_change(
-                    key=name,
-                    isr=new_state.isr,
-                    elr=new_state.elr,
-                    leader=new_state.leader,
-                    leader_epoch=new_state.leader_epoch,
-                    reason=f"controlled shutdown of broker {broker}",
-                    zk_version=versions[key],
-                )
-        return set(writes)
+        moved = {k for k, (state, _v) in writes.items() if state.leader != ctx.states[k][0].leader}
+        why = f"controlled shutdown of broker {broker}"
+        return self._write_states(writes, lambda key: StateChange(key in moved, why))
 
     def _check_leader_balance(self) -> None:
         """Kafka's auto leader rebalance: preferred elections for every broker that leads
@@ -895,28 +891,7 @@ class Controller:
                     ),
                     version,
                 )
-        versions = self.store.write_partition_states(
-            writes, controller_epoch_version=ctx.epoch_zk_version
-        )
-        for key, (new_state, previous_version) in writes.items():
-            previous = ctx.states[key][0]
-            ctx.states[key] = (new_state, versions[key])
-            self.events.leader_election(
-                key=f"{key[0]}-{key[1]}",
-                leader=new_state.leader,
-                leader_epoch=new_state.leader_epoch,
-                isr=new_state.isr,
-                elr=new_state.elr,
-                previous_leader=previous.leader,
-                previous_isr=previous.isr,
-                previous_elr=previous.elr,
-                unclean=False,
-                controller_epoch=ctx.epoch,
-                reason=reason,
-                zk_version=versions[key],
-                previous_zk_version=previous_version,
-            )
-        return set(writes)
+        return self._write_states(writes, lambda _key: StateChange(True, reason))
 
 
 def _restart_notes(state: LeaderAndIsr, fenced: frozenset[int], fit: set[int]) -> list[str]:
