@@ -101,6 +101,9 @@ def at_least_once_violations(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
     classified = losses.classify(found)
     classified["expected"] = classified["expected"] & ~classified["was_read"]
     judged = _committed_before_a_power_loss(log, losses, classified)
+    judged = _written_below_the_group_after_a_power_loss(
+        log, losses, judged, commit_ops, committed, commits["time"].to_numpy(dtype=np.int64)
+    )
     if losses.rules.unclean_allowed:
         judged = _written_below_the_group(judged, commit_ops, committed)
     if losses.rules.settings.consumer_mode == "at-most-once":
@@ -129,6 +132,76 @@ def _written_below_the_group(
         (commit_ops[None, :] < invoked[:, None]) & (committed[None, :] > offsets[:, None])
     ).any(axis=1)
     return _expected(found, open_cases & passed, BELOW_THE_GROUP)
+
+
+BELOW_THE_GROUP_AFTER_POWER = (
+    "the group had committed past this offset before the record was written: {lost}, which "
+    "cut the log back below the group's position, came in between, and the offset was written "
+    "again, so the group skipped the new record"
+)
+
+
+def _written_below_the_group_after_a_power_loss(
+    log: KeyLog,
+    losses: KeyLosses,
+    found: pd.DataFrame,
+    commit_ops: np.ndarray,
+    committed: np.ndarray,
+    commit_times: np.ndarray,
+) -> pd.DataFrame:
+    """`found` with the open cases expected where a commit had passed their offset before
+    their write was invoked, and an allowed power loss of every broker after that commit and
+    before the write was acknowledged cut the key's log back to that offset or below: records
+    there were lost with the power, or a replica truncated to it after the power loss
+    (`BELOW_THE_GROUP_AFTER_POWER`), as under unclean election (`_written_below_the_group`)."""
+    open_cases = ~found["expected"].astype(bool).to_numpy()
+    rules = losses.rules
+    brokers = set((rules.settings.brokers or {}).values())
+    racks = [p for p in rules.power_losses if brokers and brokers <= set(p.brokers.values())]
+    if not open_cases.any() or not rules.power_loss_allowed or not racks:
+        return found
+    offsets = found["offset"].astype("float64").to_numpy()
+    invoked = found["invoke_index"].to_numpy(dtype=np.int64)
+    # It landed when it was written, before its acknowledgement (an idempotent producer's
+    # batch may be written again well after its invocation).
+    landed_by = found["complete_time"].astype("float64").to_numpy()
+    passed = (commit_ops[None, :] < invoked[:, None]) & (committed[None, :] > offsets[:, None])
+    # The first commit that had passed the offset: the widest window before the write.
+    since = np.where(
+        passed.any(axis=1), commit_times.astype(np.float64)[passed.argmax(axis=1)], np.nan
+    )
+    lost = losses.power_lost
+    cut_at: list[tuple[float, float, float, str]] = []  # power, seen, offset, words
+    for power in (float(p.time) for p in racks):
+        for offset, at in zip(lost["offset"], lost["power_time"], strict=True):
+            if float(at) == power:
+                cut_at.append((power, power, float(offset), "records there lost with it"))
+        for event in log.events:
+            if event.f == "truncation" and event.to_offset is not None and event.time > power:
+                cut_at.append(
+                    (power, float(event.time), float(event.to_offset), "a replica truncated")
+                )
+    reasons: list[str | None] = []
+    for offset, start, until in zip(offsets, since, landed_by, strict=True):
+        why = next(
+            (
+                f"the power loss of every broker at {power / 1e9:.1f} s ({words} to "
+                f"offset {int(to)}, allowed)"
+                for power, seen, to, words in cut_at
+                if start < power < until and seen >= power and to <= offset
+            ),
+            None,
+        )
+        reasons.append(why)
+    rows = open_cases & np.array([r is not None for r in reasons], dtype=bool)
+    if not rows.any():
+        return found
+    words = pd.Series(
+        [None if r is None else BELOW_THE_GROUP_AFTER_POWER.format(lost=r) for r in reasons],
+        index=found.index,
+        dtype=object,
+    )
+    return _expected(found, rows, words[rows])
 
 
 AT_MOST_ONCE = (
