@@ -676,6 +676,32 @@ class KeyLog:
         """The writes with their value's first and last offset (`_located_writes`)."""
         return self.columns["located_writes"].frame
 
+    @property
+    def unclean_elections(self) -> list[ReplicationEvent]:
+        """The key's unclean leader elections, by time."""
+        return sorted(
+            (e for e in self.events if e.f == "leader-election" and e.unclean),
+            key=lambda e: (e.time, e.index),
+        )
+
+    def sightings(self) -> pd.DataFrame:
+        """Where each value of the key was seen: (value, offset, time) of every `ok` read and
+        every acknowledged send; made once."""
+        known: pd.DataFrame | None = self.__dict__.get("_sightings")
+        if known is None:
+            reads = self.reads
+            reads = reads.loc[reads["type"] == "ok", ["value", "offset", "time"]]
+            writes = self.located_writes
+            acked = writes[(writes["status"] == "ok") & writes["offset"].notna()]
+            acked = pd.DataFrame(
+                {"value": acked["value"], "offset": acked["offset"], "time": acked["complete_time"]}
+            )
+            known = pd.concat([reads, acked], ignore_index=True)
+            known["offset"] = known["offset"].astype("int64")
+            known["time"] = known["time"].astype("int64")
+            self.__dict__["_sightings"] = known
+        return known
+
     def last_read_times(self, offsets: np.ndarray, by: np.ndarray) -> np.ndarray:
         """Per pair of `offsets` and `by` (times): when an `ok` read last returned that
         offset at or before that time; `by` itself where none did."""

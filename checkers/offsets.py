@@ -53,7 +53,7 @@ def key_inconsistent_offsets(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
     several["expected_reason"] = several["offset"].map(reasons)
     elections = allowed_unclean_elections(log, losses)
     if elections:
-        at_offset = dict(tuple(_sightings(log).groupby("offset")))
+        at_offset = dict(tuple(log.sightings().groupby("offset")))
         diverged = [
             _offset_across(at_offset.get(int(offset), _NO_SIGHTINGS), elections)
             if pd.isna(reason)
@@ -67,31 +67,10 @@ def key_inconsistent_offsets(log: KeyLog, losses: KeyLosses) -> pd.DataFrame:
 
 def allowed_unclean_elections(log: KeyLog, losses: KeyLosses) -> list[ReplicationEvent]:
     """The key's unclean elections, by time, where the configuration allows them."""
-    if not losses.rules.unclean_allowed:
-        return []
-    return sorted(
-        (e for e in log.events if e.f == "leader-election" and e.unclean),
-        key=lambda e: (e.time, e.index),
-    )
+    return log.unclean_elections if losses.rules.unclean_allowed else []
 
 
 _NO_SIGHTINGS = pd.DataFrame({"value": [], "offset": [], "time": []})
-
-
-def _sightings(log: KeyLog) -> pd.DataFrame:
-    """Where each value of the key was seen: (value, offset, time) of every `ok` read and
-    every acknowledged send."""
-    reads = log.reads
-    reads = reads.loc[reads["type"] == "ok", ["value", "offset", "time"]]
-    writes = log.located_writes
-    acked = writes[(writes["status"] == "ok") & writes["offset"].notna()]
-    acked = pd.DataFrame(
-        {"value": acked["value"], "offset": acked["offset"], "time": acked["complete_time"]}
-    )
-    both = pd.concat([reads, acked], ignore_index=True)
-    both["offset"] = both["offset"].astype("int64")
-    both["time"] = both["time"].astype("int64")
-    return both
 
 
 def _across(
@@ -189,7 +168,7 @@ def _diverged_duplicates(log: KeyLog, losses: KeyLosses, several: pd.DataFrame) 
     elections = allowed_unclean_elections(log, losses)
     if not elections:
         return several
-    by_value = dict(tuple(_sightings(log).groupby("value")))
+    by_value = dict(tuple(log.sightings().groupby("value")))
     reasons = [
         reason if expected else _value_across(by_value.get(value, _NO_SIGHTINGS), elections)
         for value, expected, reason in zip(

@@ -62,10 +62,7 @@ def key_unclean_lost(log: KeyLog) -> pd.DataFrame:
     """The key's committed writes lost in an unclean-loss window (the module's rules), with
     `election_index` (empty when the key had no unclean election)."""
     events = log.events
-    elections = sorted(
-        (e for e in events if e.f == "leader-election" and e.unclean),
-        key=lambda e: (e.time, e.index),
-    )
+    elections = log.unclean_elections
     if not elections:
         return NOTHING_LOST.copy()
     nan = float("nan")

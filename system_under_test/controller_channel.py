@@ -107,8 +107,8 @@ class _BrokerSender:
             request, correlation_id=correlation_id, client_id=f"controller-{self.controller_id}"
         )
         self._socket.sendall(frame)
-        size = protocol.FRAME_SIZE.unpack(self._read(4))[0]
-        payload = self._read(size)
+        size = protocol.FRAME_SIZE.unpack(_read_exactly(self._socket, 4))[0]
+        payload = _read_exactly(self._socket, size)
         got, body = protocol.decode_response(payload, _RESPONSES[type(request)])
         if got != correlation_id:
             raise ProtocolError(f"correlation id {got}, expected {correlation_id}")
@@ -120,17 +120,6 @@ class _BrokerSender:
                 type(request).__name__,
                 ErrorCode.from_wire(code).name,
             )
-
-    def _read(self, size: int) -> bytes:
-        assert self._socket is not None
-        chunks = []
-        while size:
-            chunk = self._socket.recv(min(size, 1 << 20))
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            chunks.append(chunk)
-            size -= len(chunk)
-        return b"".join(chunks)
 
     def _close(self) -> None:
         if self._socket is not None:
