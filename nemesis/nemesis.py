@@ -24,7 +24,7 @@ from nemesis import member_faults, process_faults, storage
 from nemesis.duty_cycle import DutyCycle, DutyCycleSpec
 from nemesis.errors import ClusterError, FaultError, NemesisError, UnsupportedFaultError
 from nemesis.fanout import on_each_node
-from nemesis.fault import Fault
+from nemesis.fault import MEMBER_FAULTS, Fault
 from nemesis.grudge import PartitionGrudge, shape_grudge, sorted_nodes
 from nemesis.netem import NetemSpec, NetworkShaper
 from nemesis.partial_failures import FaultApplicationError, HealError
@@ -107,6 +107,11 @@ class Nemesis:
         self._partitioner = Partitioner(cluster)
         self._shaper = NetworkShaper(cluster)
         self._lock = threading.RLock()
+        """Held around every fault on the cluster's nodes."""
+        self._members_lock = threading.Lock()
+        """Held around every fault on the workload's group members instead: a member's
+        fault (a clean leave may take ``member_faults.LEAVE_TIMEOUT_S``) never holds up the
+        nodes' faults, which scenarios time to the detectors."""
         self._signals = threading.Lock()
         """Held around signals that a duty cycle must not interleave with."""
         self._handlers: dict[str, _Handler] = {
@@ -145,7 +150,7 @@ class Nemesis:
         TargetError (a role has no holder now), or FaultApplicationError (some nodes
         failed; its ``applied`` is still worth recording).
         """
-        with self._lock:
+        with self._members_lock if fault.f in MEMBER_FAULTS else self._lock:
             return self._handlers[fault.f](fault.request())
 
     def heal(self, *, restart_killed: bool = False) -> list[Fault]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -163,3 +164,34 @@ def test_the_default_mix_faults_members_alongside_the_brokers_where_there_are_me
     )
     assert not [f for f in generate_schedule(without).faults if f.fault.f in MEMBER_FAULTS]
     assert "member-pause" not in not_applicable(without)
+
+
+def test_a_member_slow_to_leave_does_not_hold_up_the_nodes_faults(
+    cluster: Cluster, members: tuple[GroupMembers, list[SleepingMember]]
+) -> None:
+    registry, hosts = members
+    nemesis = Nemesis(cluster, rng=random.Random(3), members=registry)
+    leaving = threading.Event()
+    let_go = threading.Event()
+    slow = hosts[0]
+
+    def leave_slowly(timeout_s: float) -> bool:
+        leaving.set()
+        let_go.wait(timeout_s)
+        slow.left = True
+        return True
+
+    slow.leave = leave_slowly  # type: ignore[method-assign]
+    member_fault = threading.Thread(
+        target=nemesis.apply, args=(Fault("leave-member", {"members": ["consumer-0"]}),)
+    )
+    member_fault.start()
+    try:
+        assert leaving.wait(5.0)
+        # The nodes' side answers while the member is still leaving.
+        assert nemesis.heal() == []
+        assert member_fault.is_alive() and not slow.left
+    finally:
+        let_go.set()
+        member_fault.join(10.0)
+    assert slow.left
