@@ -16,7 +16,7 @@ import shutil
 import time
 import uuid
 from bisect import bisect_right
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -426,17 +426,19 @@ class Log:
         """Rebuild the producer state as of the log end: the newest snapshot at or below it,
         then the batches after the snapshot, read from the log."""
         state = self.producer_state
-        offset = max(state.load(self.log_end_offset), self.log_start_offset)
-        end = self.log_end_offset
-        while offset < end:
+        start = max(state.load(self.log_end_offset), self.log_start_offset)
+        state.replay(self._producer_batches(start), self.log_end_offset)
+
+    def _producer_batches(self, offset: int) -> Iterator[ProducerBatch]:
+        """The batches of idempotent producers from ``offset`` to the log end."""
+        while offset < self.log_end_offset:
             data = self.read(offset, 1 << 20).records
             if not data:
-                break
+                return
             for found in iter_batches(data, check_crc=False):
                 if found.last_offset >= offset and found.producer_id != NO_PRODUCER_ID:
-                    state.update(_producer_batch(found))
+                    yield _producer_batch(found)
                 offset = found.last_offset + 1
-        state.end_offset = end
 
     def _check_batch_sizes(self, batch: bytes | bytearray | memoryview) -> None:
         """Raise RecordTooLargeError for the first batch above max.message.bytes."""
