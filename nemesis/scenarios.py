@@ -653,6 +653,7 @@ DEFAULT_FAMILIES: dict[str, tuple[FamilyTurn, ...]] = {
         "zombie-leader",
         "controller-failover-during-election",
         "leader-session-loss",
+        "controller-session-loss",
         "rolling-bounce",
     ),
     "ISR shrink": (("isr-shrink-leader-power-loss", "isr-shrink-leader-loss"),),
@@ -677,5 +678,4 @@ def turn_scenarios(turn: FamilyTurn) -> tuple[str, ...]:
 DEFAULT_MIX = tuple(
     name for family in DEFAULT_FAMILIES.values() for turn in family for name in turn_scenarios(turn)
 )
-"""Every scenario the default generator may run (all but ``controller-session-loss``), those
-the runtime can apply."""
+"""Every scenario the default generator may run, those the runtime can apply."""
