@@ -8,6 +8,7 @@ from system_under_test.log.checkpoint import (
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
 )
+from system_under_test.log.index_file import CorruptIndexError
 from system_under_test.log.log import (
     AppendInfo,
     FetchData,
@@ -25,7 +26,7 @@ from system_under_test.log.log_manager import (
     LogDirError,
     LogManager,
 )
-from system_under_test.log.offset_index import CorruptIndexError, OffsetIndex
+from system_under_test.log.offset_index import OffsetIndex
 from system_under_test.log.record import CorruptRecordError, Record
 from system_under_test.log.recovery import RecoveryReport, SegmentRecovery
 from system_under_test.log.segment import LogSegment

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from system_under_test.kafka.record_batch import MAGIC
-from system_under_test.log.offset_index import INT32_MAX, CorruptIndexError, OffsetIndex
+from system_under_test.log.index_file import INT32_MAX, CorruptIndexError
+from system_under_test.log.offset_index import OffsetIndex
 from system_under_test.log.record import (
     LOG_OVERHEAD,
     MIN_BATCH_LENGTH,

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from system_under_test.log.offset_index import CorruptIndexError, OffsetIndex
+from system_under_test.log.index_file import CorruptIndexError
+from system_under_test.log.offset_index import OffsetIndex
 
 BASE = 1000
 

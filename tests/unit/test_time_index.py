@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from system_under_test.log.offset_index import CorruptIndexError
+from system_under_test.log.index_file import CorruptIndexError
 from system_under_test.log.time_index import TimeIndex
 
 BASE = 500
