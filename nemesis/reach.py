@@ -71,12 +71,19 @@ def _on(run: ScenarioRun, kind: str) -> list[Event]:
 
 def struck_broker(run: ScenarioRun, role: str) -> int | None:
     """The broker the run's first fault aimed at ``role`` (``leader``, ``controller``) hit."""
+    struck = struck_brokers(run, role)
+    return struck[0] if struck else None
+
+
+def struck_brokers(run: ScenarioRun, role: str) -> list[int]:
+    """The brokers the run's first fault aimed at ``role`` (``followers``, ...) hit, as the
+    roles were when it struck (leadership may have moved since the run took its aim)."""
     name = role if role == "controller" else f"{role}:{run.aim.key}"
     for fault in run.faults:
         nodes = (fault.value.get("roles") or {}).get(name)
         if nodes:
-            return _broker_id(nodes[0])
-    return None
+            return [b for b in map(_broker_id, nodes) if b is not None]
+    return []
 
 
 def _broker_id(node: str) -> int | None:
@@ -162,7 +169,7 @@ def restarted_follower_elected(run: ScenarioRun) -> Reach:
     that had been restarted (in the new leader's ISR), with any truncation it made."""
     leader = struck_broker(run, "leader")
     leader = run.aim.leader if leader is None else leader
-    followers = set(run.aim.followers)
+    followers = set(struck_brokers(run, "followers") or run.aim.followers)
     elected = [
         e
         for e in _elections_away(run, leader)

@@ -180,6 +180,23 @@ def test_kip101_first_case_is_a_clean_election_of_a_restarted_follower() -> None
     assert not restarted_follower_elected(run_of("frll", {**unclean, "isr": [1]})).reached
 
 
+def test_kip101_first_case_judges_the_followers_the_restart_struck() -> None:
+    # Leadership moved from 2 to 1 between the aim and the strike: the kill of the
+    # followers hit 2 and 3, then the pause of the leader hit 1.
+    struck = [
+        Fault("kill", {"targets": ["n2", "n3"], "roles": {"followers:t-1": ["n2", "n3"]}}),
+        Fault("pause", {"targets": ["n1"], "roles": {"leader:t-1": ["n1"]}}),
+    ]
+    restarted = election(2, 1, 2, [2, 3])
+    assert restarted_follower_elected(run_of("frll", restarted, faults=struck)).reached
+    never_restarted = restarted_follower_elected(
+        run_of("frll", election(2, 2, 1, [1]), faults=struck)
+    )
+    assert not never_restarted.reached
+    assert "restarted follower [2, 3]" in never_restarted.missing
+    assert "away from broker 1" in never_restarted.missing
+
+
 def test_kip101_second_case_needs_a_truncation_between_two_leader_changes() -> None:
     first, second = election(1, 2, 1, [1, 3]), election(4, 1, 3, [3])
     truncated = event("truncation", 3, broker=2, from_offset=9, to_offset=7)
