@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import random
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,24 +78,39 @@ def test_members_paused_killed_and_leaving_are_faulted_as_processes(
             applied.append(done)
             return done
 
-        def faults() -> None:
-            stop.wait(4.0)
-            paused = apply(Fault("pause-member"))
-            stop.wait(PAUSE_S)
-            apply(Fault("resume-member", {"members": paused.value["members"]}))
-            stop.wait(3.0)
-            apply(Fault("kill-member"))
-            stop.wait(3.0)
-            apply(Fault("leave-member"))
+        def members_running() -> None:
+            """Until some member's process runs (they start slowly on a loaded machine)."""
+            deadline = time.monotonic() + 20.0
+            while not workload.members.running() and time.monotonic() < deadline:
+                stop.wait(0.1)
 
+        def faults() -> None:
+            try:
+                stop.wait(4.0)
+                members_running()
+                paused = apply(Fault("pause-member"))
+                stop.wait(PAUSE_S)
+                apply(Fault("resume-member", {"members": paused.value["members"]}))
+                stop.wait(3.0)
+                members_running()
+                apply(Fault("kill-member"))
+                stop.wait(3.0)
+                members_running()
+                apply(Fault("leave-member"))
+                stop.wait(3.0)
+            finally:
+                faults_done.set()
+
+        faults_done = threading.Event()
+        """Set a little after the last fault: the workload runs until then (90 s at most)."""
         thread = threading.Thread(target=faults, daemon=True)
         thread.start()
         summary = workload.run(
             cluster.bootstrap,
             cluster.zookeeper_connect,
             writer,
-            stop_event=threading.Event(),
-            time_limit_s=30.0,
+            stop_event=faults_done,
+            time_limit_s=90.0,
             rng=random.Random(7),
         )
         stop.set()
