@@ -28,9 +28,12 @@ process, one run at a time, and prints per configuration:
 Each run also records its acknowledged and allowed losses (results.json's summary), its
 storage faults applied (faults, not nodes), its samples by the allowance their reason names
 (`allowed_by`; results.json keeps a sample of each type's cases, so these are samples, not
-cases), and how many of its scenario runs reached their state. An acks=0/1 write lost with
-power reads as an acks loss (the acks allowance is named first), so acks0/acks1 runs are
-not told apart from the flush policy's losses.
+cases), how many of its scenario runs reached their state (and, by scenario, how many of
+its instances did in some attempt, summed over the configuration's runs), and how much of
+its fault-free send rate it kept during faults on partitions with a live leader and an ISR
+of at least min.insync.replicas (results.json's live rate; the median and the least over
+the runs). An acks=0/1 write lost with power reads as an acks loss (the acks allowance is
+named first), so acks0/acks1 runs are not told apart from the flush policy's losses.
 A run that fails (infrastructure) is counted as a failed run and the bench goes on. One JSON
 line per run on stdout, a table at the end, the whole summary in --out.
 """
@@ -195,6 +198,14 @@ class RunRecord:
     storage_faults: int | None = None
     scenarios_reached: str | None = None
     """Scenario runs that reached their state, of those judged (``reached/judged``)."""
+    scenario_instances: dict[str, list[int]] = field(default_factory=dict)
+    """By scenario: [instances that reached their state in some attempt, instances judged]."""
+    send_kept: float | None = None
+    """Acknowledged sends a second per partition with a live leader during faults, as a
+    share of the fault-free rate (results.json's ``stats.live_rate.kept.send``)."""
+    send_kept_writable: float | None = None
+    """The same on partitions whose ISR held at least ``min.insync.replicas``
+    (``kept.send_writable``)."""
 
 
 def run_one(
@@ -236,7 +247,9 @@ def _record(
     if history is not None and history.exists():
         wanted = {i for s in found if not isinstance(s.get("time"), int) for i in sample_indices(s)}
         facts = read_history(history, wanted)
-    availability = ((results or {}).get("stats") or {}).get("availability")
+    stats = (results or {}).get("stats") or {}
+    availability = stats.get("availability")
+    kept = (stats.get("live_rate") or {}).get("kept") or {}
     if availability is None and facts is not None and facts.completions:
         availability = facts.ok / facts.completions
     return RunRecord(
@@ -260,6 +273,9 @@ def _record(
         allowed_by=allowed_by(found),
         storage_faults=facts.storage_faults if facts else None,
         scenarios_reached=_reached(results or {}),
+        scenario_instances=_instances_reached(results or {}),
+        send_kept=kept.get("send"),
+        send_kept_writable=kept.get("send_writable"),
     )
 
 
@@ -290,6 +306,22 @@ def _reached(results: Mapping[str, Any]) -> str | None:
     return f"{sum(r['reached'] is True for r in judged)}/{len(judged)}"
 
 
+def _instances_reached(results: Mapping[str, Any]) -> dict[str, list[int]]:
+    """By scenario: [instances that reached their state in some attempt, instances judged]."""
+    runs = ((results.get("scenarios") or {}).get("runs")) or []
+    reached: dict[tuple[str, Any], bool] = {}
+    for run in runs:
+        if isinstance(run, Mapping) and run.get("reached") is not None:
+            key = (str(run.get("scenario")), run.get("instance"))
+            reached[key] = reached.get(key, False) or run["reached"] is True
+    counts: dict[str, list[int]] = {}
+    for (name, _instance), ok in sorted(reached.items(), key=lambda item: str(item[0])):
+        counts.setdefault(name, [0, 0])
+        counts[name][0] += ok
+        counts[name][1] += 1
+    return counts
+
+
 def _median(values: Iterable[float | int | None]) -> float | None:
     known = [v for v in values if v is not None]
     return round(statistics.median(known), 3) if known else None
@@ -315,6 +347,16 @@ def summarise(config: str, records: list[RunRecord]) -> dict[str, Any]:
     }
     availability = [r.availability for r in done if r.availability is not None]
     summary["availability"] = round(statistics.fmean(availability), 4) if availability else None
+    kept = [r.send_kept_writable for r in done if r.send_kept_writable is not None]
+    summary["median_send_kept_writable"] = _median(kept)
+    summary["min_send_kept_writable"] = min(kept) if kept else None
+    instances: dict[str, list[int]] = {}
+    for r in done:
+        for name, (ok, judged) in r.scenario_instances.items():
+            counts = instances.setdefault(name, [0, 0])
+            counts[0] += ok
+            counts[1] += judged
+    summary["scenario_instances_reached"] = dict(sorted(instances.items()))
     summary["found"] = sum(found_its_bug(config, r) for r in done)
     summary["invalid"] = sum(r.verdict == "invalid" for r in done)
     summary["runs_with_isr_of_one_losses"] = sum(r.allowed_by.get("min-isr-1", 0) > 0 for r in done)

@@ -100,3 +100,34 @@ def test_a_configuration_is_found_by_its_own_allowance_not_the_flush_policys() -
     assert (summary["found"], summary["invalid"], summary["detected"]) == (1, 0, 2)
     summary = detection.summarise("misr1", [record("invalid", {"min-isr-1": 0})])
     assert (summary["found"], summary["invalid"]) == (0, 1)
+
+
+def test_reach_is_counted_by_instance_and_the_kept_send_rate_is_summarised() -> None:
+    """An instance reached in its second attempt counts once, as reached; the kept send rate
+    comes from results.json's live rate."""
+    detection = importlib.import_module("bench.detection")
+    runs = [
+        {"scenario": "a", "instance": 0, "attempt": 1, "reached": False},
+        {"scenario": "a", "instance": 0, "attempt": 2, "reached": True},
+        {"scenario": "b", "instance": 1, "attempt": 1, "reached": False},
+        {"scenario": "b", "instance": 1, "attempt": 2, "reached": False},
+        {"scenario": "a", "instance": 2, "attempt": 1, "reached": None},  # cut off
+        {"scenario": "a", "instance": 3, "attempt": 1, "reached": True},
+    ]
+
+    def record(kept: float) -> object:
+        results = {
+            "valid": True,
+            "scenarios": {"runs": runs},
+            "stats": {"live_rate": {"kept": {"send": kept / 2, "send_writable": kept}}},
+        }
+        report = detection.RunReport.of(1, None, results, exit_code=0, seconds=1.0)
+        return detection._record("safe", report, results, None, 1.0)
+
+    first = record(0.6)
+    assert first.scenario_instances == {"a": [2, 2], "b": [0, 1]}
+    assert (first.send_kept, first.send_kept_writable) == (0.3, 0.6)
+    assert first.scenarios_reached == "2/5"
+    summary = detection.summarise("safe", [first, record(0.4), record(0.8)])
+    assert summary["scenario_instances_reached"] == {"a": [6, 6], "b": [0, 3]}
+    assert (summary["median_send_kept_writable"], summary["min_send_kept_writable"]) == (0.6, 0.4)
