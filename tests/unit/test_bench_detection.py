@@ -5,6 +5,7 @@ Kafka's default flush policy) is counted apart."""
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import pytest
 
@@ -115,7 +116,7 @@ def test_reach_is_counted_by_instance_and_the_kept_send_rate_is_summarised() -> 
         {"scenario": "a", "instance": 3, "attempt": 1, "reached": True},
     ]
 
-    def record(kept: float) -> object:
+    def record(kept: float) -> Any:
         results = {
             "valid": True,
             "scenarios": {"runs": runs},
