@@ -28,7 +28,7 @@ from nemesis.layout import CAPABILITIES, Layout
 from nemesis.netem import NetemSpec
 from nemesis.partial_failures import FaultApplicationError
 from nemesis.reach import Reach
-from nemesis.scenario_watch import ScenarioWatch
+from nemesis.scenario_watch import ScenarioWatch, Settling
 from nemesis.scenarios import SCENARIOS
 from nemesis.targets import parse_target
 from nemesis.timing import Detectors
@@ -588,6 +588,9 @@ class ScheduleRunner:
             before = watch.settle(self._stop)
             if self._stop.wait(watch.quiet_s()):
                 return
+            if self._past_time_limit():
+                self._cut_off(entries[0], attempt, durations, before)
+                return
             aim: Aim | None = None
             missing = ""
             try:
@@ -629,6 +632,33 @@ class ScheduleRunner:
             if aim is not None:
                 avoid.append(aim.key)
             entries, durations = self._again(entries)
+
+    def _past_time_limit(self) -> bool:
+        """Whether the schedule's time limit has passed (settling and quiet times moved the
+        run there): the workload is ending, and a run started now would be cut off by it."""
+        spec = self._spec
+        return spec is not None and self.clock() - self._started >= spec.time_limit_s
+
+    def _cut_off(
+        self, first: ScheduledFault, attempt: int, durations: str, before: Settling
+    ) -> None:
+        """Record a run not started because the time limit passed first (not judged)."""
+        now = round(self.clock() - self._started, 3)
+        outcome: dict[str, Any] = {
+            "scenario": first.scenario,
+            "instance": first.instance,
+            "attempt": attempt,
+            "variant": first.variant,
+            "durations": durations,
+            "aim": None,
+            "started_s": now,
+            "ended_s": now,
+            "settled_before": before.to_json(),
+            "reached": None,
+            "missing": "the test's time limit passed before the run could start",
+        }
+        self.outcomes.append(outcome)
+        self.on_judged(outcome)
 
     def _again(self, entries: list[ScheduledFault]) -> tuple[list[ScheduledFault], str]:
         """The run once more, from now, under new ids, and how its durations were drawn:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any
@@ -574,6 +575,27 @@ def test_the_next_run_waits_for_the_cluster_to_settle_up_to_a_bound() -> None:
     outcome = bounded.run(schedule).scenarios[0]
     assert not outcome["settled_before"]["settled"]
     assert "t-1: replicas [1, 3] are not in its ISR [2]" in outcome["settled_before"]["unsettled"]
+
+
+def test_a_run_the_settling_moved_past_the_time_limit_is_not_started() -> None:
+    schedule = zombie_schedule()  # two runs, laid out well within its 60 s
+    cluster = Cluster([view()], {})
+    late = [0.0]
+
+    def clock() -> float:
+        return time.monotonic() + late[0]
+
+    def judged(outcome: dict[str, Any]) -> None:
+        late[0] = 1000.0  # the first run's settling took the rest of the test
+
+    runner = ScheduleRunner(
+        cluster, watch=watch_of(cluster, attempts=1), clock=clock, on_judged=judged
+    )
+    applied = runner.run(schedule)
+    first, second = applied.scenarios
+    assert first["reached"] is not None  # judged
+    assert second["reached"] is None and "time limit passed" in second["missing"]
+    assert {f.instance for f in applied.faults} == {0}  # nothing of the second was applied
 
 
 def test_a_stopped_run_is_cut_off_not_judged_and_resolved_schedules_are_not_watched() -> None:
