@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,20 +57,46 @@ def kafka_bootstrap(cluster: Cluster) -> str:
 
 
 def run_for(
-    workload: QueueWorkload, cluster: Cluster, path: Path, *, seconds: float, seed: int
+    workload: QueueWorkload,
+    cluster: Cluster,
+    path: Path,
+    *,
+    seconds: float,
+    seed: int,
+    until_assigns: int = 0,
+    at_most_s: float = 90.0,
 ) -> tuple[WorkloadRunSummary, FinalReadResult]:
-    """Run the workload for `seconds`, then its final read, into the history at `path`."""
+    """Run the workload for `seconds` (and, with `until_assigns`, on until that many `ok`
+    assigns were recorded, `at_most_s` in all: group rebalances come slowly on a loaded
+    machine), then its final read, into the history at `path`."""
     bootstrap = kafka_bootstrap(cluster)
-    with HistoryWriter(path) as writer:
-        summary = workload.run(
-            bootstrap,
-            cluster.zookeeper_connect,
-            writer,
-            stop_event=threading.Event(),
-            time_limit_s=seconds,
-            rng=random.Random(seed),
-        )
-        return summary, workload.final_read(bootstrap, writer)
+    stop = threading.Event()
+
+    def enough() -> None:
+        deadline = time.monotonic() + seconds
+        while not stop.wait(0.2):
+            assigns = workload.counters.snapshot().by_f.get("assign", {}).get("ok", 0)
+            if time.monotonic() >= deadline and assigns >= until_assigns:
+                stop.set()
+
+    watcher = threading.Thread(target=enough, daemon=True)
+    if until_assigns:
+        watcher.start()
+    try:
+        with HistoryWriter(path) as writer:
+            summary = workload.run(
+                bootstrap,
+                cluster.zookeeper_connect,
+                writer,
+                stop_event=stop,
+                time_limit_s=at_most_s if until_assigns else seconds,
+                rng=random.Random(seed),
+            )
+            return summary, workload.final_read(bootstrap, writer)
+    finally:
+        stop.set()
+        if until_assigns:
+            watcher.join(5)
 
 
 @pytest.mark.parametrize("client", KAFKA_CLIENTS)
@@ -138,8 +165,9 @@ def test_group_members_share_the_partitions_through_rebalances_and_the_checkers_
     bootstrap = kafka_bootstrap(cluster)
     workload.prepare(bootstrap)
     path = tmp_path / "history.jsonl"
-    summary, final = run_for(workload, cluster, path, seconds=20.0, seed=23)
-    assert summary.stopped_by == "time-limit" and summary.abandoned == 0
+    # Each rebalance records two assigns (everything revoked, then what was given).
+    summary, final = run_for(workload, cluster, path, seconds=20.0, seed=23, until_assigns=8)
+    assert summary.abandoned == 0
     ops, counts = check_history(path, final)
     given = [op for op in ops if op.f == "assign" and op.type == "ok" and not op.final]
     revoked = [op for op in given if op.value == []]
